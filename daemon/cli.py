@@ -1,0 +1,60 @@
+"""`storyd …`: find the subcommand and run it. Each lives in daemon/commands/<name>.py.
+
+Subcommands are imported lazily, so `storyd resume` loads only what it needs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["COMMANDS", "main"]
+
+COMMANDS = {
+    "resume": "resume one unit: the seed skill's flags, envelope and exit codes",
+    "serve": "run the daemon in the foreground",
+    "status": "every unit: progress, resume point and findings",
+    "list": "units as JSON lines (the socket's list op)",
+    "events": "follow drift, resolved and changed events",
+    "check": "exit 1 when any unit has a warning or error finding",
+    "stats": "the daemon's counters",
+    "ping": "whether a daemon answers, and its version",
+    "demo": "serve the shipped demo workspace and query it",
+    "install": "write the systemd user units",
+    "uninstall": "remove the systemd user units",
+    "config": "check the configuration file",
+    "doctor": "one screen of what storyd sees on this machine",
+}
+_MODULES = {"list": "listing", "config": "config_check"}
+
+
+def _usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {text}" for name, text in COMMANDS.items()]
+    return "usage: storyd <command> [flags]\n\ncommands:\n" + "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand and return its exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help", "help"):
+        os.write(1 if args else 2, _usage().encode())
+        return 0 if args else 64
+    if args[0] == "--version":
+        from daemon import __version__
+
+        os.write(1, f"storyd {__version__}\n".encode())
+        return 0
+    name = args[0]
+    if name not in COMMANDS:
+        os.write(2, f"storyd: unknown command {name!r}\n{_usage()}".encode())
+        return 64
+    import importlib
+
+    module = importlib.import_module(f"daemon.commands.{_MODULES.get(name, name)}")
+    try:
+        return int(module.main(args[1:]))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 141

@@ -1,0 +1,1 @@
+"""One module per `storyd` subcommand, each with `main(argv) -> exit code`."""

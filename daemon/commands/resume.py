@@ -1,0 +1,38 @@
+"""`storyd resume`: the seed skill's drop-in, asking the daemon first."""
+
+from __future__ import annotations
+
+import os
+
+from daemon.errors import UsageError
+from daemon.query import Output, from_argv
+
+__all__ = ["emit", "main"]
+
+
+def emit(output: Output) -> int:
+    """Print an Output (stderr lines, then stdout) and return its exit code."""
+    if output.stderr:
+        os.write(2, "".join(line + "\n" for line in output.stderr).encode("utf-8", "replace"))
+    if output.stdout:
+        os.write(1, output.stdout)
+    return output.code
+
+
+def main(argv: list[str]) -> int:
+    """Parse the flags, ask the daemon unless --direct, else read the files."""
+    cwd = os.getcwd()
+    try:
+        query = from_argv(argv, cwd)
+    except UsageError as exc:
+        return emit(Output(exc.code, b"", tuple(exc.message.split("\n"))))
+    if not query.direct:
+        from daemon.client import ask_cli
+        from daemon.paths import socket_path
+
+        answered = ask_cli(socket_path(query.socket), argv, cwd, query.timeout)
+        if answered is not None:
+            return emit(answered)
+    from daemon import direct
+
+    return emit(direct.run(query))

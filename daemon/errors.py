@@ -1,0 +1,69 @@
+"""storyd's error hierarchy: every failure a user can see, with its exit code.
+
+    StorydError (70, internal)
+    ├── StateFileMissing (1)      the state file is absent or not a regular file
+    ├── StoryNotInState (2)       the unit is not in the state file
+    ├── UsageError (64)           bad flags, ids, or request fields
+    ├── DataError (65)            the state file is not valid JSON or not the expected shape
+    └── LockTimeout (75)          a writer held the lock longer than the bound
+
+The codes are the seed skill's (0, 1, 2, 64) plus sysexits for the rest; the socket
+protocol reuses them in `{ok: false, error: {code, name, message}}`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DataError",
+    "LockTimeout",
+    "StateFileMissing",
+    "StoryNotInState",
+    "StorydError",
+    "UsageError",
+]
+
+
+class StorydError(Exception):
+    """A failure with an exit code and a one-line message for stderr."""
+
+    code = 70
+    name = "INTERNAL_ERROR"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class StateFileMissing(StorydError):
+    """The state file is absent or not a regular file."""
+
+    code = 1
+    name = "STATE_FILE_MISSING"
+
+
+class StoryNotInState(StorydError):
+    """The requested unit is not registered in the state file."""
+
+    code = 2
+    name = "STORY_NOT_IN_STATE"
+
+
+class UsageError(StorydError):
+    """Unknown, missing or malformed flags, ids or request fields."""
+
+    code = 64
+    name = "EX_USAGE"
+
+
+class DataError(StorydError):
+    """A state file that is not valid JSON, or not the shape its format requires."""
+
+    code = 65
+    name = "EX_DATAERR"
+
+
+class LockTimeout(StorydError):
+    """A writer held its exclusive lock longer than the configured bound."""
+
+    code = 75
+    name = "EX_TEMPFAIL"

@@ -1,0 +1,80 @@
+"""The registry of state-file formats: one adapter per convention.
+
+Adapters register through the entry-point group `storyd.formats`; the built-ins are
+listed there too. `builtin()` imports a built-in directly by name, which keeps
+`storyd resume` from paying for entry-point discovery on its start-up path.
+"""
+
+from __future__ import annotations
+
+from daemon.errors import UsageError
+from daemon.formats.base import Adapter
+
+__all__ = ["BUILTIN", "Adapter", "all_adapters", "builtin", "detect"]
+
+ENTRY_POINT_GROUP = "storyd.formats"
+BUILTIN = {
+    "epic": "daemon.formats.epic",
+    "session": "daemon.formats.session",
+    "issue-plan": "daemon.formats.issue_plan",
+    "autodev": "daemon.formats.autodev",
+    "checkpoint": "daemon.formats.checkpoint",
+}
+_loaded: dict[str, Adapter] = {}
+
+
+def builtin(name: str) -> Adapter:
+    """A built-in adapter by name."""
+    if name not in _loaded:
+        import importlib
+
+        try:
+            module = importlib.import_module(BUILTIN[name])
+        except (KeyError, ModuleNotFoundError):
+            msg = f"unknown format {name!r}; supported: {', '.join(BUILTIN)}"
+            raise UsageError(msg) from None
+        _loaded[name] = module.ADAPTER
+    return _loaded[name]
+
+
+def _plugins() -> list[Adapter]:
+    from importlib.metadata import entry_points
+
+    adapters = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in BUILTIN:
+            continue
+        adapter = ep.load()
+        if not isinstance(adapter, Adapter) or not adapter.name:
+            msg = f"format plugin {ep.name!r} ({ep.value}) is not a named daemon.formats.Adapter"
+            raise UsageError(msg)
+        adapters.append(adapter)
+    return adapters
+
+
+def all_adapters(*, plugins: bool = True) -> list[Adapter]:
+    """Every registered adapter: the built-ins, then plugins from the entry-point group."""
+    adapters = []
+    for name in BUILTIN:
+        try:
+            adapters.append(builtin(name))
+        except UsageError:
+            continue
+    return adapters + (_plugins() if plugins else [])
+
+
+def supported() -> str:
+    """One line naming every supported convention, for error messages."""
+    return "; ".join(f"{a.name}: {a.convention}" for a in all_adapters(plugins=False))
+
+
+def detect(relpath: str) -> Adapter:
+    """The adapter whose state files include `relpath`, or a UsageError naming them all."""
+    for adapter in all_adapters(plugins=False):
+        if adapter.matches(relpath):
+            return adapter
+    for adapter in _plugins():
+        if adapter.matches(relpath):
+            return adapter
+    msg = f"{relpath}: not a state file of any supported convention ({supported()})"
+    raise UsageError(msg)

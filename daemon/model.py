@@ -1,0 +1,172 @@
+"""The format-neutral model: tasks, units (stories) and findings. No I/O.
+
+Every state-file convention is read into these few classes, so the envelope, the
+detectors, the cache and the events never need to know which format a unit came from.
+
+They are hand-written slotted classes rather than dataclasses: `storyd resume` imports
+this module on its start-up path, and `dataclasses` pulls in `inspect` (about 10 ms).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DONE",
+    "PENDING",
+    "SEVERITIES",
+    "Finding",
+    "Task",
+    "Unit",
+]
+
+DONE = "done"
+PENDING = "pending"
+SEVERITIES = ("info", "warning", "error")
+
+
+class Task:
+    """One task of a unit, in the state file's task order.
+
+    `bucket` is DONE or PENDING (the envelope's two lists); `status` is the raw value
+    from the file; `known` is False when the status is outside the format's vocabulary.
+    """
+
+    __slots__ = ("bucket", "commit_sha", "completed_at", "extra", "id", "known", "status")
+
+    def __init__(
+        self,
+        id: str,
+        status: str,
+        bucket: str,
+        *,
+        known: bool = True,
+        commit_sha: str | None = None,
+        completed_at: str | None = None,
+        extra: dict[str, object] | None = None,
+    ) -> None:
+        self.id = id
+        self.status = status
+        self.bucket = bucket
+        self.known = known
+        self.commit_sha = commit_sha
+        self.completed_at = completed_at
+        self.extra = extra or {}
+
+    @property
+    def done(self) -> bool:
+        """True when the task counts as completed."""
+        return self.bucket == DONE
+
+    def __repr__(self) -> str:
+        return f"Task({self.id!r}, {self.status!r}, {self.bucket!r})"
+
+
+class Unit:
+    """One resumable unit of work: an epic's story, a session, an issue plan, ...
+
+    `key` identifies it inside its state file; `story_file` (workspace-relative) feeds
+    staleness; `branch` names the tip for history checks when the format records one;
+    `resume_point` overrides the generic rule when the format defines its own; `error`
+    is set when the unit's node is malformed, and a query for it fails with exit 65.
+    """
+
+    __slots__ = (
+        "branch",
+        "error",
+        "findings",
+        "format",
+        "key",
+        "labels",
+        "resume_point",
+        "state_file",
+        "story_file",
+        "tasks",
+    )
+
+    def __init__(
+        self,
+        format: str,
+        state_file: str,
+        key: str,
+        tasks: tuple[Task, ...],
+        *,
+        story_file: str | None = None,
+        branch: str | None = None,
+        resume_point: str | None = None,
+        findings: tuple[Finding, ...] = (),
+        labels: dict[str, str] | None = None,
+        error: str | None = None,
+    ) -> None:
+        self.format = format
+        self.state_file = state_file
+        self.key = key
+        self.tasks = tasks
+        self.story_file = story_file
+        self.branch = branch
+        self.resume_point = resume_point
+        self.findings = findings
+        self.labels = labels or {}
+        self.error = error
+
+    @property
+    def done_count(self) -> int:
+        """How many tasks are completed."""
+        return sum(1 for t in self.tasks if t.bucket == DONE)
+
+    def __repr__(self) -> str:
+        return f"Unit({self.format!r}, {self.state_file!r}, {self.key!r}, {len(self.tasks)} tasks)"
+
+
+class Finding:
+    """A fact about a unit that its state file alone does not show. Frozen and hashable.
+
+    Sets of findings are diffed into `drift` and `resolved` events, so equality covers
+    every field.
+    """
+
+    __slots__ = ("code", "detector", "message", "severity", "task")
+
+    detector: str
+    code: str
+    severity: str
+    task: str | None
+    message: str
+
+    def __init__(
+        self, detector: str, code: str, severity: str, message: str, task: str | None = None
+    ) -> None:
+        if severity not in SEVERITIES:
+            msg = f"severity must be one of {', '.join(SEVERITIES)}, not {severity!r}"
+            raise ValueError(msg)
+        object.__setattr__(self, "detector", detector)
+        object.__setattr__(self, "code", code)
+        object.__setattr__(self, "severity", severity)
+        object.__setattr__(self, "task", task)
+        object.__setattr__(self, "message", message)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        msg = "Finding is frozen"
+        raise AttributeError(msg)
+
+    def _key(self) -> tuple[str, str, str, str | None, str]:
+        return (self.detector, self.code, self.severity, self.task, self.message)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Finding):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Finding({self.detector!r}, {self.code!r}, {self.severity!r}, {self.message!r})"
+
+    def as_dict(self) -> dict[str, object]:
+        """The wire form used in answers, events and `--detail` output."""
+        return {
+            "detector": self.detector,
+            "code": self.code,
+            "severity": self.severity,
+            "task": self.task,
+            "message": self.message,
+        }

@@ -1,0 +1,26 @@
+"""Where storyd's socket and configuration live (XDG base directories)."""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["config_path", "socket_path"]
+
+
+def socket_path(flag: str | None = None) -> str:
+    """--socket, else $STORYD_SOCKET, else $XDG_RUNTIME_DIR/storyd/storyd.sock, else /tmp."""
+    if flag:
+        return flag
+    env = os.environ.get("STORYD_SOCKET")
+    if env:
+        return env
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        return os.path.join(runtime, "storyd", "storyd.sock")
+    return f"/tmp/storyd-{os.getuid()}/storyd.sock"
+
+
+def config_path() -> str:
+    """$XDG_CONFIG_HOME/storyd/config.toml (default ~/.config)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "storyd", "config.toml")

@@ -1,0 +1,141 @@
+"""A resume query, parsed and validated once, whether it came from argv or the socket.
+
+The CLI, the shell fast path (through the daemon's `resume-cli` op) and the socket's
+`resume` op all build a Query here, so they accept and refuse exactly the same input.
+"""
+
+from __future__ import annotations
+
+import os
+
+from daemon.errors import UsageError
+from daemon.flags import SWITCH, VALUE, parse
+from daemon.ids import normalize_epic_id, normalize_story_id
+from daemon.locking import DEFAULT_LOCK_TIMEOUT
+from daemon.storytime import MODES
+
+__all__ = ["FLAGS", "USAGE", "Output", "Query", "from_argv"]
+
+USAGE = (
+    "usage: --story-id <id> --epic-id <id> [--workspace <dir>] [--detail] [--direct]\n"
+    "       --state-file <path> [--unit <id>] [--workspace <dir>] [--detail] [--direct]\n"
+    "       options: --socket <path> --timeout <ms> --lock-timeout <s> --staleness git|mtime"
+)
+FLAGS = {
+    "story-id": VALUE,
+    "epic-id": VALUE,
+    "workspace": VALUE,
+    "state-file": VALUE,
+    "unit": VALUE,
+    "detail": SWITCH,
+    "direct": SWITCH,
+    "socket": VALUE,
+    "timeout": VALUE,
+    "lock-timeout": VALUE,
+    "staleness": VALUE,
+}
+
+
+def _number(name: str, text: str, low: float, high: float) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not low <= value <= high:
+        msg = f"invalid --{name} {text!r}: expected a number from {low:g} to {high:g}"
+        raise UsageError(f"{msg}\n{USAGE}")
+    return value
+
+
+class Query:
+    """Which unit to answer for, and how."""
+
+    __slots__ = (
+        "detail",
+        "direct",
+        "epic",
+        "lock_timeout",
+        "socket",
+        "staleness",
+        "state_file",
+        "story",
+        "timeout",
+        "unit",
+        "workspace",
+    )
+
+    def __init__(
+        self,
+        workspace: str,
+        *,
+        epic: str | None = None,
+        story: str | None = None,
+        state_file: str | None = None,
+        unit: str | None = None,
+        detail: bool = False,
+        direct: bool = False,
+        socket: str | None = None,
+        timeout: float = 0.05,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        staleness: str | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.epic = epic
+        self.story = story
+        self.state_file = state_file
+        self.unit = unit
+        self.detail = detail
+        self.direct = direct
+        self.socket = socket
+        self.timeout = timeout
+        self.lock_timeout = lock_timeout
+        self.staleness = staleness
+
+
+def from_argv(argv: list[str], cwd: str) -> Query:
+    """Parse `storyd resume` flags; relative paths are taken from `cwd`."""
+    flags = parse(argv, FLAGS, USAGE)
+    story = flags.get("story-id")
+    epic = flags.get("epic-id")
+    state_file = flags.get("state-file")
+    if state_file is None:
+        for name, value in (("story-id", story), ("epic-id", epic)):
+            if value is None:
+                raise UsageError(f"missing --{name}\n{USAGE}")
+    elif story is not None or epic is not None:
+        raise UsageError(f"--state-file replaces --story-id and --epic-id\n{USAGE}")
+    if flags.get("unit") is not None and state_file is None:
+        raise UsageError(f"--unit goes with --state-file\n{USAGE}")
+    staleness = flags.get("staleness")
+    if staleness is not None and staleness not in MODES:
+        raise UsageError(f"invalid --staleness {staleness!r}: expected git or mtime\n{USAGE}")
+    try:
+        epic_id = None if epic is None else normalize_epic_id(str(epic))
+        story_id = None if story is None else normalize_story_id(str(story))
+    except UsageError as exc:
+        raise UsageError(f"{exc.message}\n{USAGE}") from None
+    workspace = os.path.join(cwd, str(flags.get("workspace", ".")))
+    return Query(
+        os.path.normpath(workspace),
+        epic=epic_id,
+        story=story_id,
+        state_file=None if state_file is None else str(state_file),
+        unit=None if flags.get("unit") is None else str(flags["unit"]),
+        detail=bool(flags.get("detail")),
+        direct=bool(flags.get("direct")),
+        socket=None if flags.get("socket") is None else str(flags["socket"]),
+        timeout=_number("timeout", str(flags.get("timeout", "50")), 1, 60000) / 1000,
+        lock_timeout=_number("lock-timeout", str(flags.get("lock-timeout", "5")), 0, 3600),
+        staleness=None if staleness is None else str(staleness),
+    )
+
+
+class Output:
+    """What a `storyd resume` process prints and returns, from whichever path answered."""
+
+    __slots__ = ("code", "stderr", "stdout")
+
+    def __init__(self, code: int, stdout: bytes = b"", stderr: tuple[str, ...] = ()) -> None:
+        self.code = code
+        self.stdout = stdout
+        self.stderr = stderr
