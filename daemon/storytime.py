@@ -14,7 +14,6 @@ asks its cached GitView the same two questions, so both answer alike.
 from __future__ import annotations
 
 import os
-import subprocess
 
 __all__ = ["MODES", "git_commit_time", "mtime_seconds"]
 
@@ -46,6 +45,8 @@ def git_commit_time(workspace: str, relpath: str) -> int | None:
 
 def _git(workspace: str, *args: str) -> str | None:
     """A git command's stdout, or None when it cannot run or fails."""
+    import subprocess  # here, not at the top: `storyd resume` rarely needs it
+
     try:
         out = subprocess.run(
             ["git", *args],
