@@ -1,0 +1,431 @@
+"""The cache of pre-rendered answers, refreshed from files and diffed into events.
+
+One refresher thread calls `refresh`, `scan`, `verify` and `recheck`; the server's
+event loop only reads (`lookup_*`, `entries`). Entries are immutable once built, so a
+lookup is a dict get with no lock; structural changes happen under `_lock`.
+
+A state file that cannot be read (torn JSON, a lock held past the bound) keeps its
+last good entries, each with an `unreadable` finding saying since when, until it
+parses again. Only a deleted file removes its units.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+
+import orjson
+
+from daemon import __version__, direct
+from daemon.errors import DataError, LockTimeout, StateFileMissing, StorydError
+from daemon.formats import Adapter, all_adapters
+from daemon.formats.base import Source
+from daemon.model import Finding, Unit
+
+__all__ = ["Engine", "Entry", "Workspace"]
+
+Detect = Callable[[str, Unit, "direct.Answer"], tuple[Finding, ...]]
+Sink = Callable[[dict[str, object], bytes], None]
+_HISTORY = 10_000
+
+
+def _now_iso(stamp: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp))
+
+
+class Entry:
+    """One unit's cached answer, with every byte string a query needs pre-rendered."""
+
+    __slots__ = (
+        "answer_body",
+        "cli_body",
+        "envelope",
+        "error",
+        "findings",
+        "generation",
+        "key",
+        "line",
+        "state_file",
+        "unit",
+        "warnings",
+        "workspace",
+    )
+
+    def __init__(
+        self,
+        workspace: str,
+        unit: Unit,
+        answer: direct.Answer | None,
+        error: StorydError | None,
+        findings: tuple[Finding, ...],
+        generation: int,
+    ) -> None:
+        self.workspace = workspace
+        self.unit = unit
+        self.state_file = unit.state_file
+        self.key = unit.key
+        self.error = error
+        self.findings = findings
+        self.generation = generation
+        self.envelope = answer.envelope if answer else None
+        self.line = answer.line if answer else b""
+        self.warnings = tuple(answer.warnings) if answer else ()
+        finding_list = [f.as_dict() for f in findings]
+        if error is None:
+            self.answer_body = (
+                b'{"ok":true,"envelope":' + self.line.rstrip(b"\n")
+                + b',"findings":' + orjson.dumps(finding_list)
+                + b',"source":"cache","generation":' + str(generation).encode()
+            )
+            stderr = "".join(f"!{w}\n" for w in self.warnings).encode()
+            self.cli_body = stderr + self.line + b"=0 " + __version__.encode() + b"\n"
+        else:
+            self.answer_body = b'{"ok":false,"error":' + orjson.dumps(
+                {"code": error.code, "name": error.name, "message": error.message}
+            )
+            self.cli_body = b"!" + error.message.encode() + b"\n=" + str(error.code).encode()
+            self.cli_body += b" " + __version__.encode() + b"\n"
+
+    def summary(self) -> dict[str, object]:
+        """The unit's progress, as `list` and `changed` events show it."""
+        tasks = self.unit.tasks
+        done = sum(1 for t in tasks if t.done)
+        worst = max((("info", "warning", "error").index(f.severity) for f in self.findings),
+                    default=-1)
+        return {
+            "workspace": self.workspace,
+            "format": self.unit.format,
+            "stateFile": self.state_file,
+            "unit": self.key,
+            **self.unit.labels,
+            "done": done,
+            "total": len(tasks),
+            "resumePoint": self.envelope["resumePoint"] if self.envelope else None,
+            "findings": len(self.findings),
+            "worst": ("info", "warning", "error")[worst] if worst >= 0 else None,
+            "generation": self.generation,
+            "error": self.error.message if self.error else None,
+        }
+
+
+class Draft:
+    """A freshly computed answer, compared with the cached entry before it replaces it."""
+
+    __slots__ = ("answer", "error", "findings", "unit")
+
+    def __init__(self, unit: Unit, answer: direct.Answer | None, error: StorydError | None,
+                 findings: tuple[Finding, ...]) -> None:
+        self.unit = unit
+        self.answer = answer
+        self.error = error
+        self.findings = findings
+
+    def answers_as(self, entry: Entry) -> bool:
+        """Whether this draft would answer exactly as `entry` does."""
+        line = self.answer.line if self.answer else b""
+        warnings = tuple(self.answer.warnings) if self.answer else ()
+        return (
+            line == entry.line
+            and warnings == entry.warnings
+            and self.findings == entry.findings
+            and (self.error.message if self.error else None)
+            == (entry.error.message if entry.error else None)
+        )
+
+
+class FileState:
+    """What the engine knows of one state file: identity at last read, and health."""
+
+    __slots__ = ("adapter", "keys", "relpath", "signature", "unreadable_reason",
+                 "unreadable_since")
+
+    def __init__(self, relpath: str, adapter: Adapter) -> None:
+        self.relpath = relpath
+        self.adapter = adapter
+        self.signature: tuple[int, int, int, int] | None = None
+        self.keys: list[str] = []
+        self.unreadable_since: float | None = None
+        self.unreadable_reason: str | None = None
+
+
+class Workspace:
+    """One watched workspace and its entries."""
+
+    __slots__ = ("entries", "files", "path", "story_index")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.files: dict[str, FileState] = {}
+        self.entries: dict[tuple[str, str], Entry] = {}
+        self.story_index: dict[str, set[tuple[str, str]]] = {}
+
+
+def _signature(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class Engine:
+    """Workspaces, their entries, the generation clock and the event history."""
+
+    def __init__(
+        self,
+        options: direct.Options | None = None,
+        adapters: list[Adapter] | None = None,
+        detect: Detect | None = None,
+    ) -> None:
+        self.options = options or direct.Options()
+        self.adapters = adapters if adapters is not None else all_adapters()
+        self.detect = detect
+        self.instance = os.urandom(4).hex()
+        self.generation = 0
+        self.lost_before = 0
+        self.workspaces: dict[str, Workspace] = {}
+        self.history: deque[tuple[int, str, bytes]] = deque(maxlen=_HISTORY)
+        self.sinks: list[Sink] = []
+        self.counters = {"refreshes": 0, "unreadable": 0, "events": 0}
+        self._lock = threading.Lock()
+
+    # -- reading -------------------------------------------------------------
+
+    def clock(self) -> str:
+        """`<instance>:<generation>`, carried by every answer and event."""
+        return f"{self.instance}:{self.generation}"
+
+    def lookup(self, workspace: str, state_file: str, key: str) -> Entry | None:
+        """The cached entry of one unit, or None (never touches the disk)."""
+        ws = self.workspaces.get(workspace)
+        return ws.entries.get((state_file, key)) if ws else None
+
+    def has_file(self, workspace: str, state_file: str) -> bool:
+        """Whether a state file is known and was read at least once."""
+        ws = self.workspaces.get(workspace)
+        return bool(ws and state_file in ws.files and ws.files[state_file].signature)
+
+    def entries(self, workspace: str | None = None) -> list[Entry]:
+        """A snapshot of the entries, of one workspace or of all."""
+        with self._lock:
+            spaces = [self.workspaces[workspace]] if workspace in self.workspaces else (
+                [] if workspace else list(self.workspaces.values()))
+            return [e for ws in spaces for e in ws.entries.values()]
+
+    # -- workspaces ----------------------------------------------------------
+
+    def add_workspace(self, path: str) -> Workspace:
+        """Start tracking a workspace (call `scan` next)."""
+        with self._lock:
+            return self.workspaces.setdefault(path, Workspace(path))
+
+    def remove_workspace(self, path: str) -> bool:
+        """Forget a workspace and its entries; True if it was tracked."""
+        with self._lock:
+            return self.workspaces.pop(path, None) is not None
+
+    def find_state_files(self, ws: Workspace) -> dict[str, Adapter]:
+        """Every state file of every format in a workspace."""
+        source = Source(ws.path)
+        found: dict[str, Adapter] = {}
+        for adapter in self.adapters:
+            for relpath in adapter.find(source):
+                found.setdefault(relpath, adapter)
+        return found
+
+    def scan(self, ws: Workspace, *, lost: bool = False) -> int:
+        """Read every state file of a workspace; drop those that vanished.
+
+        `lost` says events may have been missed (an overflow, a vanished folder), so
+        subscribers asking to replay from before now get a fresh list instead.
+        """
+        found = self.find_state_files(ws)
+        for relpath in [r for r in ws.files if r not in found]:
+            self._drop_file(ws, relpath)
+        for relpath, adapter in found.items():
+            self.refresh(ws, relpath, adapter)
+        if lost:
+            self.lost_before = self.generation
+        return len(found)
+
+    def owners(self, ws: Workspace, relpath: str) -> list[tuple[str, Adapter]]:
+        """The state files a changed path affects (itself, or a companion's owner)."""
+        owners = []
+        for adapter in self.adapters:
+            owner = adapter.owner(relpath)
+            if owner is not None:
+                owners.append((owner, adapter))
+        for state_file, _key in ws.story_index.get(relpath, ()):
+            state = ws.files.get(state_file)
+            if state is not None:
+                owners.append((state_file, state.adapter))
+        return owners
+
+    def touch(self, ws: Workspace, relpath: str) -> None:
+        """A path changed: refresh the state files it belongs to."""
+        seen = set()
+        for state_file, adapter in self.owners(ws, relpath):
+            if state_file not in seen:
+                seen.add(state_file)
+                self.refresh(ws, state_file, adapter)
+
+    def verify(self, ws: Workspace) -> int:
+        """Cheap check of every known state file (inode, size, mtime); refresh on change."""
+        changed = 0
+        for relpath, state in list(ws.files.items()):
+            if _signature(os.path.join(ws.path, relpath)) != state.signature:
+                changed += 1
+                self.refresh(ws, relpath, state.adapter)
+        return changed
+
+    # -- refreshing ----------------------------------------------------------
+
+    def refresh(self, ws: Workspace, relpath: str, adapter: Adapter) -> None:
+        """Re-read one state file and rebuild its entries; emit what changed."""
+        self.counters["refreshes"] += 1
+        state = ws.files.get(relpath) or FileState(relpath, adapter)
+        signature = _signature(os.path.join(ws.path, relpath))
+        try:
+            units = direct.read_units(ws.path, adapter, relpath, self.options)
+        except StateFileMissing:
+            self._drop_file(ws, relpath)
+            return
+        except (DataError, LockTimeout) as exc:
+            self._mark_unreadable(ws, state, exc)
+            return
+        state.signature = signature
+        state.unreadable_since = None
+        state.unreadable_reason = None
+        ws.files[relpath] = state
+        self._rebuild(ws, state, units)
+
+    def recheck(self, ws: Workspace) -> None:
+        """Re-run staleness and detectors on every unit (after a git change); no file reads."""
+        for state in list(ws.files.values()):
+            units = [e.unit for k in state.keys if (e := ws.entries.get((state.relpath, k)))]
+            self._rebuild(ws, state, units)
+
+    def _build(self, ws: Workspace, unit: Unit, extra: tuple[Finding, ...]) -> Draft:
+        try:
+            answer = direct.answer(ws.path, unit, self.options)
+        except StorydError as exc:
+            return Draft(unit, None, exc, unit.findings + extra)
+        findings = unit.findings + extra
+        if self.detect is not None:
+            findings += self.detect(ws.path, unit, answer)
+        return Draft(unit, answer, None, findings)
+
+    def _unreadable_finding(self, state: FileState) -> tuple[Finding, ...]:
+        if state.unreadable_since is None:
+            return ()
+        since = _now_iso(state.unreadable_since)
+        message = (
+            f"{state.relpath} unreadable since {since}: {state.unreadable_reason}; "
+            "serving the last good answer"
+        )
+        return (Finding("engine", "state-unreadable", "error", message),)
+
+    def _rebuild(self, ws: Workspace, state: FileState, units: Iterable[Unit]) -> None:
+        extra = self._unreadable_finding(state)
+        keys = []
+        for unit in units:
+            keys.append(unit.key)
+            self._store(ws, self._build(ws, unit, extra))
+        kept = set(keys)
+        for key in [k for k in state.keys if k not in kept]:
+            self._remove_entry(ws, state.relpath, key)
+        state.keys = keys
+
+    def _store(self, ws: Workspace, draft: Draft) -> None:
+        unit = draft.unit
+        old = ws.entries.get((unit.state_file, unit.key))
+        if old is not None and draft.answers_as(old):
+            if old.unit is not unit:  # same answer from a re-read: keep units current
+                old.unit = unit
+            return
+        with self._lock:
+            self.generation += 1
+            entry = Entry(ws.path, unit, draft.answer, draft.error, draft.findings,
+                          self.generation)
+            ws.entries[(unit.state_file, unit.key)] = entry
+            if unit.story_file:
+                ws.story_index.setdefault(unit.story_file, set()).add((unit.state_file, unit.key))
+        self._emit_change(entry, old)
+
+    def _remove_entry(self, ws: Workspace, state_file: str, key: str) -> None:
+        with self._lock:
+            old = ws.entries.pop((state_file, key), None)
+            if old is None:
+                return
+            self.generation += 1
+            generation = self.generation
+            if old.unit.story_file:
+                ws.story_index.get(old.unit.story_file, set()).discard((state_file, key))
+        self._emit("removed", old, generation)
+        for finding in old.findings:
+            self._emit("resolved", old, generation, finding)
+
+    def _drop_file(self, ws: Workspace, relpath: str) -> None:
+        state = ws.files.pop(relpath, None)
+        if state is not None:
+            for key in state.keys:
+                self._remove_entry(ws, relpath, key)
+
+    def _mark_unreadable(self, ws: Workspace, state: FileState, exc: StorydError) -> None:
+        self.counters["unreadable"] += 1
+        if state.relpath not in ws.files:
+            ws.files[state.relpath] = state  # never good: queries read directly and get the error
+            return
+        if state.unreadable_since is None:
+            state.unreadable_since = time.time()
+        state.unreadable_reason = exc.message
+        units = [e.unit for k in state.keys if (e := ws.entries.get((state.relpath, k)))]
+        self._rebuild(ws, state, units)
+
+    # -- events --------------------------------------------------------------
+
+    def _emit_change(self, entry: Entry, old: Entry | None) -> None:
+        self._emit("changed", entry, entry.generation)
+        before = set(old.findings) if old else set()
+        after = set(entry.findings)
+        for finding in entry.findings:
+            if finding not in before:
+                self._emit("drift", entry, entry.generation, finding)
+        for finding in old.findings if old else ():
+            if finding not in after:
+                self._emit("resolved", entry, entry.generation, finding)
+
+    def _emit(self, kind: str, entry: Entry, generation: int, finding: Finding | None = None) -> None:
+        event: dict[str, object] = {
+            "event": kind,
+            "clock": f"{self.instance}:{generation}",
+            "generation": generation,
+            "workspace": entry.workspace,
+            "stateFile": entry.state_file,
+            "unit": entry.key,
+            "format": entry.unit.format,
+        }
+        if kind == "changed":
+            event.update({k: v for k, v in entry.summary().items() if k not in event})
+        if finding is not None:
+            event["finding"] = finding.as_dict()
+        line = orjson.dumps(event) + b"\n"
+        self.counters["events"] += 1
+        self.history.append((generation, entry.workspace, line))
+        for sink in list(self.sinks):
+            sink(event, line)
+
+    def replay(self, since: str, workspace: str | None) -> list[bytes] | None:
+        """Event lines after clock `since`, or None when they cannot all be replayed."""
+        instance, _, gen_text = since.partition(":")
+        if instance != self.instance or not gen_text.isdigit():
+            return None
+        generation = int(gen_text)
+        oldest = self.history[0][0] if self.history else self.generation + 1
+        if generation < self.lost_before or (generation + 1 < oldest and generation < self.generation):
+            return None
+        return [line for gen, ws, line in list(self.history)
+                if gen > generation and (workspace is None or ws == workspace)]

@@ -1,0 +1,64 @@
+"""The socket protocol's shapes: request fields, error answers, the clock and id suffix.
+
+NDJSON: one JSON object per line each way (docs/protocol.md). Every answer carries
+`ok` and a `clock`; an optional request `id` is echoed. Errors are
+`{ok: false, error: {code, name, message}}` with the CLI's exit codes.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from daemon.errors import StorydError, UsageError
+
+__all__ = [
+    "EX_NOPERM",
+    "error_body",
+    "error_of",
+    "field",
+    "finish",
+    "id_suffix",
+]
+
+EX_NOPERM = 77
+_TYPES = {str: "a string", bool: "a boolean", int: "an integer", list: "a list",
+          float: "a number", dict: "an object"}
+
+
+def id_suffix(request: dict[str, object]) -> bytes:
+    """`,"id":<id>` when the request carried one (a string or an integer)."""
+    if "id" not in request:
+        return b""
+    rid = request["id"]
+    if rid is not None and (isinstance(rid, bool) or not isinstance(rid, str | int)):
+        raise UsageError("field 'id' must be a string or an integer")
+    return b',"id":' + orjson.dumps(rid)
+
+
+def finish(body: bytes, clock: bytes, suffix: bytes) -> bytes:
+    """Close a pre-rendered answer body: add the clock and the id, end the line."""
+    return body + b',"clock":"' + clock + b'"' + suffix + b"}\n"
+
+
+def error_body(code: int, name: str, message: str) -> bytes:
+    """The body of an error answer (pass it to finish)."""
+    return b'{"ok":false,"error":' + orjson.dumps({"code": code, "name": name, "message": message})
+
+
+def error_of(exc: StorydError) -> bytes:
+    """The body of an error answer for a storyd error."""
+    return error_body(exc.code, exc.name, exc.message)
+
+
+def field(request: dict[str, object], name: str, kind: type, *, required: bool = False,
+          default: object = None) -> object:
+    """A request field of the given type, or UsageError naming the field."""
+    value = request.get(name)
+    if value is None:
+        if required:
+            raise UsageError(f"missing field {name!r}")
+        return default
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        expected = _TYPES.get(kind, kind.__name__)
+        raise UsageError(f"field {name!r} must be {expected}, not {type(value).__name__}")
+    return value

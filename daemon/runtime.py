@@ -1,0 +1,164 @@
+"""The daemon's life: socket, threads, systemd notifications, reload and shutdown.
+
+Start: take systemd's socket (LISTEN_FDS) or bind our own, scan the workspaces, then
+READY=1. While serving: STATUS= lines, WATCHDOG=1 at half of WATCHDOG_USEC, SIGHUP
+reloads the configuration. Stop (SIGTERM, SIGINT): STOPPING=1, stop accepting, finish
+the replies in flight, stop the threads, and unlink the socket only if it is still
+the one we bound (same inode), so a successor's socket is never removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+
+from daemon import systemd
+from daemon.paths import socket_path
+from daemon.server import Server, bind_socket
+from daemon.service import Daemon, Settings
+
+__all__ = ["Runtime"]
+
+
+class Runtime:
+    """One run of `storyd serve`."""
+
+    def __init__(self, settings: Settings, cfg: object, config_file: str | None,
+                 logger: object) -> None:
+        self.settings = settings
+        self.cfg = cfg
+        self.config_file = config_file
+        self.log = logger
+        self.notifier = systemd.Notifier()
+        self.daemon: Daemon | None = None
+        self.server: Server | None = None
+
+    def run(self, socket_flag: str, workspaces: list[str]) -> int:
+        """Serve until stopped; the exit code."""
+        inherited = systemd.listen_socket()
+        lock = None
+        identity = None
+        if inherited is not None:
+            sock = inherited
+            path = sock.getsockname()
+        else:
+            path = socket_path(socket_flag or None)
+            sock, lock, identity = bind_socket(path)
+        self.daemon = Daemon(self.settings)
+        self.server = Server(self.daemon)
+        self._attach_sinks()
+        try:
+            self.daemon.start(workspaces)
+            self.log.info("serving", socket=path, workspaces=len(self.daemon.engine.workspaces),  # type: ignore[attr-defined]
+                          activated=inherited is not None, pid=os.getpid())
+            asyncio.run(self._serve(sock))
+        finally:
+            self.notifier.stopping()
+            self.daemon.stop()
+            sock.close()
+            if identity is not None:
+                _unlink_if_ours(str(path), identity)
+            if lock is not None:
+                lock.release()
+            self.log.info("stopped")  # type: ignore[attr-defined]
+        return 0
+
+    def _attach_sinks(self) -> None:
+        """Notification sinks from the configuration (the detectors issue adds them)."""
+        try:
+            from daemon import notify
+        except ImportError:
+            return
+        assert self.daemon is not None
+        notify.attach(self.daemon.engine, self.cfg)
+
+    async def _serve(self, sock: socket.socket) -> None:
+        assert self.server is not None
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGHUP, self.reload)
+        tasks = []
+
+        def ready() -> None:
+            self.notifier.ready()
+            self._status()
+            interval = self.notifier.watchdog_interval()
+            if interval:
+                tasks.append(loop.create_task(self._watchdog(interval)))
+            tasks.append(loop.create_task(self._status_loop()))
+
+        try:
+            await self.server.serve(sock, ready)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    def _status(self) -> None:
+        assert self.daemon is not None
+        engine = self.daemon.engine
+        entries = engine.entries()
+        findings = sum(len(e.findings) for e in entries)
+        self.notifier.status(
+            f"{len(engine.workspaces)} workspaces, {len(entries)} units, {findings} findings"
+        )
+
+    async def _status_loop(self) -> None:
+        while True:
+            await asyncio.sleep(10)
+            self._status()
+
+    async def _watchdog(self, interval: float) -> None:
+        while True:
+            self.notifier.watchdog()
+            await asyncio.sleep(interval)
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the configuration; keep the old one if the new one is bad."""
+        from daemon import config
+
+        self.notifier.reloading()
+        try:
+            new = config.load(self.config_file)
+        except Exception as exc:
+            message = getattr(exc, "message", str(exc))
+            self.log.error("reload_rejected", error=message)  # type: ignore[attr-defined]
+            self.notifier.ready()
+            return
+        assert self.daemon is not None
+        old_workspaces = set(self.cfg.workspaces)  # type: ignore[attr-defined]
+        new_workspaces = set(new.workspaces)
+        for path in sorted(new_workspaces - old_workspaces):
+            if os.path.isdir(path):
+                self.daemon.watch(os.path.realpath(path))
+        for path in sorted(old_workspaces - new_workspaces):
+            self.daemon.unwatch(os.path.realpath(path))
+        self.cfg = new
+        self._apply(new)
+        self.log.info("reloaded", added=sorted(new_workspaces - old_workspaces),  # type: ignore[attr-defined]
+                      removed=sorted(old_workspaces - new_workspaces))
+        self.notifier.ready()
+
+    def _apply(self, cfg: object) -> None:
+        """Settings that can change without a restart."""
+        assert self.daemon is not None
+        limits = cfg.limits  # type: ignore[attr-defined]
+        settings = self.daemon.settings
+        settings.max_workspaces = limits.max_workspaces
+        settings.auto_watch = cfg.auto_watch  # type: ignore[attr-defined]
+        settings.max_subscribers = limits.max_subscribers
+        settings.subscriber_buffer = limits.subscriber_buffer
+        try:
+            from daemon import notify
+        except ImportError:
+            return
+        notify.reconfigure(self.daemon.engine, cfg)
+
+
+def _unlink_if_ours(path: str, identity: tuple[int, int]) -> None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if (st.st_dev, st.st_ino) == identity:
+        os.unlink(path)

@@ -1,0 +1,173 @@
+"""The daemon's state without the socket: engine, refresher, watcher and workspaces.
+
+`server.py` speaks the protocol; this module decides what is watched and how a query
+that misses the cache is read. Direct reads run on a small thread pool so a writer
+holding its lock never stalls the event loop.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from daemon import direct, log
+from daemon.engine import Engine
+from daemon.errors import StateFileMissing, UsageError
+from daemon.watcher import Refresher, Watcher, git_operation_in_progress
+
+__all__ = ["Daemon", "Settings"]
+
+_MAX_ALIASES = 4096
+
+
+class Settings:
+    """The knobs the daemon runs with (from flags and the configuration file)."""
+
+    __slots__ = ("auto_watch", "lock_timeout", "max_line_bytes", "max_subscribers",
+                 "max_workspaces", "settle", "staleness", "subscriber_buffer",
+                 "verify_interval")
+
+    def __init__(self, *, staleness: str = "git", lock_timeout: float = 5.0,
+                 max_workspaces: int = 64, auto_watch: bool = True,
+                 max_line_bytes: int = 65536, settle: float = 0.02,
+                 verify_interval: float = 2.0, max_subscribers: int = 256,
+                 subscriber_buffer: int = 1 << 20) -> None:
+        self.staleness = staleness
+        self.lock_timeout = lock_timeout
+        self.max_workspaces = max_workspaces
+        self.auto_watch = auto_watch
+        self.max_line_bytes = max_line_bytes
+        self.settle = settle
+        self.verify_interval = verify_interval
+        self.max_subscribers = max_subscribers
+        self.subscriber_buffer = subscriber_buffer
+
+
+class Daemon:
+    """Everything the daemon knows and does, minus the socket."""
+
+    def __init__(self, settings: Settings, engine: Engine | None = None) -> None:
+        self.settings = settings
+        self.options = direct.Options(settings.lock_timeout, settings.staleness)
+        self.engine = engine or Engine(self.options)
+        self.refresher = Refresher(self.engine, settle=settings.settle,
+                                   verify_interval=settings.verify_interval)
+        self.refresher.git_busy = git_operation_in_progress
+        self.watcher = Watcher(self.engine, self.refresher)
+        self.refresher.on_tick = self._tick
+        self.executor = ThreadPoolExecutor(4, thread_name_prefix="storyd-direct")
+        self.aliases: dict[str, str] = {}
+        self.counters = {"queries": 0, "hits": 0, "misses": 0}
+        self.started = time.monotonic()
+        self.log = log.get("daemon")
+        self._cap_warned = False
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def start(self, workspaces: list[str]) -> None:
+        """Watch and scan the configured workspaces, then start the threads."""
+        self.watcher.start()
+        for path in workspaces:
+            try:
+                self._watch_now(self.canonical(path))
+            except (UsageError, StateFileMissing) as exc:
+                self.log.warning("workspace_skipped", workspace=path, error=exc.message)
+        self.refresher.start()
+
+    def stop(self) -> None:
+        """Stop the threads (the socket is the server's business)."""
+        self.refresher.stop()
+        self.watcher.stop()
+        self.refresher.join(timeout=5)
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+    def _tick(self) -> None:
+        for path in list(self.engine.workspaces):
+            self.watcher.ensure_roots(path)
+
+    # -- workspaces ----------------------------------------------------------
+
+    def canonical(self, raw: object) -> str:
+        """A workspace path as the engine keys it (absolute, symlinks resolved)."""
+        if not isinstance(raw, str) or not raw:
+            raise UsageError("field 'workspace' must be a non-empty string")
+        known = self.aliases.get(raw)
+        if known is not None:
+            return known
+        if not os.path.isabs(raw):
+            raise UsageError(f"workspace {raw!r} must be an absolute path")
+        path = os.path.realpath(raw)
+        if not os.path.isdir(path):
+            raise StateFileMissing(f"workspace {raw} does not exist")
+        if len(self.aliases) >= _MAX_ALIASES:
+            self.aliases.clear()
+        self.aliases[raw] = path
+        return path
+
+    def watching(self, path: str) -> bool:
+        """Whether a canonical workspace path is watched."""
+        return path in self.engine.workspaces
+
+    def _watch_now(self, path: str) -> int:
+        started = time.perf_counter()
+        ws = self.engine.add_workspace(path)
+        self.watcher.watch(path)
+        files = self.engine.scan(ws)
+        self.log.info("watch", workspace=path, files=files, units=len(ws.entries),
+                      duration_ms=round((time.perf_counter() - started) * 1000, 3))
+        return len(ws.entries)
+
+    def watch(self, path: str) -> Future[int]:
+        """Start watching (on the refresher thread); the future gives the unit count."""
+        future: Future[int] = Future()
+        if self.watching(path):
+            future.set_result(len(self.engine.workspaces[path].entries))
+            return future
+        if len(self.engine.workspaces) >= self.settings.max_workspaces:
+            msg = (f"already watching {self.settings.max_workspaces} workspaces (the cap); "
+                   "unwatch one or raise limits.max_workspaces")
+            future.set_exception(UsageError(msg))
+            return future
+
+        def run() -> None:
+            try:
+                future.set_result(self._watch_now(path))
+            except Exception as exc:
+                future.set_exception(exc)
+
+        self.refresher.call(run)
+        return future
+
+    def unwatch(self, path: str) -> Future[bool]:
+        """Stop watching a workspace and forget its entries."""
+        future: Future[bool] = Future()
+
+        def run() -> None:
+            self.watcher.unwatch(path)
+            future.set_result(self.engine.remove_workspace(path))
+            for alias in [a for a, p in self.aliases.items() if p == path]:
+                del self.aliases[alias]
+
+        self.refresher.call(run)
+        return future
+
+    def auto_watch(self, path: str) -> None:
+        """A query for an unwatched workspace: start watching it when allowed."""
+        if not self.settings.auto_watch or self.watching(path):
+            return
+        if len(self.engine.workspaces) >= self.settings.max_workspaces:
+            if not self._cap_warned:
+                self._cap_warned = True
+                self.log.warning("workspace_cap", cap=self.settings.max_workspaces, workspace=path)
+            return
+        self.watch(path)
+
+    def uptime(self) -> float:
+        """Seconds since start."""
+        return round(time.monotonic() - self.started, 3)
+
+    def thread_count(self) -> int:
+        """Live threads (for stats)."""
+        return threading.active_count()

@@ -1,0 +1,323 @@
+"""Watch the format roots with watchdog and feed one refresher thread.
+
+Producer, queue, consumer (watchdog's own shape): watchdog's emitter threads turn
+inotify events into `Refresher.request()` calls; the refresher waits on a Condition
+for a short settle window (debounce), then refreshes only the affected state files.
+It is the only thread that reads files into the cache, runs detectors and touches
+GitPython, so GitPython objects stay confined to it.
+
+Never the whole work tree: each workspace gets a non-recursive watch on its root (to
+see a format root appear) and a recursive watch on each format root that exists.
+watchdog drops inotify's overflow event silently (its issue #654), so a periodic
+verification (inode, size, mtime of every known state file, plus a slower full
+rescan) keeps the cache honest whatever was missed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from watchdog.events import (
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
+from watchdog.observers import Observer
+
+from daemon import log
+from daemon.engine import Engine, Workspace
+
+__all__ = ["Refresher", "Watcher"]
+
+_IGNORED_EVENTS = frozenset(("opened", "closed_no_write"))
+_GIT_OPERATION_MARKERS = ("index.lock", "rebase-merge", "rebase-apply", "MERGE_HEAD",
+                          "CHERRY_PICK_HEAD", "BISECT_LOG")
+
+
+class Refresher(threading.Thread):
+    """The single consumer: debounced refreshes, scans, git rechecks and verification."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        settle: float = 0.02,
+        verify_interval: float = 2.0,
+        rescan_every: int = 15,
+        git_settle: float = 0.05,
+    ) -> None:
+        super().__init__(name="storyd-refresher", daemon=True)
+        self.engine = engine
+        self.settle = settle
+        self.git_settle = git_settle
+        self.verify_interval = verify_interval
+        self.rescan_every = rescan_every
+        self.log = log.get("refresher")
+        self._cond = threading.Condition()
+        self._paths: dict[tuple[str, str], float] = {}
+        self._scans: dict[str, bool] = {}
+        self._git: dict[str, float] = {}
+        self._calls: list[Callable[[], None]] = []
+        self._stopping = False
+        self._ticks = 0
+        self.git_busy: Callable[[str], bool] = lambda _ws: False
+        self.on_git_change: Callable[[Workspace], None] = engine.recheck
+        self.on_tick: Callable[[], None] = lambda: None
+
+    def should_keep_running(self) -> bool:
+        """False once stop() was called."""
+        return not self._stopping
+
+    def request(self, workspace: str, relpath: str) -> None:
+        """A path changed; refresh its state files after the settle window."""
+        with self._cond:
+            self._paths[(workspace, relpath)] = time.monotonic()
+            self._cond.notify()
+
+    def request_scan(self, workspace: str, *, lost: bool = False) -> None:
+        """Rescan a workspace (lost: events may have been missed)."""
+        with self._cond:
+            self._scans[workspace] = self._scans.get(workspace, False) or lost
+            self._cond.notify()
+
+    def request_git(self, workspace: str) -> None:
+        """Git state changed (refs, HEAD): recheck the workspace's units once git settles."""
+        with self._cond:
+            self._git[workspace] = time.monotonic()
+            self._cond.notify()
+
+    def call(self, func: Callable[[], None]) -> None:
+        """Run `func` on this thread (the owner of the cache and of GitPython objects)."""
+        with self._cond:
+            self._calls.append(func)
+            self._cond.notify()
+
+    def stop(self) -> None:
+        """Finish the current batch and end the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+
+    def _next_batch(self) -> tuple[list[tuple[str, str]], dict[str, bool], list[str],
+                                   list[Callable[[], None]], bool]:
+        """Wait until something is due; return it (paths, scans, git, calls, verify)."""
+        next_verify = time.monotonic() + self.verify_interval
+        with self._cond:
+            while not self._stopping:
+                now = time.monotonic()
+                due_paths = [k for k, t in self._paths.items() if now - t >= self.settle]
+                due_git = [w for w, t in self._git.items()
+                           if now - t >= self.git_settle and not self.git_busy(w)]
+                verify = now >= next_verify
+                if due_paths or self._scans or due_git or self._calls or verify:
+                    for key in due_paths:
+                        del self._paths[key]
+                    for ws in due_git:
+                        del self._git[ws]
+                    scans, self._scans = self._scans, {}
+                    calls, self._calls = self._calls, []
+                    return due_paths, scans, due_git, calls, verify
+                deadlines = [t + self.settle for t in self._paths.values()]
+                deadlines += [t + self.git_settle for t in self._git.values()]
+                deadlines.append(next_verify)
+                self._cond.wait(max(0.001, min(deadlines) - now))
+        return [], {}, [], [], False
+
+    def run(self) -> None:
+        while self.should_keep_running():
+            paths, scans, git, calls, verify = self._next_batch()
+            for func in calls:
+                self._guard("call", func)
+            for workspace, lost in scans.items():
+                self._guard("scan", lambda w=workspace, l=lost: self._scan(w, l))
+            for workspace, relpath in paths:
+                ws = self.engine.workspaces.get(workspace)
+                if ws is not None and workspace not in scans:
+                    self._guard("refresh", lambda w=ws, r=relpath: self._touch(w, r))
+            for workspace in git:
+                ws = self.engine.workspaces.get(workspace)
+                if ws is not None:
+                    self._guard("git", lambda w=ws: self._git_changed(w))
+            if verify:
+                self._guard("verify", self._verify)
+
+    def _guard(self, what: str, func: Callable[[], object]) -> None:
+        try:
+            func()
+        except Exception:  # one bad file or plugin must never stop the refresher
+            self.log.exception("refresher_error", step=what)
+
+    def _scan(self, workspace: str, lost: bool) -> None:
+        ws = self.engine.workspaces.get(workspace)
+        if ws is None:
+            return
+        started = time.perf_counter()
+        files = self.engine.scan(ws, lost=lost)
+        self.log.info("scan", workspace=workspace, files=files, lost=lost,
+                      units=len(ws.entries), duration_ms=_ms(started))
+
+    def _touch(self, ws: Workspace, relpath: str) -> None:
+        started = time.perf_counter()
+        generation = self.engine.generation
+        self.engine.touch(ws, relpath)
+        if self.engine.generation != generation:
+            self.log.info("refresh", workspace=ws.path, path=relpath,
+                          generation=self.engine.generation, duration_ms=_ms(started))
+
+    def _git_changed(self, ws: Workspace) -> None:
+        started = time.perf_counter()
+        self.on_git_change(ws)
+        self.log.info("git_recheck", workspace=ws.path, duration_ms=_ms(started))
+
+    def _verify(self) -> None:
+        self._ticks += 1
+        full = self.rescan_every > 0 and self._ticks % self.rescan_every == 0
+        for ws in list(self.engine.workspaces.values()):
+            if full:
+                self.engine.scan(ws)
+            elif self.engine.verify(ws):
+                self.log.info("verify_caught_change", workspace=ws.path)
+        self.on_tick()
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+class _Handler(FileSystemEventHandler):
+    """Routes one workspace's watchdog events to the refresher."""
+
+    def __init__(self, watcher: Watcher, workspace: str) -> None:
+        self.watcher = watcher
+        self.workspace = workspace
+        self.prefix = workspace.rstrip("/") + "/"
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type in _IGNORED_EVENTS:
+            return
+        for raw in (event.src_path, getattr(event, "dest_path", "")):
+            path = os.fsdecode(raw)
+            if path and (path == self.workspace or path.startswith(self.prefix)):
+                self.watcher.route(self.workspace, path[len(self.prefix):], event)
+
+
+class Watcher:
+    """watchdog watches for the workspaces' format roots and git directories."""
+
+    def __init__(self, engine: Engine, refresher: Refresher) -> None:
+        self.engine = engine
+        self.refresher = refresher
+        self.observer = Observer()
+        self.observer.daemon = True
+        self.log = log.get("watcher")
+        self._watches: dict[str, dict[str, object]] = {}
+        self._lock = threading.Lock()
+        self.roots = sorted({root for a in engine.adapters for root in a.roots})
+        self._top = {root.split("/")[0] for root in self.roots}
+
+    def start(self) -> None:
+        """Start watchdog's observer thread."""
+        self.observer.start()
+
+    def stop(self) -> None:
+        """Stop watching everything."""
+        self.observer.stop()
+        self.observer.join(timeout=5)
+
+    def watched_dirs(self) -> int:
+        """How many directories carry an inotify watch (for `doctor` and `stats`)."""
+        total = 0
+        with self._lock:
+            for workspace, watches in self._watches.items():
+                for key in watches:
+                    if key.startswith("root:") or key == "git-refs":
+                        top = os.path.join(workspace, key.split(":", 1)[-1]) if key != "git-refs" \
+                            else os.path.join(workspace, ".git", "refs")
+                        total += sum(1 for _ in os.walk(top))
+                    else:
+                        total += 1
+        return total
+
+    def watch(self, workspace: str) -> None:
+        """Watch a workspace's root (non-recursive), its format roots and its git refs."""
+        with self._lock:
+            watches = self._watches.setdefault(workspace, {})
+            handler = _Handler(self, workspace)
+            if "top" not in watches:
+                watches["top"] = self.observer.schedule(handler, workspace, recursive=False)
+            self._ensure_roots(workspace, watches, handler)
+            self._ensure_git(workspace, watches, handler)
+
+    def ensure_roots(self, workspace: str) -> None:
+        """Add watches for format roots created since the last look (nested ones included)."""
+        with self._lock:
+            watches = self._watches.get(workspace)
+            if watches is not None:
+                handler = _Handler(self, workspace)
+                self._ensure_roots(workspace, watches, handler)
+                self._ensure_git(workspace, watches, handler)
+
+    def _schedule(self, watches: dict[str, object], key: str, handler: _Handler, path: str,
+                  recursive: bool) -> None:
+        if key in watches or not os.path.isdir(path):
+            return
+        try:
+            watches[key] = self.observer.schedule(handler, path, recursive=recursive)
+        except OSError as exc:
+            self.log.warning("watch_failed", path=path, error=str(exc))
+
+    def _ensure_roots(self, workspace: str, watches: dict[str, object], handler: _Handler) -> None:
+        for root in self.roots:
+            key = f"root:{root}"
+            path = os.path.join(workspace, root)
+            watch = watches.get(key)
+            if watch is not None and not os.path.isdir(path):
+                self._unschedule(watches, key)  # vanished: re-added when it returns
+            self._schedule(watches, key, handler, path, recursive=True)
+
+    def _ensure_git(self, workspace: str, watches: dict[str, object], handler: _Handler) -> None:
+        gitdir = os.path.join(workspace, ".git")
+        if os.path.isdir(gitdir):
+            self._schedule(watches, "git", handler, gitdir, recursive=False)
+            self._schedule(watches, "git-refs", handler, os.path.join(gitdir, "refs"), True)
+
+    def _unschedule(self, watches: dict[str, object], key: str) -> None:
+        watch = watches.pop(key, None)
+        if watch is not None:
+            try:
+                self.observer.unschedule(watch)  # type: ignore[arg-type]
+            except (KeyError, OSError):
+                pass
+
+    def unwatch(self, workspace: str) -> None:
+        """Remove every watch of a workspace."""
+        with self._lock:
+            watches = self._watches.pop(workspace, {})
+            for key in list(watches):
+                self._unschedule(watches, key)
+
+    def route(self, workspace: str, relpath: str, event: FileSystemEvent) -> None:
+        """Send one event to the refresher: a state path, a git change, or a root change."""
+        if relpath == ".git" or relpath.startswith(".git/"):
+            leaf = relpath.rsplit("/", 1)[-1]
+            if leaf.endswith(".lock") and leaf != "index.lock":
+                return  # ref lock files come and go inside every ref update
+            self.refresher.request_git(workspace)
+            return
+        top = relpath.split("/", 1)[0]
+        if event.is_directory and top in self._top and event.event_type in (
+                "created", "deleted", "moved"):
+            self.ensure_roots(workspace)
+            self.refresher.request_scan(workspace, lost=event.event_type != "created" or
+                                        "/" not in relpath)
+            return
+        if relpath:
+            self.refresher.request(workspace, relpath)
+
+
+def git_operation_in_progress(workspace: str) -> bool:
+    """Whether a git operation is mid-way (index.lock, rebase, merge, cherry-pick, bisect)."""
+    gitdir = os.path.join(workspace, ".git")
+    return any(os.path.exists(os.path.join(gitdir, m)) for m in _GIT_OPERATION_MARKERS)
