@@ -58,3 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 141
+
+
+if __name__ == "__main__":
+    sys.exit(main())

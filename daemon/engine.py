@@ -89,8 +89,8 @@ class Entry:
             self.cli_body = b"!" + error.message.encode() + b"\n=" + str(error.code).encode()
             self.cli_body += b" " + __version__.encode() + b"\n"
 
-    def summary(self) -> dict[str, object]:
-        """The unit's progress, as `list` and `changed` events show it."""
+    def summary(self, *, detail: bool = False) -> dict[str, object]:
+        """The unit's progress, as `list` and `changed` events show it (detail: findings too)."""
         tasks = self.unit.tasks
         done = sum(1 for t in tasks if t.done)
         worst = max((("info", "warning", "error").index(f.severity) for f in self.findings),
@@ -108,6 +108,7 @@ class Entry:
             "worst": ("info", "warning", "error")[worst] if worst >= 0 else None,
             "generation": self.generation,
             "error": self.error.message if self.error else None,
+            **({"findingList": [f.as_dict() for f in self.findings]} if detail else {}),
         }
 
 

@@ -34,6 +34,7 @@ class Runtime:
         self.notifier = systemd.Notifier()
         self.daemon: Daemon | None = None
         self.server: Server | None = None
+        self.runner: object = None
 
     def run(self, socket_flag: str, workspaces: list[str]) -> int:
         """Serve until stopped; the exit code."""
@@ -46,9 +47,13 @@ class Runtime:
         else:
             path = socket_path(socket_flag or None)
             sock, lock, identity = bind_socket(path)
-        self.daemon = Daemon(self.settings)
+        from daemon import notify
+        from daemon.wiring import build_detect
+
+        detect, self.runner = build_detect(self.cfg, self.settings.staleness)
+        self.daemon = Daemon(self.settings, detect)
         self.server = Server(self.daemon)
-        self._attach_sinks()
+        sinks = notify.attach(self.daemon.engine, self.cfg)
         try:
             self.daemon.start(workspaces)
             self.log.info("serving", socket=path, workspaces=len(self.daemon.engine.workspaces),  # type: ignore[attr-defined]
@@ -57,6 +62,8 @@ class Runtime:
         finally:
             self.notifier.stopping()
             self.daemon.stop()
+            self.runner.close()  # type: ignore[attr-defined]
+            sinks.close()
             sock.close()
             if identity is not None:
                 _unlink_if_ours(str(path), identity)
@@ -64,15 +71,6 @@ class Runtime:
                 lock.release()
             self.log.info("stopped")  # type: ignore[attr-defined]
         return 0
-
-    def _attach_sinks(self) -> None:
-        """Notification sinks from the configuration (the detectors issue adds them)."""
-        try:
-            from daemon import notify
-        except ImportError:
-            return
-        assert self.daemon is not None
-        notify.attach(self.daemon.engine, self.cfg)
 
     async def _serve(self, sock: socket.socket) -> None:
         assert self.server is not None
@@ -133,11 +131,37 @@ class Runtime:
                 self.daemon.watch(os.path.realpath(path))
         for path in sorted(old_workspaces - new_workspaces):
             self.daemon.unwatch(os.path.realpath(path))
-        self.cfg = new
+        old, self.cfg = self.cfg, new
+        for key in ("socket", "staleness"):
+            if getattr(new, key) != getattr(old, key):
+                self.log.warning("reload_needs_restart", key=key)  # type: ignore[attr-defined]
         self._apply(new)
+        if new.detectors != old.detectors:  # type: ignore[attr-defined]
+            self._swap_detectors(new)
         self.log.info("reloaded", added=sorted(new_workspaces - old_workspaces),  # type: ignore[attr-defined]
                       removed=sorted(old_workspaces - new_workspaces))
         self.notifier.ready()
+
+    def _swap_detectors(self, cfg: object) -> None:
+        """New detector settings: rebuild the runner and recheck every unit, keeping files cached."""
+        from daemon.wiring import build_detect
+
+        assert self.daemon is not None
+        engine = self.daemon.engine
+        try:
+            detect, runner = build_detect(cfg, self.settings.staleness)
+        except Exception as exc:
+            self.log.error("detectors_reload_failed", error=getattr(exc, "message", str(exc)))  # type: ignore[attr-defined]
+            return
+        old_runner, self.runner = self.runner, runner
+
+        def swap() -> None:
+            engine.detect = detect
+            for ws in list(engine.workspaces.values()):
+                engine.recheck(ws)
+            old_runner.close()  # type: ignore[attr-defined]
+
+        self.daemon.refresher.call(swap)
 
     def _apply(self, cfg: object) -> None:
         """Settings that can change without a restart."""
@@ -148,10 +172,8 @@ class Runtime:
         settings.auto_watch = cfg.auto_watch  # type: ignore[attr-defined]
         settings.max_subscribers = limits.max_subscribers
         settings.subscriber_buffer = limits.subscriber_buffer
-        try:
-            from daemon import notify
-        except ImportError:
-            return
+        from daemon import notify
+
         notify.reconfigure(self.daemon.engine, cfg)
 
 

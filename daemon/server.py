@@ -438,7 +438,8 @@ class Server:
     def op_list(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
         workspace = self._workspace_filter(request)
         in_flight = field(request, "inFlight", bool, default=False)
-        units = [e.summary() for e in self.engine.entries(workspace)]
+        detail = bool(field(request, "detail", bool, default=False))
+        units = [e.summary(detail=detail) for e in self.engine.entries(workspace)]
         if in_flight:
             units = [u for u in units if u["resumePoint"] != "all-done"]
         units.sort(key=lambda u: (str(u["workspace"]), str(u["stateFile"]), str(u["unit"])))

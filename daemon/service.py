@@ -13,7 +13,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from daemon import direct, log
-from daemon.engine import Engine
+from daemon.engine import Detect, Engine
 from daemon.errors import StateFileMissing, UsageError
 from daemon.watcher import Refresher, Watcher, git_operation_in_progress
 
@@ -48,10 +48,10 @@ class Settings:
 class Daemon:
     """Everything the daemon knows and does, minus the socket."""
 
-    def __init__(self, settings: Settings, engine: Engine | None = None) -> None:
+    def __init__(self, settings: Settings, detect: Detect | None = None) -> None:
         self.settings = settings
         self.options = direct.Options(settings.lock_timeout, settings.staleness)
-        self.engine = engine or Engine(self.options)
+        self.engine = Engine(self.options, detect=detect)
         self.refresher = Refresher(self.engine, settle=settings.settle,
                                    verify_interval=settings.verify_interval)
         self.refresher.git_busy = git_operation_in_progress

@@ -1,0 +1,34 @@
+"""`storyd check`: exit 1 when any unit has a warning or error finding (CI, pre-push)."""
+
+from __future__ import annotations
+
+import sys
+
+from daemon.commands.common import fail, parse_report_flags, units
+from daemon.errors import StorydError
+
+__all__ = ["main"]
+
+USAGE = "usage: storyd check [--workspace DIR ...] [--direct] [--socket PATH] [--staleness git|mtime]"
+_FAILING = frozenset(("warning", "error"))
+
+
+def main(argv: list[str]) -> int:
+    """0 when clean, 1 with the offending findings listed, other codes for errors."""
+    try:
+        found = units(parse_report_flags(argv, USAGE))
+    except StorydError as exc:
+        return fail(exc, "check")
+    problems = 0
+    for unit in found.units:
+        where = f"{unit['workspace']}/{unit['stateFile']} {unit['unit']}"
+        if unit.get("error"):
+            problems += 1
+            sys.stdout.write(f"{where}: error: {unit['error']}\n")
+        for finding in unit.get("findingList") or []:  # type: ignore[attr-defined]
+            if finding["severity"] in _FAILING:
+                problems += 1
+                sys.stdout.write(f"{where}: {finding['severity']}: {finding['detector']}/"
+                                 f"{finding['code']}: {finding['message']}\n")
+    sys.stdout.write(f"{len(found.units)} units, {problems} problems\n")
+    return 1 if problems else 0

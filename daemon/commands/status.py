@@ -1,0 +1,70 @@
+"""`storyd status`: every unit with a progress bar, its resume point and its findings."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from daemon.commands.common import fail, parse_report_flags, units
+from daemon.errors import StorydError
+
+__all__ = ["main", "render"]
+
+USAGE = ("usage: storyd status [--workspace DIR ...] [--in-flight] [--json] [--direct]\n"
+         "                     [--socket PATH] [--staleness git|mtime]")
+_BAR = 20
+_COLORS = {"error": "31", "warning": "33", "info": "36", "done": "32", "dim": "2"}
+
+
+def _paint(text: str, tone: str, color: bool) -> str:
+    return f"\033[{_COLORS[tone]}m{text}\033[0m" if color else text
+
+
+def _bar(done: int, total: int) -> str:
+    filled = round(_BAR * done / total) if total else 0
+    return "[" + "#" * filled + "-" * (_BAR - filled) + "]"
+
+
+def render(units: list[dict[str, object]], color: bool) -> str:
+    """The human-readable screen, grouped by workspace."""
+    if not units:
+        return "no units found (no state files of a supported format)\n"
+    lines: list[str] = []
+    workspace = None
+    width = max(len(str(u["unit"])) for u in units)
+    for unit in units:
+        if unit["workspace"] != workspace:
+            workspace = unit["workspace"]
+            lines.append(_paint(str(workspace), "dim", color))
+        done, total = int(unit["done"]), int(unit["total"])  # type: ignore[call-overload]
+        percent = f"{round(100 * done / total):3d}%" if total else "  -%"
+        point = str(unit["resumePoint"] or "unreadable")
+        tone = "done" if point == "all-done" else None
+        head = (f"  {unit['format']:<10} {str(unit['unit']):<{width}}  {_bar(done, total)} "
+                f"{done:>3}/{total:<3} {percent}  ")
+        lines.append(head + (_paint(point, tone, color) if tone else point))
+        if unit.get("error"):
+            lines.append("      " + _paint(f"error: {unit['error']}", "error", color))
+        for finding in unit.get("findingList") or []:  # type: ignore[attr-defined]
+            severity = str(finding["severity"])
+            task = f" {finding['task']}" if finding.get("task") else ""
+            text = f"{severity:<7} {finding['detector']}/{finding['code']}{task}: {finding['message']}"
+            lines.append("      " + _paint(text, severity, color))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    """Print every unit (from the daemon, or read here when none runs)."""
+    try:
+        flags = parse_report_flags(argv, USAGE)
+        found = units(flags)
+    except StorydError as exc:
+        return fail(exc, "status")
+    if flags.get("json"):
+        import orjson
+
+        sys.stdout.write(orjson.dumps({"units": found.units, "source": found.source}).decode() + "\n")
+        return 0
+    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+    sys.stdout.write(render(found.units, color))
+    return 0

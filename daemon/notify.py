@@ -1,0 +1,166 @@
+"""Where drift goes besides the socket: the log, the desktop, and a user hook command.
+
+The engine calls `Sinks` on its refresher thread; the call only logs and enqueues.
+A notifier thread gathers events for a short window and delivers one notification
+per unit however many findings moved (git operations are already deferred until
+they finish, so a 50-commit rebase is one recheck): `notify-send` when present
+(else skipped with a single debug log), and the hook: an argv list from config, run
+with no shell, the unit's events as JSON lines on stdin, under a timeout, failures
+logged.
+"""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import subprocess
+import threading
+import time
+
+
+from daemon import log
+
+__all__ = ["Sinks", "attach", "reconfigure"]
+
+_KINDS = frozenset(("drift", "resolved"))
+_WINDOW = 0.3
+
+
+class Sinks:
+    """The log, desktop and hook sinks, with per-unit coalescing."""
+
+    def __init__(self, *, log_events: bool = True, desktop: bool = True,
+                 hook: list[str] | None = None, hook_timeout: float = 10.0,
+                 window: float = _WINDOW) -> None:
+        self.log_events = log_events
+        self.desktop = desktop
+        self.hook = hook
+        self.hook_timeout = hook_timeout
+        self.window = window
+        self.log = log.get("notify")
+        self.counters = {"delivered": 0, "hook_failures": 0}
+        self._queue: queue.SimpleQueue[tuple[dict[str, object], bytes] | None] = queue.SimpleQueue()
+        self._notify_send: str | None = shutil.which("notify-send") if desktop else None
+        self._desktop_skip_logged = False
+        self._thread = threading.Thread(target=self._run, name="storyd-notify", daemon=True)
+        self._thread.start()
+
+    def configure(self, *, log_events: bool, desktop: bool, hook: list[str] | None,
+                  hook_timeout: float) -> None:
+        """Apply a reloaded configuration."""
+        self.log_events, self.desktop, self.hook, self.hook_timeout = (
+            log_events, desktop, hook, hook_timeout)
+        self._notify_send = shutil.which("notify-send") if desktop else None
+
+    def __call__(self, event: dict[str, object], line: bytes) -> None:
+        if event["event"] not in _KINDS:
+            return
+        if self.log_events:
+            finding = event.get("finding") or {}
+            self.log.info(str(event["event"]), workspace=event["workspace"],
+                          state_file=event["stateFile"], unit=event["unit"],
+                          generation=event["generation"],
+                          code=finding.get("code"), message=finding.get("message"))  # type: ignore[union-attr]
+        if self.desktop or self.hook:
+            self._queue.put((event, line))
+
+    def close(self) -> None:
+        """Deliver what is queued, then stop the thread."""
+        self._queue.put(None)
+        self._thread.join(timeout=self.hook_timeout + 2)
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            deadline = time.monotonic() + self.window
+            while (remaining := deadline - time.monotonic()) > 0:
+                try:
+                    item = self._queue.get(timeout=remaining)
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                    break
+                batch.append(item)
+            for unit_events in _by_unit(batch).values():
+                self._deliver(unit_events)
+
+    def _deliver(self, events: list[tuple[dict[str, object], bytes]]) -> None:
+        self.counters["delivered"] += 1
+        first = events[0][0]
+        if self.desktop:
+            self._desktop(first, [e for e, _ in events])
+        if self.hook:
+            self._run_hook(first, b"".join(line for _, line in events))
+
+    def _desktop(self, first: dict[str, object], events: list[dict[str, object]]) -> None:
+        if self._notify_send is None:
+            if not self._desktop_skip_logged:
+                self._desktop_skip_logged = True
+                self.log.debug("desktop_skipped", reason="notify-send not found on PATH")
+            return
+        drift = sum(1 for e in events if e["event"] == "drift")
+        resolved = len(events) - drift
+        title = f"storyd: {first['unit']} drifted from git" if drift else f"storyd: {first['unit']} back in sync"
+        lines = [f"{e['event']}: {e['finding']['message']}" for e in events[:5]]  # type: ignore[index]
+        if len(events) > 5:
+            lines.append(f"… and {len(events) - 5} more ({drift} drift, {resolved} resolved)")
+        argv = [self._notify_send, "--app-name=storyd", title, "\n".join(lines)]
+        self._spawn("desktop", argv, None)
+
+    def _run_hook(self, first: dict[str, object], payload: bytes) -> None:
+        assert self.hook is not None
+        self._spawn("hook", list(self.hook), payload, unit=first["unit"])
+
+    def _spawn(self, what: str, argv: list[str], payload: bytes | None, **context: object) -> None:
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(argv, input=payload or b"", capture_output=True,
+                                  timeout=self.hook_timeout, check=False)
+        except subprocess.TimeoutExpired:
+            self.counters["hook_failures"] += 1
+            self.log.warning(f"{what}_timeout", argv=argv, timeout=self.hook_timeout, **context)
+            return
+        except OSError as exc:
+            self.counters["hook_failures"] += 1
+            self.log.warning(f"{what}_failed", argv=argv, error=str(exc), **context)
+            return
+        duration = round((time.perf_counter() - started) * 1000, 3)
+        if done.returncode != 0:
+            self.counters["hook_failures"] += 1
+            self.log.warning(f"{what}_failed", argv=argv, code=done.returncode, duration_ms=duration,
+                             stderr=done.stderr[-500:].decode("utf-8", "replace"), **context)
+        else:
+            self.log.info(f"{what}_delivered", duration_ms=duration, **context)
+
+
+def _by_unit(batch: list[tuple[dict[str, object], bytes]]) -> dict[tuple[object, ...], list[tuple[dict[str, object], bytes]]]:
+    grouped: dict[tuple[object, ...], list[tuple[dict[str, object], bytes]]] = {}
+    for event, line in batch:
+        key = (event["workspace"], event["stateFile"], event["unit"])
+        grouped.setdefault(key, []).append((event, line))
+    return grouped
+
+
+def _settings(cfg: object) -> dict[str, object]:
+    notify = cfg.notify  # type: ignore[attr-defined]
+    return {"log_events": notify.log, "desktop": notify.desktop, "hook": notify.hook,
+            "hook_timeout": notify.hook_timeout}
+
+
+def attach(engine: object, cfg: object) -> Sinks:
+    """Create the sinks from the configuration and register them with the engine."""
+    sinks = Sinks(**_settings(cfg))  # type: ignore[arg-type]
+    engine.sinks.append(sinks)  # type: ignore[attr-defined]
+    return sinks
+
+
+def reconfigure(engine: object, cfg: object) -> None:
+    """Apply a reloaded configuration to the registered sinks."""
+    for sink in engine.sinks:  # type: ignore[attr-defined]
+        if isinstance(sink, Sinks):
+            sink.configure(**_settings(cfg))  # type: ignore[arg-type]
