@@ -49,9 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         os.write(2, f"storyd: unknown command {name!r}\n{_usage()}".encode())
         return 64
-    import importlib
-
-    module = importlib.import_module(f"daemon.commands.{_MODULES.get(name, name)}")
+    module_name = f"daemon.commands.{_MODULES.get(name, name)}"
+    __import__(module_name)  # importlib itself costs start-up time on `storyd resume`
+    module = sys.modules[module_name]
     try:
         return int(module.main(args[1:]))
     except KeyboardInterrupt:

@@ -56,6 +56,17 @@ def _parse_zone(text: str) -> int | None:
     return sign * (hours * 3600 + minutes * 60)
 
 
+def _local(year: int, month: int, day: int, hour: int, minute: int, second: int) -> int | None:
+    """Epoch of a local wall-clock time; None inside a daylight-saving gap, as GNU date."""
+    try:
+        epoch = int(time.mktime((year, month, day, hour, minute, second, 0, 0, -1)))
+    except (OverflowError, ValueError):
+        return None
+    if time.localtime(epoch)[:6] != (year, month, day, hour, minute, second):
+        return None
+    return epoch
+
+
 def parse_epoch(value: object) -> int | None:
     """Epoch seconds for an ISO-8601 timestamp, or None when it is not one."""
     if not isinstance(value, str) or len(value) < 10:
@@ -91,9 +102,9 @@ def parse_epoch(value: object) -> int | None:
             zone = _parse_zone(tail)
             if zone is None:
                 return None
-        if hour > 23 or minute > 59 or second > 60:
-            return None
+        if hour > 23 or minute > 59 or second > 59:
+            return None  # GNU date refuses leap seconds too
     if zone is None:
-        return int(time.mktime((year, month, day, hour, minute, second, 0, 0, -1)))
+        return _local(year, month, day, hour, minute, second)
     days = _days_from_civil(year, month, day)
     return days * 86400 + hour * 3600 + minute * 60 + second - zone

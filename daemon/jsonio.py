@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import _json
 
-__all__ = ["JSONError", "dumps", "loads"]
+__all__ = ["JSONError", "dumps", "kind", "loads"]
 
 
 class JSONError(ValueError):
@@ -26,6 +26,16 @@ class JSONError(ValueError):
         self.reason = reason
         self.line = line
         self.column = column
+
+
+_KINDS = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+
+
+def kind(value: object) -> str:
+    """How an error message names a parsed JSON value's type ("an array", "null", ...)."""
+    if value is None:
+        return "null"
+    return _KINDS.get(type(value), "a number")
 
 
 def _reject_constant(name: str) -> object:
@@ -109,6 +119,15 @@ def _string(value: str) -> str:
     return '"' + value.translate(_ESCAPES) + '"'
 
 
+def _number(value: float) -> str:
+    """A float as jq prints it: integral values without `.0`, others shortest round-trip."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return "null"
+    if value.is_integer() and abs(value) < 1e17:
+        return str(int(value))
+    return repr(value)
+
+
 def _render(value: object) -> str:
     if isinstance(value, str):
         return _string(value)
@@ -120,6 +139,8 @@ def _render(value: object) -> str:
         return "false"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, float):
+        return _number(value)
     if isinstance(value, dict):
         return "{" + ",".join(_string(k) + ":" + _render(v) for k, v in value.items()) + "}"
     if isinstance(value, list | tuple):
@@ -129,7 +150,7 @@ def _render(value: object) -> str:
 
 
 def dumps(value: object) -> bytes:
-    """Compact JSON bytes, byte-identical to `jq -c` for strings, ints, lists and dicts."""
+    """Compact JSON bytes, byte-identical to `jq -c` for strings, numbers, lists and dicts."""
     text = _render(value)
     try:
         return text.encode("utf-8")

@@ -26,14 +26,14 @@ _loaded: dict[str, Adapter] = {}
 def builtin(name: str) -> Adapter:
     """A built-in adapter by name."""
     if name not in _loaded:
-        import importlib
+        import sys
 
         try:
-            module = importlib.import_module(BUILTIN[name])
-        except (KeyError, ModuleNotFoundError):
+            __import__(BUILTIN[name])  # not importlib: it costs start-up time on the CLI path
+        except KeyError:
             msg = f"unknown format {name!r}; supported: {', '.join(BUILTIN)}"
             raise UsageError(msg) from None
-        _loaded[name] = module.ADAPTER
+        _loaded[name] = sys.modules[BUILTIN[name]].ADAPTER  # type: ignore[attr-defined]
     return _loaded[name]
 
 
@@ -56,10 +56,7 @@ def all_adapters(*, plugins: bool = True) -> list[Adapter]:
     """Every registered adapter: the built-ins, then plugins from the entry-point group."""
     adapters = []
     for name in BUILTIN:
-        try:
-            adapters.append(builtin(name))
-        except UsageError:
-            continue
+        adapters.append(builtin(name))
     return adapters + (_plugins() if plugins else [])
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from daemon.errors import DataError
-from daemon.jsonio import JSONError, loads
+from daemon.jsonio import JSONError, kind, loads
 from daemon.locking import DEFAULT_LOCK_TIMEOUT, read_locked
 from daemon.model import Unit
 
@@ -42,8 +42,7 @@ def load_json_object(data: bytes, relpath: str) -> dict[str, object]:
         msg = f"{relpath}: invalid JSON: {exc}"
         raise DataError(msg) from None
     if not isinstance(value, dict):
-        kind = {list: "an array", str: "a string"}.get(type(value), type(value).__name__)
-        msg = f"{relpath}: the top level must be a JSON object, not {kind}"
+        msg = f"{relpath}: the top level must be a JSON object, not {kind(value)}"
         raise DataError(msg)
     return value
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from daemon.errors import DataError
 from daemon.formats.base import Adapter, Source, load_json_object
-from daemon.jsonio import dumps
+from daemon.jsonio import dumps, kind
 from daemon.model import DONE, PENDING, Finding, Task, Unit
 
 __all__ = ["ADAPTER", "EpicAdapter", "classify"]
@@ -30,15 +30,9 @@ def classify(status: str) -> tuple[str, bool]:
     return PENDING, lowered in _PENDING
 
 
-def _kind(value: object) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
-        type(value), "a number"
-    )
-
-
 def _task(task_id: str, node: object, where: str) -> tuple[Task | None, str | None, list[Finding]]:
     if not isinstance(node, dict):
-        return None, f"{where}: expected an object, got {_kind(node)}", []
+        return None, f"{where}: expected an object, got {kind(node)}", []
     raw = node.get("status")
     status = "PENDING" if raw is None or raw is False else raw
     status = status if isinstance(status, str) else dumps(status).decode()
@@ -50,7 +44,7 @@ def _task(task_id: str, node: object, where: str) -> tuple[Task | None, str | No
     if sha is not None and not isinstance(sha, str):
         findings.append(
             Finding("format", "invalid-commit-sha", "warning",
-                    f"commitSha of {task_id} is {_kind(sha)}, not a string; treated as null", task_id)
+                    f"commitSha of {task_id} is {kind(sha)}, not a string; treated as null", task_id)
         )
         sha = None
     completed = node.get("completedAt")
@@ -79,7 +73,7 @@ def _unit(relpath: str, epic_dir: str, story_id: str, node: dict[str, object]) -
     error = None
     if tasks_node is not None and tasks_node is not False:
         if not isinstance(tasks_node, dict):
-            error = f"{where}.tasks: expected an object, got {_kind(tasks_node)}"
+            error = f"{where}.tasks: expected an object, got {kind(tasks_node)}"
         else:
             for task_id, task_node in tasks_node.items():
                 task, error, found = _task(task_id, task_node, f"{where}.tasks.{task_id}")
@@ -139,7 +133,7 @@ class EpicAdapter(Adapter):
         if stories is None or stories is False:
             return []
         if not isinstance(stories, dict):
-            msg = f"{relpath}: stories: expected an object, got {_kind(stories)}"
+            msg = f"{relpath}: stories: expected an object, got {kind(stories)}"
             raise DataError(msg)
         epic_dir = relpath.rsplit("/", 1)[0]
         units = []
@@ -147,7 +141,7 @@ class EpicAdapter(Adapter):
             if node is None or node is False:
                 continue  # jq's `// empty`: the story is absent
             if not isinstance(node, dict):
-                error = f"{relpath}: stories.{story_id}: expected an object, got {_kind(node)}"
+                error = f"{relpath}: stories.{story_id}: expected an object, got {kind(node)}"
                 units.append(Unit("epic", relpath, story_id, (), error=error))
                 continue
             units.append(_unit(relpath, epic_dir, story_id, node))
