@@ -96,11 +96,11 @@ class Entry:
         worst = max((("info", "warning", "error").index(f.severity) for f in self.findings),
                     default=-1)
         return {
+            **self.unit.labels,  # first, so a label can never mask a field below
             "workspace": self.workspace,
             "format": self.unit.format,
             "stateFile": self.state_file,
             "unit": self.key,
-            **self.unit.labels,
             "done": done,
             "total": len(tasks),
             "resumePoint": self.envelope["resumePoint"] if self.envelope else None,
@@ -237,17 +237,22 @@ class Engine:
                 found.setdefault(relpath, adapter)
         return found
 
-    def scan(self, ws: Workspace, *, lost: bool = False) -> int:
-        """Read every state file of a workspace; drop those that vanished.
+    def scan(self, ws: Workspace, *, lost: bool = False, reread: bool = True) -> int:
+        """Find every state file of a workspace, read them, and drop those that vanished.
 
         `lost` says events may have been missed (an overflow, a vanished folder), so
-        subscribers asking to replay from before now get a fresh list instead.
+        subscribers asking to replay from before now get a fresh list instead. Without
+        `reread` (the periodic rescan), a known file is read again only when its inode,
+        size or mtime changed, or when its format's findings depend on the clock.
         """
         found = self.find_state_files(ws)
         for relpath in [r for r in ws.files if r not in found]:
             self._drop_file(ws, relpath)
         for relpath, adapter in found.items():
-            self.refresh(ws, relpath, adapter)
+            state = ws.files.get(relpath)
+            if (reread or state is None or adapter.time_sensitive
+                    or _signature(os.path.join(ws.path, relpath)) != state.signature):
+                self.refresh(ws, relpath, adapter)
         if lost:
             self.lost_before = self.generation
         return len(found)

@@ -176,7 +176,7 @@ class Refresher(threading.Thread):
         full = self.rescan_every > 0 and self._ticks % self.rescan_every == 0
         for ws in list(self.engine.workspaces.values()):
             if full:
-                self.engine.scan(ws)
+                self.engine.scan(ws, reread=False)
             elif self.engine.verify(ws):
                 self.log.info("verify_caught_change", workspace=ws.path)
         self.on_tick()

@@ -53,11 +53,14 @@ class Adapter:
     name        the format's name (`epic`, `session`, ...), as in docs/formats.md
     convention  the seed convention and where its files live, for error messages
     roots       workspace-relative folders where its files live: the only places watched
+    time_sensitive  its findings depend on the clock (ancient or future timestamps), so
+                the daemon re-reads its files on the periodic rescan even when unchanged
     """
 
     name = ""
     convention = ""
     roots: tuple[str, ...] = ()
+    time_sensitive = False
 
     def matches(self, relpath: str) -> bool:
         """Whether a workspace-relative path is one of this format's state files."""

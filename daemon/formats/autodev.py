@@ -1,0 +1,417 @@
+"""The `autodev` format (seed 003, the autodev state pointer).
+
+_docs/_autodev_state.md is a markdown pointer to the current step only: `flow`,
+`step`, `name`, `status`, `sub_step {phase, name, detail}`, `retry_count`, `cycle`,
+one `key: value` a line, or all on one line as the seed's own examples appear. One unit
+per workspace, keyed `autodev`; its tasks are the active flow's steps, those before the
+current one inferred completed (history lives in _docs/ and git, not in the pointer).
+"""
+
+from __future__ import annotations
+
+import os
+
+from daemon.errors import DataError
+from daemon.formats.base import Adapter, Source
+from daemon.formats.common import (
+    ALL_DONE,
+    as_int,
+    finding,
+    make_task,
+    one_line,
+    progress,
+    resume_point,
+)
+from daemon.model import DONE, PENDING, Finding, Task, Unit
+
+__all__ = ["ADAPTER", "FLOW_STEPS", "AutodevAdapter", "parse_state"]
+
+STATE_PATH = "_docs/_autodev_state.md"
+DOCS = "_docs"
+FLOW_STEPS = {"greenfield": 11, "existing-code": 17, "meta-repo": 6}
+IMPLEMENT_STEP = 10  # existing-code's Implement step writes implementation_report_*_cycle<N>.md
+MAX_RETRIES = 3
+AWAITING = "awaiting-invocation"
+_KEYS = ("retry_count", "sub_step", "status", "detail", "phase", "cycle", "flow", "step", "name")
+_SUB_KEYS = frozenset(("phase", "detail"))
+_TOP_ONLY = frozenset(("flow", "step", "status", "retry_count", "cycle"))
+_DONE = frozenset(("completed", "skipped"))
+_PENDING = frozenset(("not_started", "in_progress", "failed"))
+_KEBAB = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+_QUOTES = "\"'"
+
+
+def _closing(line: str, start: int) -> int | None:
+    """The index of the quote closing the one at `start` (backslash escapes skipped)."""
+    quote = line[start]
+    i = start + 1
+    while i < len(line):
+        if line[i] == "\\":
+            i += 2
+            continue
+        if line[i] == quote:
+            return i
+        i += 1
+    return None
+
+
+def _unquote(value: str) -> str:
+    value = value.strip().rstrip(",").strip()
+    if len(value) >= 2 and value[0] in _QUOTES and value[-1] == value[0]:
+        return value[1:-1].replace("\\" + value[0], value[0])
+    return value
+
+
+def _key_at(line: str, i: int) -> tuple[str, int] | None:
+    """The key starting at `i` and the index after its colon, if one starts there."""
+    if i and not (line[i - 1].isspace() or line[i - 1] in "{,"):
+        return None
+    for key in _KEYS:
+        if line.startswith(key, i):
+            j = i + len(key)
+            while j < len(line) and line[j] in " \t":
+                j += 1
+            if j < len(line) and line[j] == ":" and (j + 1 == len(line) or line[j + 1] in " \t"):
+                return key, j + 1
+    return None
+
+
+def _pairs(line: str) -> list[tuple[str, str, bool]]:
+    """(key, raw value, first on its line) for every `key: value` in one line.
+
+    A value runs to the next key or the end of the line; a quoted value or a `{...}`
+    mapping runs to its closing character. Text before the first key is ignored.
+    """
+    pairs: list[tuple[str, str, bool]] = []
+    key: str | None = None
+    start = 0
+    i = 0
+    while i < len(line):
+        found = _key_at(line, i)
+        if found is None:
+            i += 1
+            continue
+        if key is not None:
+            pairs.append((key, line[start:i], len(pairs) == 0))
+        key, i = found
+        while i < len(line) and line[i] in " \t":
+            i += 1
+        start = i
+        close = None
+        if i < len(line) and line[i] in _QUOTES:
+            close = _closing(line, i)
+        elif i < len(line) and line[i] == "{":
+            close = line.find("}", i)
+            close = None if close < 0 else close
+        if close is not None:
+            pairs.append((key, line[start : close + 1], len(pairs) == 0))
+            key = None
+            i = close + 1
+    if key is not None:
+        pairs.append((key, line[start:], len(pairs) == 0))
+    return pairs
+
+
+def parse_state(text: str) -> tuple[dict[str, str], dict[str, str] | None, str | None]:
+    """The top-level fields, the sub_step fields (None when absent) and a raw scalar
+    sub_step value when one was written instead of the structured form."""
+    top: dict[str, str] = {}
+    sub: dict[str, str] | None = None
+    scalar: str | None = None
+    in_sub = False
+    block_indent: int | None = None
+    for raw_line in text.replace("```", " ").splitlines():
+        stripped = raw_line.lstrip()
+        indent = len(raw_line) - len(stripped)
+        for key, raw, first in _pairs(raw_line):
+            value = _unquote(raw)
+            if key == "sub_step":
+                sub = {}
+                in_sub, block_indent, scalar = not value, None, None
+                if value.startswith("{") and value.endswith("}"):
+                    sub.update((k, _unquote(v)) for k, v, _ in _pairs(value[1:-1]))
+                elif value:
+                    scalar = value
+                continue
+            if in_sub and first and block_indent is None:
+                block_indent = indent
+            if key == "name" and in_sub and sub is not None:
+                dedented = first and block_indent is not None and indent < block_indent
+                in_sub = not dedented and "name" not in sub
+            if key in _SUB_KEYS or (key == "name" and in_sub):
+                sub = {} if sub is None else sub
+                sub[key] = value
+            else:
+                top[key] = value
+                in_sub = in_sub and key not in _TOP_ONLY
+    return top, sub, scalar
+
+
+def _kebab(name: str) -> bool:
+    return (
+        bool(name)
+        and set(name) <= _KEBAB
+        and not name.startswith("-")
+        and not name.endswith("-")
+        and "--" not in name
+    )
+
+
+def _sub_step(
+    sub: dict[str, str] | None, scalar: str | None
+) -> tuple[dict[str, object] | None, str]:
+    """The parsed sub_step, or None and why it does not parse."""
+    if scalar is not None:
+        return None, f"sub_step is {scalar!r}, not the structured phase/name/detail form"
+    if sub is None:
+        return None, "there is no sub_step"
+    phase_text = sub.get("phase")
+    name = sub.get("name", "")
+    phase = None if phase_text is None else as_int(phase_text)
+    if phase is None:
+        why = "has no phase" if phase_text is None else f"phase {phase_text!r} is not an integer"
+        return None, f"sub_step {why}"
+    if not _kebab(name):
+        why = "has no name" if not name else f"name {name!r} is not kebab-case"
+        return None, f"sub_step {why}"
+    if name == AWAITING and phase != 0:
+        return None, f"sub_step name {AWAITING} goes with phase 0, not {phase}"
+    return {"phase": phase, "name": name, "detail": sub.get("detail", "")}, ""
+
+
+def _docs_files(source: Source) -> list[str]:
+    """Every file under _docs/ except the state file, workspace-relative."""
+    files: list[str] = []
+    top = source.path(DOCS)
+    for folder, dirs, names in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        rel = os.path.relpath(folder, source.workspace).replace(os.sep, "/")
+        files.extend(f"{rel}/{n}" for n in sorted(names) if not n.startswith("."))
+    return [f for f in files if f != STATE_PATH]
+
+
+def _referenced(detail: str) -> list[str]:
+    """The `_docs/...` paths a sub_step detail mentions."""
+    paths = []
+    for word in detail.split():
+        path = word.strip("\"'`()[]<>,;:").rstrip(".")
+        if path.startswith(f"{DOCS}/") and len(path) > len(DOCS) + 1:
+            paths.append(path)
+    return paths
+
+
+class _State:
+    """The pointer's fields, validated; findings collect what does not hold."""
+
+    def __init__(self, text: str) -> None:
+        self.findings: list[Finding] = []
+        top, sub, scalar = parse_state(text)
+        if not top and sub is None:
+            msg = (
+                f"{STATE_PATH}: no autodev state found (expected flow:, step:, status:, sub_step:)"
+            )
+            raise DataError(msg)
+        self.flow = top.get("flow", "").lower()
+        self.steps = FLOW_STEPS.get(self.flow)
+        self.step_text = top.get("step", "")
+        self.done = self.step_text.lower() == "done"
+        self.step = as_int(self.step_text)
+        self.name = top.get("name", "")
+        self.status = top.get("status")
+        self.sub, why = _sub_step(sub, scalar)
+        self.retry_count = self._count(top, "retry_count", 0, 0)
+        self.cycle = self._count(top, "cycle", 1, 1)
+        if self.sub is None:
+            message = f"{why}; resume falls back to the folder scan"
+            self.findings.append(finding("unparsable-sub-step", "warning", message, self.task_id))
+        if not self.flow:
+            self.findings.append(finding("missing-field", "warning", "no flow: field"))
+        elif self.steps is None:
+            message = f"unknown flow {self.flow!r}; expected one of {', '.join(FLOW_STEPS)}"
+            self.findings.append(finding("unknown-flow", "warning", message))
+        if self.status is None:
+            message = "no status: field; read as not_started"
+            self.findings.append(finding("missing-field", "warning", message, self.task_id))
+
+    @property
+    def task_id(self) -> str | None:
+        return None if self.step is None else f"step-{self.step}"
+
+    def _count(self, top: dict[str, str], field: str, default: int, low: int) -> int:
+        text = top.get(field)
+        value = None if text is None else as_int(text)
+        if text is not None and (value is None or value < low):
+            message = f"{field} {text!r} is not an integer of at least {low}; read as {default}"
+            self.findings.append(finding("invalid-field", "warning", message))
+        return default if value is None or value < low else value
+
+
+class AutodevAdapter(Adapter):
+    """_docs/_autodev_state.md, one unit per workspace."""
+
+    name = "autodev"
+    convention = "autodev state pointer, _docs/_autodev_state.md"
+    roots = (DOCS,)
+
+    def matches(self, relpath: str) -> bool:
+        return relpath == STATE_PATH
+
+    def owner(self, relpath: str) -> str | None:
+        # Any _docs/ file: the cross-check reads the folder's contents.
+        return STATE_PATH if relpath.startswith(f"{DOCS}/") else None
+
+    def load(self, source: Source, relpath: str) -> list[Unit]:
+        text = source.read(relpath).decode("utf-8", "replace")
+        state = _State(text)
+        labels = {
+            "flow": state.flow,
+            "step": state.step_text,
+            "name": state.name,
+            "status": state.status or "",
+            "cycle": str(state.cycle),
+            "retry_count": str(state.retry_count),
+        }
+        if state.sub is not None:
+            labels["sub_step"] = f"{state.sub['phase']}:{state.sub['name']}"
+        if not state.done and (state.step is None or state.step < 1):
+            error = f"{relpath}: step {state.step_text!r} is neither a step number nor done"
+            return [Unit("autodev", relpath, "autodev", (), labels=labels, error=error)]
+        tasks = self._tasks(state)
+        findings = state.findings
+        findings.extend(self._rules(state))
+        findings.extend(self._cross_check(source, state))
+        labels["progress"] = progress(tasks)
+        return [
+            Unit(
+                "autodev",
+                relpath,
+                "autodev",
+                tuple(tasks),
+                resume_point=self._resume_point(state, tasks),
+                findings=tuple(findings),
+                labels=labels,
+            )
+        ]
+
+    @staticmethod
+    def _tasks(state: _State) -> list[Task]:
+        if state.done:
+            return [
+                Task(f"step-{n}", "completed", DONE, extra={"inferred": True})
+                for n in range(1, (state.steps or 0) + 1)
+            ]
+        current = state.step or 1
+        last = max(current, state.steps or 0)
+        tasks = [
+            Task(f"step-{n}", "completed", DONE, extra={"inferred": True})
+            for n in range(1, current)
+        ]
+        task, unknown = make_task(
+            f"step-{current}",
+            state.status,
+            done=_DONE,
+            pending=_PENDING,
+            default="not_started",
+            extra={
+                "name": state.name,
+                "sub_step": state.sub,
+                "retry_count": state.retry_count,
+                "cycle": state.cycle,
+            },
+        )
+        if unknown is not None:
+            state.findings.append(unknown)
+        tasks.append(task)
+        tasks.extend(
+            Task(f"step-{n}", "not_started", PENDING, extra={"inferred": True})
+            for n in range(current + 1, last + 1)
+        )
+        return tasks
+
+    @staticmethod
+    def _resume_point(state: _State, tasks: list[Task]) -> str:
+        """`<flow>/step-<N>:<sub_step name>`; the next step once the current one is finished."""
+        if state.done:
+            return ALL_DONE
+        current = state.step or 1
+        finished = tasks[current - 1].bucket == DONE
+        number = current + 1 if finished else current
+        prefix = f"{state.flow}/" if state.flow else ""
+        pointer = f"{prefix}step-{number}"
+        if not finished and state.sub is not None:
+            pointer += f":{state.sub['name']}"
+        status = (state.status or "not_started").lower()
+        phase = state.sub["phase"] if state.sub is not None else 0
+        started = current > 1 or status != "not_started" or phase != 0
+        return resume_point(tasks, pointer, started=started)
+
+    @staticmethod
+    def _rules(state: _State) -> list[Finding]:
+        """The seed's State File Rules 6 and 7, and the flow's step range and cycle."""
+        findings = []
+        task = state.task_id
+        status = (state.status or "").lower()
+        step = f"step {state.step_text}" + (f" ({state.name})" if state.name else "")
+        if status == "failed" and state.retry_count >= MAX_RETRIES:
+            message = (
+                f"{step} failed after {state.retry_count} retries: do not auto-retry; "
+                f"present the issue to the user"
+            )
+            findings.append(finding("needs-human", "error", message, task))
+        elif status == "failed":
+            message = f"{step} failed (retry {state.retry_count} of {MAX_RETRIES})"
+            findings.append(finding("step-failed", "info", message, task))
+        elif state.retry_count >= MAX_RETRIES:
+            message = (
+                f"retry_count is {state.retry_count} but status is {status or 'absent'}; "
+                f"the seed sets failed when retries reach {MAX_RETRIES}"
+            )
+            findings.append(finding("retry-limit", "warning", message, task))
+        if state.steps is not None and state.step is not None and state.step > state.steps:
+            message = f"step {state.step} is beyond the {state.flow} flow's {state.steps} steps"
+            findings.append(finding("step-out-of-range", "warning", message, task))
+        if state.flow in ("greenfield", "meta-repo") and state.cycle != 1:
+            message = f"cycle is {state.cycle}; the {state.flow} flow always has cycle 1"
+            findings.append(finding("unexpected-cycle", "info", message))
+        return findings
+
+    @staticmethod
+    def _cross_check(source: Source, state: _State) -> list[Finding]:
+        """State File Rule 4, where the seed alone says what _docs/ must hold."""
+        files = _docs_files(source)
+        findings = []
+        if not files and (state.done or (state.step or 0) > 1):
+            message = (
+                f"the state is at step {state.step_text} but _docs/ holds nothing besides "
+                f"_autodev_state.md; the seed trusts the folder scan"
+            )
+            findings.append(finding("docs-disagree", "warning", message))
+        if state.flow == "existing-code":
+            last = state.cycle if (state.step or 0) > IMPLEMENT_STEP else state.cycle - 1
+            names = [f.rsplit("/", 1)[-1] for f in files]
+            for cycle in range(1, last + 1):
+                suffix = f"_cycle{cycle}.md"
+                if not any(
+                    n.startswith("implementation_report_") and n.endswith(suffix) for n in names
+                ):
+                    message = (
+                        f"no _docs/ file implementation_report_*{suffix} for cycle {cycle}, "
+                        f"but the state is at cycle {state.cycle}, step {state.step_text}"
+                    )
+                    findings.append(finding("missing-cycle-report", "warning", message))
+        if state.sub is not None:
+            detail = str(state.sub["detail"])
+            findings.extend(
+                finding(
+                    "missing-referenced-file",
+                    "warning",
+                    f"sub_step detail {one_line(detail, 120)!r} names {path}, which does not exist",
+                    state.task_id,
+                )
+                for path in _referenced(detail)
+                if not source.exists(path)
+            )
+        return findings
+
+
+ADAPTER = AutodevAdapter()

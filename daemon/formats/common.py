@@ -1,0 +1,178 @@
+"""Parsing helpers shared by the session, issue-plan, autodev and checkpoint adapters.
+
+Only what more than one adapter needs lives here: status classification, the
+`format` detector's findings, companion reads, artifact checks, progress labels and
+the three-way resume point. It imports nothing heavier than the model, so every
+adapter stays cheap on `storyd resume`'s start-up path.
+"""
+
+from __future__ import annotations
+
+import os
+
+from daemon.errors import StateFileMissing
+from daemon.formats.base import Source
+from daemon.jsonio import dumps
+from daemon.model import DONE, PENDING, Finding, Task
+
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/model.py
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+__all__ = [
+    "ALL_DONE",
+    "FRESH_START",
+    "artifact_exists",
+    "as_int",
+    "finding",
+    "make_task",
+    "one_line",
+    "progress",
+    "read_text",
+    "resume_point",
+    "status_counts",
+    "status_text",
+    "stray_tmp",
+    "string_list",
+]
+
+FRESH_START = "fresh-start"
+ALL_DONE = "all-done"
+
+
+def finding(code: str, severity: str, message: str, task: str | None = None) -> Finding:
+    """A finding of the `format` detector: a fact read from the files themselves."""
+    return Finding("format", code, severity, message, task)
+
+
+def status_text(raw: object, default: str) -> str:
+    """A raw status as text: null and false give `default` (jq's `//`), non-strings JSON text."""
+    if raw is None or raw is False:
+        return default
+    return raw if isinstance(raw, str) else dumps(raw).decode()
+
+
+def make_task(
+    task_id: str,
+    raw_status: object,
+    *,
+    done: frozenset[str],
+    pending: frozenset[str],
+    default: str,
+    commit_sha: str | None = None,
+    completed_at: object = None,
+    extra: dict[str, object] | None = None,
+) -> tuple[Task, Finding | None]:
+    """A canonical task; statuses match case-insensitively, unknown ones are PENDING + a finding."""
+    status = status_text(raw_status, default)
+    lowered = status.lower()
+    bucket = DONE if lowered in done else PENDING
+    known = lowered in done or lowered in pending
+    task = Task(
+        task_id,
+        status,
+        bucket,
+        known=known,
+        commit_sha=commit_sha,
+        completed_at=completed_at if isinstance(completed_at, str) else None,
+        extra=extra,
+    )
+    if known:
+        return task, None
+    message = f"unknown status {status!r} for task {task_id}; treated as PENDING"
+    return task, finding("unknown-status", "warning", message, task_id)
+
+
+def as_int(value: object) -> int | None:
+    """An integer from JSON or text (`3`, `"3"`), None for anything else (bools, `4.5`)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isascii() and text.isdigit():
+            return int(text)
+    return None
+
+
+def string_list(value: object) -> list[str]:
+    """The non-empty strings of a JSON array; anything else gives an empty list."""
+    if not isinstance(value, list):
+        return []
+    return [v for v in value if isinstance(v, str) and v.strip()]
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Free text squeezed onto one line for a finding's message, cut at `limit` characters."""
+    squeezed = " ".join(text.split())
+    return squeezed if len(squeezed) <= limit else squeezed[: limit - 1] + "…"
+
+
+def read_text(source: Source, relpath: str) -> str | None:
+    """A companion file's text, read under the writers' lock; None when it does not exist."""
+    try:
+        data = source.read(relpath)
+    except StateFileMissing:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def artifact_exists(source: Source, path: str, *bases: str) -> bool:
+    """Whether a referenced file exists: as given from the workspace, or under one of `bases`.
+
+    Absolute paths are taken as they are. Only existence is asked; nothing is read.
+    """
+    candidates = [path] if os.path.isabs(path) else [path, *(f"{b}/{path}" for b in bases)]
+    return any(source.exists(c) for c in candidates)
+
+
+def stray_tmp(source: Source, relpath: str) -> Finding | None:
+    """A finding when `<relpath>.tmp` exists: an atomic write (.tmp, rename) was interrupted."""
+    tmp = relpath + ".tmp"
+    if not os.path.isfile(source.path(tmp)):
+        return None
+    name = relpath.rsplit("/", 1)[-1]
+    message = (
+        f"{tmp} exists: an atomic write was interrupted before its rename; "
+        f"{name} may be one write behind"
+    )
+    return finding("stray-tmp", "warning", message)
+
+
+def progress(tasks: Sequence[Task]) -> str:
+    """`done/total (percent%)`, the percentage floored as the seeds' shell arithmetic does."""
+    total = len(tasks)
+    done = sum(1 for t in tasks if t.bucket == DONE)
+    percent = done * 100 // total if total else 0
+    return f"{done}/{total} ({percent}%)"
+
+
+def status_counts(tasks: Iterable[Task], vocabulary: Sequence[str]) -> dict[str, str]:
+    """Labels counting tasks by lower-cased status; those outside `vocabulary` count as `other`."""
+    counts = dict.fromkeys(vocabulary, 0)
+    other = 0
+    for task in tasks:
+        lowered = task.status.lower()
+        if lowered in counts:
+            counts[lowered] += 1
+        else:
+            other += 1
+    labels = {name: str(n) for name, n in counts.items()}
+    if other:
+        labels["other"] = str(other)
+    return labels
+
+
+def resume_point(tasks: Sequence[Task], pointer: str | None, *, started: bool) -> str:
+    """The shared three-way rule with a format-specific middle.
+
+    all-done when there are tasks and every one is DONE; fresh-start when none is DONE
+    and nothing has started; otherwise `pointer`, the format's own name for where to
+    resume (fresh-start if the format has none).
+    """
+    if tasks and all(t.bucket == DONE for t in tasks):
+        return ALL_DONE
+    if not started and not any(t.bucket == DONE for t in tasks):
+        return FRESH_START
+    return pointer or FRESH_START
