@@ -305,8 +305,8 @@ class Engine:
         state.signature = signature
         state.unreadable_since = None
         state.unreadable_reason = None
-        ws.files[relpath] = state
         self._rebuild(ws, state, units)
+        ws.files[relpath] = state  # after the entries: a known file means its units are in
 
     def recheck(self, ws: Workspace) -> None:
         """Re-run staleness and detectors on every unit (after a git change); no file reads."""

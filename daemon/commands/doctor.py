@@ -1,0 +1,391 @@
+"""`storyd doctor`: one screen of what storyd sees on this machine.
+
+Each line is `ok`, `warn` or `fail`, a topic and what was found. The checks:
+
+- imports     `daemon` and `detectors` resolve to storyd's own packages, not to another
+              distribution's (python-daemon installs a `daemon` package), judged as a
+              fresh interpreter with this sys.path would import them
+- config      the configuration file loads
+- socket      the socket path, whether a daemon answers (version, pid) and its stats
+- inotify     fs.inotify.max_user_watches / max_user_instances against what this user
+              already uses and what storyd watches (from stats, else estimated)
+- workspace   per workspace: a git repository? a shallow clone? state files per format
+- desktop     whether `notify-send` is on PATH for desktop notifications
+
+Exit 0, or 1 when any line is `fail`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from daemon import __version__
+from daemon.errors import UsageError
+from daemon.flags import MANY, VALUE, parse
+
+__all__ = ["main"]
+
+USAGE = "usage: storyd doctor [--socket PATH] [--workspace DIR ...]"
+FLAGS = {"socket": VALUE, "workspace": MANY}
+OK, WARN, FAIL = "ok", "warn", "fail"
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OURS = {"daemon": _PACKAGE, "detectors": os.path.join(os.path.dirname(_PACKAGE), "detectors")}
+_GIT_TIMEOUT = 20.0
+
+
+class _Screen:
+    """Prints each line as it is found, and counts the levels."""
+
+    def __init__(self) -> None:
+        self.counts = {OK: 0, WARN: 0, FAIL: 0}
+
+    def line(self, level: str, topic: str, text: str) -> None:
+        self.counts[level] += 1
+        print(f"{level:<5}{topic}: {text}", flush=True)
+
+
+# -- imports -------------------------------------------------------------------------------
+
+
+def _location(spec: object) -> str | None:
+    """The package directory (or module file) a spec stands for."""
+    if spec is None:
+        return None
+    origin = getattr(spec, "origin", None)
+    locations = list(getattr(spec, "submodule_search_locations", None) or [])
+    if locations:
+        if origin and os.path.basename(origin) == "__init__.py":
+            return os.path.dirname(str(origin))
+        return str(locations[0])
+    return str(origin) if origin else None
+
+
+def _same(a: str, b: str) -> bool:
+    return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+
+
+def _fresh_spec(name: str) -> object:
+    """What `import name` finds in a new interpreter with this sys.path (sys.modules aside)."""
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        try:
+            spec = find(name, None)
+        except Exception:  # a third-party finder's failure is not ours to report
+            continue
+        if spec is not None:
+            return spec
+    return None
+
+
+def _path_copies(name: str) -> list[tuple[int, str, str]]:
+    """Every sys.path entry holding a module or package `name`: (index, entry, location)."""
+    from importlib.machinery import PathFinder
+
+    found = []
+    for index, entry in enumerate(sys.path):
+        try:
+            spec = PathFinder.find_spec(name, [entry])
+        except (ImportError, OSError, ValueError):
+            continue
+        location = _location(spec)
+        if location:
+            found.append((index, entry or os.getcwd(), location))
+    return found
+
+
+def _check_imports(screen: _Screen) -> None:
+    for name, ours in OURS.items():
+        location = _location(_fresh_spec(name))
+        copies = [c for c in _path_copies(name) if not _same(c[2], ours)]
+        if location is None:
+            screen.line(WARN, "imports", f"`{name}` is not importable; storyd's is not at {ours}")
+        elif _same(location, ours):
+            screen.line(OK, "imports", f"`{name}` is storyd's ({ours})")
+        else:
+            where = next(
+                (f" (sys.path[{i}]: {e})" for i, e, loc in copies if _same(loc, location)), ""
+            )
+            screen.line(
+                FAIL, "imports",
+                f"`{name}` resolves to {location}{where}, not storyd's {ours}: another package "
+                "shadows it; install storyd in its own venv (or pipx) and drop that path",
+            )
+        for index, entry, other in copies:
+            if location is not None and _same(other, location) and not _same(location, ours):
+                continue
+            screen.line(WARN, "imports", f"another `{name}`: {other} (sys.path[{index}]: {entry})")
+    _check_python_daemon(screen)
+
+
+def _check_python_daemon(screen: _Screen) -> None:
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        dist = distribution("python-daemon")
+    except PackageNotFoundError:
+        return
+    init = str(dist.locate_file("daemon/__init__.py"))
+    if _same(os.path.dirname(init), OURS["daemon"]):
+        screen.line(
+            FAIL, "imports",
+            f"python-daemon {dist.version} is installed into storyd's own `daemon` directory "
+            f"({OURS['daemon']}); their files overwrite each other: `pip uninstall python-daemon`, "
+            "reinstall storyd, and keep them in separate environments",
+        )
+    else:
+        screen.line(WARN, "imports", f"python-daemon {dist.version} is installed at {init}")
+
+
+# -- config and socket ---------------------------------------------------------------------
+
+
+def _check_config(screen: _Screen) -> object:
+    from daemon import config
+    from daemon.paths import config_path
+
+    try:
+        cfg = config.load()
+    except config.ConfigError as exc:
+        for problem in exc.problems:
+            screen.line(FAIL, "config", problem.format(exc.path))
+        return None
+    if cfg.path is None:
+        screen.line(OK, "config", f"{config_path()} (no file: the defaults apply)")
+    else:
+        screen.line(OK, "config", cfg.path)
+    return cfg
+
+
+def _check_socket(screen: _Screen, path: str) -> dict[str, object] | None:
+    """Ping the daemon; its stats when it answers."""
+    import stat
+
+    from daemon.client import Client, DaemonUnavailable
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and not stat.S_ISSOCK(st.st_mode):
+        screen.line(FAIL, "socket", f"{path} exists and is not a socket")
+        return None
+    if st is not None and (st.st_mode & 0o077 or st.st_uid != os.getuid()):
+        screen.line(WARN, "socket",
+                    f"{path} is mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}: "
+                    "other users may reach it")
+    try:
+        with Client(path, timeout=2.0) as client:
+            ping = client.ping()
+            stats = client.request("stats")
+    except DaemonUnavailable:
+        state = "a stale socket file, nothing listening" if st else "no socket"
+        screen.line(WARN, "socket",
+                    f"{path}: no daemon answers ({state}); storyd resume reads the files directly")
+        return None
+    version, pid = ping.get("version", "?"), ping.get("pid", "?")
+    level = OK if version == __version__ else WARN
+    extra = "" if level == OK else f"; this client is {__version__}: restart the daemon"
+    screen.line(level, "socket", f"{path}: daemon {version} answers (pid {pid}){extra}")
+    if not stats.get("ok"):
+        screen.line(WARN, "socket", f"the stats op failed: {stats.get('error')}")
+        return {}
+    return stats
+
+
+# -- inotify -------------------------------------------------------------------------------
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path, encoding="ascii") as handle:
+            return int(handle.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _inotify_in_use() -> tuple[int, int]:
+    """(instances, watches) held by this user's processes, as far as /proc shows them."""
+    uid = os.getuid()
+    instances = watches = 0
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return 0, 0
+    for pid in pids:
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != uid:
+                continue
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:inotify":
+                    continue
+                instances += 1
+                with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii", errors="replace") as info:
+                    watches += sum(1 for line in info if line.startswith("inotify wd:"))
+            except OSError:
+                continue
+    return instances, watches
+
+
+def _estimate_dirs(workspace: str, adapters: list[object]) -> int:
+    """Directories the daemon would watch in one workspace: its root, .git, format roots, refs."""
+    roots = sorted({root for a in adapters for root in getattr(a, "roots", ())})
+    tops = [os.path.join(workspace, root) for root in roots]
+    tops.append(os.path.join(workspace, ".git", "refs"))
+    return 2 + sum(sum(1 for _ in os.walk(top)) for top in tops if os.path.isdir(top))
+
+
+def _check_inotify(screen: _Screen, watched: int | None, estimate: int) -> None:
+    max_watches = _read_int("/proc/sys/fs/inotify/max_user_watches")
+    max_instances = _read_int("/proc/sys/fs/inotify/max_user_instances")
+    if max_watches is None or max_instances is None:
+        screen.line(WARN, "inotify", "cannot read /proc/sys/fs/inotify (not Linux?)")
+        return
+    instances, watches = _inotify_in_use()
+    if watched is not None:
+        ours, total = f"the daemon watches {watched} directories", watches
+    else:
+        ours, total = f"storyd would watch about {estimate} directories", watches + estimate
+    text = f"max_user_watches {max_watches}, in use by uid {os.getuid()}: {watches}; {ours}"
+    fix = "; raise it: sysctl fs.inotify.max_user_watches=524288"
+    if total > max_watches:
+        screen.line(FAIL, "inotify", text + fix)
+    elif total > 0.8 * max_watches:
+        screen.line(WARN, "inotify", text + fix)
+    else:
+        screen.line(OK, "inotify", text)
+    text = f"max_user_instances {max_instances}, in use by uid {os.getuid()}: {instances}"
+    fix = "; raise it: sysctl fs.inotify.max_user_instances=1024"
+    if watched is None and instances >= max_instances:
+        screen.line(FAIL, "inotify", text + fix)
+    elif instances > 0.8 * max_instances:
+        screen.line(WARN, "inotify", text + fix)
+    else:
+        screen.line(OK, "inotify", text)
+
+
+# -- workspaces ----------------------------------------------------------------------------
+
+
+def _git(workspace: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
+    return subprocess.run(
+        ["git", "-C", workspace, *args],
+        capture_output=True, text=True, timeout=_GIT_TIMEOUT, env=env, check=False,
+    )
+
+
+def _check_workspace(screen: _Screen, workspace: str, adapters: list[object]) -> None:
+    from daemon.formats.base import Source
+
+    topic = f"workspace {workspace}"
+    if not os.path.isdir(workspace):
+        screen.line(FAIL, topic, "not a directory")
+        return
+    try:
+        done = _git(workspace, "rev-parse", "--show-toplevel", "--is-shallow-repository")
+    except FileNotFoundError:
+        screen.line(FAIL, topic, "git is not installed: git-based findings are off")
+    except subprocess.TimeoutExpired:
+        screen.line(WARN, topic, f"git did not answer in {_GIT_TIMEOUT:g} s")
+    else:
+        out = done.stdout.split()
+        if done.returncode != 0 or len(out) != 2:
+            reason = (done.stderr.strip().splitlines() or ["git rev-parse failed"])[0]
+            screen.line(WARN, topic, f"not a git repository ({reason}): git-based findings are off")
+        else:
+            screen.line(OK, topic, f"git repository (top level {out[0]})")
+            if out[1] == "true":
+                screen.line(WARN, topic,
+                            "shallow clone: commits before the cut look missing to "
+                            f"commit-in-history; `git -C {workspace} fetch --unshallow` fixes it")
+            else:
+                screen.line(OK, topic, "full history (not a shallow clone)")
+    counts = []
+    source = Source(workspace)
+    for adapter in adapters:
+        name = getattr(adapter, "name", "?")
+        try:
+            counts.append((name, len(adapter.find(source))))  # type: ignore[attr-defined]
+        except Exception as exc:  # a plugin's find() must not end the report
+            screen.line(WARN, topic, f"format {name}: find() failed: {exc}")
+    text = ", ".join(f"{name} {count}" for name, count in counts)
+    if any(count for _, count in counts):
+        screen.line(OK, topic, f"state files: {text}")
+    else:
+        screen.line(WARN, topic, f"no state files of any format ({text})")
+
+
+def _adapters(screen: _Screen) -> list[object]:
+    from daemon.errors import StorydError
+    from daemon.formats import all_adapters
+
+    try:
+        return list(all_adapters())
+    except StorydError as exc:
+        screen.line(FAIL, "formats", exc.message)
+        return list(all_adapters(plugins=False))
+
+
+def _check_desktop(screen: _Screen, cfg: object) -> None:
+    import shutil
+
+    found = shutil.which("notify-send")
+    notify = getattr(cfg, "notify", None)
+    if notify is not None and not notify.desktop:
+        screen.line(OK, "desktop", "desktop notifications are off in the configuration")
+    elif found:
+        screen.line(OK, "desktop", f"notify-send at {found}")
+    else:
+        screen.line(WARN, "desktop",
+                    "notify-send is not on PATH: no desktop notifications "
+                    "(install libnotify-bin or libnotify, or set notify.desktop = false)")
+
+
+def main(argv: list[str]) -> int:
+    """Print the report; 1 when anything failed."""
+    try:
+        flags = parse(argv, FLAGS, USAGE)
+    except UsageError as exc:
+        sys.stderr.write(exc.message + "\n")
+        return exc.code
+    from daemon.paths import socket_path
+
+    screen = _Screen()
+    print(f"storyd {__version__}: {_PACKAGE}, python {sys.version.split()[0]} at {sys.executable}")
+    _check_imports(screen)
+    cfg = _check_config(screen)
+    configured = getattr(cfg, "socket", None)
+    stats = _check_socket(screen, socket_path(str(flags.get("socket") or configured or "") or None))
+
+    given = [str(w) for w in flags.get("workspace", [])]  # type: ignore[attr-defined]
+    if given:
+        workspaces = [os.path.abspath(os.path.expanduser(w)) for w in given]
+    elif getattr(cfg, "workspaces", None):
+        workspaces = list(cfg.workspaces)  # type: ignore[attr-defined]
+    else:
+        listed = (stats or {}).get("workspaces") or []
+        workspaces = [str(w) for w in listed] if isinstance(listed, list) else []
+    adapters = _adapters(screen)
+
+    watched_value = None if stats is None else stats.get("watchedDirs")
+    watched = len(watched_value) if isinstance(watched_value, list) else watched_value
+    estimate = sum(_estimate_dirs(w, adapters) for w in workspaces if os.path.isdir(w))
+    _check_inotify(screen, watched if isinstance(watched, int) else None, estimate)
+
+    if not workspaces:
+        screen.line(WARN, "workspaces",
+                    "none to check: pass --workspace DIR, or list them in the configuration")
+    for workspace in workspaces:
+        _check_workspace(screen, workspace, adapters)
+    _check_desktop(screen, cfg)
+    counts = screen.counts
+    print(f"{counts[OK]} ok, {counts[WARN]} warn, {counts[FAIL]} fail")
+    return 1 if counts[FAIL] else 0
