@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 
-from daemon.errors import StorydError
+from daemon.errors import SetupError
 from daemon.paths import config_path
 
 __all__ = [
@@ -78,11 +78,8 @@ class Problem:
         return f"Problem({self.field!r}, {self.line}, {self.message!r})"
 
 
-class ConfigError(StorydError):
+class ConfigError(SetupError):
     """The configuration file has problems; `problems` lists every one."""
-
-    code = 78
-    name = "EX_CONFIG"
 
     def __init__(self, problems: list[Problem], path: str) -> None:
         super().__init__("\n".join(p.format(path) for p in problems))

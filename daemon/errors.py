@@ -5,7 +5,11 @@
     ├── StoryNotInState (2)       the unit is not in the state file
     ├── UsageError (64)           bad flags, ids, or request fields
     ├── DataError (65)            the state file is not valid JSON or not the expected shape
-    └── LockTimeout (75)          a writer held the lock longer than the bound
+    ├── LockTimeout (75)          a writer held the lock longer than the bound
+    └── SetupError (78)           the environment is misconfigured:
+        ├── config.ConfigError        config.toml has problems (each with field and line)
+        ├── systemd.SystemdError      a passed socket is not what the unit promises
+        └── detectors.DetectorError   a detector plugin cannot be loaded
 
 The codes are the seed skill's (0, 1, 2, 64) plus sysexits for the rest; the socket
 protocol reuses them in `{ok: false, error: {code, name, message}}`.
@@ -16,6 +20,7 @@ from __future__ import annotations
 __all__ = [
     "DataError",
     "LockTimeout",
+    "SetupError",
     "StateFileMissing",
     "StoryNotInState",
     "StorydError",
@@ -67,3 +72,10 @@ class LockTimeout(StorydError):
 
     code = 75
     name = "EX_TEMPFAIL"
+
+
+class SetupError(StorydError):
+    """The configuration, the service setup or a plugin is wrong (sysexits EX_CONFIG)."""
+
+    code = 78
+    name = "EX_CONFIG"

@@ -19,7 +19,7 @@ import os
 import socket
 import time
 
-from daemon.errors import StorydError
+from daemon.errors import SetupError
 
 __all__ = ["LISTEN_FDS_START", "Notifier", "SystemdError", "listen_fds", "listen_socket"]
 
@@ -27,11 +27,8 @@ LISTEN_FDS_START = 3
 _LISTEN_VARS = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")
 
 
-class SystemdError(StorydError):
+class SystemdError(SetupError):
     """A passed descriptor that is not what the socket unit promises."""
-
-    code = 78
-    name = "EX_CONFIG"
 
 
 def _positive_int(text: str | None) -> int | None:

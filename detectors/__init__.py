@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from daemon.errors import StorydError
+from daemon.errors import SetupError
 from daemon.model import Finding, Unit
 
 if TYPE_CHECKING:
@@ -43,11 +43,8 @@ ENTRY_POINT_GROUP = "storyd.detectors"
 DEFAULT_TIME_LIMIT = 5.0
 
 
-class DetectorError(StorydError):
+class DetectorError(SetupError):
     """A detector plugin that cannot be loaded or is not a detector."""
-
-    code = 78
-    name = "EX_CONFIG"
 
 
 @runtime_checkable
