@@ -38,32 +38,38 @@ class Runtime:
 
     def run(self, socket_flag: str, workspaces: list[str]) -> int:
         """Serve until stopped; the exit code."""
-        inherited = systemd.listen_socket()
-        lock = None
-        identity = None
-        if inherited is not None:
-            sock = inherited
-            path = sock.getsockname()
-        else:
-            path = socket_path(socket_flag or None)
-            sock, lock, identity = bind_socket(path)
         from daemon import notify
         from daemon.wiring import build_detect
 
+        # Plugins load before the socket is touched: a broken one leaves nothing behind.
         detect, self.runner = build_detect(self.cfg, self.settings.staleness)
-        self.daemon = Daemon(self.settings, detect)
-        self.server = Server(self.daemon)
-        sinks = notify.attach(self.daemon.engine, self.cfg)
         try:
-            self.daemon.start(workspaces)
-            self.log.info("serving", socket=path, workspaces=len(self.daemon.engine.workspaces),  # type: ignore[attr-defined]
-                          activated=inherited is not None, pid=os.getpid())
-            asyncio.run(self._serve(sock))
-        finally:
-            self.notifier.stopping()
-            self.daemon.stop()
+            inherited = systemd.listen_socket()
+            lock = identity = None
+            if inherited is not None:
+                sock, path = inherited, inherited.getsockname()
+            else:
+                path = socket_path(socket_flag or None)
+                sock, lock, identity = bind_socket(path)
+        except BaseException:
             self.runner.close()  # type: ignore[attr-defined]
-            sinks.close()
+            raise
+        try:
+            self.daemon = Daemon(self.settings, detect)
+            self.server = Server(self.daemon)
+            sinks = notify.attach(self.daemon.engine, self.cfg)
+            try:
+                self.daemon.start(workspaces)
+                self.log.info("serving", socket=path,  # type: ignore[attr-defined]
+                              workspaces=len(self.daemon.engine.workspaces),
+                              activated=inherited is not None, pid=os.getpid())
+                asyncio.run(self._serve(sock))
+            finally:
+                self.notifier.stopping()
+                self.daemon.stop()
+                sinks.close()
+        finally:
+            self.runner.close()  # type: ignore[attr-defined]
             sock.close()
             if identity is not None:
                 _unlink_if_ours(str(path), identity)

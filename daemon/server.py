@@ -435,14 +435,20 @@ class Server:
         raw = request.get("workspace")
         return None if raw is None else self.daemon.canonical(raw)
 
-    def op_list(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
-        workspace = self._workspace_filter(request)
-        in_flight = field(request, "inFlight", bool, default=False)
-        detail = bool(field(request, "detail", bool, default=False))
+    def summaries(self, workspace: str | None, *, detail: bool = False,
+                  in_flight: bool = False) -> list[dict[str, object]]:
+        """Unit summaries in a stable order (workspace, state file, unit)."""
         units = [e.summary(detail=detail) for e in self.engine.entries(workspace)]
         if in_flight:
             units = [u for u in units if u["resumePoint"] != "all-done"]
         units.sort(key=lambda u: (str(u["workspace"]), str(u["stateFile"]), str(u["unit"])))
+        return units
+
+    def op_list(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
+        workspace = self._workspace_filter(request)
+        in_flight = bool(field(request, "inFlight", bool, default=False))
+        detail = bool(field(request, "detail", bool, default=False))
+        units = self.summaries(workspace, detail=detail, in_flight=in_flight)
         return finish(orjson.dumps({"ok": True, "units": units})[:-1], self.clock(), suffix)
 
     def op_watch(self, conn: Connection, request: dict[str, object],
@@ -479,7 +485,7 @@ class Server:
             found = self.engine.replay(str(since), workspace)
             if found is None:
                 answer["freshInstance"] = True
-                answer["units"] = [e.summary() for e in self.engine.entries(workspace)]
+                answer["units"] = self.summaries(workspace)
             else:
                 replay = found
         if replay:

@@ -1,0 +1,335 @@
+"""A real `storyd serve` subprocess for tests: start it, talk NDJSON over AF_UNIX, stop it.
+
+    DaemonProcess        one `storyd serve` child with its own socket, config and log file
+    Line                 one client connection: send requests, read answer lines
+    wait_for()           poll a condition until it holds or a deadline passes
+    spawn_daemon         pytest fixture: a factory of DaemonProcess, all killed at teardown
+
+A test module registers the fixture by importing `spawn_daemon_fixture` (it is named
+`spawn_daemon` for pytest), so tests/conftest.py needs no change. No test sleeps and
+hopes: every wait is a poll with a deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import orjson
+import pytest
+
+__all__ = [
+    "BIN",
+    "STORYD",
+    "DaemonProcess",
+    "Line",
+    "atomic_write",
+    "daemon_env",
+    "epic_relpath",
+    "run_storyd_cli",
+    "spawn_daemon_fixture",
+    "wait_for",
+    "write_config",
+    "write_epic",
+]
+
+T = TypeVar("T")
+BIN = Path(sys.executable).parent
+STORYD = str(BIN / "storyd")
+START_DEADLINE = 10.0
+_POLL = 0.005
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = 5.0, message: str = "condition") -> T:
+    """Poll `predicate` until it returns something truthy; fail the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {message}")
+        time.sleep(_POLL)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to a sibling temporary file, then rename it over `path` (one event)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def epic_relpath(epic: str) -> str:
+    """The workspace-relative state file of an epic (`0049`)."""
+    return f"plans/epic-{epic}/execution-state.json"
+
+
+def write_epic(workspace: Path, epic: str, stories: dict[str, object], *,
+               atomic: bool = True) -> Path:
+    """Write plans/epic-<epic>/execution-state.json holding `{"stories": stories}`."""
+    path = workspace / epic_relpath(epic)
+    data = orjson.dumps({"epic": epic, "stories": stories})
+    if atomic:
+        atomic_write(path, data)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return path
+
+
+def run_storyd_cli(*args: str, env: dict[str, str], cwd: Path | str = ".",
+                   timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
+    """Run the installed `storyd` with `args` (no shell) and capture everything."""
+    return subprocess.run([STORYD, *args], cwd=cwd, env=env, capture_output=True,
+                          timeout=timeout, check=False)
+
+
+class Line:
+    """One client connection speaking NDJSON (answers are read line by line)."""
+
+    def __init__(self, path: str | Path, timeout: float = 5.0) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(str(path))
+        except BaseException:
+            self.sock.close()
+            raise
+        self.buffer = b""
+
+    def __enter__(self) -> Line:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.sock.close()
+
+    def send(self, *requests: dict[str, object] | bytes) -> None:
+        """Send requests in one write: dicts as JSON lines, bytes exactly as given."""
+        data = b"".join(r if isinstance(r, bytes) else orjson.dumps(r) + b"\n" for r in requests)
+        self.sock.sendall(data)
+
+    def read_raw(self) -> bytes:
+        """The next line as sent by the daemon, without its newline."""
+        while b"\n" not in self.buffer:
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                msg = f"connection closed; unterminated data: {self.buffer[:200]!r}"
+                raise ConnectionError(msg)
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+    def read(self) -> dict[str, object]:
+        """The next line, parsed (it must be one JSON object)."""
+        value = orjson.loads(self.read_raw())
+        assert isinstance(value, dict), value
+        return value
+
+    def read_all(self) -> bytes:
+        """Everything until the daemon closes the connection."""
+        chunks = [self.buffer]
+        self.buffer = b""
+        while chunk := self.sock.recv(1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def request(self, request: dict[str, object] | bytes) -> dict[str, object]:
+        """Send one request and read one answer on this connection."""
+        self.send(request)
+        return self.read()
+
+
+class DaemonProcess:
+    """`storyd serve` as a child process, with a socket, config home and log of its own."""
+
+    def __init__(self, root: Path, *, socket_path: Path | None = None,
+                 workspaces: Iterable[Path | str] = (), args: Iterable[str] = (),
+                 env: dict[str, str] | None = None, name: str = "daemon") -> None:
+        self.root = root
+        self.socket = Path(socket_path or root / "run" / "storyd.sock")
+        self.workspaces = [str(w) for w in workspaces]
+        self.args = list(args)
+        self.env = dict(env) if env is not None else daemon_env(root, self.socket)
+        self.log_path = root / f"{name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pid = 0
+
+    # -- life ------------------------------------------------------------------------------
+
+    def argv(self) -> list[str]:
+        """The command line that starts this daemon."""
+        argv = [STORYD, "serve", "--socket", str(self.socket)]
+        for workspace in self.workspaces:
+            argv += ["--workspace", workspace]
+        return argv + self.args
+
+    def spawn(self) -> subprocess.Popen[bytes]:
+        """Start the process without waiting for it to answer."""
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.argv(), env=self.env, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=log)
+        self.pid = self.proc.pid
+        return self.proc
+
+    def start(self, timeout: float = START_DEADLINE) -> DaemonProcess:
+        """Start the process and wait until it answers `ping` with its own pid."""
+        proc = self.spawn()
+
+        def answers() -> bool:
+            if proc.poll() is not None:
+                pytest.fail(f"storyd serve exited {proc.returncode} before answering:\n"
+                            f"{self.log_text()}")
+            try:
+                return self.request({"op": "ping"}, timeout=1.0).get("pid") == proc.pid
+            except (OSError, ValueError):
+                return False
+
+        wait_for(answers, timeout, f"storyd serve (pid {proc.pid}) to answer ping on {self.socket}")
+        return self
+
+    def running(self) -> bool:
+        """Whether the child is still alive."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, signum: int) -> None:
+        """Send a signal to the daemon."""
+        assert self.proc is not None
+        self.proc.send_signal(signum)
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM, wait, and assert a clean exit (0)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout)
+        assert code == 0, f"storyd serve exited {code} on SIGTERM:\n{self.log_text()}"
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL (kill -9): no cleanup at all, the socket file stays behind."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def close(self) -> None:
+        """Teardown: kill the child if a test left it running."""
+        if self.running():
+            self.kill()
+
+    # -- talking ---------------------------------------------------------------------------
+
+    def connect(self, timeout: float = 5.0) -> Line:
+        """A new connection to the daemon's socket."""
+        return Line(self.socket, timeout)
+
+    def request(self, request: dict[str, object] | bytes,
+                timeout: float = 5.0) -> dict[str, object]:
+        """One request on a fresh connection; its answer."""
+        with self.connect(timeout) as line:
+            return line.request(request)
+
+    def stats(self) -> dict[str, object]:
+        """The `stats` answer."""
+        answer = self.request({"op": "stats"})
+        assert answer["ok"] is True, answer
+        return answer
+
+    def units(self, workspace: Path | str | None = None,
+              **fields: object) -> list[dict[str, object]]:
+        """The `list` answer's units (of one workspace, when given)."""
+        request: dict[str, object] = {"op": "list", **fields}
+        if workspace is not None:
+            request["workspace"] = str(workspace)
+        answer = self.request(request)
+        assert answer["ok"] is True, answer
+        return answer["units"]  # type: ignore[return-value]
+
+    # -- the log ---------------------------------------------------------------------------
+
+    def log_text(self) -> str:
+        """Everything the daemon wrote to stderr so far."""
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_events(self) -> list[dict[str, object]]:
+        """The structlog lines, parsed (each must be one JSON object)."""
+        events = []
+        for raw in self.log_text().splitlines():
+            value = orjson.loads(raw)
+            assert isinstance(value, dict), raw
+            events.append(value)
+        return events
+
+    def wait_log(self, event: str, timeout: float = 5.0, **match: object) -> dict[str, object]:
+        """The first log line with this event (and these fields), waiting for it to appear."""
+
+        def find() -> dict[str, object] | None:
+            for line in self.log_events():
+                if line.get("event") == event and all(line.get(k) == v for k, v in match.items()):
+                    return line
+            return None
+
+        return wait_for(find, timeout, f"log event {event!r} {match or ''}")
+
+
+def daemon_env(root: Path, socket_path: Path) -> dict[str, str]:
+    """A private environment: config and runtime under `root`, STORYD_SOCKET set."""
+    env = dict(os.environ)
+    (root / "config").mkdir(parents=True, exist_ok=True)
+    runtime = root / "runtime"
+    runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+    env.update(
+        XDG_CONFIG_HOME=str(root / "config"),
+        XDG_RUNTIME_DIR=str(runtime),
+        STORYD_SOCKET=str(socket_path),
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+    )
+    env.pop("STORYD_LOG_LEVEL", None)
+    return env
+
+
+def write_config(root: Path, text: str) -> Path:
+    """$XDG_CONFIG_HOME/storyd/config.toml under `root` (the one `daemon_env` points at)."""
+    path = root / "config" / "storyd" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(name="spawn_daemon")
+def spawn_daemon_fixture(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
+    """A factory: `spawn_daemon(workspaces=[...], args=[...], start=True)` -> DaemonProcess.
+
+    Every daemon shares tmp_path's config home; each gets its own log file. Any still
+    running at teardown is killed.
+    """
+    made: list[DaemonProcess] = []
+
+    def spawn(workspaces: Iterable[Path | str] = (), *, args: Iterable[str] = (),
+              socket_path: Path | None = None, start: bool = True) -> DaemonProcess:
+        sock = socket_path or tmp_path / "run" / "storyd.sock"
+        proc = DaemonProcess(tmp_path, socket_path=sock, workspaces=workspaces, args=args,
+                             env=daemon_env(tmp_path, sock), name=f"daemon{len(made)}")
+        made.append(proc)
+        if start:
+            proc.start()
+        return proc
+
+    yield spawn
+    for proc in made:
+        with contextlib.suppress(Exception):
+            proc.close()
