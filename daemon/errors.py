@@ -6,6 +6,8 @@
     ├── UsageError (64)           bad flags, ids, or request fields
     ├── DataError (65)            the state file is not valid JSON or not the expected shape
     ├── LockTimeout (75)          a writer held the lock longer than the bound
+    ├── GitError (70)             git failed or the repository cannot be read (detectors
+    │                             turn it into a finding; it never reaches a client)
     └── SetupError (78)           the environment is misconfigured:
         ├── config.ConfigError        config.toml has problems (each with field and line)
         ├── systemd.SystemdError      a passed socket is not what the unit promises
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 __all__ = [
     "DataError",
+    "GitError",
     "LockTimeout",
     "SetupError",
     "StateFileMissing",
@@ -79,3 +82,10 @@ class SetupError(StorydError):
 
     code = 78
     name = "EX_CONFIG"
+
+
+class GitError(StorydError):
+    """A git command failed, or the repository cannot be read."""
+
+    code = 70
+    name = "GIT_ERROR"

@@ -123,10 +123,11 @@ class _Job:
 class _Worker(threading.Thread):
     """The owner thread of the git views: runs jobs one at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_exit: Callable[[dict[str, object]], None] | None) -> None:
         super().__init__(name="storyd-detectors", daemon=True)
         self.jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self.local: dict[str, object] = {}  # per-thread state (git views), never shared
+        self.on_exit = on_exit
 
     def run(self) -> None:
         while (job := self.jobs.get()) is not None:
@@ -135,6 +136,8 @@ class _Worker(threading.Thread):
             except BaseException as exc:  # reported by the runner as a finding
                 job.result = exc
             job.done.set()
+        if self.on_exit is not None:
+            self.on_exit(self.local)  # e.g. end the git views' cat-file processes
 
 
 class Runner:
@@ -148,6 +151,7 @@ class Runner:
         time_limit: float = DEFAULT_TIME_LIMIT,
         context_factory: Callable[[dict[str, object], str, Unit, dict[str, object] | None, str],
                                   Context] | None = None,
+        on_exit: Callable[[dict[str, object]], None] | None = None,
     ) -> None:
         self.detectors = list(detectors)
         self.options = options or {}
@@ -155,7 +159,8 @@ class Runner:
         self.context_factory = context_factory or _plain_context
         self.benched: dict[str, _Job] = {}
         self.stuck: _Job | None = None
-        self._worker = _Worker()
+        self.on_exit = on_exit
+        self._worker = _Worker(on_exit)
         self._worker.start()
 
     @property
@@ -183,7 +188,7 @@ class Runner:
 
     def _replace_worker(self) -> None:
         self._worker.jobs.put(None)  # it exits when (if) its stuck job returns
-        self._worker = _Worker()
+        self._worker = _Worker(self.on_exit)
         self._worker.start()
 
     def run(self, workspace: str, unit: Unit, envelope: dict[str, object] | None,

@@ -1,0 +1,795 @@
+"""One cached, self-validating view of a git repository, owned by one thread.
+
+The detectors ask git a few questions, many times over: does this object exist, is it
+in the history of that tip, when did this path last change, is it clean, which branch
+is checked out, is the clone shallow. A `GitView` answers them for one repository and
+keeps what it learns:
+
+    objects     one persistent `git cat-file --batch-check`, asked in pipelined
+                batches: full and abbreviated names, `missing` and `ambiguous`. A
+                found full name is kept for good; any other answer until the object
+                folder it would live in (objects/xx or objects/pack) changes
+    ancestry    per tip, the set of commits reachable from it (one bounded
+                `git rev-list`); when the tip fast-forwards only `rev-list new ^old`
+                is read, because whatever the old tip reached the new one still does
+    patch ids   per commit (`git patch-id --stable`), to find a rewritten commit's
+                replacement on the branch
+    scans       recent commits of a tip, keyed by the tip's sha
+
+Every cache is keyed by what makes it true (an object name and its folder's mtime, a
+tip's sha), and each question reads the tip's sha afresh, so nothing has to be told
+that refs moved or objects arrived.
+`refresh_views` exists for callers that want to drop the caches anyway.
+
+GitPython objects are not thread-safe: a view belongs to the thread that made it (the
+detector Runner's worker keeps its views in its per-thread `local` dict, and a
+replacement worker builds fresh ones). `git_context` is the Runner's context factory.
+
+Errors: every GitPython, subprocess and OS failure is translated here, into
+daemon.errors.GitError (a git command failed, or the repository cannot be read).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from daemon.errors import GitError
+from detectors import Context
+
+if TYPE_CHECKING:
+    from daemon.model import Unit
+
+__all__ = [
+    "AMBIGUOUS",
+    "FOUND",
+    "INVALID",
+    "MISSING",
+    "Commit",
+    "GitError",
+    "GitView",
+    "ObjectInfo",
+    "close_views",
+    "find_root",
+    "git_context",
+    "is_object_name",
+    "open_view",
+    "refresh_views",
+    "view_for",
+]
+
+FOUND = "found"
+MISSING = "missing"
+AMBIGUOUS = "ambiguous"
+INVALID = "invalid"
+
+DEFAULT_WALK_LIMIT = 200_000
+_LOCAL_KEY = "storyd.gitviews"
+_NO_GIT_KEY = "storyd.git-unavailable"
+_HEX = frozenset("0123456789abcdef")
+_BATCH = 400  # names per cat-file round trip: input and output stay below a pipe's 64 KiB
+_READ_TIMEOUT = 30.0
+_MAX_TIPS = 8
+_MAX_OBJECTS = 200_000
+_RACY_NS = 100_000_000  # 0.1 s
+_MAX_SCANS = 64
+_FIELD = "\x1f"
+_RECORD = "\x1e"
+
+T = TypeVar("T")
+
+
+def is_object_name(text: str) -> bool:
+    """Whether `text` can be a (possibly abbreviated) hexadecimal object name."""
+    return 4 <= len(text) <= 64 and set(text.lower()) <= _HEX
+
+
+class ObjectInfo:
+    """What `git cat-file --batch-check` says about one name.
+
+    `state` is FOUND, MISSING, AMBIGUOUS or INVALID (not a hex object name); `sha` and
+    `kind` (commit, tree, blob, tag) are set when FOUND.
+    """
+
+    __slots__ = ("kind", "name", "sha", "state")
+
+    def __init__(
+        self, name: str, state: str, sha: str | None = None, kind: str | None = None
+    ) -> None:
+        self.name = name
+        self.state = state
+        self.sha = sha
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"ObjectInfo({self.name!r}, {self.state!r}, {self.sha!r}, {self.kind!r})"
+
+
+class Commit:
+    """One commit of a scan: its sha, committer time, message and (when asked) paths."""
+
+    __slots__ = ("message", "paths", "sha", "time")
+
+    def __init__(self, sha: str, time: int, message: str, paths: tuple[str, ...] = ()) -> None:
+        self.sha = sha
+        self.time = time
+        self.message = message
+        self.paths = paths
+
+    def __repr__(self) -> str:
+        return f"Commit({self.sha[:12]!r}, {self.time})"
+
+
+class _Walk:
+    """The commits reachable from one tip, as of `tip` (a full sha)."""
+
+    __slots__ = ("complete", "reachable", "tip")
+
+    def __init__(self, tip: str, reachable: set[str], complete: bool) -> None:
+        self.tip = tip
+        self.reachable = reachable
+        self.complete = complete
+
+
+# -- the one boundary where foreign errors become GitError ---------------------------
+
+
+def _foreign_errors() -> tuple[type[BaseException], ...]:
+    """GitPython's, gitdb's and the OS's exception types."""
+    import git.exc
+
+    return (git.exc.GitError, git.exc.ODBError, OSError, ValueError, subprocess.SubprocessError)
+
+
+@contextmanager
+def _translated(what: str) -> Iterator[None]:
+    """Run a block; any GitPython, gitdb or OS error leaves it as GitError."""
+    try:
+        yield
+    except GitError:
+        raise
+    except _foreign_errors() as exc:
+        msg = f"git {what} failed: {_describe(exc)}"
+        raise GitError(msg) from exc
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line description of a foreign error (GitPython's are multi-line)."""
+    stderr = getattr(exc, "stderr", None)
+    if isinstance(stderr, str) and stderr.strip():
+        text = stderr.strip().removeprefix("stderr:").strip(" '\n")
+        return " ".join(text.split())[:300]
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+
+
+def _git_module() -> Any | None:
+    """GitPython, or None when it cannot start (git is not installed)."""
+    try:
+        import git
+    except Exception:  # GitPython raises ImportError, or worse, when git is absent
+        return None
+    return git
+
+
+# -- the persistent object lookup -----------------------------------------------------
+
+
+class _CatFile:
+    """A persistent `git cat-file --batch-check`, asked in pipelined batches.
+
+    For an ambiguous name git also writes candidate hints to stderr; stderr is drained
+    while answers are read, so a long run of them can never fill its pipe and stall.
+    """
+
+    def __init__(self, repo: Any) -> None:
+        with _translated("cat-file"):
+            handle = repo.git.cat_file("--batch-check", as_process=True, istream=subprocess.PIPE)
+        self._proc: subprocess.Popen[bytes] = handle.proc
+        handle.proc = None  # owned here: ended by close() or, if dropped, by the finalizer
+        self._pending = b""
+        self._end = weakref.finalize(self, _end_process, self._proc)
+
+    def ask(self, names: list[str]) -> list[str]:
+        """One answer line per name, in order."""
+        answers: list[str] = []
+        for start in range(0, len(names), _BATCH):
+            chunk = names[start : start + _BATCH]
+            stdin = self._proc.stdin
+            if stdin is None:
+                msg = "git cat-file has no input pipe"
+                raise GitError(msg)
+            with _translated("cat-file"):
+                stdin.write("".join(f"{n}\n" for n in chunk).encode())
+                stdin.flush()
+                answers.extend(self._read_lines(len(chunk)))
+        return answers
+
+    def _read_lines(self, count: int) -> list[str]:
+        """Read `count` lines from stdout, discarding whatever arrives on stderr."""
+        out, err = self._proc.stdout, self._proc.stderr
+        if out is None or err is None:
+            msg = "git cat-file has no output pipes"
+            raise GitError(msg)
+        buffer = self._pending
+        with selectors.DefaultSelector() as selector:
+            selector.register(out, selectors.EVENT_READ)
+            selector.register(err, selectors.EVENT_READ)
+            while buffer.count(b"\n") < count:
+                ready = selector.select(_READ_TIMEOUT)
+                if not ready:
+                    msg = f"git cat-file gave no answer within {_READ_TIMEOUT:g} s"
+                    raise GitError(msg)
+                for key, _ in ready:
+                    data = os.read(key.fd, 65536)
+                    if key.fileobj is out:
+                        if not data:
+                            msg = "git cat-file exited"
+                            raise GitError(msg)
+                        buffer += data
+                    elif not data:
+                        selector.unregister(err)
+        lines = buffer.split(b"\n")
+        self._pending = b"\n".join(lines[count:])
+        return [line.decode("utf-8", "replace") for line in lines[:count]]
+
+    def alive(self) -> bool:
+        """Whether the process still runs."""
+        return self._proc.poll() is None
+
+    def close(self) -> None:
+        """End the process."""
+        self._end()
+
+
+def _end_process(proc: subprocess.Popen[bytes]) -> None:
+    """Close a persistent process's input, wait for it (kill if slow), close its pipes."""
+    with suppress(OSError, ValueError, subprocess.SubprocessError):
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            with suppress(OSError):
+                stream.close()
+
+
+def _parse_answer(name: str, line: str) -> ObjectInfo:
+    """`<sha> <type> <size>`, `<name> missing` or `<name> ambiguous`."""
+    parts = line.split()
+    if len(parts) == 3 and parts[1] != MISSING:
+        return ObjectInfo(name, FOUND, parts[0], parts[1])
+    if parts[-1:] == [AMBIGUOUS]:
+        return ObjectInfo(name, AMBIGUOUS)
+    return ObjectInfo(name, MISSING)
+
+
+class _Stamps:
+    """Object-folder mtimes for one lookup: what a cached answer about a name is valid for.
+
+    A name's stamp is (mtime of objects/<first two digits>, mtime of objects/pack), in
+    ns; None when either changed within the last `_RACY_NS` (the filesystem's clock is
+    coarse, so an object written in the same tick could go unnoticed).
+    """
+
+    def __init__(self, objects_dir: str) -> None:
+        self._dir = objects_dir
+        self._now = time.time_ns()
+        self._pack = self._mtime("pack")
+        self._seen: dict[str, int | None] = {}
+
+    def _mtime(self, sub: str) -> int | None:
+        try:
+            stamp = os.stat(os.path.join(self._dir, sub)).st_mtime_ns
+        except OSError:
+            return 0
+        return None if self._now - stamp < _RACY_NS else stamp
+
+    def of(self, key: str) -> tuple[int, int] | None:
+        """The stamp for an object name (lower-case hex)."""
+        folder = key[:2]
+        if folder not in self._seen:
+            self._seen[folder] = self._mtime(folder)
+        loose = self._seen[folder]
+        if loose is None or self._pack is None:
+            return None
+        return (loose, self._pack)
+
+
+# -- the view -------------------------------------------------------------------------
+
+
+class GitView:
+    """Cached answers about one repository; use it only from the thread that made it.
+
+    `stats` counts the work done, so tests and the bench can see what was cached:
+    full_walks, incremental_walks, walked (commits read from rev-list), lookups
+    (names sent to cat-file), patch_ids (commits whose patch id was computed).
+    """
+
+    def __init__(self, repo: Any, *, walk_limit: int = DEFAULT_WALK_LIMIT) -> None:
+        self._repo = repo
+        self._owner = threading.get_ident()
+        with _translated("open"):
+            self.root = os.path.realpath(str(repo.working_tree_dir))
+            self.common_dir = str(repo.common_dir)
+            self.git_dir = str(repo.git_dir)
+        self.objects_dir = os.path.join(self.common_dir, "objects")
+        self.walk_limit = walk_limit
+        self.stats = dict.fromkeys(
+            ("full_walks", "incremental_walks", "walked", "lookups", "patch_ids"), 0
+        )
+        self._cat: _CatFile | None = None
+        self._objects: dict[str, tuple[ObjectInfo, tuple[int, int] | None]] = {}
+        self._walks: OrderedDict[str, _Walk] = OrderedDict()
+        self._verdicts: dict[tuple[str, str], bool] = {}
+        self._patch_ids: dict[str, str | None] = {}
+        self._rewrites: dict[tuple[str, str, int], str | None] = {}
+        self._scans: OrderedDict[tuple[object, ...], object] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"GitView({self.root!r})"
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def _check_owner(self) -> None:
+        if threading.get_ident() != self._owner:
+            msg = f"the git view of {self.root} was used outside its owner thread"
+            raise GitError(msg)
+
+    def _run(self, *args: str, ok: tuple[int, ...] = (0,)) -> tuple[int, str]:
+        """Run `git <args>` in the work tree: (exit status, stdout). Other statuses raise."""
+        self._check_owner()
+        with _translated(args[0]):
+            status, out, err = self._repo.git.execute(
+                [self._repo.git.GIT_PYTHON_GIT_EXECUTABLE, *args],
+                with_extended_output=True,
+                with_exceptions=False,
+            )
+        if status not in ok:
+            detail = " ".join(str(err).split())[:300] or f"exit status {status}"
+            msg = f"git {args[0]} failed: {detail}"
+            raise GitError(msg)
+        return int(status), str(out)
+
+    def _cached(self, key: tuple[object, ...], compute: Callable[[], T]) -> T:
+        """A small LRU for scans, keyed by everything the answer depends on."""
+        if key in self._scans:
+            self._scans.move_to_end(key)
+            return self._scans[key]  # type: ignore[return-value]
+        value = compute()
+        self._scans[key] = value
+        while len(self._scans) > _MAX_SCANS:
+            self._scans.popitem(last=False)
+        return value
+
+    def relpath(self, path: str) -> str | None:
+        """A path (absolute, or relative to the current directory) relative to the work
+        tree, or None when it lies outside."""
+        full = os.path.realpath(path)
+        if full == self.root:
+            return "."
+        if not full.startswith(self.root + os.sep):
+            return None
+        return os.path.relpath(full, self.root).replace(os.sep, "/")
+
+    def close(self) -> None:
+        """End the persistent processes and forget the caches."""
+        if self._cat is not None:
+            cat, self._cat = self._cat, None
+            cat.close()
+        with _translated("close"):
+            self._repo.close()
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Forget every cache (they validate themselves; this only frees memory)."""
+        self._objects.clear()
+        self._walks.clear()
+        self._verdicts.clear()
+        self._patch_ids.clear()
+        self._rewrites.clear()
+        self._scans.clear()
+
+    # -- objects ---------------------------------------------------------------------
+
+    def lookup(self, names: Iterable[str]) -> dict[str, ObjectInfo]:
+        """What the repository holds under each name (full or abbreviated hex sha).
+
+        A found full name is cached for good (objects do not change). Any other answer
+        (an abbreviation, missing, ambiguous) holds while the object folder it would
+        live in and the pack folder keep their mtimes: a new object, loose or packed,
+        changes one of them. Folders changed in the last moments are not trusted.
+        """
+        self._check_owner()
+        stamps = _Stamps(self.objects_dir)
+        result: dict[str, ObjectInfo] = {}
+        ask: list[tuple[str, str, tuple[int, int] | None]] = []
+        for name in dict.fromkeys(names):
+            key = name.lower()
+            cached = self._objects.get(key)
+            if cached is not None and (cached[1] is None or cached[1] == stamps.of(key)):
+                result[name] = cached[0]
+            elif not is_object_name(name):
+                result[name] = ObjectInfo(name, INVALID)
+            else:
+                ask.append((name, key, stamps.of(key)))
+        answers = self._ask([key for _, key, _ in ask])
+        for (name, key, stamp), line in zip(ask, answers, strict=True):
+            info = _parse_answer(name, line)
+            result[name] = info
+            if info.state == FOUND and info.sha == key:
+                self._remember(key, info, None)
+            elif stamp is not None:
+                self._remember(key, info, stamp)
+        return result
+
+    def _ask(self, names: list[str]) -> list[str]:
+        if not names:
+            return []
+        self.stats["lookups"] += len(names)
+        if self._cat is None or not self._cat.alive():
+            self._cat = _CatFile(self._repo)
+        try:
+            return self._cat.ask(names)
+        except GitError:
+            broken, self._cat = self._cat, None
+            broken.close()
+            raise
+
+    def _remember(self, key: str, info: ObjectInfo, stamp: tuple[int, int] | None) -> None:
+        if len(self._objects) >= _MAX_OBJECTS:
+            self._objects.clear()
+        self._objects[key] = (info, stamp)
+
+    def exists(self, name: str) -> bool:
+        """Whether `name` names exactly one object in the repository."""
+        return self.lookup([name])[name].state == FOUND
+
+    def resolve(self, name: str) -> str | None:
+        """The full sha of an object name, None when missing, ambiguous or invalid."""
+        return self.lookup([name])[name].sha
+
+    # -- refs ------------------------------------------------------------------------
+
+    def tip_sha(self, tip: str) -> str | None:
+        """The commit a branch, remote branch, tag, HEAD or sha points at, read afresh."""
+        if not tip or tip.startswith("-") or any(c.isspace() for c in tip):
+            return None
+        answer = _parse_answer(tip, self._ask([f"{tip}^{{commit}}"])[0])
+        return answer.sha if answer.state == FOUND else None
+
+    def current_branch(self) -> str | None:
+        """The checked-out branch's short name; None on a detached HEAD."""
+        self._check_owner()
+        try:
+            with open(os.path.join(self.git_dir, "HEAD"), encoding="utf-8") as head:
+                target = head.read().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            msg = f"cannot read HEAD: {_describe(exc)}"
+            raise GitError(msg) from exc
+        name = target.removeprefix("ref: refs/heads/")
+        return None if name in (target, ".invalid") else name
+
+    def head_name(self) -> str:
+        """The checked-out branch, or `HEAD` when detached."""
+        return self.current_branch() or "HEAD"
+
+    def default_branch(self) -> str | None:
+        """The first of origin/HEAD, main and master that names a commit."""
+        return next((n for n in ("origin/HEAD", "main", "master") if self.tip_sha(n)), None)
+
+    def is_shallow(self) -> bool:
+        """Whether this is a shallow clone (its history is cut off)."""
+        return os.path.isfile(os.path.join(self.common_dir, "shallow"))
+
+    # -- paths -----------------------------------------------------------------------
+
+    def last_commit_time(self, path: str) -> int | None:
+        """Committer time of HEAD's last commit touching `path` (work-tree relative)."""
+        _, out = self._run("log", "-1", "--format=%ct", "--", path, ok=(0, 128))
+        stamp = out.strip()
+        return int(stamp) if stamp.isdigit() else None
+
+    def is_clean(self, path: str) -> bool:
+        """Whether `path` is tracked-or-absent and neither staged, modified nor untracked."""
+        status, out = self._run(
+            "status", "--porcelain", "--untracked-files=all", "--", path, ok=(0, 128)
+        )
+        return status == 0 and not out.strip()
+
+    def story_time(self, path: str) -> int | None:
+        """storytime.git_commit_time's answer: the last commit time of a clean path."""
+        if not self.is_clean(path):
+            return None
+        return self.last_commit_time(path)
+
+    # -- ancestry --------------------------------------------------------------------
+
+    def is_ancestor(self, sha: str, tip: str) -> bool:
+        """Whether the commit `sha` (full) is in the history of `tip` (a name or sha)."""
+        tip_sha = self.tip_sha(tip)
+        if tip_sha is None:
+            msg = f"{tip} does not name a commit"
+            raise GitError(msg)
+        return self.reachable([sha], tip, tip_sha)[sha]
+
+    def reachable(self, shas: Iterable[str], tip: str, tip_sha: str) -> dict[str, bool]:
+        """For full commit shas: whether each is reachable from `tip` (at `tip_sha`)."""
+        walk = self._walk(tip, tip_sha)
+        result: dict[str, bool] = {}
+        for sha in shas:
+            if sha in walk.reachable:
+                result[sha] = True
+            elif walk.complete:
+                result[sha] = False
+            else:
+                result[sha] = self._beyond_walk(sha, tip_sha)
+        return result
+
+    def _beyond_walk(self, sha: str, tip_sha: str) -> bool:
+        """The exact answer for a tip whose walk hit the bound (cached per sha and tip)."""
+        key = (sha, tip_sha)
+        if key not in self._verdicts:
+            if len(self._verdicts) >= _MAX_OBJECTS:
+                self._verdicts.clear()
+            status, _ = self._run("merge-base", "--is-ancestor", sha, tip_sha, ok=(0, 1))
+            self._verdicts[key] = status == 0
+        return self._verdicts[key]
+
+    def _walk(self, tip: str, tip_sha: str) -> _Walk:
+        """The reachable set of `tip` at `tip_sha`: cached, fast-forwarded, or walked."""
+        walk = self._walks.get(tip)
+        if walk is not None:
+            self._walks.move_to_end(tip)
+            if walk.tip == tip_sha:
+                return walk
+            if self._fast_forward(walk, tip_sha):
+                return walk
+        walk = self._full_walk(tip_sha)
+        self._walks[tip] = walk
+        while len(self._walks) > _MAX_TIPS:
+            self._walks.popitem(last=False)
+        return walk
+
+    def _full_walk(self, tip_sha: str) -> _Walk:
+        _, out = self._run("rev-list", f"--max-count={self.walk_limit}", tip_sha)
+        reachable = set(map(sys.intern, out.split()))  # shared by every tip's set
+        self.stats["full_walks"] += 1
+        self.stats["walked"] += len(reachable)
+        return _Walk(tip_sha, reachable, len(reachable) < self.walk_limit)
+
+    def _fast_forward(self, walk: _Walk, new: str) -> bool:
+        """Extend `walk` to `new` when the old tip is one of its ancestors.
+
+        `rev-list --parents new ^old` lists what `new` adds; the old tip is an ancestor
+        exactly when it is the parent of one of those commits.
+        """
+        limit = self.walk_limit
+        try:
+            _, out = self._run("rev-list", "--parents", f"--max-count={limit}", new, f"^{walk.tip}")
+        except GitError:  # the old tip was pruned: walk afresh
+            return False
+        rows = [line.split() for line in out.splitlines() if line.strip()]
+        if len(rows) >= limit or not any(walk.tip in row[1:] for row in rows):
+            return False
+        walk.reachable.update(sys.intern(row[0]) for row in rows)
+        walk.tip = new
+        self.stats["incremental_walks"] += 1
+        self.stats["walked"] += len(rows)
+        return True
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        """The best common ancestor of two commits; None for unrelated histories."""
+        status, out = self._run("merge-base", a, b, ok=(0, 1))
+        return out.split()[0] if status == 0 and out.strip() else None
+
+    # -- rewrites --------------------------------------------------------------------
+
+    def replacement(self, sha: str, tip: str, depth: int) -> str | None:
+        """The newest commit on `tip` (back to the merge-base with `sha`, at most `depth`
+        commits) with the same `git patch-id --stable` as `sha`; None when none has."""
+        tip_sha = self.tip_sha(tip)
+        if tip_sha is None:
+            return None
+        key = (sha, tip_sha, depth)
+        if key not in self._rewrites:
+            if len(self._rewrites) >= _MAX_OBJECTS:
+                self._rewrites.clear()
+            self._rewrites[key] = self._find_replacement(sha, tip_sha, depth)
+        return self._rewrites[key]
+
+    def _find_replacement(self, sha: str, tip_sha: str, depth: int) -> str | None:
+        wanted = self.patch_ids([sha]).get(sha)
+        if wanted is None:
+            return None
+        base = self.merge_base(sha, tip_sha)
+        bound = [f"^{base}"] if base else []
+        _, out = self._run("rev-list", "--no-merges", f"--max-count={depth}", tip_sha, *bound)
+        candidates = out.split()
+        ids = self.patch_ids(candidates)
+        return next((c for c in candidates if c != sha and ids.get(c) == wanted), None)
+
+    def patch_ids(self, shas: list[str]) -> dict[str, str | None]:
+        """`git patch-id --stable` of each commit (None for an empty or merge diff)."""
+        todo = [s for s in dict.fromkeys(shas) if s not in self._patch_ids]
+        for start in range(0, len(todo), 200):
+            chunk = todo[start : start + 200]
+            found = self._compute_patch_ids(chunk)
+            for sha in chunk:
+                self._patch_ids[sha] = found.get(sha)
+        if len(self._patch_ids) > _MAX_OBJECTS:
+            self._patch_ids.clear()
+        return {s: self._patch_ids.get(s) for s in shas}
+
+    def _compute_patch_ids(self, shas: list[str]) -> dict[str, str]:
+        self._check_owner()
+        self.stats["patch_ids"] += len(shas)
+        args = ["show", "--pretty=medium", "--no-color", "--no-ext-diff", "--no-notes",
+                "--no-abbrev", "--diff-merges=off", "-p", *shas]
+        with _translated("patch-id"):
+            show = self._repo.git.execute(
+                [self._repo.git.GIT_PYTHON_GIT_EXECUTABLE, *args], as_process=True
+            )
+            out = self._repo.git.patch_id("--stable", istream=show.proc.stdout)
+            show.wait()
+        ids: dict[str, str] = {}
+        for line in str(out).splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                ids[parts[1]] = parts[0]
+        return ids
+
+    # -- scans -----------------------------------------------------------------------
+
+    def scan_base(self, tip_sha: str, default: str | None) -> str | None:
+        """Where a branch's own commits start: its merge-base with `default`, unless
+        that is the tip itself (working on the default branch)."""
+        if default is None:
+            return None
+        default_sha = self.tip_sha(default)
+        if default_sha is None or default_sha == tip_sha:
+            return None
+        base = self.merge_base(tip_sha, default_sha)
+        return None if base == tip_sha else base
+
+    def commits(self, tip_sha: str, base: str | None, limit: int,
+                paths: tuple[str, ...] = ()) -> list[Commit]:
+        """The newest `limit` commits of `tip_sha` not reachable from `base`, newest
+        first; with `paths`, only those touching them (and which of them they touch)."""
+        key = ("commits", tip_sha, base, limit, paths)
+        return self._cached(key, lambda: self._log(tip_sha, base, limit, paths))
+
+    def _log(
+        self, tip_sha: str, base: str | None, limit: int, paths: tuple[str, ...]
+    ) -> list[Commit]:
+        fmt = f"--format={_RECORD}%H{_FIELD}%ct{_FIELD}%B{_FIELD}"
+        args = ["log", fmt, f"--max-count={limit}", tip_sha]
+        if base:
+            args.append(f"^{base}")
+        if paths:
+            args += ["--name-only", "--no-renames", "--", *paths]
+        _, out = self._run(*args)
+        found = []
+        for record in out.split(_RECORD)[1:]:
+            sha, stamp, message, names = [*record.split(_FIELD), "", "", ""][:4]
+            touched = tuple(n for n in names.split("\n") if n.strip()) if paths else ()
+            when = int(stamp) if stamp.isdigit() else 0
+            found.append(Commit(sha.strip(), when, message, touched))
+        return found
+
+
+# -- finding views for workspaces -----------------------------------------------------
+
+
+def find_root(workspace: str) -> str | None:
+    """The work tree holding `workspace`: the nearest folder upward with a `.git`."""
+    folder = os.path.realpath(workspace)
+    while True:
+        if os.path.exists(os.path.join(folder, ".git")):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def open_view(root: str, *, walk_limit: int = DEFAULT_WALK_LIMIT) -> GitView | None:
+    """A new view of the repository at `root`; None when git or the repository is unusable."""
+    git = _git_module()
+    if git is None:
+        return None
+    try:
+        with _translated("open"):
+            repo = git.Repo(root)
+            if repo.bare or repo.working_tree_dir is None:
+                repo.close()
+                return None
+            view = GitView(repo, walk_limit=walk_limit)
+    except GitError:
+        return None
+    try:
+        view.tip_sha("HEAD")  # starts cat-file: proves git runs here
+    except GitError:
+        _close_quietly(view)
+        return None
+    return view
+
+
+def _views(local: dict[str, object]) -> dict[str, GitView]:
+    views = local.get(_LOCAL_KEY)
+    if not isinstance(views, dict):
+        views = {}
+        local[_LOCAL_KEY] = views
+    return views
+
+
+def view_for(local: dict[str, object], workspace: str) -> GitView | None:
+    """The cached view of the repository holding `workspace` (made on first use);
+    None when it is not in a repository or git is unavailable."""
+    if local.get(_NO_GIT_KEY):
+        return None
+    root = find_root(workspace)
+    if root is None:
+        return None
+    views = _views(local)
+    view = views.get(root)
+    if view is not None and os.path.exists(os.path.join(root, ".git")):
+        return view
+    if view is not None:
+        views.pop(root)
+        _close_quietly(view)
+    if _git_module() is None:
+        local[_NO_GIT_KEY] = True
+        return None
+    view = open_view(root)
+    if view is not None:
+        views[root] = view
+    return view
+
+
+def git_context(
+    local: dict[str, object],
+    workspace: str,
+    unit: Unit,
+    envelope: dict[str, object] | None,
+    staleness: str,
+) -> Context:
+    """The Runner's context factory: the workspace's cached git view (None outside a
+    repository), and the unit's own branch as the tip when its format names one."""
+    try:
+        git = view_for(local, workspace)
+    except GitError:
+        git = None
+    return Context(workspace, {}, git, envelope, tip=unit.branch, staleness=staleness)
+
+
+def refresh_views(local: dict[str, object]) -> None:
+    """Drop every view's caches (never needed for correctness: they validate themselves)."""
+    for view in _views(local).values():
+        view.refresh()
+
+
+def close_views(local: dict[str, object]) -> None:
+    """End every view's processes; the next `view_for` makes fresh ones."""
+    views = _views(local)
+    while views:
+        _, view = views.popitem()
+        _close_quietly(view)
+
+
+def _close_quietly(view: GitView) -> None:
+    with suppress(GitError):
+        view.close()

@@ -1,0 +1,123 @@
+"""commit-in-history: is each DONE task's commitSha in the history of the branch?
+
+For every DONE task with a commitSha, against the tip (the unit's branch, else the
+`branch` option, else the checked-out branch, else HEAD):
+
+    missing       error    the object is not in the repository
+    unknown       info     ... in a shallow clone, where history is cut off
+    unreachable   error    it exists but the tip does not reach it (amend, rebase, reset,
+                           force-push); `warning` with `rewritten: now <sha>` when a commit
+                           with the same patch id is on the branch
+    ambiguous     warning  an abbreviated sha matches more than one object
+    invalid-sha   warning  not a hexadecimal object name
+    not-a-commit  error    it names a tree, blob or tag
+    no-tip        info     the tip names no commit
+    no-repository info     the workspace is not in a git repository (or git is absent)
+
+"Exists" never means "in history": reachability comes from the tip's walk.
+Options: `branch`, `patch_id_depth` (default 500 commits).
+"""
+
+from __future__ import annotations
+
+from daemon.model import Finding, Task, Unit
+from detectors import Context
+from detectors.common import git_failed, int_option, no_tip, tip_name
+from detectors.gitview import AMBIGUOUS, FOUND, INVALID, GitError, GitView, ObjectInfo
+
+__all__ = ["DETECTOR", "HistoryDetector"]
+
+NAME = "commit-in-history"
+DEFAULT_PATCH_ID_DEPTH = 500
+
+
+class HistoryDetector:
+    """Checks DONE tasks' commitSha against the branch's history."""
+
+    name = NAME
+
+    def check(self, story: Unit, context: Context) -> list[Finding]:
+        """One finding per DONE task whose commit is not (provably) on the branch."""
+        tasks = [t for t in story.tasks if t.done and t.commit_sha]
+        if not tasks:
+            return []
+        git = context.git
+        if git is None:
+            message = (
+                "the workspace is not in a git repository (or git is absent); "
+                "commitSha not checked"
+            )
+            return [Finding(NAME, "no-repository", "info", message)]
+        try:
+            tip = tip_name(story, context, git)
+            tip_sha = git.tip_sha(tip)
+            if tip_sha is None:
+                return [no_tip(NAME, tip)]
+            depth = int_option(context.options, "patch_id_depth", DEFAULT_PATCH_ID_DEPTH)
+            judge = _Judge(git, tip, tip_sha, depth)
+            return [f for f in judge.all(tasks) if f is not None]
+        except GitError as exc:
+            return [git_failed(NAME, exc)]
+
+
+class _Judge:
+    """Judges the commits of one unit's DONE tasks against one tip."""
+
+    def __init__(self, git: GitView, tip: str, tip_sha: str, depth: int) -> None:
+        self.git = git
+        self.tip = tip
+        self.tip_sha = tip_sha
+        self.depth = depth
+        self.shallow = git.is_shallow()
+        self.reached: dict[str, bool] = {}
+
+    def all(self, tasks: list[Task]) -> list[Finding | None]:
+        """A finding or None per task, asking cat-file and the walk once for them all."""
+        infos = self.git.lookup(t.commit_sha for t in tasks if t.commit_sha)
+        commits = [i.sha for i in infos.values() if i.kind == "commit" and i.sha]
+        self.reached = self.git.reachable(commits, self.tip, self.tip_sha)
+        return [self.judge(t, infos[t.commit_sha or ""]) for t in tasks]
+
+    def judge(self, task: Task, info: ObjectInfo) -> Finding | None:
+        """The finding for one task's commit, or None when it is on the branch."""
+        sha, tid = task.commit_sha, task.id
+        if info.state == INVALID:
+            return Finding(NAME, "invalid-sha", "warning",
+                           f"commitSha {sha!r} of {tid} is not a hexadecimal object name", tid)
+        if info.state == AMBIGUOUS:
+            return Finding(NAME, "ambiguous", "warning",
+                           f"commitSha {sha} of {tid} is ambiguous: more than one object "
+                           "starts with it; record more digits", tid)
+        if info.state != FOUND or info.sha is None:
+            if self.shallow:
+                return _unknown(task, "is not in this shallow clone")
+            return Finding(NAME, "missing", "error",
+                           f"commit {sha} of {tid} does not exist in the repository", tid)
+        if info.kind != "commit":
+            return Finding(NAME, "not-a-commit", "error",
+                           f"commitSha {sha} of {tid} names a {info.kind}, not a commit", tid)
+        if self.reached.get(info.sha, False):
+            return None
+        if self.shallow:
+            return _unknown(task, f"is not in the shallow history of {self.tip}")
+        return self.unreachable(task, info.sha)
+
+    def unreachable(self, task: Task, sha: str) -> Finding:
+        """`unreachable`, with the replacement found by patch id when there is one."""
+        text = (
+            f"commit {task.commit_sha} of {task.id} is not in the history of {self.tip} "
+            "(amended, rebased, reset or force-pushed)"
+        )
+        new = self.git.replacement(sha, self.tip, self.depth)
+        if new is not None:
+            return Finding(NAME, "unreachable", "warning", f"{text}; rewritten: now {new}", task.id)
+        return Finding(NAME, "unreachable", "error", text, task.id)
+
+
+def _unknown(task: Task, why: str) -> Finding:
+    message = (f"commit {task.commit_sha} of {task.id} {why}; history is incomplete, so it "
+               "cannot be checked (git fetch --unshallow)")
+    return Finding(NAME, "unknown", "info", message, task.id)
+
+
+DETECTOR = HistoryDetector()

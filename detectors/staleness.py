@@ -1,0 +1,81 @@
+"""staleness: the envelope's staleWarnings as findings, one per stale DONE task.
+
+The envelope code path (daemon.envelope.stale_warnings, fed by daemon.direct.answer)
+already decided which DONE tasks are stale, in the mode `context.staleness` (git: a
+tracked, clean story file dates from its last commit when that is earlier than its
+mtime; mtime: the seed's literal rule). This detector only re-states those warnings as
+findings, so the direct read, the socket answer and the findings always agree.
+
+    stale   warning   "Story file modified after task <ID> DONE" (the seed's text)
+
+Without an envelope (a caller that has none) the same function is called with the same
+two git questions, asked of the cached view.
+"""
+
+from __future__ import annotations
+
+import os
+
+from daemon import envelope, storytime
+from daemon.model import Finding, Task, Unit
+from detectors import Context
+from detectors.gitview import GitError, GitView
+
+__all__ = ["DETECTOR", "StalenessDetector", "message"]
+
+NAME = "staleness"
+
+
+def message(task_id: str) -> str:
+    """The seed's warning text for one task."""
+    return f"Story file modified after task {task_id} DONE"
+
+
+class StalenessDetector:
+    """Turns staleWarnings into `stale` findings."""
+
+    name = NAME
+
+    def check(self, story: Unit, context: Context) -> list[Finding]:
+        """One warning per DONE task the envelope calls stale, in task order."""
+        done = [t for t in story.tasks if t.done]
+        if not done:
+            return []
+        warnings = context.envelope.get("staleWarnings") if context.envelope else None
+        if not isinstance(warnings, list):
+            warnings = _recompute(story, context, done)
+        stale = set(warnings)
+        ids = dict.fromkeys(t.id for t in done if message(t.id) in stale)
+        return [Finding(NAME, "stale", "warning", message(i), i) for i in ids]
+
+
+def _recompute(story: Unit, context: Context, done: list[Task]) -> list[str]:
+    """envelope.stale_warnings, asked exactly as daemon.direct.answer asks it."""
+    if not story.story_file:
+        return []
+    path = os.path.join(context.workspace, story.story_file)
+    mtime = storytime.mtime_seconds(path)
+    commit_time = None
+    if context.staleness == "git":
+        git, relpath = context.git, story.story_file
+
+        def commit_time() -> int | None:
+            if git is None:
+                return storytime.git_commit_time(context.workspace, relpath)
+            return _view_time(git, path)
+
+    return envelope.stale_warnings(done, mtime, commit_time)
+
+
+def _view_time(git: GitView, path: str) -> int | None:
+    """storytime.git_commit_time's answer, from the cached view."""
+    relpath = git.relpath(path)
+    if relpath is None:
+        return None
+    try:
+        return git.story_time(relpath)
+    except GitError:
+        return None
+
+
+DETECTOR = StalenessDetector()

@@ -1,0 +1,42 @@
+"""task-order: a DONE task after a task that is not DONE (the seed's invariant).
+
+x-story-implement finishes tasks in order, so the resume point (the first task that is
+not DONE) assumes every earlier task is DONE and every later one is not. A DONE task
+after the resume point breaks that: the envelope stays well-formed, but the work was
+recorded out of order (or an earlier task was reopened).
+
+    out-of-order   warning   "task <ID> is DONE after task <P>, which is <status>"
+
+One finding per offending task; <P> is the first task that is not DONE.
+"""
+
+from __future__ import annotations
+
+from daemon.model import Finding, Unit
+from detectors import Context
+
+__all__ = ["DETECTOR", "TaskOrderDetector"]
+
+NAME = "task-order"
+
+
+class TaskOrderDetector:
+    """Flags DONE tasks that follow the first task that is not DONE."""
+
+    name = NAME
+
+    def check(self, story: Unit, context: Context) -> list[Finding]:
+        """One warning per DONE task after the resume point."""
+        first = next((t for t in story.tasks if not t.done), None)
+        if first is None:
+            return []
+        position = story.tasks.index(first)
+        return [
+            Finding(NAME, "out-of-order", "warning",
+                    f"task {t.id} is DONE after task {first.id}, which is {first.status}", t.id)
+            for t in story.tasks[position + 1 :]
+            if t.done
+        ]
+
+
+DETECTOR = TaskOrderDetector()

@@ -1,0 +1,1 @@
+"""Detector plugins used by the tests, loaded through monkeypatched entry points."""

@@ -1,0 +1,54 @@
+"""Detector plugins that misbehave, for the Runner's containment tests."""
+
+from __future__ import annotations
+
+import threading
+
+from daemon.model import Finding, Unit
+from detectors import Context
+
+__all__ = ["GARBAGE", "HANGING", "NAMELESS", "RAISING", "RELEASE"]
+
+RELEASE = threading.Event()  # a hanging check returns once this is set
+
+
+class Raising:
+    """Raises from check."""
+
+    name = "raising"
+
+    def check(self, story: Unit, context: Context) -> list[Finding]:
+        msg = f"boom in {story.key}"
+        raise RuntimeError(msg)
+
+
+class Hanging:
+    """Blocks until RELEASE is set (bounded, so a failed test cannot wedge the run)."""
+
+    name = "hanging"
+
+    def check(self, story: Unit, context: Context) -> list[Finding]:
+        RELEASE.wait(30)
+        return []
+
+
+class Garbage:
+    """Returns something that is not a list of findings."""
+
+    name = "garbage"
+
+    def check(self, story: Unit, context: Context) -> object:
+        return {"not": "findings"}
+
+
+class Nameless:
+    """Has no name: load() must refuse it and name the entry point."""
+
+    def check(self, story: Unit, context: Context) -> list[Finding]:
+        return []
+
+
+RAISING = Raising()
+HANGING = Hanging()
+GARBAGE = Garbage()
+NAMELESS = Nameless()
