@@ -31,6 +31,7 @@ from daemon.engine import Engine, Workspace
 
 __all__ = ["Refresher", "Watcher"]
 
+_BUSY_POLL = 0.1  # how often to look whether a git operation has finished
 _IGNORED_EVENTS = frozenset(("opened", "closed_no_write"))
 _GIT_OPERATION_MARKERS = ("index.lock", "rebase-merge", "rebase-apply", "MERGE_HEAD",
                           "CHERRY_PICK_HEAD", "BISECT_LOG")
@@ -108,8 +109,9 @@ class Refresher(threading.Thread):
             while not self._stopping:
                 now = time.monotonic()
                 due_paths = [k for k, t in self._paths.items() if now - t >= self.settle]
-                due_git = [w for w, t in self._git.items()
-                           if now - t >= self.git_settle and not self.git_busy(w)]
+                settled = [w for w, t in self._git.items() if now - t >= self.git_settle]
+                busy = {w for w in settled if self.git_busy(w)}  # mid-rebase: wait for the end
+                due_git = [w for w in settled if w not in busy]
                 verify = now >= next_verify
                 if due_paths or self._scans or due_git or self._calls or verify:
                     for key in due_paths:
@@ -120,7 +122,8 @@ class Refresher(threading.Thread):
                     calls, self._calls = self._calls, []
                     return due_paths, scans, due_git, calls, verify
                 deadlines = [t + self.settle for t in self._paths.values()]
-                deadlines += [t + self.git_settle for t in self._git.values()]
+                deadlines += [now + _BUSY_POLL if w in busy else t + self.git_settle
+                              for w, t in self._git.items()]
                 deadlines.append(next_verify)
                 self._cond.wait(max(0.001, min(deadlines) - now))
         return [], {}, [], [], False
@@ -203,6 +206,22 @@ class _Handler(FileSystemEventHandler):
                 self.watcher.route(self.workspace, path[len(self.prefix):], event)
 
 
+class _GitHandler(FileSystemEventHandler):
+    """Routes a workspace's git-directory events (HEAD, index, refs) to a recheck."""
+
+    def __init__(self, refresher: Refresher, workspace: str) -> None:
+        self.refresher = refresher
+        self.workspace = workspace
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type in _IGNORED_EVENTS:
+            return
+        leaf = os.fsdecode(event.src_path).rsplit("/", 1)[-1]
+        if leaf.endswith(".lock") and leaf != "index.lock":
+            return  # ref lock files come and go inside every ref update
+        self.refresher.request_git(self.workspace)
+
+
 class Watcher:
     """watchdog watches for the workspaces' format roots and git directories."""
 
@@ -232,10 +251,11 @@ class Watcher:
         with self._lock:
             for workspace, watches in self._watches.items():
                 for key in watches:
-                    if key.startswith("root:") or key == "git-refs":
-                        top = os.path.join(workspace, key.split(":", 1)[-1]) if key != "git-refs" \
-                            else os.path.join(workspace, ".git", "refs")
-                        total += sum(1 for _ in os.walk(top))
+                    if key.startswith("root:"):
+                        total += sum(1 for _ in os.walk(os.path.join(workspace, key[5:])))
+                    elif key == "git-refs":
+                        dirs = git_dirs(workspace)
+                        total += sum(1 for _ in os.walk(os.path.join(dirs[1], "refs"))) if dirs else 0
                     else:
                         total += 1
         return total
@@ -278,10 +298,15 @@ class Watcher:
             self._schedule(watches, key, handler, path, recursive=True)
 
     def _ensure_git(self, workspace: str, watches: dict[str, object], handler: _Handler) -> None:
-        gitdir = os.path.join(workspace, ".git")
-        if os.path.isdir(gitdir):
-            self._schedule(watches, "git", handler, gitdir, recursive=False)
-            self._schedule(watches, "git-refs", handler, os.path.join(gitdir, "refs"), True)
+        dirs = git_dirs(workspace)
+        if dirs is None:
+            return
+        gitdir, common = dirs
+        git_handler = _GitHandler(self.refresher, workspace)
+        self._schedule(watches, "git", git_handler, gitdir, recursive=False)
+        if common != gitdir:  # a linked worktree: its refs and packed-refs live in the common dir
+            self._schedule(watches, "git-common", git_handler, common, recursive=False)
+        self._schedule(watches, "git-refs", git_handler, os.path.join(common, "refs"), True)
 
     def _unschedule(self, watches: dict[str, object], key: str) -> None:
         watch = watches.pop(key, None)
@@ -301,11 +326,7 @@ class Watcher:
     def route(self, workspace: str, relpath: str, event: FileSystemEvent) -> None:
         """Send one event to the refresher: a state path, a git change, or a root change."""
         if relpath == ".git" or relpath.startswith(".git/"):
-            leaf = relpath.rsplit("/", 1)[-1]
-            if leaf.endswith(".lock") and leaf != "index.lock":
-                return  # ref lock files come and go inside every ref update
-            self.refresher.request_git(workspace)
-            return
+            return  # the git directories have their own handler
         top = relpath.split("/", 1)[0]
         if event.is_directory and top in self._top and event.event_type in (
                 "created", "deleted", "moved"):
@@ -317,7 +338,31 @@ class Watcher:
             self.refresher.request(workspace, relpath)
 
 
+def git_dirs(workspace: str) -> tuple[str, str] | None:
+    """(gitdir, common dir) of a workspace's repository; a linked worktree's `.git` file
+    points at its own gitdir, whose `commondir` names the main repository's."""
+    dotgit = os.path.join(workspace, ".git")
+    if os.path.isdir(dotgit):
+        return dotgit, dotgit
+    try:
+        with open(dotgit, encoding="utf-8") as handle:
+            line = handle.readline().strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir:"):
+        return None
+    gitdir = os.path.normpath(os.path.join(workspace, line[7:].strip()))
+    try:
+        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as handle:
+            common = os.path.normpath(os.path.join(gitdir, handle.readline().strip()))
+    except OSError:
+        common = gitdir
+    return (gitdir, common) if os.path.isdir(gitdir) else None
+
+
 def git_operation_in_progress(workspace: str) -> bool:
     """Whether a git operation is mid-way (index.lock, rebase, merge, cherry-pick, bisect)."""
-    gitdir = os.path.join(workspace, ".git")
-    return any(os.path.exists(os.path.join(gitdir, m)) for m in _GIT_OPERATION_MARKERS)
+    dirs = git_dirs(workspace)
+    if dirs is None:
+        return False
+    return any(os.path.exists(os.path.join(dirs[0], m)) for m in _GIT_OPERATION_MARKERS)
