@@ -33,7 +33,10 @@ def _debug(message: str) -> None:
 def _warn_version(version: str, path: str) -> None:
     if version and version != __version__ and version not in _warned_versions:
         _warned_versions.add(version)
-        os.write(2, f"warn: storyd daemon at {path} is {version}; this client is {__version__}\n".encode())
+        os.write(
+            2,
+            f"warn: storyd daemon at {path} is {version}; this client is {__version__}\n".encode(),
+        )
 
 
 def _connect(path: str, timeout: float) -> object:
@@ -80,7 +83,9 @@ def ask_cli(path: str, argv: list[str], cwd: str, timeout: float) -> Output | No
         return None
     _warn_version(version, path)
     stdout = b"".join(line + b"\n" for line in lines[:-2] if not line.startswith(b"!"))
-    stderr = tuple(line[1:].decode("utf-8", "replace") for line in lines[:-2] if line.startswith(b"!"))
+    stderr = tuple(
+        line[1:].decode("utf-8", "replace") for line in lines[:-2] if line.startswith(b"!")
+    )
     return Output(int(code_text), stdout, stderr)
 
 

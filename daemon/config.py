@@ -168,7 +168,14 @@ class Config:
     """
 
     __slots__ = (
-        "auto_watch", "detectors", "limits", "notify", "path", "socket", "staleness", "workspaces",
+        "auto_watch",
+        "detectors",
+        "limits",
+        "notify",
+        "path",
+        "socket",
+        "staleness",
+        "workspaces",
     )
 
     def __init__(
@@ -340,8 +347,12 @@ def _nth(path: str, key: str, index: int) -> object:
 
 def _kind(value: object) -> str:
     names = {
-        bool: "a boolean", int: "an integer", float: "a float", str: "a string",
-        list: "an array", dict: "a table",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a float",
+        str: "a string",
+        list: "an array",
+        dict: "a table",
     }
     if type(value) in names:
         return names[type(value)]
@@ -417,8 +428,10 @@ class _Checker:
     def number(self, field: str, value: object, spec: tuple[type, float, float, float]) -> float:
         kind, default, low, high = spec
         wanted = "an integer" if kind is int else "a number"
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            kind is int and isinstance(value, float)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (kind is int and isinstance(value, float))
         ):
             self.problem(field, f"expected {wanted}, got {_kind(value)}")
             return default
@@ -471,8 +484,9 @@ class _Checker:
             field = f"workspaces[{index}]"
             if not isinstance(item, str) or not item:
                 got = "an empty string" if item == "" else _kind(item)
-                self.problem(field, f"expected a path, got {got}",
-                             self.element_line("workspaces", item))
+                self.problem(
+                    field, f"expected a path, got {got}", self.element_line("workspaces", item)
+                )
                 continue
             path = os.path.normpath(os.path.join(home, os.path.expanduser(item)))
             if path not in found:
@@ -489,8 +503,11 @@ class _Checker:
         for index, item in enumerate(value):
             if not isinstance(item, str) or (index == 0 and not item):
                 got = "an empty string" if item == "" else _kind(item)
-                self.problem(f"{field}[{index}]", f"expected a string, got {got}",
-                             self.element_line(field, item))
+                self.problem(
+                    f"{field}[{index}]",
+                    f"expected a string, got {got}",
+                    self.element_line(field, item),
+                )
                 ok = False
         if not ok:
             return None
@@ -536,8 +553,10 @@ class _Checker:
         for name, value in table.items():
             options = self.table(f"detectors.{name}", value)
             if "enabled" in options and not isinstance(options["enabled"], bool):
-                self.problem(f"detectors.{name}.enabled",
-                             f"expected true or false, got {_kind(options['enabled'])}")
+                self.problem(
+                    f"detectors.{name}.enabled",
+                    f"expected true or false, got {_kind(options['enabled'])}",
+                )
                 options = {k: v for k, v in options.items() if k != "enabled"}
             found[name] = options
         return found
@@ -552,8 +571,9 @@ class _Checker:
         if "hook" in table:
             notify.hook = self.hook(table["hook"])
         if "hook_timeout" in table:
-            notify.hook_timeout = self.number("notify.hook_timeout", table["hook_timeout"],
-                                              (float, *_HOOK_TIMEOUT))
+            notify.hook_timeout = self.number(
+                "notify.hook_timeout", table["hook_timeout"], (float, *_HOOK_TIMEOUT)
+            )
         return notify
 
 
@@ -605,7 +625,7 @@ def _key_lines(lines: list[str]) -> dict[str, int]:
             continue
         name = join(match.group(1))
         found.setdefault(f"{table}.{name}" if table else name, number)
-        rest = text[match.end():]
+        rest = text[match.end() :]
         for quotes in ('"""', "'''"):
             if rest.count(quotes) % 2 == 1:
                 closing = quotes

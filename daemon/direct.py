@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from daemon import envelope, storytime
-from daemon.errors import DataError, StoryNotInState, StorydError, UsageError
+from daemon.errors import DataError, StorydError, StoryNotInState, UsageError
 from daemon.formats import builtin, detect
 from daemon.formats.base import Adapter, Source
 from daemon.locking import DEFAULT_LOCK_TIMEOUT
@@ -35,7 +35,8 @@ class Options:
 
     def __init__(self, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, staleness: str = "git") -> None:
         if staleness not in storytime.MODES:
-            msg = f"invalid staleness mode {staleness!r}: expected one of {', '.join(storytime.MODES)}"
+            modes = ", ".join(storytime.MODES)
+            msg = f"invalid staleness mode {staleness!r}: expected one of {modes}"
             raise UsageError(msg)
         self.lock_timeout = lock_timeout
         self.staleness = staleness

@@ -76,9 +76,12 @@ class Entry:
         finding_list = [f.as_dict() for f in findings]
         if error is None:
             self.answer_body = (
-                b'{"ok":true,"envelope":' + self.line.rstrip(b"\n")
-                + b',"findings":' + orjson.dumps(finding_list)
-                + b',"source":"cache","generation":' + str(generation).encode()
+                b'{"ok":true,"envelope":'
+                + self.line.rstrip(b"\n")
+                + b',"findings":'
+                + orjson.dumps(finding_list)
+                + b',"source":"cache","generation":'
+                + str(generation).encode()
             )
             stderr = "".join(f"!{w}\n" for w in self.warnings).encode()
             self.cli_body = stderr + self.line + b"=0 " + __version__.encode() + b"\n"
@@ -93,8 +96,9 @@ class Entry:
         """The unit's progress, as `list` and `changed` events show it (detail: findings too)."""
         tasks = self.unit.tasks
         done = sum(1 for t in tasks if t.done)
-        worst = max((("info", "warning", "error").index(f.severity) for f in self.findings),
-                    default=-1)
+        worst = max(
+            (("info", "warning", "error").index(f.severity) for f in self.findings), default=-1
+        )
         return {
             **self.unit.labels,  # first, so a label can never mask a field below
             "workspace": self.workspace,
@@ -117,8 +121,13 @@ class Draft:
 
     __slots__ = ("answer", "error", "findings", "unit")
 
-    def __init__(self, unit: Unit, answer: direct.Answer | None, error: StorydError | None,
-                 findings: tuple[Finding, ...]) -> None:
+    def __init__(
+        self,
+        unit: Unit,
+        answer: direct.Answer | None,
+        error: StorydError | None,
+        findings: tuple[Finding, ...],
+    ) -> None:
         self.unit = unit
         self.answer = answer
         self.error = error
@@ -140,8 +149,7 @@ class Draft:
 class FileState:
     """What the engine knows of one state file: identity at last read, and health."""
 
-    __slots__ = ("adapter", "keys", "relpath", "signature", "unreadable_reason",
-                 "unreadable_since")
+    __slots__ = ("adapter", "keys", "relpath", "signature", "unreadable_reason", "unreadable_since")
 
     def __init__(self, relpath: str, adapter: Adapter) -> None:
         self.relpath = relpath
@@ -212,8 +220,11 @@ class Engine:
     def entries(self, workspace: str | None = None) -> list[Entry]:
         """A snapshot of the entries, of one workspace or of all."""
         with self._lock:
-            spaces = [self.workspaces[workspace]] if workspace in self.workspaces else (
-                [] if workspace else list(self.workspaces.values()))
+            spaces = (
+                [self.workspaces[workspace]]
+                if workspace in self.workspaces
+                else ([] if workspace else list(self.workspaces.values()))
+            )
             return [e for ws in spaces for e in ws.entries.values()]
 
     # -- workspaces ----------------------------------------------------------
@@ -250,8 +261,12 @@ class Engine:
             self._drop_file(ws, relpath)
         for relpath, adapter in found.items():
             state = ws.files.get(relpath)
-            if (reread or state is None or adapter.time_sensitive
-                    or _signature(os.path.join(ws.path, relpath)) != state.signature):
+            if (
+                reread
+                or state is None
+                or adapter.time_sensitive
+                or _signature(os.path.join(ws.path, relpath)) != state.signature
+            ):
                 self.refresh(ws, relpath, adapter)
         if lost:
             self.lost_before = self.generation
@@ -354,8 +369,7 @@ class Engine:
             return
         with self._lock:
             self.generation += 1
-            entry = Entry(ws.path, unit, draft.answer, draft.error, draft.findings,
-                          self.generation)
+            entry = Entry(ws.path, unit, draft.answer, draft.error, draft.findings, self.generation)
             ws.entries[(unit.state_file, unit.key)] = entry
             if unit.story_file:
                 ws.story_index.setdefault(unit.story_file, set()).add((unit.state_file, unit.key))
@@ -404,7 +418,9 @@ class Engine:
             if finding not in after:
                 self._emit("resolved", entry, entry.generation, finding)
 
-    def _emit(self, kind: str, entry: Entry, generation: int, finding: Finding | None = None) -> None:
+    def _emit(
+        self, kind: str, entry: Entry, generation: int, finding: Finding | None = None
+    ) -> None:
         event: dict[str, object] = {
             "event": kind,
             "clock": f"{self.instance}:{generation}",
@@ -431,7 +447,12 @@ class Engine:
             return None
         generation = int(gen_text)
         oldest = self.history[0][0] if self.history else self.generation + 1
-        if generation < self.lost_before or (generation + 1 < oldest and generation < self.generation):
+        if generation < self.lost_before or (
+            generation + 1 < oldest and generation < self.generation
+        ):
             return None
-        return [line for gen, ws, line in list(self.history)
-                if gen > generation and (workspace is None or ws == workspace)]
+        return [
+            line
+            for gen, ws, line in list(self.history)
+            if gen > generation and (workspace is None or ws == workspace)
+        ]

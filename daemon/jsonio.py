@@ -14,6 +14,7 @@ characters escaped (\\b \\f \\n \\r \\t or \\u00XX) and DEL as \\u007f.
 from __future__ import annotations
 
 import _json
+import math
 
 __all__ = ["JSONError", "dumps", "kind", "loads"]
 
@@ -50,7 +51,6 @@ class _Context:
     parse_float = float
     parse_int = int
     parse_constant = staticmethod(_reject_constant)
-    memo: dict[str, str] = {}
 
 
 _scan = _json.make_scanner(_Context())
@@ -101,8 +101,6 @@ def loads(data: bytes) -> object:
         raise _fail(text, start, "nesting too deep") from None
     except (ValueError, SystemError):
         raise _diagnose(text, start) from None
-    finally:
-        _Context.memo.clear()
     while end < length and text[end] in _WHITESPACE:
         end += 1
     if end != length:
@@ -121,7 +119,7 @@ def _string(value: str) -> str:
 
 def _number(value: float) -> str:
     """A float as jq prints it: integral values without `.0`, others shortest round-trip."""
-    if value != value or value in (float("inf"), float("-inf")):
+    if not math.isfinite(value):
         return "null"
     if value.is_integer() and abs(value) < 1e17:
         return str(int(value))

@@ -17,7 +17,6 @@ import subprocess
 import threading
 import time
 
-
 from daemon import log
 
 __all__ = ["Sinks", "attach", "reconfigure"]
@@ -29,9 +28,15 @@ _WINDOW = 0.3
 class Sinks:
     """The log, desktop and hook sinks, with per-unit coalescing."""
 
-    def __init__(self, *, log_events: bool = True, desktop: bool = True,
-                 hook: list[str] | None = None, hook_timeout: float = 10.0,
-                 window: float = _WINDOW) -> None:
+    def __init__(
+        self,
+        *,
+        log_events: bool = True,
+        desktop: bool = True,
+        hook: list[str] | None = None,
+        hook_timeout: float = 10.0,
+        window: float = _WINDOW,
+    ) -> None:
         self.log_events = log_events
         self.desktop = desktop
         self.hook = hook
@@ -45,11 +50,16 @@ class Sinks:
         self._thread = threading.Thread(target=self._run, name="storyd-notify", daemon=True)
         self._thread.start()
 
-    def configure(self, *, log_events: bool, desktop: bool, hook: list[str] | None,
-                  hook_timeout: float) -> None:
+    def configure(
+        self, *, log_events: bool, desktop: bool, hook: list[str] | None, hook_timeout: float
+    ) -> None:
         """Apply a reloaded configuration."""
         self.log_events, self.desktop, self.hook, self.hook_timeout = (
-            log_events, desktop, hook, hook_timeout)
+            log_events,
+            desktop,
+            hook,
+            hook_timeout,
+        )
         self._notify_send = shutil.which("notify-send") if desktop else None
 
     def __call__(self, event: dict[str, object], line: bytes) -> None:
@@ -57,10 +67,15 @@ class Sinks:
             return
         if self.log_events:
             finding = event.get("finding") or {}
-            self.log.info(str(event["event"]), workspace=event["workspace"],
-                          state_file=event["stateFile"], unit=event["unit"],
-                          generation=event["generation"],
-                          code=finding.get("code"), message=finding.get("message"))  # type: ignore[union-attr]
+            self.log.info(
+                str(event["event"]),
+                workspace=event["workspace"],
+                state_file=event["stateFile"],
+                unit=event["unit"],
+                generation=event["generation"],
+                code=finding.get("code"),
+                message=finding.get("message"),
+            )  # type: ignore[union-attr]
         if self.desktop or self.hook:
             self._queue.put((event, line))
 
@@ -105,7 +120,11 @@ class Sinks:
             return
         drift = sum(1 for e in events if e["event"] == "drift")
         resolved = len(events) - drift
-        title = f"storyd: {first['unit']} drifted from git" if drift else f"storyd: {first['unit']} back in sync"
+        title = (
+            f"storyd: {first['unit']} drifted from git"
+            if drift
+            else f"storyd: {first['unit']} back in sync"
+        )
         lines = [f"{e['event']}: {e['finding']['message']}" for e in events[:5]]  # type: ignore[index]
         if len(events) > 5:
             lines.append(f"… and {len(events) - 5} more ({drift} drift, {resolved} resolved)")
@@ -119,8 +138,13 @@ class Sinks:
     def _spawn(self, what: str, argv: list[str], payload: bytes | None, **context: object) -> None:
         started = time.perf_counter()
         try:
-            done = subprocess.run(argv, input=payload or b"", capture_output=True,
-                                  timeout=self.hook_timeout, check=False)
+            done = subprocess.run(
+                argv,
+                input=payload or b"",
+                capture_output=True,
+                timeout=self.hook_timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             self.counters["hook_failures"] += 1
             self.log.warning(f"{what}_timeout", argv=argv, timeout=self.hook_timeout, **context)
@@ -132,13 +156,21 @@ class Sinks:
         duration = round((time.perf_counter() - started) * 1000, 3)
         if done.returncode != 0:
             self.counters["hook_failures"] += 1
-            self.log.warning(f"{what}_failed", argv=argv, code=done.returncode, duration_ms=duration,
-                             stderr=done.stderr[-500:].decode("utf-8", "replace"), **context)
+            self.log.warning(
+                f"{what}_failed",
+                argv=argv,
+                code=done.returncode,
+                duration_ms=duration,
+                stderr=done.stderr[-500:].decode("utf-8", "replace"),
+                **context,
+            )
         else:
             self.log.info(f"{what}_delivered", duration_ms=duration, **context)
 
 
-def _by_unit(batch: list[tuple[dict[str, object], bytes]]) -> dict[tuple[object, ...], list[tuple[dict[str, object], bytes]]]:
+def _by_unit(
+    batch: list[tuple[dict[str, object], bytes]],
+) -> dict[tuple[object, ...], list[tuple[dict[str, object], bytes]]]:
     grouped: dict[tuple[object, ...], list[tuple[dict[str, object], bytes]]] = {}
     for event, line in batch:
         key = (event["workspace"], event["stateFile"], event["unit"])
@@ -148,8 +180,12 @@ def _by_unit(batch: list[tuple[dict[str, object], bytes]]) -> dict[tuple[object,
 
 def _settings(cfg: object) -> dict[str, object]:
     notify = cfg.notify  # type: ignore[attr-defined]
-    return {"log_events": notify.log, "desktop": notify.desktop, "hook": notify.hook,
-            "hook_timeout": notify.hook_timeout}
+    return {
+        "log_events": notify.log,
+        "desktop": notify.desktop,
+        "hook": notify.hook,
+        "hook_timeout": notify.hook_timeout,
+    }
 
 
 def attach(engine: object, cfg: object) -> Sinks:

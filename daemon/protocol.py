@@ -21,8 +21,14 @@ __all__ = [
 ]
 
 EX_NOPERM = 77
-_TYPES = {str: "a string", bool: "a boolean", int: "an integer", list: "a list",
-          float: "a number", dict: "an object"}
+_TYPES = {
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    list: "a list",
+    float: "a number",
+    dict: "an object",
+}
 
 
 def id_suffix(request: dict[str, object]) -> bytes:
@@ -50,8 +56,14 @@ def error_of(exc: StorydError) -> bytes:
     return error_body(exc.code, exc.name, exc.message)
 
 
-def field(request: dict[str, object], name: str, kind: type, *, required: bool = False,
-          default: object = None) -> object:
+def field(
+    request: dict[str, object],
+    name: str,
+    kind: type,
+    *,
+    required: bool = False,
+    default: object = None,
+) -> object:
     """A request field of the given type, or UsageError naming the field."""
     value = request.get(name)
     if value is None:

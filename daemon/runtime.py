@@ -25,8 +25,9 @@ __all__ = ["Runtime"]
 class Runtime:
     """One run of `storyd serve`."""
 
-    def __init__(self, settings: Settings, cfg: object, config_file: str | None,
-                 logger: object) -> None:
+    def __init__(
+        self, settings: Settings, cfg: object, config_file: str | None, logger: object
+    ) -> None:
         self.settings = settings
         self.cfg = cfg
         self.config_file = config_file
@@ -60,9 +61,13 @@ class Runtime:
             sinks = notify.attach(self.daemon.engine, self.cfg)
             try:
                 self.daemon.start(workspaces)
-                self.log.info("serving", socket=path,  # type: ignore[attr-defined]
-                              workspaces=len(self.daemon.engine.workspaces),
-                              activated=inherited is not None, pid=os.getpid())
+                self.log.info(
+                    "serving",
+                    socket=path,  # type: ignore[attr-defined]
+                    workspaces=len(self.daemon.engine.workspaces),
+                    activated=inherited is not None,
+                    pid=os.getpid(),
+                )
                 asyncio.run(self._serve(sock))
             finally:
                 self.notifier.stopping()
@@ -144,12 +149,15 @@ class Runtime:
         self._apply(new)
         if new.detectors != old.detectors:  # type: ignore[attr-defined]
             self._swap_detectors(new)
-        self.log.info("reloaded", added=sorted(new_workspaces - old_workspaces),  # type: ignore[attr-defined]
-                      removed=sorted(old_workspaces - new_workspaces))
+        self.log.info(
+            "reloaded",
+            added=sorted(new_workspaces - old_workspaces),  # type: ignore[attr-defined]
+            removed=sorted(old_workspaces - new_workspaces),
+        )
         self.notifier.ready()
 
     def _swap_detectors(self, cfg: object) -> None:
-        """New detector settings: rebuild the runner and recheck every unit, keeping files cached."""
+        """New detector settings: rebuild the runner, recheck every unit, keep the files cached."""
         from daemon.wiring import build_detect
 
         assert self.daemon is not None

@@ -24,7 +24,7 @@ import fasteners
 import orjson
 
 from daemon import __version__, direct, log
-from daemon.errors import StateFileMissing, StorydError, StoryNotInState, UsageError
+from daemon.errors import StorydError, StoryNotInState, UsageError
 from daemon.ids import normalize_epic_id, normalize_story_id
 from daemon.protocol import EX_NOPERM, error_body, error_of, field, finish, id_suffix
 from daemon.query import Output, from_argv
@@ -99,7 +99,9 @@ def bind_socket(path: str) -> tuple[socket.socket, fasteners.InterProcessLock, t
 def _frame(output: Output) -> bytes:
     """The `resume-cli` reply: `!stderr` lines, stdout as is, then `=code version`."""
     err = "".join(f"!{part}\n" for line in output.stderr for part in line.split("\n"))
-    return err.encode("utf-8", "replace") + output.stdout + f"={output.code} {__version__}\n".encode()
+    return (
+        err.encode("utf-8", "replace") + output.stdout + f"={output.code} {__version__}\n".encode()
+    )
 
 
 class Connection(asyncio.Protocol):
@@ -133,14 +135,24 @@ class Connection(asyncio.Protocol):
         if peer_uid != uid:
             self.server.counters["refused"] += 1
             message = f"peer uid {peer_uid} is not the daemon's uid {uid}; refused"
-            transport.write(finish(error_body(EX_NOPERM, "EX_NOPERM", message),  # type: ignore[attr-defined]
-                                   self.server.clock(), b""))
+            transport.write(
+                finish(
+                    error_body(EX_NOPERM, "EX_NOPERM", message),  # type: ignore[attr-defined]
+                    self.server.clock(),
+                    b"",
+                )
+            )
             transport.close()
             self.closing = True
             return
         if len(self.server.connections) >= self.server.max_connections:
-            transport.write(finish(error_body(75, "EX_TEMPFAIL", "too many connections"),  # type: ignore[attr-defined]
-                                   self.server.clock(), b""))
+            transport.write(
+                finish(
+                    error_body(75, "EX_TEMPFAIL", "too many connections"),  # type: ignore[attr-defined]
+                    self.server.clock(),
+                    b"",
+                )
+            )
             transport.close()
             self.closing = True
             return
@@ -267,8 +279,11 @@ class Connection(asyncio.Protocol):
             reply = finish(error_of(exc), server.clock(), suffix)
         except Exception:
             server.log.exception("handler_error", request=line[:200].decode("utf-8", "replace"))
-            reply = finish(error_body(70, "INTERNAL_ERROR", "internal error; see the daemon's log"),
-                           server.clock(), suffix)
+            reply = finish(
+                error_body(70, "INTERNAL_ERROR", "internal error; see the daemon's log"),
+                server.clock(),
+                suffix,
+            )
         if reply is not None:
             self.push(reply)
         if self.one_shot:
@@ -289,8 +304,10 @@ class Server:
         self.counters = {"requests": 0, "refused": 0, "dropped_subscribers": 0}
         self.log = log.get("server")
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.ops: dict[str, Callable[[Connection, dict[str, object], bytes],
-                                     bytes | asyncio.Future[bytes] | None]] = {
+        self.ops: dict[
+            str,
+            Callable[[Connection, dict[str, object], bytes], bytes | asyncio.Future[bytes] | None],
+        ] = {
             "ping": self.op_ping,
             "resume": self.op_resume,
             "resume-cli": self.op_resume_cli,
@@ -305,8 +322,9 @@ class Server:
         """The engine's clock as bytes."""
         return f"{self.engine.instance}:{self.engine.generation}".encode()
 
-    def later(self, future: Future[object], render: Callable[[object], bytes],
-              suffix: bytes) -> asyncio.Future[bytes]:
+    def later(
+        self, future: Future[object], render: Callable[[object], bytes], suffix: bytes
+    ) -> asyncio.Future[bytes]:
         """An asyncio future of the reply bytes for work done on another thread."""
         assert self.loop is not None
         out: asyncio.Future[bytes] = self.loop.create_future()
@@ -320,8 +338,9 @@ class Server:
                 out.set_result(finish(error_of(exc), self.clock(), suffix))
             except Exception:
                 self.log.exception("deferred_error")
-                out.set_result(finish(error_body(70, "INTERNAL_ERROR", "internal error"),
-                                      self.clock(), suffix))
+                out.set_result(
+                    finish(error_body(70, "INTERNAL_ERROR", "internal error"), self.clock(), suffix)
+                )
 
         asyncio.wrap_future(future, loop=self.loop).add_done_callback(done)
         return out
@@ -329,8 +348,15 @@ class Server:
     # -- ops -----------------------------------------------------------------
 
     def op_ping(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
-        body = b'{"ok":true,"version":"' + __version__.encode() + b'","pid":' + str(os.getpid()).encode()
-        return finish(body + b',"instance":"' + self.engine.instance.encode() + b'"', self.clock(), suffix)
+        body = (
+            b'{"ok":true,"version":"'
+            + __version__.encode()
+            + b'","pid":'
+            + str(os.getpid()).encode()
+        )
+        return finish(
+            body + b',"instance":"' + self.engine.instance.encode() + b'"', self.clock(), suffix
+        )
 
     def _target(self, path: str, request: dict[str, object]) -> tuple[str, str | None, str]:
         """(state file, unit key, message when the unit is absent) of a resume request."""
@@ -338,7 +364,11 @@ class Server:
         if state_file is None:
             epic = normalize_epic_id(str(field(request, "epic", str, required=True)))
             story = normalize_story_id(str(field(request, "story", str, required=True)))
-            return f"plans/epic-{epic}/execution-state.json", story, "Story not in execution-state.json"
+            return (
+                f"plans/epic-{epic}/execution-state.json",
+                story,
+                "Story not in execution-state.json",
+            )
         unit = field(request, "unit", str)
         relpath = _relative(path, str(state_file))
         if unit is None:
@@ -346,10 +376,15 @@ class Server:
             state = ws.files.get(relpath) if ws and relpath else None
             if state is not None and len(state.keys) == 1:
                 unit = state.keys[0]
-        return relpath or str(state_file), None if unit is None else str(unit), f"unit {unit!r} not in {relpath}"
+        return (
+            relpath or str(state_file),
+            None if unit is None else str(unit),
+            f"unit {unit!r} not in {relpath}",
+        )
 
-    def op_resume(self, conn: Connection, request: dict[str, object],
-                  suffix: bytes) -> bytes | asyncio.Future[bytes]:
+    def op_resume(
+        self, conn: Connection, request: dict[str, object], suffix: bytes
+    ) -> bytes | asyncio.Future[bytes]:
         daemon = self.daemon
         daemon.counters["queries"] += 1
         path = daemon.canonical(request.get("workspace"))
@@ -371,14 +406,21 @@ class Server:
         def read() -> object:
             if state_file is None:
                 return direct.resume_epic(path, relpath.split("/")[1][5:], str(key), daemon.options)
-            return direct.resume_unit(path, str(state_file), None if unit is None else str(unit),
-                                      daemon.options)
+            return direct.resume_unit(
+                path, str(state_file), None if unit is None else str(unit), daemon.options
+            )
 
         def render(result: object) -> bytes:
             answer: direct.Answer = result  # type: ignore[assignment]
-            body = orjson.dumps({"ok": True, "envelope": answer.envelope,
-                                 "findings": [f.as_dict() for f in answer.findings],
-                                 "source": "direct", "generation": None})
+            body = orjson.dumps(
+                {
+                    "ok": True,
+                    "envelope": answer.envelope,
+                    "findings": [f.as_dict() for f in answer.findings],
+                    "source": "direct",
+                    "generation": None,
+                }
+            )
             return finish(body[:-1], self.clock(), suffix)
 
         return self.later(daemon.executor.submit(read), render, suffix)
@@ -388,8 +430,9 @@ class Server:
         state = ws.files.get(relpath) if ws else None
         return bool(state and state.signature and state.unreadable_since is None)
 
-    def op_resume_cli(self, conn: Connection, request: dict[str, object],
-                      suffix: bytes) -> bytes | asyncio.Future[bytes]:
+    def op_resume_cli(
+        self, conn: Connection, request: dict[str, object], suffix: bytes
+    ) -> bytes | asyncio.Future[bytes]:
         conn.one_shot = True
         argv = field(request, "argv", list, required=True)
         cwd = field(request, "cwd", str, required=True)
@@ -413,8 +456,9 @@ class Server:
                     relpath: str | None = f"plans/epic-{query.epic}/execution-state.json"
                     key = query.story
                 else:
-                    relpath, key, _ = self._target(path, {"stateFile": query.state_file,
-                                                          "unit": query.unit})
+                    relpath, key, _ = self._target(
+                        path, {"stateFile": query.state_file, "unit": query.unit}
+                    )
                 entry = self.engine.lookup(path, relpath, key) if key and relpath else None
                 if entry is None:
                     daemon.auto_watch(path)
@@ -429,14 +473,15 @@ class Server:
         daemon.counters["misses"] += 1
         default = daemon.settings.staleness
         future = daemon.executor.submit(direct.run, query, default)
-        return self.later(future, lambda out: _frame(out), suffix)  # type: ignore[arg-type]
+        return self.later(future, _frame, suffix)  # type: ignore[arg-type]
 
     def _workspace_filter(self, request: dict[str, object]) -> str | None:
         raw = request.get("workspace")
         return None if raw is None else self.daemon.canonical(raw)
 
-    def summaries(self, workspace: str | None, *, detail: bool = False,
-                  in_flight: bool = False) -> list[dict[str, object]]:
+    def summaries(
+        self, workspace: str | None, *, detail: bool = False, in_flight: bool = False
+    ) -> list[dict[str, object]]:
         """Unit summaries in a stable order (workspace, state file, unit)."""
         units = [e.summary(detail=detail) for e in self.engine.entries(workspace)]
         if in_flight:
@@ -451,8 +496,9 @@ class Server:
         units = self.summaries(workspace, detail=detail, in_flight=in_flight)
         return finish(orjson.dumps({"ok": True, "units": units})[:-1], self.clock(), suffix)
 
-    def op_watch(self, conn: Connection, request: dict[str, object],
-                 suffix: bytes) -> asyncio.Future[bytes]:
+    def op_watch(
+        self, conn: Connection, request: dict[str, object], suffix: bytes
+    ) -> asyncio.Future[bytes]:
         path = self.daemon.canonical(request.get("workspace"))
 
         def render(units: object) -> bytes:
@@ -461,8 +507,9 @@ class Server:
 
         return self.later(self.daemon.watch(path), render, suffix)  # type: ignore[arg-type]
 
-    def op_unwatch(self, conn: Connection, request: dict[str, object],
-                   suffix: bytes) -> asyncio.Future[bytes]:
+    def op_unwatch(
+        self, conn: Connection, request: dict[str, object], suffix: bytes
+    ) -> asyncio.Future[bytes]:
         path = self.daemon.canonical(request.get("workspace"))
 
         def render(was: object) -> bytes:
@@ -491,7 +538,9 @@ class Server:
         if replay:
             last = orjson.loads(replay[-1])["generation"]
             conn.replayed_gen = last
-            conn.replayed_tail = {line for line in replay if orjson.loads(line)["generation"] == last}
+            conn.replayed_tail = {
+                line for line in replay if orjson.loads(line)["generation"] == last
+            }
         reply = finish(orjson.dumps(answer)[:-1], self.clock(), suffix)
         return reply + b"".join(replay)
 
@@ -531,7 +580,8 @@ class Server:
             if conn.sub_workspace is not None and conn.sub_workspace != event["workspace"]:
                 continue
             if generation < conn.replayed_gen or (  # type: ignore[operator]
-                    generation == conn.replayed_gen and line in conn.replayed_tail):
+                generation == conn.replayed_gen and line in conn.replayed_tail
+            ):
                 continue
             transport = conn.transport
             if transport is None or transport.is_closing():
@@ -539,8 +589,11 @@ class Server:
             if transport.get_write_buffer_size() > self.settings.subscriber_buffer:
                 self.counters["dropped_subscribers"] += 1
                 self.subscribers.discard(conn)
-                self.log.warning("subscriber_dropped", reason="not reading",
-                                 buffered=transport.get_write_buffer_size())
+                self.log.warning(
+                    "subscriber_dropped",
+                    reason="not reading",
+                    buffered=transport.get_write_buffer_size(),
+                )
                 transport.abort()
                 continue
             transport.write(line)
@@ -553,8 +606,12 @@ class Server:
 
     # -- running -------------------------------------------------------------
 
-    async def serve(self, sock: socket.socket, ready: Callable[[], None] = lambda: None,
-                    stop: asyncio.Event | None = None) -> None:
+    async def serve(
+        self,
+        sock: socket.socket,
+        ready: Callable[[], None] = lambda: None,
+        stop: asyncio.Event | None = None,
+    ) -> None:
         """Serve until SIGTERM/SIGINT (or `stop` is set); then drain and return."""
         self.loop = asyncio.get_running_loop()
         self.engine.sinks.append(self.sink)
@@ -575,8 +632,12 @@ class Server:
 
     async def _drain(self) -> None:
         """Let replies in flight finish, within a grace period."""
-        pending = [item for conn in self.connections for item in conn.queue
-                   if isinstance(item, asyncio.Future)]
+        pending = [
+            item
+            for conn in self.connections
+            for item in conn.queue
+            if isinstance(item, asyncio.Future)
+        ]
         if pending:
             await asyncio.wait(pending, timeout=_SHUTDOWN_GRACE)
         await asyncio.sleep(0)
@@ -587,7 +648,7 @@ def _relative(workspace: str, state_file: str) -> str | None:
     if os.path.isabs(state_file):
         if not state_file.startswith(workspace + "/"):
             return None
-        state_file = state_file[len(workspace) + 1:]
+        state_file = state_file[len(workspace) + 1 :]
     rel = os.path.normpath(state_file)
     if rel.startswith("..") or rel.startswith("/") or rel == ".":
         return None

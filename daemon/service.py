@@ -25,15 +25,31 @@ _MAX_ALIASES = 4096
 class Settings:
     """The knobs the daemon runs with (from flags and the configuration file)."""
 
-    __slots__ = ("auto_watch", "lock_timeout", "max_line_bytes", "max_subscribers",
-                 "max_workspaces", "settle", "staleness", "subscriber_buffer",
-                 "verify_interval")
+    __slots__ = (
+        "auto_watch",
+        "lock_timeout",
+        "max_line_bytes",
+        "max_subscribers",
+        "max_workspaces",
+        "settle",
+        "staleness",
+        "subscriber_buffer",
+        "verify_interval",
+    )
 
-    def __init__(self, *, staleness: str = "git", lock_timeout: float = 5.0,
-                 max_workspaces: int = 64, auto_watch: bool = True,
-                 max_line_bytes: int = 65536, settle: float = 0.02,
-                 verify_interval: float = 2.0, max_subscribers: int = 256,
-                 subscriber_buffer: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        *,
+        staleness: str = "git",
+        lock_timeout: float = 5.0,
+        max_workspaces: int = 64,
+        auto_watch: bool = True,
+        max_line_bytes: int = 65536,
+        settle: float = 0.02,
+        verify_interval: float = 2.0,
+        max_subscribers: int = 256,
+        subscriber_buffer: int = 1 << 20,
+    ) -> None:
         self.staleness = staleness
         self.lock_timeout = lock_timeout
         self.max_workspaces = max_workspaces
@@ -52,8 +68,9 @@ class Daemon:
         self.settings = settings
         self.options = direct.Options(settings.lock_timeout, settings.staleness)
         self.engine = Engine(self.options, detect=detect)
-        self.refresher = Refresher(self.engine, settle=settings.settle,
-                                   verify_interval=settings.verify_interval)
+        self.refresher = Refresher(
+            self.engine, settle=settings.settle, verify_interval=settings.verify_interval
+        )
         self.refresher.git_busy = git_operation_in_progress
         self.watcher = Watcher(self.engine, self.refresher)
         self.refresher.on_tick = self._tick
@@ -115,8 +132,13 @@ class Daemon:
         ws = self.engine.add_workspace(path)
         self.watcher.watch(path)
         files = self.engine.scan(ws)
-        self.log.info("watch", workspace=path, files=files, units=len(ws.entries),
-                      duration_ms=round((time.perf_counter() - started) * 1000, 3))
+        self.log.info(
+            "watch",
+            workspace=path,
+            files=files,
+            units=len(ws.entries),
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
         return len(ws.entries)
 
     def watch(self, path: str) -> Future[int]:
@@ -126,8 +148,10 @@ class Daemon:
             future.set_result(len(self.engine.workspaces[path].entries))
             return future
         if len(self.engine.workspaces) >= self.settings.max_workspaces:
-            msg = (f"already watching {self.settings.max_workspaces} workspaces (the cap); "
-                   "unwatch one or raise limits.max_workspaces")
+            msg = (
+                f"already watching {self.settings.max_workspaces} workspaces (the cap); "
+                "unwatch one or raise limits.max_workspaces"
+            )
             future.set_exception(UsageError(msg))
             return future
 

@@ -60,9 +60,14 @@ def _git(workspace: str, *args: str) -> str | None:
         devnull = os.open(os.devnull, os.O_RDWR)
         try:
             pid = os.posix_spawnp(
-                "git", ["git", "-C", workspace, *args], os.environ,
-                file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, write_end, 1),
-                              (os.POSIX_SPAWN_DUP2, devnull, 2)],
+                "git",
+                ["git", "-C", workspace, *args],
+                os.environ,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, devnull, 0),
+                    (os.POSIX_SPAWN_DUP2, write_end, 1),
+                    (os.POSIX_SPAWN_DUP2, devnull, 2),
+                ],
             )
         finally:
             os.close(devnull)

@@ -15,6 +15,7 @@ rescan) keeps the cache honest whatever was missed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -33,8 +34,14 @@ __all__ = ["Refresher", "Watcher"]
 
 _BUSY_POLL = 0.1  # how often to look whether a git operation has finished
 _IGNORED_EVENTS = frozenset(("opened", "closed_no_write"))
-_GIT_OPERATION_MARKERS = ("index.lock", "rebase-merge", "rebase-apply", "MERGE_HEAD",
-                          "CHERRY_PICK_HEAD", "BISECT_LOG")
+_GIT_OPERATION_MARKERS = (
+    "index.lock",
+    "rebase-merge",
+    "rebase-apply",
+    "MERGE_HEAD",
+    "CHERRY_PICK_HEAD",
+    "BISECT_LOG",
+)
 
 
 class Refresher(threading.Thread):
@@ -101,8 +108,9 @@ class Refresher(threading.Thread):
             self._stopping = True
             self._cond.notify()
 
-    def _next_batch(self) -> tuple[list[tuple[str, str]], dict[str, bool], list[str],
-                                   list[Callable[[], None]], bool]:
+    def _next_batch(
+        self,
+    ) -> tuple[list[tuple[str, str]], dict[str, bool], list[str], list[Callable[[], None]], bool]:
         """Wait until something is due; return it (paths, scans, git, calls, verify)."""
         next_verify = time.monotonic() + self.verify_interval
         with self._cond:
@@ -122,8 +130,10 @@ class Refresher(threading.Thread):
                     calls, self._calls = self._calls, []
                     return due_paths, scans, due_git, calls, verify
                 deadlines = [t + self.settle for t in self._paths.values()]
-                deadlines += [now + _BUSY_POLL if w in busy else t + self.git_settle
-                              for w, t in self._git.items()]
+                deadlines += [
+                    now + _BUSY_POLL if w in busy else t + self.git_settle
+                    for w, t in self._git.items()
+                ]
                 deadlines.append(next_verify)
                 self._cond.wait(max(0.001, min(deadlines) - now))
         return [], {}, [], [], False
@@ -134,7 +144,7 @@ class Refresher(threading.Thread):
             for func in calls:
                 self._guard("call", func)
             for workspace, lost in scans.items():
-                self._guard("scan", lambda w=workspace, l=lost: self._scan(w, l))
+                self._guard("scan", lambda w=workspace, lost_=lost: self._scan(w, lost_))
             for workspace, relpath in paths:
                 ws = self.engine.workspaces.get(workspace)
                 if ws is not None and workspace not in scans:
@@ -158,16 +168,27 @@ class Refresher(threading.Thread):
             return
         started = time.perf_counter()
         files = self.engine.scan(ws, lost=lost)
-        self.log.info("scan", workspace=workspace, files=files, lost=lost,
-                      units=len(ws.entries), duration_ms=_ms(started))
+        self.log.info(
+            "scan",
+            workspace=workspace,
+            files=files,
+            lost=lost,
+            units=len(ws.entries),
+            duration_ms=_ms(started),
+        )
 
     def _touch(self, ws: Workspace, relpath: str) -> None:
         started = time.perf_counter()
         generation = self.engine.generation
         self.engine.touch(ws, relpath)
         if self.engine.generation != generation:
-            self.log.info("refresh", workspace=ws.path, path=relpath,
-                          generation=self.engine.generation, duration_ms=_ms(started))
+            self.log.info(
+                "refresh",
+                workspace=ws.path,
+                path=relpath,
+                generation=self.engine.generation,
+                duration_ms=_ms(started),
+            )
 
     def _git_changed(self, ws: Workspace) -> None:
         started = time.perf_counter()
@@ -203,7 +224,7 @@ class _Handler(FileSystemEventHandler):
         for raw in (event.src_path, getattr(event, "dest_path", "")):
             path = os.fsdecode(raw)
             if path and (path == self.workspace or path.startswith(self.prefix)):
-                self.watcher.route(self.workspace, path[len(self.prefix):], event)
+                self.watcher.route(self.workspace, path[len(self.prefix) :], event)
 
 
 class _GitHandler(FileSystemEventHandler):
@@ -255,7 +276,9 @@ class Watcher:
                         total += sum(1 for _ in os.walk(os.path.join(workspace, key[5:])))
                     elif key == "git-refs":
                         dirs = git_dirs(workspace)
-                        total += sum(1 for _ in os.walk(os.path.join(dirs[1], "refs"))) if dirs else 0
+                        total += (
+                            sum(1 for _ in os.walk(os.path.join(dirs[1], "refs"))) if dirs else 0
+                        )
                     else:
                         total += 1
         return total
@@ -279,8 +302,9 @@ class Watcher:
                 self._ensure_roots(workspace, watches, handler)
                 self._ensure_git(workspace, watches, handler)
 
-    def _schedule(self, watches: dict[str, object], key: str, handler: _Handler, path: str,
-                  recursive: bool) -> None:
+    def _schedule(
+        self, watches: dict[str, object], key: str, handler: _Handler, path: str, recursive: bool
+    ) -> None:
         if key in watches or not os.path.isdir(path):
             return
         try:
@@ -311,10 +335,8 @@ class Watcher:
     def _unschedule(self, watches: dict[str, object], key: str) -> None:
         watch = watches.pop(key, None)
         if watch is not None:
-            try:
+            with contextlib.suppress(KeyError, OSError):  # already gone with its folder
                 self.observer.unschedule(watch)  # type: ignore[arg-type]
-            except (KeyError, OSError):
-                pass
 
     def unwatch(self, workspace: str) -> None:
         """Remove every watch of a workspace."""
@@ -328,11 +350,15 @@ class Watcher:
         if relpath == ".git" or relpath.startswith(".git/"):
             return  # the git directories have their own handler
         top = relpath.split("/", 1)[0]
-        if event.is_directory and top in self._top and event.event_type in (
-                "created", "deleted", "moved"):
+        if (
+            event.is_directory
+            and top in self._top
+            and event.event_type in ("created", "deleted", "moved")
+        ):
             self.ensure_roots(workspace)
-            self.refresher.request_scan(workspace, lost=event.event_type != "created" or
-                                        "/" not in relpath)
+            self.refresher.request_scan(
+                workspace, lost=event.event_type != "created" or "/" not in relpath
+            )
             return
         if relpath:
             self.refresher.request(workspace, relpath)

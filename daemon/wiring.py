@@ -18,8 +18,12 @@ def build_detect(cfg: object, staleness: str) -> tuple[Detect, object]:
     from detectors.gitview import close_views, git_context
 
     settings = cfg.detectors  # type: ignore[attr-defined]
-    runner = Runner(load(settings), {name: dict(table) for name, table in settings.items()},
-                    context_factory=git_context, on_exit=close_views)
+    runner = Runner(
+        load(settings),
+        {name: dict(table) for name, table in settings.items()},
+        context_factory=git_context,
+        on_exit=close_views,
+    )
 
     def detect(workspace: str, unit: object, answer: direct.Answer) -> tuple[object, ...]:
         return runner.run(workspace, unit, answer.envelope, staleness)  # type: ignore[arg-type]

@@ -105,7 +105,8 @@ def load(settings: dict[str, dict[str, object]] | None = None) -> list[Detector]
         try:
             loaded = ep.load()
         except Exception as exc:
-            msg = f"detector plugin {ep.name} ({ep.value}) failed to load: {type(exc).__name__}: {exc}"
+            why = f"{type(exc).__name__}: {exc}"
+            msg = f"detector plugin {ep.name} ({ep.value}) failed to load: {why}"
             raise DetectorError(msg) from exc
         found.append(_validate(loaded, f"{ep.name} ({ep.value})"))
     return found
@@ -149,8 +150,10 @@ class Runner:
         options: dict[str, dict[str, object]] | None = None,
         *,
         time_limit: float = DEFAULT_TIME_LIMIT,
-        context_factory: Callable[[dict[str, object], str, Unit, dict[str, object] | None, str],
-                                  Context] | None = None,
+        context_factory: Callable[
+            [dict[str, object], str, Unit, dict[str, object] | None, str], Context
+        ]
+        | None = None,
         on_exit: Callable[[dict[str, object]], None] | None = None,
     ) -> None:
         self.detectors = list(detectors)
@@ -173,7 +176,9 @@ class Runner:
         self._worker.jobs.put(None)
         self._worker.join(timeout=self.time_limit)
 
-    def submit(self, func: Callable[[dict[str, object]], object], timeout: float | None = None) -> object:
+    def submit(
+        self, func: Callable[[dict[str, object]], object], timeout: float | None = None
+    ) -> object:
         """Run `func(thread_state)` on the owner thread and return its result (or raise)."""
         worker = self._worker
         job = _Job(lambda: func(worker.local))
@@ -191,8 +196,9 @@ class Runner:
         self._worker = _Worker(self.on_exit)
         self._worker.start()
 
-    def run(self, workspace: str, unit: Unit, envelope: dict[str, object] | None,
-            staleness: str = "git") -> tuple[Finding, ...]:
+    def run(
+        self, workspace: str, unit: Unit, envelope: dict[str, object] | None, staleness: str = "git"
+    ) -> tuple[Finding, ...]:
         """Every detector's findings for one unit; failures become error findings."""
         findings: list[Finding] = []
         for detector in self.detectors:
@@ -200,13 +206,16 @@ class Runner:
             stuck = self.benched.get(name)
             if stuck is not None:
                 if not stuck.done.is_set():
-                    findings.append(_failure(name, f"still running after {self.time_limit:g} s; skipped"))
+                    findings.append(
+                        _failure(name, f"still running after {self.time_limit:g} s; skipped")
+                    )
                     continue
                 del self.benched[name]
             options = self.options.get(name, {})
 
-            def call(local: dict[str, object], d: Detector = detector,
-                     o: dict[str, object] = options) -> object:
+            def call(
+                local: dict[str, object], d: Detector = detector, o: dict[str, object] = options
+            ) -> object:
                 context = self.context_factory(local, workspace, unit, envelope, staleness)
                 context.options = o
                 return d.check(unit, context)
@@ -225,8 +234,13 @@ class Runner:
         return tuple(findings)
 
 
-def _plain_context(local: dict[str, object], workspace: str, unit: Unit,
-                   envelope: dict[str, object] | None, staleness: str) -> Context:
+def _plain_context(
+    local: dict[str, object],
+    workspace: str,
+    unit: Unit,
+    envelope: dict[str, object] | None,
+    staleness: str,
+) -> Context:
     return Context(workspace, {}, None, envelope, tip=unit.branch, staleness=staleness)
 
 

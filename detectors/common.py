@@ -44,8 +44,9 @@ def tip_name(story: Unit, context: Context, git: GitView) -> str:
 
 def no_tip(detector: str, tip: str) -> Finding:
     """The info finding for a tip that names no commit (a branch not created yet)."""
-    return Finding(detector, "no-tip", "info", f"{tip} does not name a commit in the repository; "
-                   "not checked")
+    return Finding(
+        detector, "no-tip", "info", f"{tip} does not name a commit in the repository; not checked"
+    )
 
 
 def git_failed(detector: str, exc: GitError) -> Finding:

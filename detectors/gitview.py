@@ -637,8 +637,17 @@ class GitView:
     def _compute_patch_ids(self, shas: list[str]) -> dict[str, str]:
         self._check_owner()
         self.stats["patch_ids"] += len(shas)
-        args = ["show", "--pretty=medium", "--no-color", "--no-ext-diff", "--no-notes",
-                "--no-abbrev", "--diff-merges=off", "-p", *shas]
+        args = [
+            "show",
+            "--pretty=medium",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-notes",
+            "--no-abbrev",
+            "--diff-merges=off",
+            "-p",
+            *shas,
+        ]
         with _translated("patch-id"):
             show = self._repo.git.execute(
                 [self._repo.git.GIT_PYTHON_GIT_EXECUTABLE, *args], as_process=True
@@ -665,8 +674,9 @@ class GitView:
         base = self.merge_base(tip_sha, default_sha)
         return None if base == tip_sha else base
 
-    def commits(self, tip_sha: str, base: str | None, limit: int,
-                paths: tuple[str, ...] = ()) -> list[Commit]:
+    def commits(
+        self, tip_sha: str, base: str | None, limit: int, paths: tuple[str, ...] = ()
+    ) -> list[Commit]:
         """The newest `limit` commits of `tip_sha` not reachable from `base`, newest
         first; with `paths`, only those touching them (and which of them they touch)."""
         key = ("commits", tip_sha, base, limit, paths)

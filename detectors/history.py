@@ -44,8 +44,7 @@ class HistoryDetector:
         git = context.git
         if git is None:
             message = (
-                "the workspace is not in a git repository (or git is absent); "
-                "commitSha not checked"
+                "the workspace is not in a git repository (or git is absent); commitSha not checked"
             )
             return [Finding(NAME, "no-repository", "info", message)]
         try:
@@ -82,20 +81,40 @@ class _Judge:
         """The finding for one task's commit, or None when it is on the branch."""
         sha, tid = task.commit_sha, task.id
         if info.state == INVALID:
-            return Finding(NAME, "invalid-sha", "warning",
-                           f"commitSha {sha!r} of {tid} is not a hexadecimal object name", tid)
+            return Finding(
+                NAME,
+                "invalid-sha",
+                "warning",
+                f"commitSha {sha!r} of {tid} is not a hexadecimal object name",
+                tid,
+            )
         if info.state == AMBIGUOUS:
-            return Finding(NAME, "ambiguous", "warning",
-                           f"commitSha {sha} of {tid} is ambiguous: more than one object "
-                           "starts with it; record more digits", tid)
+            return Finding(
+                NAME,
+                "ambiguous",
+                "warning",
+                f"commitSha {sha} of {tid} is ambiguous: more than one object "
+                "starts with it; record more digits",
+                tid,
+            )
         if info.state != FOUND or info.sha is None:
             if self.shallow:
                 return _unknown(task, "is not in this shallow clone")
-            return Finding(NAME, "missing", "error",
-                           f"commit {sha} of {tid} does not exist in the repository", tid)
+            return Finding(
+                NAME,
+                "missing",
+                "error",
+                f"commit {sha} of {tid} does not exist in the repository",
+                tid,
+            )
         if info.kind != "commit":
-            return Finding(NAME, "not-a-commit", "error",
-                           f"commitSha {sha} of {tid} names a {info.kind}, not a commit", tid)
+            return Finding(
+                NAME,
+                "not-a-commit",
+                "error",
+                f"commitSha {sha} of {tid} names a {info.kind}, not a commit",
+                tid,
+            )
         if self.reached.get(info.sha, False):
             return None
         if self.shallow:
@@ -115,8 +134,10 @@ class _Judge:
 
 
 def _unknown(task: Task, why: str) -> Finding:
-    message = (f"commit {task.commit_sha} of {task.id} {why}; history is incomplete, so it "
-               "cannot be checked (git fetch --unshallow)")
+    message = (
+        f"commit {task.commit_sha} of {task.id} {why}; history is incomplete, so it "
+        "cannot be checked (git fetch --unshallow)"
+    )
     return Finding(NAME, "unknown", "info", message, task.id)
 
 

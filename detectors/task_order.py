@@ -32,8 +32,13 @@ class TaskOrderDetector:
             return []
         position = story.tasks.index(first)
         return [
-            Finding(NAME, "out-of-order", "warning",
-                    f"task {t.id} is DONE after task {first.id}, which is {first.status}", t.id)
+            Finding(
+                NAME,
+                "out-of-order",
+                "warning",
+                f"task {t.id} is DONE after task {first.id}, which is {first.status}",
+                t.id,
+            )
             for t in story.tasks[position + 1 :]
             if t.done
         ]

@@ -30,10 +30,7 @@ def no_leaked_threads() -> Iterator[None]:
     """Fail a test that leaves a thread of its own running (watchdog's style)."""
     before = set(threading.enumerate())
     yield
-    leaked = [
-        t for t in threading.enumerate()
-        if t not in before and t.is_alive() and not t.daemon
-    ]
+    leaked = [t for t in threading.enumerate() if t not in before and t.is_alive() and not t.daemon]
     for thread in leaked:
         thread.join(timeout=2)
     still = [t.name for t in leaked if t.is_alive()]
@@ -70,11 +67,21 @@ def run_storyd(isolated_env: dict[str, str]) -> Callable[..., subprocess.Complet
     """Run the installed `storyd` with arguments in a directory; returns the finished process."""
     exe = storyd_path()
 
-    def run(*args: str, cwd: Path | str = ".", timeout: float = 30, env: dict[str, str] | None = None,
-            input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    def run(
+        *args: str,
+        cwd: Path | str = ".",
+        timeout: float = 30,
+        env: dict[str, str] | None = None,
+        input: bytes | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
         return subprocess.run(
-            [exe, *args], cwd=cwd, capture_output=True, timeout=timeout,
-            env=env or isolated_env, input=input, check=False,
+            [exe, *args],
+            cwd=cwd,
+            capture_output=True,
+            timeout=timeout,
+            env=env or isolated_env,
+            input=input,
+            check=False,
         )
 
     return run

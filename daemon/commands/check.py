@@ -9,7 +9,9 @@ from daemon.errors import StorydError
 
 __all__ = ["main"]
 
-USAGE = "usage: storyd check [--workspace DIR ...] [--direct] [--socket PATH] [--staleness git|mtime]"
+USAGE = (
+    "usage: storyd check [--workspace DIR ...] [--direct] [--socket PATH] [--staleness git|mtime]"
+)
 _FAILING = frozenset(("warning", "error"))
 
 
@@ -28,7 +30,9 @@ def main(argv: list[str]) -> int:
         for finding in unit.get("findingList") or []:  # type: ignore[attr-defined]
             if finding["severity"] in _FAILING:
                 problems += 1
-                sys.stdout.write(f"{where}: {finding['severity']}: {finding['detector']}/"
-                                 f"{finding['code']}: {finding['message']}\n")
+                sys.stdout.write(
+                    f"{where}: {finding['severity']}: {finding['detector']}/"
+                    f"{finding['code']}: {finding['message']}\n"
+                )
     sys.stdout.write(f"{len(found.units)} units, {problems} problems\n")
     return 1 if problems else 0

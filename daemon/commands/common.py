@@ -27,8 +27,9 @@ def fail(exc: StorydError, command: str) -> int:
     return exc.code
 
 
-def parse_report_flags(argv: list[str], usage: str, extra: dict[str, str] | None = None
-                       ) -> dict[str, object]:
+def parse_report_flags(
+    argv: list[str], usage: str, extra: dict[str, str] | None = None
+) -> dict[str, object]:
     """The shared flags of status, list and check."""
     return parse(argv, {**REPORT_FLAGS, **(extra or {})}, usage)
 

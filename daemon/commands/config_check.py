@@ -122,7 +122,7 @@ def to_toml(cfg: object) -> str:
     out.append("\n[notify]")
     for key, value in cfg.notify.as_dict().items():
         if value is None:
-            out.append(f"# {key} = [\"/path/to/program\", \"--flag\"]  (not set)")
+            out.append(f'# {key} = ["/path/to/program", "--flag"]  (not set)')
         else:
             out.append(f"{key} = {_toml_value(value)}")
     return "\n".join(out) + "\n"

@@ -29,8 +29,13 @@ _OLD = "2026-03-01T08:00:00Z"
 
 
 def _git(cwd: str, *args: str, date: str | None = None) -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="storyd demo", GIT_AUTHOR_EMAIL="demo@storyd.invalid",
-               GIT_COMMITTER_NAME="storyd demo", GIT_COMMITTER_EMAIL="demo@storyd.invalid")
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="storyd demo",
+        GIT_AUTHOR_EMAIL="demo@storyd.invalid",
+        GIT_COMMITTER_NAME="storyd demo",
+        GIT_COMMITTER_EMAIL="demo@storyd.invalid",
+    )
     if date:
         env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
     done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, check=False)
@@ -82,8 +87,9 @@ def prepare(source: str, ws: str) -> None:
     os.replace(tmp, state_path)
     _freshen(os.path.join(ws, "memory", "state", "phase.json"))
     _freshen(os.path.join(ws, "memory", "state", "execution.json"))
-    with open(os.path.join(ws, "plans", "epic-0049", "story-0049-0012.md"), "a",
-              encoding="utf-8") as handle:
+    with open(
+        os.path.join(ws, "plans", "epic-0049", "story-0049-0012.md"), "a", encoding="utf-8"
+    ) as handle:
         handle.write("\nEdited after its tasks were done.\n")
 
 
@@ -121,7 +127,10 @@ def main(argv: list[str]) -> int:
         flags = parse(argv, {"workspace": VALUE, "keep": SWITCH}, USAGE)
         source = os.path.abspath(str(flags.get("workspace", "demo")))
         if not os.path.isdir(os.path.join(source, "plans")):
-            raise UsageError(f"{source}: no demo workspace here; run from the storyd checkout or pass --workspace")
+            raise UsageError(
+                f"{source}: no demo workspace here; run from the storyd checkout, or pass --workspace"
+                " DIR"
+            )
         root = tempfile.mkdtemp(prefix="storyd-demo-")
         ws = os.path.join(root, "workspace")
         prepare(source, ws)
@@ -129,22 +138,44 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"storyd demo: {exc.message}\n")
         return exc.code
     sock = os.path.join(root, "run", "storyd.sock")
-    env = dict(os.environ, STORYD_SOCKET=sock, XDG_CONFIG_HOME=os.path.join(root, "config"),
-               PATH=os.path.dirname(_storyd()[0]) + os.pathsep + os.environ.get("PATH", ""))
+    env = dict(
+        os.environ,
+        STORYD_SOCKET=sock,
+        XDG_CONFIG_HOME=os.path.join(root, "config"),
+        PATH=os.path.dirname(_storyd()[0]) + os.pathsep + os.environ.get("PATH", ""),
+    )
     sys.stdout.write(f"demo workspace: {ws}\nsocket: {sock}\n")
     log_path = os.path.join(root, "storyd.log")
     with open(log_path, "wb") as log_file:
-        daemon = subprocess.Popen([*_storyd(), "serve", "--workspace", ws], env=env,
-                                  stderr=log_file, stdout=subprocess.DEVNULL)
+        daemon = subprocess.Popen(
+            [*_storyd(), "serve", "--workspace", ws],
+            env=env,
+            stderr=log_file,
+            stdout=subprocess.DEVNULL,
+        )
         try:
             _wait_ready(env, time.monotonic() + 15, daemon)
             flags_resume = ["--story-id", "story-0049-0013", "--epic-id", "49"]
-            _show("storyd resume --story-id story-0049-0013 --epic-id 49",
-                  [*_storyd(), "resume", *flags_resume], ws, env)
+            _show(
+                "storyd resume --story-id story-0049-0013 --epic-id 49",
+                [*_storyd(), "resume", *flags_resume],
+                ws,
+                env,
+            )
             fast = shutil.which("storyd-resume", path=env["PATH"])
             if fast:
-                _show("storyd-resume --story-id story-0049-0013 --epic-id 49", [fast, *flags_resume], ws, env)
-            _show("storyd resume ... --detail", [*_storyd(), "resume", *flags_resume, "--detail"], ws, env)
+                _show(
+                    "storyd-resume --story-id story-0049-0013 --epic-id 49",
+                    [fast, *flags_resume],
+                    ws,
+                    env,
+                )
+            _show(
+                "storyd resume ... --detail",
+                [*_storyd(), "resume", *flags_resume, "--detail"],
+                ws,
+                env,
+            )
             _show("storyd status", [*_storyd(), "status", "--workspace", ws], ws, env)
             _show("storyd check", [*_storyd(), "check", "--workspace", ws], ws, env)
         except StorydError as exc:

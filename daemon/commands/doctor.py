@@ -110,7 +110,8 @@ def _check_imports(screen: _Screen) -> None:
                 (f" (sys.path[{i}]: {e})" for i, e, loc in copies if _same(loc, location)), ""
             )
             screen.line(
-                FAIL, "imports",
+                FAIL,
+                "imports",
                 f"`{name}` resolves to {location}{where}, not storyd's {ours}: another package "
                 "shadows it; install storyd in its own venv (or pipx) and drop that path",
             )
@@ -131,7 +132,8 @@ def _check_python_daemon(screen: _Screen) -> None:
     init = str(dist.locate_file("daemon/__init__.py"))
     if _same(os.path.dirname(init), OURS["daemon"]):
         screen.line(
-            FAIL, "imports",
+            FAIL,
+            "imports",
             f"python-daemon {dist.version} is installed into storyd's own `daemon` directory "
             f"({OURS['daemon']}); their files overwrite each other: `pip uninstall python-daemon`, "
             "reinstall storyd, and keep them in separate environments",
@@ -174,17 +176,23 @@ def _check_socket(screen: _Screen, path: str) -> dict[str, object] | None:
         screen.line(FAIL, "socket", f"{path} exists and is not a socket")
         return None
     if st is not None and (st.st_mode & 0o077 or st.st_uid != os.getuid()):
-        screen.line(WARN, "socket",
-                    f"{path} is mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}: "
-                    "other users may reach it")
+        screen.line(
+            WARN,
+            "socket",
+            f"{path} is mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}: "
+            "other users may reach it",
+        )
     try:
         with Client(path, timeout=2.0) as client:
             ping = client.ping()
             stats = client.request("stats")
     except DaemonUnavailable:
         state = "a stale socket file, nothing listening" if st else "no socket"
-        screen.line(WARN, "socket",
-                    f"{path}: no daemon answers ({state}); storyd resume reads the files directly")
+        screen.line(
+            WARN,
+            "socket",
+            f"{path}: no daemon answers ({state}); storyd resume reads the files directly",
+        )
         return None
     version, pid = ping.get("version", "?"), ping.get("pid", "?")
     level = OK if version == __version__ else WARN
@@ -278,7 +286,11 @@ def _git(workspace: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
     return subprocess.run(
         ["git", "-C", workspace, *args],
-        capture_output=True, text=True, timeout=_GIT_TIMEOUT, env=env, check=False,
+        capture_output=True,
+        text=True,
+        timeout=_GIT_TIMEOUT,
+        env=env,
+        check=False,
     )
 
 
@@ -303,9 +315,12 @@ def _check_workspace(screen: _Screen, workspace: str, adapters: list[object]) ->
         else:
             screen.line(OK, topic, f"git repository (top level {out[0]})")
             if out[1] == "true":
-                screen.line(WARN, topic,
-                            "shallow clone: commits before the cut look missing to "
-                            f"commit-in-history; `git -C {workspace} fetch --unshallow` fixes it")
+                screen.line(
+                    WARN,
+                    topic,
+                    "shallow clone: commits before the cut look missing to "
+                    f"commit-in-history; `git -C {workspace} fetch --unshallow` fixes it",
+                )
             else:
                 screen.line(OK, topic, "full history (not a shallow clone)")
     counts = []
@@ -344,9 +359,12 @@ def _check_desktop(screen: _Screen, cfg: object) -> None:
     elif found:
         screen.line(OK, "desktop", f"notify-send at {found}")
     else:
-        screen.line(WARN, "desktop",
-                    "notify-send is not on PATH: no desktop notifications "
-                    "(install libnotify-bin or libnotify, or set notify.desktop = false)")
+        screen.line(
+            WARN,
+            "desktop",
+            "notify-send is not on PATH: no desktop notifications "
+            "(install libnotify-bin or libnotify, or set notify.desktop = false)",
+        )
 
 
 def main(argv: list[str]) -> int:
@@ -381,8 +399,11 @@ def main(argv: list[str]) -> int:
     _check_inotify(screen, watched if isinstance(watched, int) else None, estimate)
 
     if not workspaces:
-        screen.line(WARN, "workspaces",
-                    "none to check: pass --workspace DIR, or list them in the configuration")
+        screen.line(
+            WARN,
+            "workspaces",
+            "none to check: pass --workspace DIR, or list them in the configuration",
+        )
     for workspace in workspaces:
         _check_workspace(screen, workspace, adapters)
     _check_desktop(screen, cfg)

@@ -56,11 +56,17 @@ def main(argv: list[str]) -> int:
             if raw:
                 sys.stdout.write(orjson.dumps(first).decode() + "\n")
             else:
-                fresh = " (fresh: replay impossible, full list follows)" if first.get("freshInstance") else ""
+                fresh = (
+                    " (fresh: replay impossible, full list follows)"
+                    if first.get("freshInstance")
+                    else ""
+                )
                 sys.stdout.write(f"subscribed at {first.get('clock')}{fresh}\n")
             sys.stdout.flush()
             for event in stream:
-                sys.stdout.write((orjson.dumps(event).decode() if raw else format_event(event)) + "\n")
+                sys.stdout.write(
+                    (orjson.dumps(event).decode() if raw else format_event(event)) + "\n"
+                )
                 sys.stdout.flush()
     except DaemonUnavailable as exc:
         sys.stderr.write(f"storyd events: {exc}\n")

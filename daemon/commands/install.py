@@ -125,7 +125,9 @@ def user_manager() -> tuple[bool, str]:
     try:
         done = subprocess.run(
             ["systemctl", "--user", "show-environment"],
-            capture_output=True, timeout=_TIMEOUT, check=False,
+            capture_output=True,
+            timeout=_TIMEOUT,
+            check=False,
         )
     except FileNotFoundError:
         return False, "systemctl is not installed"

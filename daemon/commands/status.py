@@ -10,8 +10,10 @@ from daemon.errors import StorydError
 
 __all__ = ["main", "render"]
 
-USAGE = ("usage: storyd status [--workspace DIR ...] [--in-flight] [--json] [--direct]\n"
-         "                     [--socket PATH] [--staleness git|mtime]")
+USAGE = (
+    "usage: storyd status [--workspace DIR ...] [--in-flight] [--json] [--direct]\n"
+    "                     [--socket PATH] [--staleness git|mtime]"
+)
 _BAR = 20
 _COLORS = {"error": "31", "warning": "33", "info": "36", "done": "32", "dim": "2"}
 
@@ -40,15 +42,19 @@ def render(units: list[dict[str, object]], color: bool) -> str:
         percent = f"{round(100 * done / total):3d}%" if total else "  -%"
         point = str(unit["resumePoint"] or "unreadable")
         tone = "done" if point == "all-done" else None
-        head = (f"  {unit['format']:<10} {str(unit['unit']):<{width}}  {_bar(done, total)} "
-                f"{done:>3}/{total:<3} {percent}  ")
+        head = (
+            f"  {unit['format']:<10} {unit['unit']!s:<{width}}  {_bar(done, total)} "
+            f"{done:>3}/{total:<3} {percent}  "
+        )
         lines.append(head + (_paint(point, tone, color) if tone else point))
         if unit.get("error"):
             lines.append("      " + _paint(f"error: {unit['error']}", "error", color))
         for finding in unit.get("findingList") or []:  # type: ignore[attr-defined]
             severity = str(finding["severity"])
             task = f" {finding['task']}" if finding.get("task") else ""
-            text = f"{severity:<7} {finding['detector']}/{finding['code']}{task}: {finding['message']}"
+            text = (
+                f"{severity:<7} {finding['detector']}/{finding['code']}{task}: {finding['message']}"
+            )
             lines.append("      " + _paint(text, severity, color))
     return "\n".join(lines) + "\n"
 
@@ -63,8 +69,12 @@ def main(argv: list[str]) -> int:
     if flags.get("json"):
         import orjson
 
-        sys.stdout.write(orjson.dumps({"units": found.units, "source": found.source}).decode() + "\n")
+        sys.stdout.write(
+            orjson.dumps({"units": found.units, "source": found.source}).decode() + "\n"
+        )
         return 0
-    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+    color = (
+        sys.stdout.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+    )
     sys.stdout.write(render(found.units, color))
     return 0

@@ -17,7 +17,16 @@ __all__ = ["ADAPTER", "EpicAdapter", "classify"]
 STATE_NAME = "execution-state.json"
 _DONE = frozenset(("done", "merged", "complete", "concluída", "concluida"))
 _PENDING = frozenset(
-    ("pending", "in_progress", "pr_created", "pr_approved", "pr_merged", "failed", "blocked", "unknown")
+    (
+        "pending",
+        "in_progress",
+        "pr_created",
+        "pr_approved",
+        "pr_merged",
+        "failed",
+        "blocked",
+        "unknown",
+    )
 )
 _DIGITS = frozenset("0123456789")
 
@@ -43,8 +52,13 @@ def _task(task_id: str, node: object, where: str) -> tuple[Task | None, str | No
         sha = None
     if sha is not None and not isinstance(sha, str):
         findings.append(
-            Finding("format", "invalid-commit-sha", "warning",
-                    f"commitSha of {task_id} is {kind(sha)}, not a string; treated as null", task_id)
+            Finding(
+                "format",
+                "invalid-commit-sha",
+                "warning",
+                f"commitSha of {task_id} is {kind(sha)}, not a string; treated as null",
+                task_id,
+            )
         )
         sha = None
     completed = node.get("completedAt")
@@ -58,8 +72,13 @@ def _task(task_id: str, node: object, where: str) -> tuple[Task | None, str | No
     )
     if not known:
         findings.append(
-            Finding("format", "unknown-status", "warning",
-                    f"unknown status {status!r} for task {task_id}; treated as PENDING", task_id)
+            Finding(
+                "format",
+                "unknown-status",
+                "warning",
+                f"unknown status {status!r} for task {task_id}; treated as PENDING",
+                task_id,
+            )
         )
     return task, None, findings
 

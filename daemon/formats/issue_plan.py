@@ -150,9 +150,7 @@ class IssuePlanAdapter(Adapter):
         findings: list[Finding] = []
         for index, node in enumerate(nodes):
             if not isinstance(node, dict):
-                return broken(
-                    f"{relpath}: tasks[{index}]: expected an object, got {kind(node)}"
-                )
+                return broken(f"{relpath}: tasks[{index}]: expected an object, got {kind(node)}")
             task, found = self._task(node, index)
             tasks.append(task)
             findings.extend(found)
