@@ -75,9 +75,40 @@ class TestPythonClient:
             missing = client.resume(str(ws), epic="0049", story="story-0049-0099")
         assert missing["ok"] is False and missing["error"]["code"] == 2  # type: ignore[index]
 
-    def test_version_mismatch_warning(self) -> None:
-        pytest.skip("a daemon of another version cannot be started without editing "
-                    "daemon/__init__.py; the warning is not faked here")
+    def test_version_mismatch_warns_once_and_still_answers(
+        self, tmp_path: Path, run_storyd: Callable[..., subprocess.CompletedProcess[bytes]]
+    ) -> None:
+        """A peer speaking the protocol as another version: one warning, the answer used."""
+        import socket
+        import threading
+
+        path = tmp_path / "other.sock"
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(str(path))
+        server.listen(1)
+        envelope = b'{"resumePoint":"fresh-start","tasksCompleted":[],"tasksPending":[],' \
+            b'"lastCommitSha":null,"staleWarnings":[]}\n'
+
+        def answer_once() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(envelope + b"=0 9.9.9\n")
+
+        thread = threading.Thread(target=answer_once)
+        thread.start()
+        try:
+            env = dict(os.environ, STORYD_SOCKET=str(path))
+            done = run_storyd("resume", "--story-id", "story-0049-0013", "--epic-id", "49",
+                              "--timeout", "5000", cwd=tmp_path, env=env)
+        finally:
+            thread.join(timeout=10)
+            server.close()
+        assert done.returncode == 0
+        assert done.stdout == envelope
+        warnings = done.stderr.decode().splitlines()
+        assert len(warnings) == 1
+        assert warnings[0].startswith(f"warn: storyd daemon at {path} is 9.9.9; this client is")
 
 
 class TestAskCli:
