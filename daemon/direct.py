@@ -16,6 +16,10 @@ from daemon.locking import DEFAULT_LOCK_TIMEOUT
 from daemon.model import DONE, Finding, Unit
 from daemon.query import Output, Query
 
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/model.py
+if TYPE_CHECKING:
+    from daemon.engine import Detect
+
 __all__ = [
     "Answer",
     "Options",
@@ -25,6 +29,7 @@ __all__ = [
     "resume_epic",
     "resume_unit",
     "run",
+    "with_detectors",
 ]
 
 
@@ -128,14 +133,27 @@ def detail_line(env: dict[str, object], findings: tuple[Finding, ...], source: s
     return dumps(body) + b"\n"
 
 
-def run(query: Query, default_staleness: str = "git") -> Output:
-    """Answer a parsed query by reading the files directly; never raises."""
+def with_detectors(workspace: str, result: Answer, detect: Detect | None) -> Answer:
+    """The answer with the detectors' findings added (the daemon's engine does the same)."""
+    if detect is not None and result.unit.error is None:
+        result.findings = result.findings + tuple(detect(workspace, result.unit, result))
+    return result
+
+
+def run(query: Query, default_staleness: str = "git", detect: Detect | None = None) -> Output:
+    """Answer a parsed query by reading the files directly; never raises.
+
+    `detect` adds the detectors' findings to `--detail` output (it loads GitPython, so
+    the CLI passes it only for `--detail`).
+    """
     try:
         options = Options(query.lock_timeout, query.staleness or default_staleness)
         if query.state_file is not None:
             result = resume_unit(query.workspace, query.state_file, query.unit, options)
         else:
             result = resume_epic(query.workspace, query.epic, query.story, options)  # type: ignore[arg-type]
+        if query.detail:
+            result = with_detectors(query.workspace, result, detect)
     except StorydError as exc:
         return Output(exc.code, b"", (exc.message,))
     except Exception as exc:  # a bug must still give a clean exit 70, never a traceback

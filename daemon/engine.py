@@ -30,6 +30,7 @@ __all__ = ["Engine", "Entry", "Workspace"]
 Detect = Callable[[str, Unit, "direct.Answer"], tuple[Finding, ...]]
 Sink = Callable[[dict[str, object], bytes], None]
 _HISTORY = 10_000
+_OWN = frozenset(("format", "engine"))  # findings that come with the files, not detectors
 
 
 def _now_iso(stamp: float) -> str:
@@ -192,6 +193,8 @@ class Engine:
         self.options = options or direct.Options()
         self.adapters = adapters if adapters is not None else all_adapters()
         self.detect = detect
+        self.git_busy: Callable[[str], bool] = lambda _workspace: False
+        self.on_git_busy: Callable[[str], None] = lambda _workspace: None
         self.instance = os.urandom(4).hex()
         self.generation = 0
         self.lost_before = 0
@@ -329,13 +332,21 @@ class Engine:
             units = [e.unit for k in state.keys if (e := ws.entries.get((state.relpath, k)))]
             self._rebuild(ws, state, units)
 
-    def _build(self, ws: Workspace, unit: Unit, extra: tuple[Finding, ...]) -> Draft:
+    def _build(
+        self, ws: Workspace, unit: Unit, extra: tuple[Finding, ...], git_busy: bool
+    ) -> Draft:
         try:
             answer = direct.answer(ws.path, unit, self.options)
         except StorydError as exc:
             return Draft(unit, None, exc, unit.findings + extra)
         findings = unit.findings + extra
-        if self.detect is not None:
+        if self.detect is not None and git_busy:
+            # Mid-rebase every rewritten commit looks unreachable: keep the detectors'
+            # last findings and recheck once the operation ends.
+            old = ws.entries.get((unit.state_file, unit.key))
+            findings += tuple(f for f in old.findings if f.detector not in _OWN) if old else ()
+            self.on_git_busy(ws.path)
+        elif self.detect is not None:
             findings += self.detect(ws.path, unit, answer)
         return Draft(unit, answer, None, findings)
 
@@ -351,10 +362,11 @@ class Engine:
 
     def _rebuild(self, ws: Workspace, state: FileState, units: Iterable[Unit]) -> None:
         extra = self._unreadable_finding(state)
+        busy = self.detect is not None and self.git_busy(ws.path)
         keys = []
         for unit in units:
             keys.append(unit.key)
-            self._store(ws, self._build(ws, unit, extra))
+            self._store(ws, self._build(ws, unit, extra, busy))
         kept = set(keys)
         for key in [k for k in state.keys if k not in kept]:
             self._remove_entry(ws, state.relpath, key)

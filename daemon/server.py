@@ -405,10 +405,11 @@ class Server:
 
         def read() -> object:
             if state_file is None:
-                return direct.resume_epic(path, relpath.split("/")[1][5:], str(key), daemon.options)
-            return direct.resume_unit(
-                path, str(state_file), None if unit is None else str(unit), daemon.options
-            )
+                result = direct.resume_epic(path, relpath.split("/")[1][5:], str(key), daemon.options)
+            else:
+                unit_key = None if unit is None else str(unit)
+                result = direct.resume_unit(path, str(state_file), unit_key, daemon.options)
+            return direct.with_detectors(path, result, self.engine.detect)
 
         def render(result: object) -> bytes:
             answer: direct.Answer = result  # type: ignore[assignment]
@@ -472,7 +473,7 @@ class Server:
             return _frame(Output(0, line, entry.warnings))
         daemon.counters["misses"] += 1
         default = daemon.settings.staleness
-        future = daemon.executor.submit(direct.run, query, default)
+        future = daemon.executor.submit(direct.run, query, default, self.engine.detect)
         return self.later(future, _frame, suffix)  # type: ignore[arg-type]
 
     def _workspace_filter(self, request: dict[str, object]) -> str | None:

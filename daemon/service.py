@@ -72,6 +72,8 @@ class Daemon:
             self.engine, settle=settings.settle, verify_interval=settings.verify_interval
         )
         self.refresher.git_busy = git_operation_in_progress
+        self.engine.git_busy = git_operation_in_progress
+        self.engine.on_git_busy = self.refresher.request_git
         self.watcher = Watcher(self.engine, self.refresher)
         self.refresher.on_tick = self._tick
         self.executor = ThreadPoolExecutor(4, thread_name_prefix="storyd-direct")

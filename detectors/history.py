@@ -69,12 +69,16 @@ class _Judge:
         self.depth = depth
         self.shallow = git.is_shallow()
         self.reached: dict[str, bool] = {}
+        self.replaced: dict[str, str | None] = {}
 
     def all(self, tasks: list[Task]) -> list[Finding | None]:
         """A finding or None per task, asking cat-file and the walk once for them all."""
         infos = self.git.lookup(t.commit_sha for t in tasks if t.commit_sha)
         commits = [i.sha for i in infos.values() if i.kind == "commit" and i.sha]
         self.reached = self.git.reachable(commits, self.tip, self.tip_sha)
+        lost = [c for c in commits if not self.reached.get(c, False)]
+        if lost and not self.shallow:
+            self.replaced = self.git.replacements(lost, self.tip, self.depth)
         return [self.judge(t, infos[t.commit_sha or ""]) for t in tasks]
 
     def judge(self, task: Task, info: ObjectInfo) -> Finding | None:
@@ -127,7 +131,7 @@ class _Judge:
             f"commit {task.commit_sha} of {task.id} is not in the history of {self.tip} "
             "(amended, rebased, reset or force-pushed)"
         )
-        new = self.git.replacement(sha, self.tip, self.depth)
+        new = self.replaced.get(sha)
         if new is not None:
             return Finding(NAME, "unreachable", "warning", f"{text}; rewritten: now {new}", task.id)
         return Finding(NAME, "unreachable", "error", text, task.id)

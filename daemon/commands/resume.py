@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from daemon.errors import UsageError
-from daemon.query import Output, from_argv
+from daemon.query import Output, Query, from_argv
 
 __all__ = ["emit", "main"]
 
@@ -33,6 +33,32 @@ def main(argv: list[str]) -> int:
         answered = ask_cli(socket_path(query.socket), argv, cwd, query.timeout)
         if answered is not None:
             return emit(answered)
-    from daemon import direct
+    return emit(_read_directly(query))
 
-    return emit(direct.run(query))
+
+def _read_directly(query: Query) -> Output:
+    """The direct read, in the configured staleness mode; detectors only for --detail."""
+    from daemon import config, direct
+    from daemon.errors import StorydError
+
+    warnings: tuple[str, ...] = ()
+    try:
+        staleness = config.load_staleness()
+    except StorydError as exc:  # a broken config must not break the seed's contract
+        staleness = "git"
+        warnings = (f"warn: {exc.message.splitlines()[0]}; using the default staleness",)
+    if not query.detail:
+        output = direct.run(query, staleness)
+    else:
+        from daemon.wiring import build_detect
+
+        try:
+            detect, runner = build_detect(config.load(), query.staleness or staleness)
+        except StorydError as exc:
+            return Output(exc.code, b"", (exc.message,))
+        try:
+            output = direct.run(query, staleness, detect)
+        finally:
+            runner.close()  # type: ignore[attr-defined]
+    output.stderr = warnings + output.stderr
+    return output
