@@ -1,12 +1,18 @@
 """`storyd …`: find the subcommand and run it. Each lives in daemon/commands/<name>.py.
 
 Subcommands are imported lazily, so `storyd resume` loads only what it needs.
+
+A command reports a failure by raising StorydError; `main` prints it once, here, as
+`storyd <command>: <message>`, and exits with its code. A FlagError (an unknown flag, a
+missing value) is printed as it is: its message already ends with the usage line.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+
+from daemon.errors import FlagError, StorydError
 
 __all__ = ["COMMANDS", "main"]
 
@@ -54,6 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     module = sys.modules[module_name]
     try:
         return int(module.main(args[1:]))
+    except FlagError as exc:
+        sys.stderr.write(exc.message + "\n")
+        return exc.code
+    except StorydError as exc:
+        sys.stderr.write(f"storyd {name}: {exc.message}\n")
+        return exc.code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -16,6 +16,7 @@ from daemon.jsonio import dumps
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import _socket
     from collections.abc import Iterator
 
     from daemon.query import Output
@@ -39,7 +40,7 @@ def _warn_version(version: str, path: str) -> None:
         )
 
 
-def _connect(path: str, timeout: float) -> object:
+def _connect(path: str, timeout: float) -> _socket.socket:
     import _socket
 
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -65,12 +66,12 @@ def ask_cli(path: str, argv: list[str], cwd: str, timeout: float) -> Output | No
     try:
         sock = _connect(path, timeout)
         try:
-            sock.sendall(request)  # type: ignore[attr-defined]
+            sock.sendall(request)
             chunks = []
-            while chunk := sock.recv(65536):  # type: ignore[attr-defined]
+            while chunk := sock.recv(65536):
                 chunks.append(chunk)
         finally:
-            sock.close()  # type: ignore[attr-defined]
+            sock.close()
     except OSError as exc:
         _debug(f"daemon at {path} did not answer ({exc}); reading directly")
         return None
@@ -105,7 +106,7 @@ class Client:
 
         self.path = default_path(socket_path)
         self.timeout = timeout
-        self._sock: object | None = None
+        self._sock: _socket.socket | None = None
         self._buffer = b""
 
     def __enter__(self) -> Client:
@@ -117,12 +118,13 @@ class Client:
     def close(self) -> None:
         """Close the connection, if open."""
         if self._sock is not None:
-            self._sock.close()  # type: ignore[attr-defined]
+            self._sock.close()
             self._sock = None
 
     def _readline(self) -> bytes:
+        assert self._sock is not None, "request() connects before reading"
         while b"\n" not in self._buffer:
-            chunk = self._sock.recv(65536)  # type: ignore[union-attr]
+            chunk = self._sock.recv(65536)
             if not chunk:
                 raise DaemonUnavailable(f"daemon at {self.path} closed the connection")
             self._buffer += chunk
@@ -136,14 +138,14 @@ class Client:
         try:
             if self._sock is None:
                 self._sock = _connect(self.path, self.timeout)
-            self._sock.sendall(orjson.dumps({"op": op, **fields}) + b"\n")  # type: ignore[attr-defined]
-            answer = orjson.loads(self._readline())
+            self._sock.sendall(orjson.dumps({"op": op, **fields}) + b"\n")
+            answer: dict[str, object] = orjson.loads(self._readline())
         except OSError as exc:
             self.close()
             raise DaemonUnavailable(f"no daemon answered at {self.path}: {exc}") from exc
         if isinstance(answer, dict) and op == "ping":
             _warn_version(str(answer.get("version", "")), self.path)
-        return answer  # type: ignore[no-any-return]
+        return answer
 
     def ping(self) -> dict[str, object]:
         """The daemon's version and pid."""
@@ -168,7 +170,8 @@ class Client:
 
         first = self.request("subscribe", **fields)
         yield first
-        self._sock.settimeout(None)  # type: ignore[union-attr]
+        assert self._sock is not None, "request() left the connection open"
+        self._sock.settimeout(None)
         while True:
             try:
                 yield orjson.loads(self._readline())

@@ -4,6 +4,8 @@
     ├── StateFileMissing (1)      the state file is absent or not a regular file
     ├── StoryNotInState (2)       the unit is not in the state file
     ├── UsageError (64)           bad flags, ids, or request fields
+    │   └── FlagError                 a flag the parser refuses (its message ends with
+    │                                 the usage line, so it is printed as it is)
     ├── DataError (65)            the state file is not valid JSON or not the expected shape
     ├── LockTimeout (75)          a writer held the lock longer than the bound
     ├── GitError (70)             git failed or the repository cannot be read (detectors
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 __all__ = [
     "DataError",
+    "FlagError",
     "GitError",
     "LockTimeout",
     "SetupError",
@@ -61,6 +64,14 @@ class UsageError(StorydError):
 
     code = 64
     name = "EX_USAGE"
+
+
+class FlagError(UsageError):
+    """An unknown flag, a missing value or a stray word; the message ends with the usage.
+
+    `storyd <command>` prints it as it is, where other errors get a `storyd <command>: `
+    prefix (see daemon/cli.py).
+    """
 
 
 class DataError(StorydError):

@@ -6,9 +6,9 @@ costs start-up time on `storyd resume`'s path.
 
 from __future__ import annotations
 
-from daemon.errors import UsageError
+from daemon.errors import FlagError
 
-__all__ = ["VALUE", "parse"]
+__all__ = ["MANY", "SWITCH", "VALUE", "parse", "text"]
 
 VALUE = "value"
 SWITCH = "switch"
@@ -18,23 +18,24 @@ MANY = "many"
 def parse(argv: list[str], spec: dict[str, str], usage: str) -> dict[str, object]:
     """Flags by name (without dashes); SWITCH flags give True, MANY flags give a list.
 
-    Unknown flags, missing values and positional words raise UsageError whose message
-    ends with the `usage:` line.
+    Unknown flags, missing values and positional words raise FlagError (a UsageError)
+    whose message ends with the `usage:` line.
     """
     values: dict[str, object] = {}
+    lists: dict[str, list[str]] = {}
     index = 0
     while index < len(argv):
         word = argv[index]
         index += 1
         if not word.startswith("--") or word == "--":
-            raise UsageError(f"unexpected argument {word!r}\n{usage}")
+            raise FlagError(f"unexpected argument {word!r}\n{usage}")
         name, eq, inline = word[2:].partition("=")
         kind = spec.get(name)
         if kind is None:
-            raise UsageError(f"unknown flag --{name}\n{usage}")
+            raise FlagError(f"unknown flag --{name}\n{usage}")
         if kind == SWITCH:
             if eq:
-                raise UsageError(f"flag --{name} takes no value\n{usage}")
+                raise FlagError(f"flag --{name} takes no value\n{usage}")
             values[name] = True
             continue
         if eq:
@@ -43,10 +44,16 @@ def parse(argv: list[str], spec: dict[str, str], usage: str) -> dict[str, object
             value = argv[index]
             index += 1
         else:
-            raise UsageError(f"flag --{name} needs a value\n{usage}")
+            raise FlagError(f"flag --{name} needs a value\n{usage}")
         if kind == MANY:
-            values.setdefault(name, [])
-            values[name].append(value)  # type: ignore[attr-defined]
+            values[name] = lists.setdefault(name, [])
+            lists[name].append(value)
         else:
             values[name] = value
     return values
+
+
+def text(values: dict[str, object], name: str) -> str | None:
+    """A VALUE flag's text, None when it was not given."""
+    value = values.get(name)
+    return None if value is None else str(value)

@@ -82,14 +82,16 @@ def parse_epoch(value: object) -> int | None:
     if rest:
         if rest[0] not in "Tt ":
             return None
-        hour, minute = _number(rest, 1, 2), _number(rest, 4, 2)
-        if hour is None or minute is None or rest[3:4] != ":":
+        given_hour, given_minute = _number(rest, 1, 2), _number(rest, 4, 2)
+        if given_hour is None or given_minute is None or rest[3:4] != ":":
             return None
+        hour, minute = given_hour, given_minute
         index = 6
         if rest[6:7] == ":":
-            second = _number(rest, 7, 2)  # type: ignore[assignment]
-            if second is None:
+            given_second = _number(rest, 7, 2)
+            if given_second is None:
                 return None
+            second = given_second
             index = 9
             if rest[9:10] in (".", ","):
                 index = 10

@@ -39,4 +39,5 @@ def configure(level: str = "info") -> None:
 
 def get(name: str) -> structlog.typing.FilteringBoundLogger:
     """A logger whose lines carry `logger: name`."""
-    return structlog.get_logger().bind(logger=name)  # type: ignore[no-any-return]
+    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger().bind(logger=name)
+    return logger

@@ -16,8 +16,13 @@ import shutil
 import subprocess
 import threading
 import time
+from typing import TYPE_CHECKING, TypedDict
 
 from daemon import log
+
+if TYPE_CHECKING:
+    from daemon.config import Config
+    from daemon.engine import Engine
 
 __all__ = ["Sinks", "attach", "reconfigure"]
 
@@ -66,7 +71,9 @@ class Sinks:
         if event["event"] not in _KINDS:
             return
         if self.log_events:
-            finding = event.get("finding") or {}
+            finding = event.get("finding")
+            if not isinstance(finding, dict):
+                finding = {}
             self.log.info(
                 str(event["event"]),
                 workspace=event["workspace"],
@@ -75,7 +82,7 @@ class Sinks:
                 generation=event["generation"],
                 code=finding.get("code"),
                 message=finding.get("message"),
-            )  # type: ignore[union-attr]
+            )
         if self.desktop or self.hook:
             self._queue.put((event, line))
 
@@ -125,7 +132,7 @@ class Sinks:
             if drift
             else f"storyd: {first['unit']} back in sync"
         )
-        lines = [f"{e['event']}: {e['finding']['message']}" for e in events[:5]]  # type: ignore[index]
+        lines = [f"{e['event']}: {_message(e)}" for e in events[:5]]
         if len(events) > 5:
             lines.append(f"… and {len(events) - 5} more ({drift} drift, {resolved} resolved)")
         argv = [self._notify_send, "--app-name=storyd", title, "\n".join(lines)]
@@ -178,8 +185,24 @@ def _by_unit(
     return grouped
 
 
-def _settings(cfg: object) -> dict[str, object]:
-    notify = cfg.notify  # type: ignore[attr-defined]
+def _message(event: dict[str, object]) -> object:
+    """The message of a drift or resolved event's finding."""
+    finding = event["finding"]
+    assert isinstance(finding, dict), "drift and resolved events carry a finding object"
+    return finding["message"]
+
+
+class _Settings(TypedDict):
+    """What [notify] sets, by the keyword names of `Sinks` and `Sinks.configure`."""
+
+    log_events: bool
+    desktop: bool
+    hook: list[str] | None
+    hook_timeout: float
+
+
+def _settings(cfg: Config) -> _Settings:
+    notify = cfg.notify
     return {
         "log_events": notify.log,
         "desktop": notify.desktop,
@@ -188,15 +211,15 @@ def _settings(cfg: object) -> dict[str, object]:
     }
 
 
-def attach(engine: object, cfg: object) -> Sinks:
+def attach(engine: Engine, cfg: Config) -> Sinks:
     """Create the sinks from the configuration and register them with the engine."""
-    sinks = Sinks(**_settings(cfg))  # type: ignore[arg-type]
-    engine.sinks.append(sinks)  # type: ignore[attr-defined]
+    sinks = Sinks(**_settings(cfg))
+    engine.sinks.append(sinks)
     return sinks
 
 
-def reconfigure(engine: object, cfg: object) -> None:
+def reconfigure(engine: Engine, cfg: Config) -> None:
     """Apply a reloaded configuration to the registered sinks."""
-    for sink in engine.sinks:  # type: ignore[attr-defined]
+    for sink in engine.sinks:
         if isinstance(sink, Sinks):
-            sink.configure(**_settings(cfg))  # type: ignore[arg-type]
+            sink.configure(**_settings(cfg))

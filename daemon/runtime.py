@@ -13,11 +13,18 @@ import asyncio
 import os
 import signal
 import socket
+from typing import TYPE_CHECKING
 
 from daemon import systemd
 from daemon.paths import socket_path
 from daemon.server import Server, bind_socket
 from daemon.service import Daemon, Settings
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+    from daemon.config import Config
+    from detectors import Runner
 
 __all__ = ["Runtime"]
 
@@ -26,7 +33,11 @@ class Runtime:
     """One run of `storyd serve`."""
 
     def __init__(
-        self, settings: Settings, cfg: object, config_file: str | None, logger: object
+        self,
+        settings: Settings,
+        cfg: Config,
+        config_file: str | None,
+        logger: FilteringBoundLogger,
     ) -> None:
         self.settings = settings
         self.cfg = cfg
@@ -35,7 +46,7 @@ class Runtime:
         self.notifier = systemd.Notifier()
         self.daemon: Daemon | None = None
         self.server: Server | None = None
-        self.runner: object = None
+        self.runner: Runner | None = None
 
     def run(self, socket_flag: str, workspaces: list[str]) -> int:
         """Serve until stopped; the exit code."""
@@ -43,7 +54,8 @@ class Runtime:
         from daemon.wiring import build_detect
 
         # Plugins load before the socket is touched: a broken one leaves nothing behind.
-        detect, self.runner = build_detect(self.cfg, self.settings.staleness)
+        detect, runner = build_detect(self.cfg, self.settings.staleness)
+        self.runner = runner
         try:
             inherited = systemd.listen_socket()
             lock = identity = None
@@ -53,7 +65,7 @@ class Runtime:
                 path = socket_path(socket_flag or None)
                 sock, lock, identity = bind_socket(path)
         except BaseException:
-            self.runner.close()  # type: ignore[attr-defined]
+            runner.close()
             raise
         try:
             self.daemon = Daemon(self.settings, detect)
@@ -63,7 +75,7 @@ class Runtime:
                 self.daemon.start(workspaces)
                 self.log.info(
                     "serving",
-                    socket=path,  # type: ignore[attr-defined]
+                    socket=path,
                     workspaces=len(self.daemon.engine.workspaces),
                     activated=inherited is not None,
                     pid=os.getpid(),
@@ -74,13 +86,13 @@ class Runtime:
                 self.daemon.stop()
                 sinks.close()
         finally:
-            self.runner.close()  # type: ignore[attr-defined]
+            self.runner.close()  # the one _swap_detectors may have put in its place
             sock.close()
             if identity is not None:
                 _unlink_if_ours(str(path), identity)
             if lock is not None:
                 lock.release()
-            self.log.info("stopped")  # type: ignore[attr-defined]
+            self.log.info("stopped")
         return 0
 
     async def _serve(self, sock: socket.socket) -> None:
@@ -131,11 +143,11 @@ class Runtime:
             new = config.load(self.config_file)
         except Exception as exc:
             message = getattr(exc, "message", str(exc))
-            self.log.error("reload_rejected", error=message)  # type: ignore[attr-defined]
+            self.log.error("reload_rejected", error=message)
             self.notifier.ready()
             return
         assert self.daemon is not None
-        old_workspaces = set(self.cfg.workspaces)  # type: ignore[attr-defined]
+        old_workspaces = set(self.cfg.workspaces)
         new_workspaces = set(new.workspaces)
         for path in sorted(new_workspaces - old_workspaces):
             if os.path.isdir(path):
@@ -145,18 +157,18 @@ class Runtime:
         old, self.cfg = self.cfg, new
         for key in ("socket", "staleness"):
             if getattr(new, key) != getattr(old, key):
-                self.log.warning("reload_needs_restart", key=key)  # type: ignore[attr-defined]
+                self.log.warning("reload_needs_restart", key=key)
         self._apply(new)
-        if new.detectors != old.detectors:  # type: ignore[attr-defined]
+        if new.detectors != old.detectors:
             self._swap_detectors(new)
         self.log.info(
             "reloaded",
-            added=sorted(new_workspaces - old_workspaces),  # type: ignore[attr-defined]
+            added=sorted(new_workspaces - old_workspaces),
             removed=sorted(old_workspaces - new_workspaces),
         )
         self.notifier.ready()
 
-    def _swap_detectors(self, cfg: object) -> None:
+    def _swap_detectors(self, cfg: Config) -> None:
         """New detector settings: rebuild the runner, recheck every unit, keep the files cached."""
         from daemon.wiring import build_detect
 
@@ -165,7 +177,7 @@ class Runtime:
         try:
             detect, runner = build_detect(cfg, self.settings.staleness)
         except Exception as exc:
-            self.log.error("detectors_reload_failed", error=getattr(exc, "message", str(exc)))  # type: ignore[attr-defined]
+            self.log.error("detectors_reload_failed", error=getattr(exc, "message", str(exc)))
             return
         old_runner, self.runner = self.runner, runner
 
@@ -173,17 +185,18 @@ class Runtime:
             engine.detect = detect
             for ws in list(engine.workspaces.values()):
                 engine.recheck(ws)
-            old_runner.close()  # type: ignore[attr-defined]
+            if old_runner is not None:
+                old_runner.close()
 
         self.daemon.refresher.call(swap)
 
-    def _apply(self, cfg: object) -> None:
+    def _apply(self, cfg: Config) -> None:
         """Settings that can change without a restart."""
         assert self.daemon is not None
-        limits = cfg.limits  # type: ignore[attr-defined]
+        limits = cfg.limits
         settings = self.daemon.settings
         settings.max_workspaces = limits.max_workspaces
-        settings.auto_watch = cfg.auto_watch  # type: ignore[attr-defined]
+        settings.auto_watch = cfg.auto_watch
         settings.max_subscribers = limits.max_subscribers
         settings.subscriber_buffer = limits.subscriber_buffer
         from daemon import notify

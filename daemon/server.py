@@ -19,6 +19,7 @@ import struct
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from typing import TypeVar
 
 import fasteners
 import orjson
@@ -32,6 +33,7 @@ from daemon.service import Daemon
 
 __all__ = ["AlreadyRunning", "Server", "bind_socket"]
 
+_T = TypeVar("_T")
 _MAX_PENDING = 64
 _SHUTDOWN_GRACE = 5.0
 
@@ -124,7 +126,8 @@ class Connection(asyncio.Protocol):
     # -- asyncio callbacks ---------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        assert isinstance(transport, asyncio.Transport)  # a stream socket's transport
+        self.transport = transport
         sock = transport.get_extra_info("socket")
         uid = os.getuid()
         try:
@@ -137,7 +140,7 @@ class Connection(asyncio.Protocol):
             message = f"peer uid {peer_uid} is not the daemon's uid {uid}; refused"
             transport.write(
                 finish(
-                    error_body(EX_NOPERM, "EX_NOPERM", message),  # type: ignore[attr-defined]
+                    error_body(EX_NOPERM, "EX_NOPERM", message),
                     self.server.clock(),
                     b"",
                 )
@@ -148,7 +151,7 @@ class Connection(asyncio.Protocol):
         if len(self.server.connections) >= self.server.max_connections:
             transport.write(
                 finish(
-                    error_body(75, "EX_TEMPFAIL", "too many connections"),  # type: ignore[attr-defined]
+                    error_body(75, "EX_TEMPFAIL", "too many connections"),
                     self.server.clock(),
                     b"",
                 )
@@ -323,13 +326,13 @@ class Server:
         return f"{self.engine.instance}:{self.engine.generation}".encode()
 
     def later(
-        self, future: Future[object], render: Callable[[object], bytes], suffix: bytes
+        self, future: Future[_T], render: Callable[[_T], bytes], suffix: bytes
     ) -> asyncio.Future[bytes]:
         """An asyncio future of the reply bytes for work done on another thread."""
         assert self.loop is not None
         out: asyncio.Future[bytes] = self.loop.create_future()
 
-        def done(source: asyncio.Future[object]) -> None:
+        def done(source: asyncio.Future[_T]) -> None:
             if out.cancelled():
                 return
             try:
@@ -403,16 +406,16 @@ class Server:
         state_file = request.get("stateFile")
         unit = request.get("unit")
 
-        def read() -> object:
+        def read() -> direct.Answer:
             if state_file is None:
-                result = direct.resume_epic(path, relpath.split("/")[1][5:], str(key), daemon.options)
+                epic = relpath.split("/")[1][5:]
+                result = direct.resume_epic(path, epic, str(key), daemon.options)
             else:
                 unit_key = None if unit is None else str(unit)
                 result = direct.resume_unit(path, str(state_file), unit_key, daemon.options)
             return direct.with_detectors(path, result, self.engine.detect)
 
-        def render(result: object) -> bytes:
-            answer: direct.Answer = result  # type: ignore[assignment]
+        def render(answer: direct.Answer) -> bytes:
             body = orjson.dumps(
                 {
                     "ok": True,
@@ -437,12 +440,16 @@ class Server:
         conn.one_shot = True
         argv = field(request, "argv", list, required=True)
         cwd = field(request, "cwd", str, required=True)
-        if not all(isinstance(a, str) for a in argv) or not os.path.isabs(str(cwd)):  # type: ignore[union-attr]
+        if (
+            not isinstance(argv, list)
+            or not all(isinstance(a, str) for a in argv)
+            or not os.path.isabs(str(cwd))
+        ):
             raise UsageError("'argv' must be a list of strings and 'cwd' an absolute path")
         daemon = self.daemon
         daemon.counters["queries"] += 1
         try:
-            query = from_argv(list(argv), str(cwd))  # type: ignore[arg-type]
+            query = from_argv(list(argv), str(cwd))
         except UsageError as exc:
             return _frame(Output(exc.code, b"", (exc.message,)))
         same_mode = (query.staleness or daemon.settings.staleness) == daemon.settings.staleness
@@ -474,7 +481,7 @@ class Server:
         daemon.counters["misses"] += 1
         default = daemon.settings.staleness
         future = daemon.executor.submit(direct.run, query, default, self.engine.detect)
-        return self.later(future, _frame, suffix)  # type: ignore[arg-type]
+        return self.later(future, _frame, suffix)
 
     def _workspace_filter(self, request: dict[str, object]) -> str | None:
         raw = request.get("workspace")
@@ -502,22 +509,22 @@ class Server:
     ) -> asyncio.Future[bytes]:
         path = self.daemon.canonical(request.get("workspace"))
 
-        def render(units: object) -> bytes:
+        def render(units: int) -> bytes:
             body = orjson.dumps({"ok": True, "workspace": path, "watching": True, "units": units})
             return finish(body[:-1], self.clock(), suffix)
 
-        return self.later(self.daemon.watch(path), render, suffix)  # type: ignore[arg-type]
+        return self.later(self.daemon.watch(path), render, suffix)
 
     def op_unwatch(
         self, conn: Connection, request: dict[str, object], suffix: bytes
     ) -> asyncio.Future[bytes]:
         path = self.daemon.canonical(request.get("workspace"))
 
-        def render(was: object) -> bytes:
+        def render(was: bool) -> bytes:
             body = orjson.dumps({"ok": True, "workspace": path, "watching": False, "was": was})
             return finish(body[:-1], self.clock(), suffix)
 
-        return self.later(self.daemon.unwatch(path), render, suffix)  # type: ignore[arg-type]
+        return self.later(self.daemon.unwatch(path), render, suffix)
 
     def op_subscribe(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
         since = field(request, "since", str)

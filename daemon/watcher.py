@@ -20,12 +20,14 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 from watchdog.events import (
     FileSystemEvent,
     FileSystemEventHandler,
 )
 from watchdog.observers import Observer
+from watchdog.observers.api import ObservedWatch
 
 from daemon import log
 from daemon.engine import Engine, Workspace
@@ -144,15 +146,15 @@ class Refresher(threading.Thread):
             for func in calls:
                 self._guard("call", func)
             for workspace, lost in scans.items():
-                self._guard("scan", lambda w=workspace, lost_=lost: self._scan(w, lost_))
+                self._guard("scan", partial(self._scan, workspace, lost))
             for workspace, relpath in paths:
                 ws = self.engine.workspaces.get(workspace)
                 if ws is not None and workspace not in scans:
-                    self._guard("refresh", lambda w=ws, r=relpath: self._touch(w, r))
+                    self._guard("refresh", partial(self._touch, ws, relpath))
             for workspace in git:
                 ws = self.engine.workspaces.get(workspace)
                 if ws is not None:
-                    self._guard("git", lambda w=ws: self._git_changed(w))
+                    self._guard("git", partial(self._git_changed, ws))
             if verify:
                 self._guard("verify", self._verify)
 
@@ -252,7 +254,7 @@ class Watcher:
         self.observer = Observer()
         self.observer.daemon = True
         self.log = log.get("watcher")
-        self._watches: dict[str, dict[str, object]] = {}
+        self._watches: dict[str, dict[str, ObservedWatch]] = {}
         self._lock = threading.Lock()
         self.roots = sorted({root for a in engine.adapters for root in a.roots})
         self._top = {root.split("/")[0] for root in self.roots}
@@ -303,7 +305,12 @@ class Watcher:
                 self._ensure_git(workspace, watches, handler)
 
     def _schedule(
-        self, watches: dict[str, object], key: str, handler: _Handler, path: str, recursive: bool
+        self,
+        watches: dict[str, ObservedWatch],
+        key: str,
+        handler: FileSystemEventHandler,
+        path: str,
+        recursive: bool,
     ) -> None:
         if key in watches or not os.path.isdir(path):
             return
@@ -312,7 +319,9 @@ class Watcher:
         except OSError as exc:
             self.log.warning("watch_failed", path=path, error=str(exc))
 
-    def _ensure_roots(self, workspace: str, watches: dict[str, object], handler: _Handler) -> None:
+    def _ensure_roots(
+        self, workspace: str, watches: dict[str, ObservedWatch], handler: _Handler
+    ) -> None:
         for root in self.roots:
             key = f"root:{root}"
             path = os.path.join(workspace, root)
@@ -321,7 +330,9 @@ class Watcher:
                 self._unschedule(watches, key)  # vanished: re-added when it returns
             self._schedule(watches, key, handler, path, recursive=True)
 
-    def _ensure_git(self, workspace: str, watches: dict[str, object], handler: _Handler) -> None:
+    def _ensure_git(
+        self, workspace: str, watches: dict[str, ObservedWatch], handler: _Handler
+    ) -> None:
         dirs = git_dirs(workspace)
         if dirs is None:
             return
@@ -332,11 +343,11 @@ class Watcher:
             self._schedule(watches, "git-common", git_handler, common, recursive=False)
         self._schedule(watches, "git-refs", git_handler, os.path.join(common, "refs"), True)
 
-    def _unschedule(self, watches: dict[str, object], key: str) -> None:
+    def _unschedule(self, watches: dict[str, ObservedWatch], key: str) -> None:
         watch = watches.pop(key, None)
         if watch is not None:
             with contextlib.suppress(KeyError, OSError):  # already gone with its folder
-                self.observer.unschedule(watch)  # type: ignore[arg-type]
+                self.observer.unschedule(watch)
 
     def unwatch(self, workspace: str) -> None:
         """Remove every watch of a workspace."""

@@ -5,36 +5,42 @@ daemon-less commands (`status`, `check` and `list` read directly when no daemon 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from daemon import direct
 from daemon.engine import Detect, Engine, Entry
 
+if TYPE_CHECKING:
+    from daemon.config import Config
+    from daemon.model import Finding, Unit
+    from detectors import Runner
+
 __all__ = ["build_detect", "scan_directly"]
 
 
-def build_detect(cfg: object, staleness: str) -> tuple[Detect, object]:
+def build_detect(cfg: Config, staleness: str) -> tuple[Detect, Runner]:
     """The engine's detect callback and the Runner behind it (close it when done)."""
-    from detectors import Runner, load
+    import detectors
     from detectors.gitview import close_views, git_context
 
-    settings = cfg.detectors  # type: ignore[attr-defined]
-    runner = Runner(
-        load(settings),
+    settings = cfg.detectors
+    runner = detectors.Runner(
+        detectors.load(settings),
         {name: dict(table) for name, table in settings.items()},
         context_factory=git_context,
         on_exit=close_views,
     )
 
-    def detect(workspace: str, unit: object, answer: direct.Answer) -> tuple[object, ...]:
-        return runner.run(workspace, unit, answer.envelope, staleness)  # type: ignore[arg-type]
+    def detect(workspace: str, unit: Unit, answer: direct.Answer) -> tuple[Finding, ...]:
+        return runner.run(workspace, unit, answer.envelope, staleness)
 
-    return detect, runner  # type: ignore[return-value]
+    return detect, runner
 
 
-def scan_directly(workspaces: list[str], cfg: object, staleness: str | None = None) -> list[Entry]:
+def scan_directly(workspaces: list[str], cfg: Config, staleness: str | None = None) -> list[Entry]:
     """Every unit of the workspaces, read now in this process, detectors included."""
-    mode = staleness or cfg.staleness  # type: ignore[attr-defined]
-    options = direct.Options(cfg.limits.lock_timeout, mode)  # type: ignore[attr-defined]
+    mode = staleness or cfg.staleness
+    options = direct.Options(cfg.limits.lock_timeout, mode)
     detect, runner = build_detect(cfg, mode)
     engine = Engine(options, detect=detect)
     try:
@@ -43,4 +49,4 @@ def scan_directly(workspaces: list[str], cfg: object, staleness: str | None = No
                 engine.scan(engine.add_workspace(os.path.realpath(path)))
         return engine.entries()
     finally:
-        runner.close()  # type: ignore[attr-defined]
+        runner.close()

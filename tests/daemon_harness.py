@@ -3,6 +3,7 @@
     DaemonProcess        one `storyd serve` child with its own socket, config and log file
     Line                 one client connection: send requests, read answer lines
     wait_for()           poll a condition until it holds or a deadline passes
+    exclusively_locked() whether a writer holds flock(2) LOCK_EX on a file
     spawn_daemon         pytest fixture: a factory of DaemonProcess, all killed at teardown
 
 A test module registers the fixture by importing `spawn_daemon_fixture` (it is named
@@ -13,6 +14,7 @@ hopes: every wait is a poll with a deadline.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import socket
@@ -34,6 +36,7 @@ __all__ = [
     "atomic_write",
     "daemon_env",
     "epic_relpath",
+    "exclusively_locked",
     "run_storyd_cli",
     "spawn_daemon_fixture",
     "wait_for",
@@ -66,6 +69,18 @@ def atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+def exclusively_locked(path: Path) -> bool:
+    """Whether someone holds an exclusive flock(2) on the file."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def epic_relpath(epic: str) -> str:

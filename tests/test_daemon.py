@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import signal
 import socket
@@ -23,6 +22,7 @@ from daemon_harness import (
     Line,
     atomic_write,
     epic_relpath,
+    exclusively_locked,
     run_storyd_cli,
     spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
     wait_for,
@@ -197,7 +197,7 @@ class TestSocketLife:
         proc = spawn_daemon([ws])
         writer = subprocess.Popen(["flock", "-x", str(state), "sleep", "0.5"])
         try:
-            wait_for(lambda: _locked(state), message="flock(1) to take the lock")
+            wait_for(lambda: exclusively_locked(state), message="flock(1) to take the lock")
             misses = proc.stats()["misses"]
             with proc.connect(timeout=10) as conn:
                 conn.send(resume_request(other, id="slow"), resume_request(ws, id="after"))
@@ -376,18 +376,6 @@ class TestLog:
         events = proc.log_events()  # parses every line: each must be valid JSON
         assert events and all({"event", "level", "timestamp"} <= set(e) for e in events)
         assert [e["event"] for e in events].count("watch") == 1
-
-
-def _locked(path: Path) -> bool:
-    """Whether someone holds an exclusive flock(2) on the file."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 # -- peers and load ------------------------------------------------------------------------

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
+from format_harness import Run, codes, copier, direct_envelope, load_one, resume_direct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,10 +18,8 @@ from daemon.formats.autodev import ADAPTER, parse_state
 from daemon.formats.base import Source
 from daemon.model import DONE, PENDING, Unit
 
-Run = Callable[..., subprocess.CompletedProcess[bytes]]
 FIXTURES = Path(__file__).parent / "fixtures" / "autodev"
 STATE = "_docs/_autodev_state.md"
-OLD = 1_767_225_600  # 2026-01-01T00:00:00Z
 EX1 = (
     "flow: greenfield step: 3 name: Plan status: in_progress sub_step: phase: 4 "
     'name: architecture-review-risk-assessment detail: "" retry_count: 0 cycle: 1'
@@ -34,20 +30,11 @@ PLAN_POINT = "greenfield/step-3:architecture-review-risk-assessment"
 @pytest.fixture
 def workspace(tmp_path: Path) -> Callable[[str], Path]:
     """Copy a fixture workspace into tmp_path."""
-
-    def copy(name: str) -> Path:
-        dest = tmp_path / name
-        shutil.copytree(FIXTURES / name, dest)
-        for path in dest.rglob("*"):
-            os.utime(path, (OLD, OLD))
-        return dest
-
-    return copy
+    return copier(FIXTURES, tmp_path)
 
 
 def load(ws: Path) -> Unit:
-    [unit] = ADAPTER.load(Source(str(ws)), STATE)
-    return unit
+    return load_one(ADAPTER, ws, STATE)
 
 
 def write(ws: Path, text: str) -> None:
@@ -55,11 +42,7 @@ def write(ws: Path, text: str) -> None:
 
 
 def envelope(ws: Path) -> dict[str, object]:
-    return orjson.loads(resume_unit(str(ws), STATE, None, Options()).line)  # type: ignore[no-any-return]
-
-
-def codes(unit: Unit) -> list[str]:
-    return sorted(f.code for f in unit.findings)
+    return direct_envelope(ws, STATE)
 
 
 class TestPaths:
@@ -443,7 +426,7 @@ class TestCli:
 
     def test_resume(self, workspace: Callable[[str], Path], run_storyd: Run) -> None:
         ws = workspace("greenfield-plan")
-        done = run_storyd("resume", "--state-file", STATE, "--direct", cwd=ws)
+        done = resume_direct(run_storyd, ws, STATE)
         assert done.returncode == 0
         assert done.stderr == b""
         assert orjson.loads(done.stdout) == {
@@ -461,13 +444,13 @@ class TestCli:
         self, workspace: Callable[[str], Path], run_storyd: Run
     ) -> None:
         ws = workspace("existing-code-failed")
-        done = run_storyd("resume", "--state-file", STATE, "--direct", "--detail", cwd=ws)
+        done = resume_direct(run_storyd, ws, STATE, "--detail")
         assert done.returncode == 0
         body = orjson.loads(done.stdout)
         assert [(f["code"], f["severity"]) for f in body["findings"]] == [("needs-human", "error")]
 
     def test_garbage_exits_65(self, workspace: Callable[[str], Path], run_storyd: Run) -> None:
-        done = run_storyd("resume", "--state-file", STATE, "--direct", cwd=workspace("garbage"))
+        done = resume_direct(run_storyd, workspace("garbage"), STATE)
         assert (done.returncode, done.stdout) == (65, b"")
         assert b"no autodev state found" in done.stderr
         assert b"Traceback" not in done.stderr

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
+from format_harness import (
+    Run,
+    codes,
+    copy_fixture,
+    direct_envelope,
+    load_one,
+    resume_direct,
+)
+from format_harness import edit_json as edit
 
 from daemon.direct import Options, resume_unit
 from daemon.errors import DataError
@@ -19,7 +27,6 @@ from daemon.formats.checkpoint import ADAPTER, PHASES, STALE_AFTER
 from daemon.isotime import parse_epoch
 from daemon.model import DONE, PENDING, Unit
 
-Run = Callable[..., subprocess.CompletedProcess[bytes]]
 FIXTURES = Path(__file__).parent / "fixtures" / "checkpoint"
 STATE = "memory/state/phase.json"
 EXECUTION = "memory/state/execution.json"
@@ -71,8 +78,7 @@ def workspace(tmp_path: Path) -> Callable[..., Path]:
     """Copy a fixture workspace into tmp_path; its timestamps made recent unless `fresh=False`."""
 
     def copy(name: str, *, fresh: bool = True) -> Path:
-        dest = tmp_path / name
-        shutil.copytree(FIXTURES / name, dest)
+        dest = copy_fixture(FIXTURES / name, tmp_path / name, stamp=None)
         if fresh:
             freshen(dest)
         return dest
@@ -81,22 +87,11 @@ def workspace(tmp_path: Path) -> Callable[..., Path]:
 
 
 def load(ws: Path) -> Unit:
-    [unit] = ADAPTER.load(Source(str(ws)), STATE)
-    return unit
+    return load_one(ADAPTER, ws, STATE)
 
 
 def envelope(ws: Path) -> dict[str, object]:
-    return orjson.loads(resume_unit(str(ws), STATE, None, Options()).line)  # type: ignore[no-any-return]
-
-
-def codes(unit: Unit) -> list[str]:
-    return sorted(f.code for f in unit.findings)
-
-
-def edit(ws: Path, relpath: str, change: Callable[[dict[str, object]], None]) -> None:
-    doc = orjson.loads((ws / relpath).read_bytes())
-    change(doc)
-    (ws / relpath).write_bytes(orjson.dumps(doc))
+    return direct_envelope(ws, STATE)
 
 
 class TestPaths:
@@ -455,13 +450,13 @@ class TestCli:
 
     def test_resume(self, workspace: Callable[..., Path], run_storyd: Run) -> None:
         ws = workspace("happy")
-        done = run_storyd("resume", "--state-file", STATE, "--direct", cwd=ws)
+        done = resume_direct(run_storyd, ws, STATE)
         assert (done.returncode, done.stderr) == (0, b"")
         assert orjson.loads(done.stdout)["resumePoint"] == "IMPLEMENTATION/task-002"
 
     def test_detail(self, workspace: Callable[..., Path], run_storyd: Run) -> None:
         ws = workspace("torn-checkpoint")
-        done = run_storyd("resume", "--state-file", STATE, "--direct", "--detail", cwd=ws)
+        done = resume_direct(run_storyd, ws, STATE, "--detail")
         assert done.returncode == 0
         assert sorted(f["code"] for f in orjson.loads(done.stdout)["findings"]) == [
             "stray-tmp",
@@ -471,7 +466,7 @@ class TestCli:
     def test_torn_exits_65(self, workspace: Callable[..., Path], run_storyd: Run) -> None:
         ws = workspace("happy")
         (ws / STATE).write_bytes(b'{"workflow_id": "wf-')
-        done = run_storyd("resume", "--state-file", STATE, "--direct", cwd=ws)
+        done = resume_direct(run_storyd, ws, STATE)
         assert (done.returncode, done.stdout) == (65, b"")
         assert done.stderr.startswith(f"{STATE}: invalid JSON".encode())
         assert b"Traceback" not in done.stderr

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
+from format_harness import (
+    Run,
+    codes,
+    copier,
+    direct_envelope,
+    edit_json,
+    load_one,
+    resume_direct,
+)
 
 from daemon.direct import Options, resume_unit
 from daemon.errors import DataError
@@ -18,11 +24,9 @@ from daemon.formats.base import Source
 from daemon.formats.issue_plan import ADAPTER, journal_entries, plan_task_ids
 from daemon.model import DONE, PENDING, Unit
 
-Run = Callable[..., subprocess.CompletedProcess[bytes]]
 FIXTURES = Path(__file__).parent / "fixtures" / "issue-plan"
 PLAN = ".claude/plans/issue-42-geofencing"
 STATE = f"{PLAN}/execution-state.json"
-OLD = 1_767_225_600  # 2026-01-01T00:00:00Z: copied files predate every completion time
 HAPPY_LINE = (
     b'{"resumePoint":"task-2","tasksCompleted":[{"id":"1","commitSha":null}],'
     b'"tasksPending":["2"],"lastCommitSha":null,"staleWarnings":[]}\n'
@@ -32,35 +36,19 @@ HAPPY_LINE = (
 @pytest.fixture
 def workspace(tmp_path: Path) -> Callable[[str], Path]:
     """Copy a fixture workspace into tmp_path, every file dated 2026-01-01."""
-
-    def copy(name: str) -> Path:
-        dest = tmp_path / name
-        shutil.copytree(FIXTURES / name, dest)
-        for path in dest.rglob("*"):
-            os.utime(path, (OLD, OLD))
-        return dest
-
-    return copy
+    return copier(FIXTURES, tmp_path)
 
 
 def load(ws: Path) -> Unit:
-    [unit] = ADAPTER.load(Source(str(ws)), STATE)
-    return unit
+    return load_one(ADAPTER, ws, STATE)
 
 
 def envelope(ws: Path) -> dict[str, object]:
-    result = resume_unit(str(ws), STATE, None, Options(staleness="mtime"))
-    return orjson.loads(result.line)  # type: ignore[no-any-return]
-
-
-def codes(unit: Unit) -> list[str]:
-    return sorted(f.code for f in unit.findings)
+    return direct_envelope(ws, STATE, staleness="mtime")
 
 
 def rewrite(ws: Path, edit: Callable[[dict[str, object]], None]) -> None:
-    state = orjson.loads((ws / STATE).read_bytes())
-    edit(state)
-    (ws / STATE).write_bytes(orjson.dumps(state))
+    edit_json(ws, STATE, edit)
 
 
 def set_tasks(ws: Path, tasks: list[object]) -> None:
@@ -379,19 +367,19 @@ class TestCli:
 
     def test_resume(self, workspace: Callable[[str], Path], run_storyd: Run) -> None:
         ws = workspace("happy")
-        done = run_storyd("resume", "--state-file", STATE, "--direct", cwd=ws)
+        done = resume_direct(run_storyd, ws, STATE)
         assert (done.returncode, done.stdout, done.stderr) == (0, HAPPY_LINE, b"")
 
     def test_detail(self, workspace: Callable[[str], Path], run_storyd: Run) -> None:
         ws = workspace("state-not-updated")
-        done = run_storyd("resume", "--state-file", STATE, "--direct", "--detail", cwd=ws)
+        done = resume_direct(run_storyd, ws, STATE, "--detail")
         assert done.returncode == 0
         body = orjson.loads(done.stdout)
         assert [f["code"] for f in body["findings"]] == ["state-not-updated"]
         assert body["envelope"]["resumePoint"] == "task-3"
 
     def test_torn_exits_65(self, workspace: Callable[[str], Path], run_storyd: Run) -> None:
-        done = run_storyd("resume", "--state-file", STATE, "--direct", cwd=workspace("torn"))
+        done = resume_direct(run_storyd, workspace("torn"), STATE)
         assert (done.returncode, done.stdout) == (65, b"")
         assert done.stderr.startswith(f"{STATE}: invalid JSON".encode())
         assert b"Traceback" not in done.stderr

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
+from format_harness import Run, codes, copier, direct_line, load_one, resume_direct
 
 from daemon.direct import Options, resume_unit
 from daemon.errors import DataError
@@ -18,11 +17,9 @@ from daemon.formats.base import Source
 from daemon.formats.session import ADAPTER
 from daemon.model import DONE, PENDING, Unit
 
-Run = Callable[..., subprocess.CompletedProcess[bytes]]
 FIXTURES = Path(__file__).parent / "fixtures" / "session"
 PROJECT = "agent-output/my-project"
 STATE = f"{PROJECT}/00-session-state.json"
-OLD = 1_767_225_600  # 2026-01-01T00:00:00Z: copied files predate every completion time
 FULL_LINE = (
     b'{"resumePoint":"step-2:phase_2_waf","tasksCompleted":[{"id":"step-1","commitSha":null}],'
     b'"tasksPending":["step-2","step-3","step-4","step-5","step-6","step-7"],'
@@ -33,28 +30,15 @@ FULL_LINE = (
 @pytest.fixture
 def workspace(tmp_path: Path) -> Callable[[str], Path]:
     """Copy a fixture workspace into tmp_path, every file dated 2026-01-01."""
-
-    def copy(name: str) -> Path:
-        dest = tmp_path / name
-        shutil.copytree(FIXTURES / name, dest)
-        for path in dest.rglob("*"):
-            os.utime(path, (OLD, OLD))
-        return dest
-
-    return copy
+    return copier(FIXTURES, tmp_path)
 
 
 def load(ws: Path) -> Unit:
-    [unit] = ADAPTER.load(Source(str(ws)), STATE)
-    return unit
+    return load_one(ADAPTER, ws, STATE)
 
 
 def answer_line(ws: Path) -> bytes:
-    return resume_unit(str(ws), STATE, None, Options(staleness="mtime")).line
-
-
-def codes(unit: Unit) -> list[str]:
-    return sorted(f.code for f in unit.findings)
+    return direct_line(ws, STATE, staleness="mtime")
 
 
 def write_state(ws: Path, state: dict[str, object]) -> None:
@@ -446,7 +430,7 @@ class TestCli:
 
     def test_resume(self, workspace: Callable[[str], Path], run_storyd: Run) -> None:
         ws = workspace("full")
-        done = run_storyd("resume", "--state-file", STATE, "--direct", cwd=ws)
+        done = resume_direct(run_storyd, ws, STATE)
         assert (done.returncode, done.stdout, done.stderr) == (0, FULL_LINE, b"")
 
     def test_detail_shows_the_backup_finding(
@@ -465,7 +449,7 @@ class TestCli:
         self, workspace: Callable[[str], Path], run_storyd: Run
     ) -> None:
         ws = workspace("torn-no-bak")
-        done = run_storyd("resume", "--state-file", STATE, "--direct", cwd=ws)
+        done = resume_direct(run_storyd, ws, STATE)
         assert done.returncode == 65
         assert done.stdout == b""
         assert STATE.encode() in done.stderr

@@ -129,8 +129,12 @@ class Writer:
             self.proc.stdout.close()
 
 
+Writers = Callable[[Path, str], Writer]
+Run = Callable[..., subprocess.CompletedProcess[bytes]]
+
+
 @pytest.fixture
-def writers(tmp_path: Path) -> Iterator[Callable[[Path, str], Writer]]:
+def writers(tmp_path: Path) -> Iterator[Writers]:
     """Start flock(1) writers; any still holding a lock are stopped at teardown."""
     started: list[Writer] = []
 
@@ -200,6 +204,7 @@ class ProcessReader:
 
 
 Reader = ThreadReader | ProcessReader
+StartReader = Callable[[str, float], Reader]
 
 
 @pytest.fixture
@@ -216,9 +221,7 @@ def new_content() -> bytes:
 
 
 @pytest.fixture
-def start_reader(
-    state: Path, isolated_env: dict[str, str]
-) -> Iterator[Callable[[str, float], Reader]]:
+def start_reader(state: Path, isolated_env: dict[str, str]) -> Iterator[StartReader]:
     """Start a reader of `state` of either kind; it is finished off at teardown."""
     readers: list[Reader] = []
 
@@ -252,8 +255,8 @@ class TestExclusiveWriterBlocksReader:
         self,
         kind: str,
         state: Path,
-        writers: Callable[[Path, str], Writer],
-        start_reader: Callable[[str, float], Reader],
+        writers: Writers,
+        start_reader: StartReader,
     ) -> None:
         content = state.read_bytes()
         writer = writers(state, "-x")
@@ -284,8 +287,8 @@ class TestSharedWriterDoesNotBlock:
         self,
         kind: str,
         state: Path,
-        writers: Callable[[Path, str], Writer],
-        start_reader: Callable[[str, float], Reader],
+        writers: Writers,
+        start_reader: StartReader,
     ) -> None:
         content = state.read_bytes()
         holder = writers(state, "-s")
@@ -300,9 +303,7 @@ class TestBound:
     """A writer that never lets go gives exit 75 after about --lock-timeout seconds."""
 
     @pytest.mark.parametrize("bound", [0.3, 0.6])
-    def test_in_process(
-        self, bound: float, state: Path, writers: Callable[[Path, str], Writer]
-    ) -> None:
+    def test_in_process(self, bound: float, state: Path, writers: Writers) -> None:
         writers(state, "-x")
         start = time.monotonic()
         with pytest.raises(LockTimeout) as raised:
@@ -318,8 +319,8 @@ class TestBound:
         self,
         bound: float,
         state: Path,
-        writers: Callable[[Path, str], Writer],
-        run_storyd: Callable[..., subprocess.CompletedProcess[bytes]],
+        writers: Writers,
+        run_storyd: Run,
     ) -> None:
         writers(state, "-x")
         start = time.monotonic()
@@ -341,9 +342,7 @@ class TestBound:
         assert f"{bound:g} s" in lines[0]
         assert bound <= elapsed < bound + 3.0
 
-    def test_zero_bound_fails_at_once(
-        self, state: Path, writers: Callable[[Path, str], Writer]
-    ) -> None:
+    def test_zero_bound_fails_at_once(self, state: Path, writers: Writers) -> None:
         writers(state, "-x")
         start = time.monotonic()
         with pytest.raises(LockTimeout):
@@ -353,8 +352,8 @@ class TestBound:
     def test_fallback_path_is_bounded_too(
         self,
         state: Path,
-        writers: Callable[[Path, str], Writer],
-        run_storyd: Callable[..., subprocess.CompletedProcess[bytes]],
+        writers: Writers,
+        run_storyd: Run,
     ) -> None:
         writers(state, "-x")
         done = run_storyd(
@@ -372,8 +371,8 @@ class TestRenameReplace:
         self,
         kind: str,
         state: Path,
-        writers: Callable[[Path, str], Writer],
-        start_reader: Callable[[str, float], Reader],
+        writers: Writers,
+        start_reader: StartReader,
     ) -> None:
         old = inode(state)
         writer = writers(state, "-x")
@@ -394,7 +393,7 @@ class TestRenameReplace:
         else:
             assert (reader.proc.returncode, reader.stdout, reader.stderr) == (0, NEW_OUT, b"")
 
-    def test_new_file_locked_too(self, state: Path, writers: Callable[[Path, str], Writer]) -> None:
+    def test_new_file_locked_too(self, state: Path, writers: Writers) -> None:
         old = inode(state)
         first = writers(state, "-x")
         reader = ThreadReader(state, WAIT)
@@ -414,9 +413,7 @@ class TestRenameReplace:
         finally:
             reader.close()
 
-    def test_removed_while_waiting(
-        self, state: Path, writers: Callable[[Path, str], Writer]
-    ) -> None:
+    def test_removed_while_waiting(self, state: Path, writers: Writers) -> None:
         old = inode(state)
         writer = writers(state, "-x")
         reader = ThreadReader(state, WAIT)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
@@ -18,6 +17,7 @@ from daemon_harness import (
     Line,
     daemon_env,
     epic_relpath,
+    exclusively_locked,
     run_storyd_cli,
     spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
     wait_for,
@@ -219,7 +219,7 @@ class TestPipelining:
         state = other / REL
         writer = subprocess.Popen(["flock", "-x", str(state), "sleep", "0.6"])  # a real writer
         try:
-            wait_for(lambda: _locked(state), message="flock(1) to take the lock")
+            wait_for(lambda: exclusively_locked(state), message="flock(1) to take the lock")
             requests: list[dict[str, object]] = [
                 {"op": "ping", "id": "first"},
                 resume_request(ws, id=1),
@@ -256,18 +256,6 @@ class TestPipelining:
             answers = [conn.read() for _ in requests]
         assert [a["id"] for a in answers] == list(range(500))
         assert all(a["ok"] and a["source"] == "cache" for a in answers)
-
-
-def _locked(path: Path) -> bool:
-    """Whether someone holds an exclusive flock on the file."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 # -- ops -----------------------------------------------------------------------------------

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from daemon.commands.common import fail, parse_report_flags, units
-from daemon.errors import StorydError
+from daemon.commands.common import parse_report_flags, units
 
 __all__ = ["main"]
 
@@ -17,10 +16,7 @@ _FAILING = frozenset(("warning", "error"))
 
 def main(argv: list[str]) -> int:
     """0 when clean, 1 with the offending findings listed, other codes for errors."""
-    try:
-        found = units(parse_report_flags(argv, USAGE))
-    except StorydError as exc:
-        return fail(exc, "check")
+    found = units(parse_report_flags(argv, USAGE))
     problems = 0
     for unit in found.units:
         where = f"{unit['workspace']}/{unit['stateFile']} {unit['unit']}"

@@ -1,14 +1,26 @@
-"""What the reporting commands share: flags, asking the daemon, reading directly."""
+"""What the reporting commands share: flags, asking the daemon, reading directly.
+
+Errors are raised, not printed: daemon/cli.py reports a StorydError as
+`storyd <command>: <message>` and exits with its code.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from daemon.errors import StorydError, UsageError
-from daemon.flags import MANY, SWITCH, VALUE, parse
+from daemon.errors import FlagError, UsageError
+from daemon.flags import MANY, SWITCH, VALUE, parse, text
 
-__all__ = ["REPORT_FLAGS", "Units", "fail", "parse_report_flags", "units"]
+__all__ = [
+    "REPORT_FLAGS",
+    "Units",
+    "ask_once",
+    "parse_prefixed",
+    "parse_report_flags",
+    "refusal",
+    "units",
+]
 
 REPORT_FLAGS = {
     "workspace": MANY,
@@ -21,17 +33,49 @@ REPORT_FLAGS = {
 }
 
 
-def fail(exc: StorydError, command: str) -> int:
-    """Print a storyd error for a command and return its code."""
-    sys.stderr.write(f"storyd {command}: {exc.message}\n")
-    return exc.code
+def parse_prefixed(argv: list[str], spec: dict[str, str], usage: str) -> dict[str, object]:
+    """`parse`, but a refused flag is printed after `storyd <command>: ` like other errors.
+
+    The CLI prints a FlagError as it is; status, list, check and demo have always put the
+    prefix before theirs too, so here it becomes a plain UsageError.
+    """
+    try:
+        return parse(argv, spec, usage)
+    except FlagError as exc:
+        raise UsageError(exc.message) from None
 
 
 def parse_report_flags(
     argv: list[str], usage: str, extra: dict[str, str] | None = None
 ) -> dict[str, object]:
     """The shared flags of status, list and check."""
-    return parse(argv, {**REPORT_FLAGS, **(extra or {})}, usage)
+    return parse_prefixed(argv, {**REPORT_FLAGS, **(extra or {})}, usage)
+
+
+def ask_once(argv: list[str], usage: str, op: str) -> tuple[str, dict[str, object] | None]:
+    """Parse `--socket` and send one `op` request (ping and stats).
+
+    Returns the socket path and the answer; the answer is None, with the reason printed,
+    when no daemon answered.
+    """
+    from daemon.client import Client, DaemonUnavailable
+    from daemon.paths import socket_path
+
+    flags = parse(argv, {"socket": VALUE}, usage)
+    path = socket_path(text(flags, "socket"))
+    try:
+        with Client(path, timeout=1.0) as client:
+            return path, client.request(op)
+    except DaemonUnavailable as exc:
+        sys.stderr.write(f"{exc}\n")
+        return path, None
+
+
+def refusal(answer: dict[str, object]) -> UsageError:
+    """The error to raise for a daemon's `ok: false` answer: its message, as a UsageError."""
+    error = answer.get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    return UsageError(str(message))
 
 
 class Units:
@@ -45,7 +89,7 @@ class Units:
 
 def _workspaces(flags: dict[str, object]) -> list[str]:
     given = flags.get("workspace")
-    return [os.path.realpath(str(w)) for w in given] if given else []  # type: ignore[attr-defined]
+    return [os.path.realpath(str(w)) for w in given] if isinstance(given, list) else []
 
 
 def units(flags: dict[str, object]) -> Units:
@@ -57,19 +101,21 @@ def units(flags: dict[str, object]) -> Units:
     if not flags.get("direct") and not flags.get("staleness"):
         timeout = float(str(flags.get("timeout") or "2000")) / 1000
         try:
-            with Client(flags.get("socket"), timeout=timeout) as client:  # type: ignore[arg-type]
+            with Client(text(flags, "socket"), timeout=timeout) as client:
                 found: list[dict[str, object]] = []
                 clock = None
-                for ws in workspaces or [None]:
+                asked: list[str | None] = list(workspaces) if workspaces else [None]
+                for ws in asked:
                     fields: dict[str, object] = {"detail": True, "inFlight": in_flight}
                     if ws is not None:
                         client.request("watch", workspace=ws)
                         fields["workspace"] = ws
                     answer = client.request("list", **fields)
                     if not answer.get("ok"):
-                        error = answer.get("error") or {}
-                        raise UsageError(str(error.get("message")))  # type: ignore[union-attr]
-                    found.extend(answer["units"])  # type: ignore[arg-type]
+                        raise refusal(answer)
+                    listed = answer["units"]
+                    assert isinstance(listed, list), "the list op answers with a units array"
+                    found.extend(listed)
                     clock = str(answer.get("clock"))
                 return Units(found, "daemon", clock)
         except DaemonUnavailable:

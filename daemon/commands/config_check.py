@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from daemon.errors import UsageError
+from daemon.errors import FlagError
 from daemon.flags import SWITCH, VALUE, parse
 from daemon.paths import config_path
 
@@ -150,13 +150,8 @@ def _show(path: str | None, as_json: bool) -> int:
 def main(argv: list[str]) -> int:
     """`check` or `show`."""
     if not argv or argv[0] not in _FLAGS:
-        sys.stderr.write(USAGE + "\n")
-        return 64
-    try:
-        flags = parse(argv[1:], _FLAGS[argv[0]], USAGE)
-    except UsageError as exc:
-        sys.stderr.write(exc.message + "\n")
-        return exc.code
+        raise FlagError(USAGE)
+    flags = parse(argv[1:], _FLAGS[argv[0]], USAGE)
     path = str(flags["file"]) if flags.get("file") else None
     if argv[0] == "check":
         return _check(path)

@@ -19,8 +19,9 @@ import time
 
 import orjson
 
-from daemon.errors import StorydError, UsageError
-from daemon.flags import SWITCH, VALUE, parse
+from daemon.commands.common import parse_prefixed
+from daemon.errors import UsageError
+from daemon.flags import SWITCH, VALUE
 
 __all__ = ["main", "prepare"]
 
@@ -123,20 +124,17 @@ def _wait_ready(env: dict[str, str], deadline: float, daemon: subprocess.Popen[b
 
 def main(argv: list[str]) -> int:
     """Prepare, serve, query, stop."""
-    try:
-        flags = parse(argv, {"workspace": VALUE, "keep": SWITCH}, USAGE)
-        source = os.path.abspath(str(flags.get("workspace", "demo")))
-        if not os.path.isdir(os.path.join(source, "plans")):
-            raise UsageError(
-                f"{source}: no demo workspace here; run from the storyd checkout, or pass --workspace"
-                " DIR"
-            )
-        root = tempfile.mkdtemp(prefix="storyd-demo-")
-        ws = os.path.join(root, "workspace")
-        prepare(source, ws)
-    except StorydError as exc:
-        sys.stderr.write(f"storyd demo: {exc.message}\n")
-        return exc.code
+    flags = parse_prefixed(argv, {"workspace": VALUE, "keep": SWITCH}, USAGE)
+    source = os.path.abspath(str(flags.get("workspace", "demo")))
+    if not os.path.isdir(os.path.join(source, "plans")):
+        msg = (
+            f"{source}: no demo workspace here; "
+            "run from the storyd checkout, or pass --workspace DIR"
+        )
+        raise UsageError(msg)
+    root = tempfile.mkdtemp(prefix="storyd-demo-")
+    ws = os.path.join(root, "workspace")
+    prepare(source, ws)
     sock = os.path.join(root, "run", "storyd.sock")
     env = dict(
         os.environ,
@@ -178,9 +176,6 @@ def main(argv: list[str]) -> int:
             )
             _show("storyd status", [*_storyd(), "status", "--workspace", ws], ws, env)
             _show("storyd check", [*_storyd(), "check", "--workspace", ws], ws, env)
-        except StorydError as exc:
-            sys.stderr.write(f"storyd demo: {exc.message}\n")
-            return exc.code
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(timeout=15)

@@ -20,10 +20,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 from daemon import __version__
-from daemon.errors import UsageError
 from daemon.flags import MANY, VALUE, parse
+
+if TYPE_CHECKING:
+    from daemon.config import Config
+    from daemon.formats import Adapter
 
 __all__ = ["main"]
 
@@ -145,7 +149,7 @@ def _check_python_daemon(screen: _Screen) -> None:
 # -- config and socket ---------------------------------------------------------------------
 
 
-def _check_config(screen: _Screen) -> object:
+def _check_config(screen: _Screen) -> Config | None:
     from daemon import config
     from daemon.paths import config_path
 
@@ -242,7 +246,7 @@ def _inotify_in_use() -> tuple[int, int]:
     return instances, watches
 
 
-def _estimate_dirs(workspace: str, adapters: list[object]) -> int:
+def _estimate_dirs(workspace: str, adapters: list[Adapter]) -> int:
     """Directories the daemon would watch in one workspace: its root, .git, format roots, refs."""
     roots = sorted({root for a in adapters for root in getattr(a, "roots", ())})
     tops = [os.path.join(workspace, root) for root in roots]
@@ -294,7 +298,7 @@ def _git(workspace: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _check_workspace(screen: _Screen, workspace: str, adapters: list[object]) -> None:
+def _check_workspace(screen: _Screen, workspace: str, adapters: list[Adapter]) -> None:
     from daemon.formats.base import Source
 
     topic = f"workspace {workspace}"
@@ -328,7 +332,7 @@ def _check_workspace(screen: _Screen, workspace: str, adapters: list[object]) ->
     for adapter in adapters:
         name = getattr(adapter, "name", "?")
         try:
-            counts.append((name, len(adapter.find(source))))  # type: ignore[attr-defined]
+            counts.append((name, len(adapter.find(source))))
         except Exception as exc:  # a plugin's find() must not end the report
             screen.line(WARN, topic, f"format {name}: find() failed: {exc}")
     text = ", ".join(f"{name} {count}" for name, count in counts)
@@ -338,7 +342,7 @@ def _check_workspace(screen: _Screen, workspace: str, adapters: list[object]) ->
         screen.line(WARN, topic, f"no state files of any format ({text})")
 
 
-def _adapters(screen: _Screen) -> list[object]:
+def _adapters(screen: _Screen) -> list[Adapter]:
     from daemon.errors import StorydError
     from daemon.formats import all_adapters
 
@@ -349,7 +353,7 @@ def _adapters(screen: _Screen) -> list[object]:
         return list(all_adapters(plugins=False))
 
 
-def _check_desktop(screen: _Screen, cfg: object) -> None:
+def _check_desktop(screen: _Screen, cfg: Config | None) -> None:
     import shutil
 
     found = shutil.which("notify-send")
@@ -369,11 +373,7 @@ def _check_desktop(screen: _Screen, cfg: object) -> None:
 
 def main(argv: list[str]) -> int:
     """Print the report; 1 when anything failed."""
-    try:
-        flags = parse(argv, FLAGS, USAGE)
-    except UsageError as exc:
-        sys.stderr.write(exc.message + "\n")
-        return exc.code
+    flags = parse(argv, FLAGS, USAGE)
     from daemon.paths import socket_path
 
     screen = _Screen()
@@ -383,11 +383,12 @@ def main(argv: list[str]) -> int:
     configured = getattr(cfg, "socket", None)
     stats = _check_socket(screen, socket_path(str(flags.get("socket") or configured or "") or None))
 
-    given = [str(w) for w in flags.get("workspace", [])]  # type: ignore[attr-defined]
+    flagged = flags.get("workspace")
+    given = [str(w) for w in flagged] if isinstance(flagged, list) else []
     if given:
         workspaces = [os.path.abspath(os.path.expanduser(w)) for w in given]
-    elif getattr(cfg, "workspaces", None):
-        workspaces = list(cfg.workspaces)  # type: ignore[attr-defined]
+    elif cfg is not None and cfg.workspaces:
+        workspaces = list(cfg.workspaces)
     else:
         listed = (stats or {}).get("workspaces") or []
         workspaces = [str(w) for w in listed] if isinstance(listed, list) else []

@@ -9,8 +9,8 @@ import time
 import orjson
 
 from daemon.client import Client, DaemonUnavailable
-from daemon.errors import StorydError, UsageError
-from daemon.flags import SWITCH, VALUE, parse
+from daemon.commands.common import refusal
+from daemon.flags import SWITCH, VALUE, parse, text
 
 __all__ = ["format_event", "main"]
 
@@ -24,8 +24,10 @@ def format_event(event: dict[str, object]) -> str:
     kind = str(event.get("event"))
     where = f"{event.get('format')} {event.get('unit')}"
     if kind in ("drift", "resolved"):
-        finding = event.get("finding") or {}
-        detail = f"{finding.get('detector')}/{finding.get('code')}: {finding.get('message')}"  # type: ignore[union-attr]
+        finding = event.get("finding")
+        if not isinstance(finding, dict):
+            finding = {}
+        detail = f"{finding.get('detector')}/{finding.get('code')}: {finding.get('message')}"
     elif kind == "changed":
         detail = f"{event.get('done')}/{event.get('total')} {event.get('resumePoint')}"
     else:
@@ -35,11 +37,7 @@ def format_event(event: dict[str, object]) -> str:
 
 def main(argv: list[str]) -> int:
     """Subscribe and print until interrupted or the daemon goes away."""
-    try:
-        flags = parse(argv, FLAGS, USAGE)
-    except UsageError as exc:
-        sys.stderr.write(exc.message + "\n")
-        return exc.code
+    flags = parse(argv, FLAGS, USAGE)
     fields: dict[str, object] = {}
     if flags.get("workspace"):
         fields["workspace"] = os.path.realpath(str(flags["workspace"]))
@@ -47,12 +45,11 @@ def main(argv: list[str]) -> int:
         fields["since"] = flags["since"]
     raw = bool(flags.get("json"))
     try:
-        with Client(flags.get("socket"), timeout=2.0) as client:  # type: ignore[arg-type]
+        with Client(text(flags, "socket"), timeout=2.0) as client:
             stream = client.subscribe(**fields)
             first = next(stream)
             if not first.get("ok"):
-                error = first.get("error") or {}
-                raise UsageError(str(error.get("message")))  # type: ignore[union-attr]
+                raise refusal(first)
             if raw:
                 sys.stdout.write(orjson.dumps(first).decode() + "\n")
             else:
@@ -71,7 +68,4 @@ def main(argv: list[str]) -> int:
     except DaemonUnavailable as exc:
         sys.stderr.write(f"storyd events: {exc}\n")
         return 69
-    except StorydError as exc:
-        sys.stderr.write(f"storyd events: {exc.message}\n")
-        return exc.code
     return 0

@@ -18,12 +18,13 @@ import shlex
 import subprocess
 import sys
 
-from daemon.errors import StorydError, UsageError
+from daemon.errors import StorydError
 from daemon.flags import SWITCH, VALUE, parse
 
 __all__ = [
     "PLACEHOLDER",
     "UNITS",
+    "chosen_unit_dir",
     "default_unit_dir",
     "exec_quote",
     "find_templates",
@@ -44,6 +45,11 @@ def default_unit_dir() -> str:
     """$XDG_CONFIG_HOME/systemd/user (default ~/.config/systemd/user)."""
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return os.path.join(base, "systemd", "user")
+
+
+def chosen_unit_dir(flags: dict[str, object]) -> str:
+    """--unit-dir (`~` expanded, made absolute), else the default."""
+    return os.path.abspath(os.path.expanduser(str(flags.get("unit-dir") or default_unit_dir())))
 
 
 def _searched_unit_dirs() -> list[str]:
@@ -249,24 +255,16 @@ def _commands(unit_dir: str, updated: bool) -> list[list[str]]:
 
 def main(argv: list[str]) -> int:
     """Write the units, print the systemctl commands, and run them with --enable."""
-    try:
-        flags = parse(argv, FLAGS, USAGE)
-    except UsageError as exc:
-        sys.stderr.write(exc.message + "\n")
-        return exc.code
-    unit_dir = os.path.abspath(os.path.expanduser(str(flags.get("unit-dir") or default_unit_dir())))
+    flags = parse(argv, FLAGS, USAGE)
+    unit_dir = chosen_unit_dir(flags)
     dry_run = bool(flags.get("dry-run"))
     executable = storyd_executable()
     if executable is None:
         sys.stderr.write("storyd install: cannot find the `storyd` executable to run\n")
         return 70
-    try:
-        templates = find_templates()
-        texts = {unit: render(text, executable) for unit, text in templates.items()}
-        updated = _write_units(unit_dir, texts, dry_run)
-    except StorydError as exc:
-        sys.stderr.write(f"storyd install: {exc.message}\n")
-        return exc.code
+    templates = find_templates()
+    texts = {unit: render(text, executable) for unit, text in templates.items()}
+    updated = _write_units(unit_dir, texts, dry_run)
     print(f"ExecStart={exec_quote(executable)} serve")
     note = _socket_note()
     if note:

@@ -6,8 +6,7 @@ import sys
 
 import orjson
 
-from daemon.commands.common import fail, parse_report_flags, units
-from daemon.errors import StorydError
+from daemon.commands.common import parse_report_flags, units
 
 __all__ = ["main"]
 
@@ -16,10 +15,7 @@ USAGE = "usage: storyd list [--workspace DIR ...] [--in-flight] [--direct] [--so
 
 def main(argv: list[str]) -> int:
     """Print the units as JSON lines."""
-    try:
-        found = units(parse_report_flags(argv, USAGE))
-    except StorydError as exc:
-        return fail(exc, "list")
+    found = units(parse_report_flags(argv, USAGE))
     for unit in found.units:
         sys.stdout.write(orjson.dumps(unit).decode() + "\n")
     return 0

@@ -59,6 +59,6 @@ def _read_directly(query: Query) -> Output:
         try:
             output = direct.run(query, staleness, detect)
         finally:
-            runner.close()  # type: ignore[attr-defined]
+            runner.close()
     output.stderr = warnings + output.stderr
     return output

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from daemon.errors import StorydError, UsageError
-from daemon.flags import MANY, SWITCH, VALUE, parse
+from daemon.flags import MANY, SWITCH, VALUE, parse, text
+
+if TYPE_CHECKING:
+    from daemon.config import Config
+    from daemon.service import Settings
 
 __all__ = ["main"]
 
@@ -25,23 +30,23 @@ FLAGS = {
 }
 
 
-def _settings(flags: dict[str, object], cfg: object) -> object:
+def _settings(flags: dict[str, object], cfg: Config) -> Settings:
     from daemon.service import Settings
 
-    limits = cfg.limits  # type: ignore[attr-defined]
-    staleness = str(flags.get("staleness") or cfg.staleness)  # type: ignore[attr-defined]
+    limits = cfg.limits
+    staleness = str(flags.get("staleness") or cfg.staleness)
     if staleness not in ("git", "mtime"):
         raise UsageError(f"invalid --staleness {staleness!r}: expected git or mtime\n{USAGE}")
-    verify = flags.get("verify-interval")
+    verify = text(flags, "verify-interval")
     try:
-        verify_interval = float(verify) if verify is not None else float(limits.verify_interval)  # type: ignore[arg-type]
+        verify_interval = float(verify) if verify is not None else float(limits.verify_interval)
     except ValueError:
         raise UsageError(f"invalid --verify-interval {verify!r}\n{USAGE}") from None
     return Settings(
         staleness=staleness,
         lock_timeout=limits.lock_timeout,
         max_workspaces=limits.max_workspaces,
-        auto_watch=cfg.auto_watch and not flags.get("no-auto-watch"),  # type: ignore[attr-defined]
+        auto_watch=cfg.auto_watch and not flags.get("no-auto-watch"),
         max_line_bytes=limits.max_line_bytes,
         settle=limits.settle_ms / 1000,
         verify_interval=verify_interval,
@@ -50,35 +55,28 @@ def _settings(flags: dict[str, object], cfg: object) -> object:
     )
 
 
-def _workspaces(flags: dict[str, object], cfg: object) -> list[str]:
-    given = [os.path.abspath(str(w)) for w in flags.get("workspace", [])]  # type: ignore[attr-defined]
-    return given + [w for w in cfg.workspaces if w not in given]  # type: ignore[attr-defined]
+def _workspaces(flags: dict[str, object], cfg: Config) -> list[str]:
+    listed = flags.get("workspace")
+    given = [os.path.abspath(str(w)) for w in listed] if isinstance(listed, list) else []
+    return given + [w for w in cfg.workspaces if w not in given]
 
 
 def main(argv: list[str]) -> int:
     """Bind (or take systemd's socket), scan, signal READY, serve until SIGTERM."""
-    try:
-        flags = parse(argv, FLAGS, USAGE)
-    except UsageError as exc:
-        sys.stderr.write(exc.message + "\n")
-        return exc.code
+    flags = parse(argv, FLAGS, USAGE)
     from daemon import config, log
 
     log.configure(str(flags.get("log-level", "info")))
     logger = log.get("serve")
     config_file = str(flags.get("config") or "") or None
-    try:
-        cfg = config.load(config_file)
-        settings = _settings(flags, cfg)
-    except StorydError as exc:
-        sys.stderr.write(f"storyd serve: {exc.message}\n")
-        return exc.code
+    cfg = config.load(config_file)
+    settings = _settings(flags, cfg)
     from daemon.runtime import Runtime
 
-    runtime = Runtime(settings, cfg, config_file, logger)  # type: ignore[arg-type]
+    runtime = Runtime(settings, cfg, config_file, logger)
     try:
-        return runtime.run(str(flags.get("socket") or cfg.socket or ""), _workspaces(flags, cfg))  # type: ignore[attr-defined]
-    except StorydError as exc:
+        return runtime.run(str(flags.get("socket") or cfg.socket or ""), _workspaces(flags, cfg))
+    except StorydError as exc:  # printed here, before the log line that records it
         sys.stderr.write(f"storyd serve: {exc.message}\n")
         logger.error("serve_failed", error=exc.message, code=exc.code)
         return exc.code

@@ -6,9 +6,7 @@ import sys
 
 import orjson
 
-from daemon.client import Client, DaemonUnavailable
-from daemon.errors import UsageError
-from daemon.flags import VALUE, parse
+from daemon.commands.common import ask_once
 
 __all__ = ["main"]
 
@@ -17,16 +15,8 @@ USAGE = "usage: storyd stats [--socket PATH]"
 
 def main(argv: list[str]) -> int:
     """Print the stats answer, pretty."""
-    try:
-        flags = parse(argv, {"socket": VALUE}, USAGE)
-    except UsageError as exc:
-        sys.stderr.write(exc.message + "\n")
-        return exc.code
-    try:
-        with Client(flags.get("socket"), timeout=1.0) as client:  # type: ignore[arg-type]
-            answer = client.request("stats")
-    except DaemonUnavailable as exc:
-        sys.stderr.write(f"{exc}\n")
+    _path, answer = ask_once(argv, USAGE, "stats")
+    if answer is None:
         return 69
     sys.stdout.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2).decode() + "\n")
     return 0

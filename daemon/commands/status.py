@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from daemon.commands.common import fail, parse_report_flags, units
-from daemon.errors import StorydError
+from daemon.commands.common import parse_report_flags, units
 
 __all__ = ["main", "render"]
 
@@ -61,11 +60,8 @@ def render(units: list[dict[str, object]], color: bool) -> str:
 
 def main(argv: list[str]) -> int:
     """Print every unit (from the daemon, or read here when none runs)."""
-    try:
-        flags = parse_report_flags(argv, USAGE)
-        found = units(flags)
-    except StorydError as exc:
-        return fail(exc, "status")
+    flags = parse_report_flags(argv, USAGE)
+    found = units(flags)
     if flags.get("json"):
         import orjson
 

@@ -12,12 +12,11 @@ import sys
 
 from daemon.commands.install import (
     UNITS,
-    default_unit_dir,
+    chosen_unit_dir,
     run_commands,
     systemctl,
     user_manager,
 )
-from daemon.errors import UsageError
 from daemon.flags import VALUE, parse
 
 __all__ = ["main"]
@@ -45,12 +44,7 @@ def _enablement_links(unit_dir: str) -> list[str]:
 
 def main(argv: list[str]) -> int:
     """Stop, disable and remove the storyd user units."""
-    try:
-        flags = parse(argv, FLAGS, USAGE)
-    except UsageError as exc:
-        sys.stderr.write(exc.message + "\n")
-        return exc.code
-    unit_dir = os.path.abspath(os.path.expanduser(str(flags.get("unit-dir") or default_unit_dir())))
+    unit_dir = chosen_unit_dir(parse(argv, FLAGS, USAGE))
     reachable, reason = user_manager()
     if reachable:
         if run_commands([systemctl("disable", "--now", *UNITS)]) != 0:

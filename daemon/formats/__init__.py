@@ -33,7 +33,7 @@ def builtin(name: str) -> Adapter:
         except KeyError:
             msg = f"unknown format {name!r}; supported: {', '.join(BUILTIN)}"
             raise UsageError(msg) from None
-        _loaded[name] = sys.modules[BUILTIN[name]].ADAPTER  # type: ignore[attr-defined]
+        _loaded[name] = sys.modules[BUILTIN[name]].ADAPTER
     return _loaded[name]
 
 

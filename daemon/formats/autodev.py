@@ -12,12 +12,10 @@ from __future__ import annotations
 import os
 
 from daemon.errors import DataError
-from daemon.formats.base import Adapter, Source
+from daemon.formats.base import Adapter, Source, finding, make_task
 from daemon.formats.common import (
     ALL_DONE,
     as_int,
-    finding,
-    make_task,
     one_line,
     progress,
     resume_point,

@@ -1,15 +1,26 @@
-"""The contract every format adapter meets, and the helpers adapters share."""
+"""The contract every format adapter meets, and the constructors every adapter uses.
+
+The helpers only some adapters need are in daemon/formats/common.py, so the epic
+adapter, on `storyd resume`'s start-up path, needs only this module.
+"""
 
 from __future__ import annotations
 
 import os
 
 from daemon.errors import DataError
-from daemon.jsonio import JSONError, kind, loads
+from daemon.jsonio import JSONError, dumps, kind, loads
 from daemon.locking import DEFAULT_LOCK_TIMEOUT, read_locked
-from daemon.model import Unit
+from daemon.model import DONE, PENDING, Finding, Task, Unit
 
-__all__ = ["Adapter", "Source", "load_json_object"]
+__all__ = [
+    "Adapter",
+    "Source",
+    "finding",
+    "load_json_object",
+    "make_task",
+    "status_text",
+]
 
 
 class Source:
@@ -47,6 +58,49 @@ def load_json_object(data: bytes, relpath: str) -> dict[str, object]:
     return value
 
 
+def finding(code: str, severity: str, message: str, task: str | None = None) -> Finding:
+    """A finding of the `format` detector: a fact read from the files themselves."""
+    return Finding("format", code, severity, message, task)
+
+
+def status_text(raw: object, default: str) -> str:
+    """A raw status as text: null and false give `default` (jq's `//`), non-strings JSON text."""
+    if raw is None or raw is False:
+        return default
+    return raw if isinstance(raw, str) else dumps(raw).decode()
+
+
+def make_task(
+    task_id: str,
+    raw_status: object,
+    *,
+    done: frozenset[str],
+    pending: frozenset[str],
+    default: str,
+    commit_sha: str | None = None,
+    completed_at: object = None,
+    extra: dict[str, object] | None = None,
+) -> tuple[Task, Finding | None]:
+    """A canonical task; statuses match case-insensitively, unknown ones are PENDING + a finding."""
+    status = status_text(raw_status, default)
+    lowered = status.lower()
+    bucket = DONE if lowered in done else PENDING
+    known = lowered in done or lowered in pending
+    task = Task(
+        task_id,
+        status,
+        bucket,
+        known=known,
+        commit_sha=commit_sha,
+        completed_at=completed_at if isinstance(completed_at, str) else None,
+        extra=extra,
+    )
+    if known:
+        return task, None
+    message = f"unknown status {status!r} for task {task_id}; treated as PENDING"
+    return task, finding("unknown-status", "warning", message, task_id)
+
+
 class Adapter:
     """One state-file convention. Subclasses set the class attributes and `load`.
 
@@ -72,7 +126,7 @@ class Adapter:
 
     def find(self, source: Source) -> list[str]:
         """Every state file of this format in the workspace, workspace-relative."""
-        found = []
+        found: list[str] = []
         for root in self.roots:
             top = source.path(root)
             for folder, dirs, files in os.walk(top):

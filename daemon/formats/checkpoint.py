@@ -14,15 +14,12 @@ from __future__ import annotations
 import time
 
 from daemon.errors import DataError, StateFileMissing
-from daemon.formats.base import Adapter, Source, load_json_object
+from daemon.formats.base import Adapter, Source, finding, load_json_object, make_task, status_text
 from daemon.formats.common import (
     ALL_DONE,
     artifact_exists,
-    finding,
-    make_task,
     progress,
     resume_point,
-    status_text,
     stray_tmp,
 )
 from daemon.isotime import parse_epoch

@@ -1,9 +1,10 @@
 """Parsing helpers shared by the session, issue-plan, autodev and checkpoint adapters.
 
-Only what more than one adapter needs lives here: status classification, the
-`format` detector's findings, companion reads, artifact checks, progress labels and
-the three-way resume point. It imports nothing heavier than the model, so every
-adapter stays cheap on `storyd resume`'s start-up path.
+Only what more than one adapter needs lives here: companion reads, artifact checks,
+progress labels and the three-way resume point. The task and finding constructors,
+which the epic adapter uses too, are in daemon/formats/base.py. This module imports
+nothing heavier than the model, so every adapter stays cheap on `storyd resume`'s
+start-up path.
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from __future__ import annotations
 import os
 
 from daemon.errors import StateFileMissing
-from daemon.formats.base import Source
-from daemon.jsonio import dumps
-from daemon.model import DONE, PENDING, Finding, Task
+from daemon.formats.base import Source, finding
+from daemon.model import DONE, Finding, Task
 
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/model.py
 if TYPE_CHECKING:
@@ -24,63 +24,18 @@ __all__ = [
     "FRESH_START",
     "artifact_exists",
     "as_int",
-    "finding",
-    "make_task",
     "one_line",
     "progress",
+    "progress_labels",
     "read_text",
     "resume_point",
     "status_counts",
-    "status_text",
     "stray_tmp",
     "string_list",
 ]
 
 FRESH_START = "fresh-start"
 ALL_DONE = "all-done"
-
-
-def finding(code: str, severity: str, message: str, task: str | None = None) -> Finding:
-    """A finding of the `format` detector: a fact read from the files themselves."""
-    return Finding("format", code, severity, message, task)
-
-
-def status_text(raw: object, default: str) -> str:
-    """A raw status as text: null and false give `default` (jq's `//`), non-strings JSON text."""
-    if raw is None or raw is False:
-        return default
-    return raw if isinstance(raw, str) else dumps(raw).decode()
-
-
-def make_task(
-    task_id: str,
-    raw_status: object,
-    *,
-    done: frozenset[str],
-    pending: frozenset[str],
-    default: str,
-    commit_sha: str | None = None,
-    completed_at: object = None,
-    extra: dict[str, object] | None = None,
-) -> tuple[Task, Finding | None]:
-    """A canonical task; statuses match case-insensitively, unknown ones are PENDING + a finding."""
-    status = status_text(raw_status, default)
-    lowered = status.lower()
-    bucket = DONE if lowered in done else PENDING
-    known = lowered in done or lowered in pending
-    task = Task(
-        task_id,
-        status,
-        bucket,
-        known=known,
-        commit_sha=commit_sha,
-        completed_at=completed_at if isinstance(completed_at, str) else None,
-        extra=extra,
-    )
-    if known:
-        return task, None
-    message = f"unknown status {status!r} for task {task_id}; treated as PENDING"
-    return task, finding("unknown-status", "warning", message, task_id)
 
 
 def as_int(value: object) -> int | None:
@@ -162,6 +117,11 @@ def status_counts(tasks: Iterable[Task], vocabulary: Sequence[str]) -> dict[str,
     if other:
         labels["other"] = str(other)
     return labels
+
+
+def progress_labels(tasks: Sequence[Task], vocabulary: Sequence[str]) -> dict[str, str]:
+    """`progress` and the per-status counts (`status_counts`), as a unit's labels."""
+    return {"progress": progress(tasks), **status_counts(tasks, vocabulary)}
 
 
 def resume_point(tasks: Sequence[Task], pointer: str | None, *, started: bool) -> str:

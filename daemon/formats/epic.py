@@ -8,8 +8,8 @@ Task order is the file's key order (jq's keys_unsorted).
 from __future__ import annotations
 
 from daemon.errors import DataError
-from daemon.formats.base import Adapter, Source, load_json_object
-from daemon.jsonio import dumps, kind
+from daemon.formats.base import Adapter, Source, finding, load_json_object, make_task
+from daemon.jsonio import kind
 from daemon.model import DONE, PENDING, Finding, Task, Unit
 
 __all__ = ["ADAPTER", "EpicAdapter", "classify"]
@@ -42,44 +42,25 @@ def classify(status: str) -> tuple[str, bool]:
 def _task(task_id: str, node: object, where: str) -> tuple[Task | None, str | None, list[Finding]]:
     if not isinstance(node, dict):
         return None, f"{where}: expected an object, got {kind(node)}", []
-    raw = node.get("status")
-    status = "PENDING" if raw is None or raw is False else raw
-    status = status if isinstance(status, str) else dumps(status).decode()
-    bucket, known = classify(status)
     findings = []
     sha = node.get("commitSha")
     if sha is False:
         sha = None
     if sha is not None and not isinstance(sha, str):
-        findings.append(
-            Finding(
-                "format",
-                "invalid-commit-sha",
-                "warning",
-                f"commitSha of {task_id} is {kind(sha)}, not a string; treated as null",
-                task_id,
-            )
-        )
+        message = f"commitSha of {task_id} is {kind(sha)}, not a string; treated as null"
+        findings.append(finding("invalid-commit-sha", "warning", message, task_id))
         sha = None
-    completed = node.get("completedAt")
-    task = Task(
+    task, unknown = make_task(
         task_id,
-        status,
-        bucket,
-        known=known,
+        node.get("status"),
+        done=_DONE,
+        pending=_PENDING,
+        default="PENDING",
         commit_sha=sha,
-        completed_at=completed if isinstance(completed, str) else None,
+        completed_at=node.get("completedAt"),
     )
-    if not known:
-        findings.append(
-            Finding(
-                "format",
-                "unknown-status",
-                "warning",
-                f"unknown status {status!r} for task {task_id}; treated as PENDING",
-                task_id,
-            )
-        )
+    if unknown is not None:
+        findings.append(unknown)
     return task, None, findings
 
 
@@ -96,9 +77,9 @@ def _unit(relpath: str, epic_dir: str, story_id: str, node: dict[str, object]) -
         else:
             for task_id, task_node in tasks_node.items():
                 task, error, found = _task(task_id, task_node, f"{where}.tasks.{task_id}")
-                if error:
+                if task is None:  # `error` says why
                     break
-                tasks.append(task)  # type: ignore[arg-type]
+                tasks.append(task)
                 findings.extend(found)
     return Unit(
         "epic",

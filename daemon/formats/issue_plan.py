@@ -9,15 +9,12 @@ are companions; tasks.md is the story file. One unit per plan folder.
 
 from __future__ import annotations
 
-from daemon.formats.base import Adapter, Source, load_json_object
+from daemon.formats.base import Adapter, Source, finding, load_json_object, make_task
 from daemon.formats.common import (
-    finding,
-    make_task,
     one_line,
-    progress,
+    progress_labels,
     read_text,
     resume_point,
-    status_counts,
     string_list,
 )
 from daemon.jsonio import kind
@@ -157,8 +154,7 @@ class IssuePlanAdapter(Adapter):
         findings.extend(self._duplicates(tasks))
         findings.extend(self._journal(source, f"{plan_dir}/{JOURNAL_NAME}", tasks))
         findings.extend(self._plan(source, f"{plan_dir}/{TASKS_NAME}", tasks))
-        labels["progress"] = progress(tasks)
-        labels.update(status_counts(tasks, _VOCABULARY))
+        labels.update(progress_labels(tasks, _VOCABULARY))
         return [
             Unit(
                 "issue-plan",

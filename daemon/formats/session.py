@@ -10,15 +10,12 @@ never rewrites them); an empty or unparsable file falls back to `.bak`.
 from __future__ import annotations
 
 from daemon.errors import DataError, StateFileMissing
-from daemon.formats.base import Adapter, Source, load_json_object
+from daemon.formats.base import Adapter, Source, finding, load_json_object, make_task
 from daemon.formats.common import (
     artifact_exists,
     as_int,
-    finding,
-    make_task,
-    progress,
+    progress_labels,
     resume_point,
-    status_counts,
     stray_tmp,
     string_list,
 )
@@ -210,8 +207,7 @@ class SessionAdapter(Adapter):
         labels = {
             "project": project,
             "current_step": "" if current is None else str(current),
-            "progress": progress(tasks),
-            **status_counts(tasks, _VOCABULARY),
+            **progress_labels(tasks, _VOCABULARY),
         }
         return [
             Unit(
