@@ -16,6 +16,7 @@ __all__ = [
     "Finding",
     "Task",
     "Unit",
+    "same_data",
 ]
 
 DONE = "done"
@@ -170,3 +171,28 @@ class Finding:
             "task": self.task,
             "message": self.message,
         }
+
+
+def _data(unit: Unit) -> tuple[object, ...]:
+    tasks = tuple(
+        (t.id, t.status, t.bucket, t.known, t.commit_sha, t.completed_at, repr(t.extra))
+        for t in unit.tasks
+    )
+    labels = tuple(sorted(unit.labels.items()))
+    return (
+        unit.format,
+        unit.state_file,
+        unit.key,
+        tasks,
+        unit.story_file,
+        unit.branch,
+        unit.resume_point,
+        unit.findings,
+        labels,
+        unit.error,
+    )
+
+
+def same_data(a: Unit, b: Unit) -> bool:
+    """Whether two readings of a unit carry the same data (so detectors need not rerun)."""
+    return a is b or _data(a) == _data(b)

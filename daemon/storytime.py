@@ -20,6 +20,8 @@ __all__ = ["MODES", "git_commit_time", "mtime_seconds"]
 
 MODES = ("git", "mtime")
 _GIT_TIMEOUT = 5.0
+_MEMO_SIZE = 65536
+_memo: dict[tuple[object, ...], int | None] = {}
 
 
 def mtime_seconds(path: str) -> int | None:
@@ -36,12 +38,44 @@ def git_commit_time(workspace: str, relpath: str) -> int | None:
     None when git is absent, the workspace is not a repository, or the file is
     untracked, staged or modified.
     """
+    key = _memo_key(workspace, relpath)
+    if key is not None and key in _memo:
+        return _memo[key]
     status = _git(workspace, "status", "--porcelain", "--untracked-files=all", "--", relpath)
     if status is None or status.strip():
+        found = None
+    else:
+        stamp = (_git(workspace, "log", "-1", "--format=%ct", "--", relpath) or "").strip()
+        found = int(stamp) if stamp.isdigit() else None
+    if key is not None:
+        if len(_memo) >= _MEMO_SIZE:
+            _memo.clear()
+        _memo[key] = found
+    return found
+
+
+def _memo_key(workspace: str, relpath: str) -> tuple[object, ...] | None:
+    """What the answer depends on: the file, the index and HEAD (None: don't memoise).
+
+    A commit, an `add`, a checkout or a reset rewrites the index or HEAD, and an edit
+    changes the file; while all three keep their stat, git's answer cannot change.
+    """
+    try:
+        story = os.stat(os.path.join(workspace, relpath))
+        index = os.stat(os.path.join(workspace, ".git", "index"))
+        head = os.stat(os.path.join(workspace, ".git", "HEAD"))
+    except OSError:
         return None
-    log = _git(workspace, "log", "-1", "--format=%ct", "--", relpath)
-    stamp = (log or "").strip()
-    return int(stamp) if stamp.isdigit() else None
+    return (
+        workspace,
+        relpath,
+        story.st_mtime_ns,
+        story.st_size,
+        story.st_ino,
+        index.st_mtime_ns,
+        index.st_size,
+        head.st_mtime_ns,
+    )
 
 
 def _git(workspace: str, *args: str) -> str | None:
@@ -61,7 +95,7 @@ def _git(workspace: str, *args: str) -> str | None:
         try:
             pid = os.posix_spawnp(
                 "git",
-                ["git", "-C", workspace, *args],
+                ["git", "--no-optional-locks", "-C", workspace, *args],
                 os.environ,
                 file_actions=[
                     (os.POSIX_SPAWN_DUP2, devnull, 0),

@@ -354,7 +354,7 @@ class GitView:
         self._check_owner()
         with _translated(args[0]):
             status, out, err = self._repo.git.execute(
-                [self._repo.git.GIT_PYTHON_GIT_EXECUTABLE, *args],
+                [self._repo.git.GIT_PYTHON_GIT_EXECUTABLE, "--no-optional-locks", *args],
                 with_extended_output=True,
                 with_exceptions=False,
             )
@@ -660,7 +660,8 @@ class GitView:
         ]
         with _translated("patch-id"):
             show = self._repo.git.execute(
-                [self._repo.git.GIT_PYTHON_GIT_EXECUTABLE, *args], as_process=True
+                [self._repo.git.GIT_PYTHON_GIT_EXECUTABLE, "--no-optional-locks", *args],
+                as_process=True,
             )
             out = self._repo.git.patch_id("--stable", istream=show.proc.stdout)
             show.wait()

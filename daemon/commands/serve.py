@@ -64,6 +64,9 @@ def _workspaces(flags: dict[str, object], cfg: Config) -> list[str]:
 def main(argv: list[str]) -> int:
     """Bind (or take systemd's socket), scan, signal READY, serve until SIGTERM."""
     flags = parse(argv, FLAGS, USAGE)
+    # The daemon's own git reads (status refreshes the index) must not take index.lock:
+    # the watcher would see it as a git operation and recheck, forever.
+    os.environ["GIT_OPTIONAL_LOCKS"] = "0"
     from daemon import config, log
 
     log.configure(str(flags.get("log-level", "info")))
