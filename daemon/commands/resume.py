@@ -36,14 +36,25 @@ def main(argv: list[str]) -> int:
     return emit(_read_directly(query))
 
 
+def _configured_staleness() -> str:
+    """config.toml's staleness mode; without a file, `git` (and no config module import)."""
+    from daemon.paths import config_path
+
+    if not os.path.exists(config_path()):
+        return "git"
+    from daemon import config
+
+    return config.load_staleness()
+
+
 def _read_directly(query: Query) -> Output:
     """The direct read, in the configured staleness mode; detectors only for --detail."""
-    from daemon import config, direct
+    from daemon import direct
     from daemon.errors import StorydError
 
     warnings: tuple[str, ...] = ()
     try:
-        staleness = config.load_staleness()
+        staleness = _configured_staleness()
     except StorydError as exc:  # a broken config must not break the seed's contract
         staleness = "git"
         warnings = (f"warn: {exc.message.splitlines()[0]}; using the default staleness",)
@@ -53,6 +64,8 @@ def _read_directly(query: Query) -> Output:
         from daemon.wiring import build_detect
 
         try:
+            from daemon import config
+
             detect, runner = build_detect(config.load(), query.staleness or staleness)
         except StorydError as exc:
             return Output(exc.code, b"", (exc.message,))
