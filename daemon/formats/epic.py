@@ -59,6 +59,12 @@ def classify(status: str) -> tuple[str, bool]:
     return PENDING, lowered in _PENDING
 
 
+def _pr_number(node: dict[str, object]) -> dict[str, object] | None:
+    """`{"prNumber": N}` when the node records an integer PR number (squash evidence)."""
+    pr = node.get("prNumber")
+    return {"prNumber": pr} if isinstance(pr, int) and not isinstance(pr, bool) else None
+
+
 def _task(task_id: str, node: object, where: str) -> tuple[Task | None, str | None, list[Finding]]:
     if not isinstance(node, dict):
         return None, f"{where}: expected an object, got {kind(node)}", []
@@ -78,6 +84,7 @@ def _task(task_id: str, node: object, where: str) -> tuple[Task | None, str | No
         default="PENDING",
         commit_sha=sha,
         completed_at=node.get("completedAt"),
+        extra=_pr_number(node),
     )
     if unknown is not None:
         findings.append(unknown)
@@ -178,6 +185,14 @@ def _finished(story_id: str, node: dict[str, object], tasks: list[Task]) -> Find
     return finding("story-finished", "info", message)
 
 
+def _labels(epic_dir: str, story_id: str, node: dict[str, object]) -> dict[str, str]:
+    labels = {"epic": epic_of_folder(epic_dir.rsplit("/", 1)[-1]) or "", "story": story_id}
+    pr = _pr_number(node)
+    if pr is not None:
+        labels["pr"] = str(pr["prNumber"])
+    return labels
+
+
 def _unit(relpath: str, epic_dir: str, story_id: str, node: dict[str, object]) -> Unit:
     where = f"{relpath}: stories.{story_id}"
     story_file = f"{epic_dir}/{story_id}.md"
@@ -205,7 +220,7 @@ def _unit(relpath: str, epic_dir: str, story_id: str, node: dict[str, object]) -
         tuple(tasks),
         story_file=story_file,
         findings=tuple(findings),
-        labels={"epic": epic_of_folder(epic_dir.rsplit("/", 1)[-1]) or "", "story": story_id},
+        labels=_labels(epic_dir, story_id, node),
         error=error,
     )
 
