@@ -249,3 +249,21 @@ def test_epic_view_of_every_readable_real_version(tmp_path: Path) -> None:
         assert len(executable) + len(blocked) + len(finished) == len(stories)
         count += 1
     assert count == 130
+
+
+def test_daemon_serves_slugged_folders_from_its_cache(spawn_daemon: Spawn, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    lay_out(SLUGGED, ws)
+    proc = spawn_daemon([ws])
+    argv = ("resume", "--epic-id", "24", "--story-id", "story-0024-0016", "--timeout", "5000")
+    hits = proc.stats()["hits"]
+    via = run_storyd_cli(*argv, env=proc.env, cwd=ws)
+    assert proc.stats()["hits"] == hits + 1  # type: ignore[operator]
+    direct = run_storyd_cli(*argv, "--direct", env=proc.env, cwd=ws)
+    assert (via.returncode, via.stdout, via.stderr) == (direct.returncode, direct.stdout,
+                                                        direct.stderr)
+    answer = proc.request({"op": "resume", "workspace": str(ws), "epic": "24",
+                           "story": "story-0024-0001"})
+    assert answer["ok"] is True
+    codes = {f["code"] for f in answer["findings"]}  # type: ignore[union-attr]
+    assert "story-finished" in codes
