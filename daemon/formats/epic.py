@@ -107,10 +107,12 @@ def epic_state_files(workspace: str, epic_id: str) -> list[str]:
         names = os.listdir(os.path.join(workspace, ROOT))
     except OSError:
         return []
+    prefix = f"epic-{epic_id}"
     return sorted(
         f"{ROOT}/{name}/{STATE_NAME}"
         for name in names
-        if epic_of_folder(name) == epic_id
+        if name.startswith(prefix)
+        and epic_of_folder(name) == epic_id
         and os.path.isfile(os.path.join(workspace, ROOT, name, STATE_NAME))
     )
 
