@@ -16,7 +16,16 @@ from __future__ import annotations
 import _json
 import math
 
-__all__ = ["JSONError", "decode_text", "dumps", "kind", "loads", "value_start"]
+__all__ = [
+    "JSONError",
+    "conflict_marker",
+    "decode_text",
+    "dumps",
+    "kind",
+    "loads",
+    "utf16_without_bom",
+    "value_start",
+]
 
 
 class JSONError(ValueError):
@@ -89,7 +98,7 @@ def decode_text(data: bytes) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def _utf16_without_bom(data: bytes) -> str | None:
+def utf16_without_bom(data: bytes) -> str | None:
     """"UTF-16LE"/"UTF-16BE" when the bytes look like UTF-16 text saved without a BOM
     (NUL in every other byte, as ASCII text in UTF-16 has), else None."""
     sample = data[:256]
@@ -106,7 +115,7 @@ def _utf16_without_bom(data: bytes) -> str | None:
 _MARKERS = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")
 
 
-def _conflict_marker(text: str) -> int | None:
+def conflict_marker(text: str) -> int | None:
     """Where the first git merge-conflict marker line starts, if the text has one."""
     offset = 0
     for line in text.split("\n"):
@@ -128,10 +137,10 @@ def _explain(data: bytes, text: str, index: int, reason: str) -> JSONError:
     comment (`//` or `/* */`) where the parser stopped, a trailing comma before `}` or
     `]`; otherwise the parser's own reason.
     """
-    encoding = _utf16_without_bom(data)
+    encoding = utf16_without_bom(data)
     if encoding is not None:
         return _utf16_error(encoding)
-    marker = _conflict_marker(text)
+    marker = conflict_marker(text)
     if marker is not None:
         found = text[marker : marker + 7]
         return _fail(text, marker, f"git merge-conflict marker {found!r} (an unresolved merge)")
@@ -160,7 +169,7 @@ def _diagnose(text: str, start: int) -> tuple[int, str]:
 
 
 def _undecodable(data: bytes, exc: UnicodeDecodeError) -> JSONError:
-    encoding = _utf16_without_bom(data)
+    encoding = utf16_without_bom(data)
     if encoding is not None:
         return _utf16_error(encoding)
     if exc.encoding != "utf-8":  # a BOM named UTF-16 or UTF-32; the bytes do not follow it
