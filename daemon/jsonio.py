@@ -99,7 +99,7 @@ def decode_text(data: bytes) -> str:
 
 
 def utf16_without_bom(data: bytes) -> str | None:
-    """"UTF-16LE"/"UTF-16BE" when the bytes look like UTF-16 text saved without a BOM
+    """ "UTF-16LE"/"UTF-16BE" when the bytes look like UTF-16 text saved without a BOM
     (NUL in every other byte, as ASCII text in UTF-16 has), else None."""
     sample = data[:256]
     even, odd = sample[0::2], sample[1::2]
@@ -145,7 +145,7 @@ def _explain(data: bytes, text: str, index: int, reason: str) -> JSONError:
         found = text[marker : marker + 7]
         return _fail(text, marker, f"git merge-conflict marker {found!r} (an unresolved merge)")
     if text.startswith(("//", "/*"), index):
-        return _fail(text, index, f"a {text[index:index + 2]!r} comment (JSON has no comments)")
+        return _fail(text, index, f"a {text[index : index + 2]!r} comment (JSON has no comments)")
     if index < len(text) and text[index] in "}]":
         before = index - 1
         while before >= 0 and text[before] in _WHITESPACE:

@@ -252,7 +252,7 @@ def _unreadable(data: bytes, text: str) -> None:
         why = f"{encoding} text without a byte-order mark (save it as UTF-8, or with a BOM)"
     elif marker is not None:
         line = text.count("\n", 0, marker) + 1
-        why = f"git merge-conflict marker {text[marker:marker + 7]!r} (an unresolved merge) "
+        why = f"git merge-conflict marker {text[marker : marker + 7]!r} (an unresolved merge) "
         why += f"at line {line} column 1"
     else:
         why = "no autodev state found (expected flow:, step:, status:, sub_step:)"

@@ -258,9 +258,7 @@ class SessionAdapter(Adapter):
         else the first unfinished one. `current_step` 3.5 names step `3_5` too."""
         active = [t for t in tasks if t.bucket != DONE]
         rank = None if current is None else step_rank(current)
-        named = next(
-            (t for t in active if rank is not None and step_rank(t.id[5:]) == rank), None
-        )
+        named = next((t for t in active if rank is not None and step_rank(t.id[5:]) == rank), None)
         return named or (running[0] if running else None) or (active[0] if active else None)
 
     @staticmethod
