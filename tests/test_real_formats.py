@@ -289,8 +289,12 @@ class TestStatusVariants:
     def test_checkpoint_phase_status(self, tmp_path: Path) -> None:
         ws = tmp_path / "ws"
         (ws / "memory" / "state").mkdir(parents=True)
-        doc = {"workflow_id": "w", "current_phase": " architecture ", "phase_status": " Failed "}
-        doc["completed_phases"] = [{"phase": "REQUIREMENTS "}]
+        doc = {
+            "workflow_id": "w",
+            "current_phase": " architecture ",
+            "phase_status": " Failed ",
+            "completed_phases": [{"phase": "REQUIREMENTS "}],
+        }
         (ws / "memory/state/phase.json").write_bytes(orjson.dumps(doc))
         unit = load_one(CHECKPOINT, ws, "memory/state/phase.json")
         assert unit.resume_point == "ARCHITECTURE"
