@@ -11,10 +11,17 @@ from __future__ import annotations
 
 import os
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
+from daemon_harness import (
+    DaemonProcess,
+    atomic_write,
+    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
+    wait_for,
+)
 from format_harness import Run, copy_fixture, load_one, resume_direct
 
 from daemon.formats.base import Source
@@ -26,6 +33,7 @@ from daemon.isotime import parse_epoch
 from daemon.model import DONE, PENDING
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+Spawn = Callable[..., DaemonProcess]
 
 
 def null_shas(*ids: str) -> list[dict[str, object]]:
@@ -321,20 +329,20 @@ class TestAutodevSpellings:
         [
             # The seed's template, for reference.
             "flow: greenfield\nstep: 3\nname: Plan\nstatus: in_progress\nsub_step:\n"
-            "  phase: 4\n  name: architecture-review-risk-assessment\n  detail: \"\"\n"
+            '  phase: 4\n  name: architecture-review-risk-assessment\n  detail: ""\n'
             "retry_count: 0\ncycle: 1\n",
             # Capitalised keys, the step's name in parentheses, a spaced status.
             "Flow: greenfield\nStep: 3 (Plan)\nStatus: In Progress\nSub_step:\n"
-            "  Phase: 4\n  Name: architecture-review-risk-assessment\n  Detail: \"\"\n"
+            '  Phase: 4\n  Name: architecture-review-risk-assessment\n  Detail: ""\n'
             "Retry_count: 0\nCycle: 1\n",
             # Markdown bullets with bold keys, colon inside or outside the bold.
             "# Autodev State\n\n## Current Step\n\n- **flow**: greenfield\n- **step:** 3 (Plan)\n"
             "- **status**: in_progress\n- **sub_step**:\n  - **phase**: 4\n"
-            "  - **name**: `architecture-review-risk-assessment`\n  - **detail**: \"\"\n"
+            '  - **name**: `architecture-review-risk-assessment`\n  - **detail**: ""\n'
             "- **retry_count**: 0\n- **cycle**: 1\n",
             # Code-span keys, a dashed step name, the one-line form.
             "`flow`: greenfield `step`: 3 - Plan `status`: in-progress `sub_step`: "
-            "phase: 4 name: architecture-review-risk-assessment detail: \"\" "
+            'phase: 4 name: architecture-review-risk-assessment detail: "" '
             "`retry_count`: 0 `cycle`: 1",
         ],
     )
@@ -375,7 +383,7 @@ class TestByteOrderMarks:
     def test_autodev(self, codec: str, label: str, tmp_path: Path, run_storyd: Run) -> None:
         ws = tmp_path / "ws"
         text = "flow: greenfield\nstep: 3\nstatus: in_progress\nsub_step:\n  phase: 4\n"
-        text += "  name: architecture-review-risk-assessment\n  detail: \"é\"\n"
+        text += '  name: architecture-review-risk-assessment\n  detail: "é"\n'
         write_autodev(ws, encode(text, codec))
         assert resume(run_storyd, ws, AUTODEV)["resumePoint"] == PLAN_ENVELOPE_POINT, label
 
@@ -526,6 +534,31 @@ class TestUnreadable:
         assert lines[0].startswith(f"{AUTODEV}: ")
         assert cause in lines[0]
 
+    def test_issue_plan_initialiser_template(self, tmp_path: Path, run_storyd: Run) -> None:
+        """The producer's SKILL.md initialiser writes a `//` comment into the tasks array."""
+        relpath = ".claude/plans/issue-42-geofencing/execution-state.json"
+        path = tmp_path / relpath
+        path.parent.mkdir(parents=True)
+        path.write_text(
+            "{\n"
+            '  "issue": {\n'
+            '    "number": 42,\n'
+            '    "title": "Geofencing",\n'
+            '    "branch": "issue/42-geofencing"\n'
+            "  },\n"
+            '  "created_at": "2026-01-20T10:00:00Z",\n'
+            '  "updated_at": "2026-01-20T10:00:00Z",\n'
+            '  "tasks": [\n'
+            "    // Populated from tasks.md parsing\n"
+            "  ]\n"
+            "}\n"
+        )
+        done = run_storyd("resume", "--state-file", relpath, cwd=tmp_path)
+        assert done.returncode == 65
+        assert done.stderr.decode() == (
+            f"{relpath}: invalid JSON: a '//' comment (JSON has no comments) at line 10 column 5\n"
+        )
+
     def test_session_backup_stands_in(self, tmp_path: Path) -> None:
         """With a good .bak the cause is a warning, not an exit: the writer's own rule."""
         ws = tmp_path / "ws"
@@ -537,3 +570,34 @@ class TestUnreadable:
         [backup] = [f for f in unit.findings if f.code == "restored-from-backup"]
         assert "a trailing comma before '}' at line 1 column 39" in backup.message
         assert [t.status for t in unit.tasks] == ["pending"]
+
+
+class TestDaemonFinding:
+    """The daemon's state-unreadable finding carries the same cause as the CLI's line."""
+
+    def test_trailing_comma(self, spawn_daemon: Spawn, tmp_path: Path, run_storyd: Run) -> None:
+        ws = copy_fixture(FIXTURES / "session" / "real-step-3_5", tmp_path / "ws")
+        relpath = session_state("nordic-foods")
+        proc = spawn_daemon([ws])
+        request: dict[str, object] = {"op": "resume", "workspace": str(ws), "stateFile": relpath}
+        good = proc.request(request)
+        assert good["ok"] is True, good
+        broken = b'{\n  "steps": {"1": {"status": "complete"},}\n}\n'
+        atomic_write(ws / relpath, broken)
+        cause = "invalid JSON: a trailing comma before '}' at line 2 column 40"
+
+        def unreadable() -> str:
+            findings = proc.request(request).get("findings")
+            messages = [
+                str(f["message"])
+                for f in (findings if isinstance(findings, list) else [])
+                if f["code"] == "state-unreadable"
+            ]
+            return messages[0] if messages else ""
+
+        message = wait_for(unreadable, message="the state-unreadable finding")
+        assert cause in message
+        assert proc.request(request)["envelope"] == good["envelope"]  # the last good answer
+        direct = run_storyd("resume", "--state-file", relpath, "--direct", cwd=ws)
+        assert direct.returncode == 65
+        assert cause in direct.stderr.decode()

@@ -27,8 +27,9 @@ from daemon.model import DONE, Finding, Task, Unit
 __all__ = ["ADAPTER", "SessionAdapter", "step_rank"]
 
 STATE_NAME = "00-session-state.json"
-HANDOFF_NAME = "00-handoff.md"  # rewritten by the orchestrator at every gate: not a spec
-SPEC_NAME = "01-requirements.md"  # the project's requirements: what every step is built from
+# The story file: the project's requirements, what every step is built from. Not
+# 00-handoff.md, which the orchestrator rewrites at every gate, after every step.
+SPEC_NAME = "01-requirements.md"
 SCHEMA = "3.0"
 _OLD_SCHEMAS = frozenset(("1.0", "2.0"))
 _OBSOLETE_TOP = ("lock", "stale_threshold_ms")
