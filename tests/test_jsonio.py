@@ -213,3 +213,53 @@ class TestLoads:
         with pytest.raises(JSONError):
             loads(b'{"k": "v", oops}')
         assert loads(b'{"k": "v"}') == {"k": "v"}
+
+
+class TestEncodingsAndCauses:
+    """Byte-order marks decode; a failure names the cause writers actually produce."""
+
+    @pytest.mark.parametrize("codec", ["utf-8-sig", "utf-16", "utf-16-le", "utf-32"])
+    def test_bom_decodes(self, codec: str) -> None:
+        text = '{"a": "Concluída", "b": [1, 2]}'
+        data = text.encode(codec)
+        if codec == "utf-16-le":
+            data = b"\xff\xfe" + data
+        assert loads(data) == {"a": "Concluída", "b": [1, 2]}
+
+    def test_odd_bytes_after_a_utf16_bom(self) -> None:
+        with pytest.raises(JSONError) as raised:
+            loads(b"\xff\xfe{\x00}")
+        assert raised.value.reason == "invalid UTF-16-LE after its byte-order mark"
+
+    @pytest.mark.parametrize(
+        ("document", "reason", "line", "column"),
+        [
+            (b'{"a": 1,\n}', "a trailing comma before '}'", 1, 8),
+            (b'{"a": [1, 2 ,  ]}', "a trailing comma before ']'", 1, 13),
+            (b'{"a": 1 // one\n}', "a '//' comment (JSON has no comments)", 1, 9),
+            (b'{\n  /* x */ "a": 1}', "a '/*' comment (JSON has no comments)", 2, 3),
+            (
+                b'{"a": 1}\n<<<<<<< ours',
+                "git merge-conflict marker '<<<<<<<' (an unresolved merge)",
+                2,
+                1,
+            ),
+            (b"{\n|||||||\n}", "git merge-conflict marker '|||||||' (an unresolved merge)", 2, 1),
+            (
+                '["x"]'.encode("utf-16-le"),
+                "UTF-16LE text without a byte-order mark (save it as UTF-8, or with a BOM)",
+                1,
+                1,
+            ),
+        ],
+    )
+    def test_causes(self, document: bytes, reason: str, line: int, column: int) -> None:
+        with pytest.raises(JSONError) as raised:
+            loads(document)
+        err = raised.value
+        assert (err.reason, err.line, err.column) == (reason, line, column)
+
+    def test_seven_equals_inside_a_string_is_not_a_marker(self) -> None:
+        with pytest.raises(JSONError) as raised:
+            loads(b'{"a": "=======", }')
+        assert raised.value.reason == "a trailing comma before '}'"
