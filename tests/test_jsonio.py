@@ -174,6 +174,24 @@ class TestLoads:
             (b"NaN", "NaN is not valid JSON", 1, 1),
             (b"-Infinity", "-Infinity is not valid JSON", 1, 1),
             (b"[" * 100_000, "nesting too deep", 1, 1),
+            # The causes writers produce, named (the failure path only).
+            (b'{"a": 1,\n}', "a trailing comma before '}'", 1, 8),
+            (b'{"a": [1, 2 ,  ]}', "a trailing comma before ']'", 1, 13),
+            (b'{"a": 1 // one\n}', "a '//' comment (JSON has no comments)", 1, 9),
+            (b'{\n  /* x */ "a": 1}', "a '/*' comment (JSON has no comments)", 2, 3),
+            (
+                b'{"a": 1}\n<<<<<<< ours',
+                "git merge-conflict marker '<<<<<<<' (an unresolved merge)",
+                2,
+                1,
+            ),
+            (b"{\n|||||||\n}", "git merge-conflict marker '|||||||' (an unresolved merge)", 2, 1),
+            (
+                '["x"]'.encode("utf-16-le"),
+                "UTF-16LE text without a byte-order mark (save it as UTF-8, or with a BOM)",
+                1,
+                1,
+            ),
         ],
     )
     def test_error_positions(self, document: bytes, reason: str, line: int, column: int) -> None:
@@ -230,34 +248,6 @@ class TestEncodingsAndCauses:
         with pytest.raises(JSONError) as raised:
             loads(b"\xff\xfe{\x00}")
         assert raised.value.reason == "invalid UTF-16-LE after its byte-order mark"
-
-    @pytest.mark.parametrize(
-        ("document", "reason", "line", "column"),
-        [
-            (b'{"a": 1,\n}', "a trailing comma before '}'", 1, 8),
-            (b'{"a": [1, 2 ,  ]}', "a trailing comma before ']'", 1, 13),
-            (b'{"a": 1 // one\n}', "a '//' comment (JSON has no comments)", 1, 9),
-            (b'{\n  /* x */ "a": 1}', "a '/*' comment (JSON has no comments)", 2, 3),
-            (
-                b'{"a": 1}\n<<<<<<< ours',
-                "git merge-conflict marker '<<<<<<<' (an unresolved merge)",
-                2,
-                1,
-            ),
-            (b"{\n|||||||\n}", "git merge-conflict marker '|||||||' (an unresolved merge)", 2, 1),
-            (
-                '["x"]'.encode("utf-16-le"),
-                "UTF-16LE text without a byte-order mark (save it as UTF-8, or with a BOM)",
-                1,
-                1,
-            ),
-        ],
-    )
-    def test_causes(self, document: bytes, reason: str, line: int, column: int) -> None:
-        with pytest.raises(JSONError) as raised:
-            loads(document)
-        err = raised.value
-        assert (err.reason, err.line, err.column) == (reason, line, column)
 
     def test_seven_equals_inside_a_string_is_not_a_marker(self) -> None:
         with pytest.raises(JSONError) as raised:
