@@ -1,0 +1,82 @@
+"""The units to reconcile and their findings, read now: the same direct reads and detector
+runner as `storyd resume --direct --detail` and `storyd check --direct`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from daemon import direct
+from daemon.config import Config
+from daemon.errors import StorydError
+from daemon.formats import builtin, detect
+from daemon.model import Finding, Unit
+from daemon.wiring import build_detect, scan_directly
+
+__all__ = ["Selection", "gather"]
+
+Found = list[tuple[Unit, tuple[Finding, ...]]]
+
+
+class Selection:
+    """Which units: one epic story, one state file (optionally one unit), or everything."""
+
+    __slots__ = ("epic", "state_file", "story", "unit")
+
+    def __init__(
+        self,
+        *,
+        epic: str | None = None,
+        story: str | None = None,
+        state_file: str | None = None,
+        unit: str | None = None,
+    ) -> None:
+        self.epic = epic
+        self.story = story
+        self.state_file = state_file
+        self.unit = unit
+
+    def as_dict(self) -> dict[str, object]:
+        """What was asked for."""
+        return {
+            "epicId": self.epic,
+            "storyId": self.story,
+            "stateFile": self.state_file,
+            "unit": self.unit,
+        }
+
+
+def _read(workspace: str, selection: Selection, options: direct.Options) -> list[Unit]:
+    if selection.state_file is not None:
+        relpath = direct.resolve_state_file(workspace, selection.state_file)
+        units = direct.read_units(workspace, detect(relpath), relpath, options)
+        if selection.unit is None:
+            return units
+        return [u for u in units if u.key == selection.unit]
+    adapter = builtin("epic")
+    relpath = adapter.state_file(selection.epic)  # type: ignore[attr-defined]
+    units = direct.read_units(workspace, adapter, relpath, options)
+    return [u for u in units if u.key == selection.story]
+
+
+def gather(workspace: str, selection: Selection, cfg: Config, lock_timeout: float) -> Found:
+    """Each selected unit with its format findings and its detectors' findings."""
+    workspace = os.path.realpath(workspace)
+    if selection.state_file is None and selection.epic is None:
+        entries = scan_directly([workspace], cfg)
+        return [(e.unit, e.findings) for e in entries]
+    options = direct.Options(lock_timeout, cfg.staleness)
+    units = _read(workspace, selection, options)
+    found: Found = []
+    detect_units, runner = build_detect(cfg, cfg.staleness)
+    try:
+        for unit in units:
+            try:
+                answer = direct.answer(workspace, unit, options)
+            except StorydError:
+                found.append((unit, unit.findings))
+                continue
+            found.append((unit, direct.with_detectors(workspace, answer, detect_units).findings))
+    finally:
+        runner.close()
+    return found
