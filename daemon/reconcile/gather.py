@@ -8,10 +8,11 @@ import os
 
 from daemon import direct
 from daemon.config import Config
-from daemon.errors import StorydError
+from daemon.engine import Engine
+from daemon.errors import LockTimeout, StorydError, StoryNotInState
 from daemon.formats import builtin, detect
 from daemon.model import Finding, Unit
-from daemon.wiring import build_detect, scan_directly
+from daemon.wiring import build_detect
 
 __all__ = ["Selection", "gather"]
 
@@ -47,24 +48,43 @@ class Selection:
 
 
 def _read(workspace: str, selection: Selection, options: direct.Options) -> list[Unit]:
+    """The selected units, read under the writers' lock (LockTimeout propagates)."""
     if selection.state_file is not None:
         relpath = direct.resolve_state_file(workspace, selection.state_file)
         units = direct.read_units(workspace, detect(relpath), relpath, options)
         if selection.unit is None:
             return units
-        return [u for u in units if u.key == selection.unit]
-    adapter = builtin("epic")
-    relpath = adapter.state_file(selection.epic)  # type: ignore[attr-defined]
-    units = direct.read_units(workspace, adapter, relpath, options)
-    return [u for u in units if u.key == selection.story]
+        picked = [u for u in units if u.key == selection.unit]
+        if not picked:
+            raise StoryNotInState(f"unit {selection.unit!r} not in {relpath}")
+        return picked
+    if selection.epic is not None:
+        adapter = builtin("epic")
+        relpath = adapter.state_file(selection.epic)  # type: ignore[attr-defined]
+        units = direct.read_units(workspace, adapter, relpath, options)
+        picked = [u for u in units if u.key == selection.story]
+        if not picked:
+            raise StoryNotInState("Story not in execution-state.json")
+        return picked
+    engine = Engine(options)
+    found = engine.find_state_files(engine.add_workspace(workspace))
+    units = []
+    for relpath, adapter in sorted(found.items()):
+        try:
+            units.extend(direct.read_units(workspace, adapter, relpath, options))
+        except LockTimeout:
+            raise
+        except StorydError:
+            continue  # unreadable without a fallback: nothing to plan from (status says why)
+    return units
 
 
 def gather(workspace: str, selection: Selection, cfg: Config, lock_timeout: float) -> Found:
-    """Each selected unit with its format findings and its detectors' findings."""
+    """Each selected unit with its format findings and its detectors' findings.
+
+    A writer holding its lock past `lock_timeout` raises LockTimeout (exit 75).
+    """
     workspace = os.path.realpath(workspace)
-    if selection.state_file is None and selection.epic is None:
-        entries = scan_directly([workspace], cfg)
-        return [(e.unit, e.findings) for e in entries]
     options = direct.Options(lock_timeout, cfg.staleness)
     units = _read(workspace, selection, options)
     found: Found = []

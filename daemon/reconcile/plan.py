@@ -42,6 +42,7 @@ _SHORT_SHA = re.compile(r"^commit ([0-9a-f]{7,64}) ")
 _REWRITTEN = re.compile(r"rewritten: now ([0-9a-f]{40,64})\b")
 _OUTPUT_DONE = frozenset(("complete", "completed", "done", "success", "succeeded"))
 _OUTPUT_FAILED = frozenset(("failed", "error"))
+_RUNNING = frozenset(("running", "in_progress"))
 
 
 class Change:
@@ -159,9 +160,10 @@ class Ask:
 
     def task_path(self) -> Path | None:
         """Where the finding's task lives in the target file."""
-        if self.task is None:
+        task_id = self.task.id if self.task is not None else self.finding.task
+        if task_id is None:
             return None
-        return self.dialect.task_path(self.document, self.unit, self.task.id)
+        return self.dialect.task_path(self.document, self.unit, task_id)
 
     def field(self, task_path: Path, key: str, new: object) -> Change:
         """A change of one key of the task's node."""
@@ -247,11 +249,14 @@ def journal_completed(ask: Ask) -> Repair | str:
 
 def output_written(ask: Ask) -> Repair | str:
     """checkpoint: the task's output file exists while the state says running."""
-    task = ask.task
     task_path = ask.task_path()
-    if task is None or task_path is None:
-        return "the task is not found in execution.json"
-    output = task.extra.get("output")
+    node = lookup(ask.document, task_path) if task_path is not None else None
+    if task_path is None or not isinstance(node, dict):
+        return f"task {ask.finding.task} is not found in {ask.target}"
+    status_now = node.get("status")
+    if not isinstance(status_now, str) or status_now.strip().lower() not in _RUNNING:
+        return f"task {ask.finding.task} is {status_now!r} now, not running"
+    output = node.get("output")
     found = read_output(ask.workspace, output) if isinstance(output, str) else None
     if found is None:
         return "the output file cannot be read as JSON"

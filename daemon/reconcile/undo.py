@@ -89,7 +89,7 @@ def save(workspace: str, files: list[FileRecord]) -> str:
         blob = None
         if item.before is not None:
             blob = f"{index}.{stamp}.before"
-            replace(os.path.join(folder, blob), item.before)
+            replace(os.path.join(folder, blob), item.before, hooked=False)
         entries.append(
             {
                 "path": item.path,
@@ -103,7 +103,9 @@ def save(workspace: str, files: list[FileRecord]) -> str:
         "appliedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "files": entries,
     }
-    replace(os.path.join(folder, _RECORD), json.dumps(body, indent=2).encode() + b"\n")
+    replace(
+        os.path.join(folder, _RECORD), json.dumps(body, indent=2).encode() + b"\n", hooked=False
+    )
     for name in os.listdir(folder):  # the previous record's blobs
         if name.endswith(".before") and f".{stamp}." not in name:
             os.unlink(os.path.join(folder, name))
