@@ -173,7 +173,7 @@ class TestRepairs:
 
     def test_a_gone_commit_is_reported_and_left_alone(self, env: dict[str, str],
                                                       repo: GitWorkspace) -> None:
-        t1, t2 = repo.tasks_commits(STORY, 2)
+        t1 = repo.tasks_commits(STORY, 1)[0]
         text = epic_text({
             T1: {"status": "DONE", "commitSha": t1},
             T2: {"status": "DONE", "commitSha": "0123456789abcdef0123456789abcdef01234567"},
@@ -365,12 +365,12 @@ class TestSafety:
         path.write_text(later, encoding="utf-8")
         refused = reconcile(env, repo, "--undo")
         assert refused.returncode == 65
-        assert f"changed since the apply".encode() in refused.stderr
+        assert b"changed since the apply" in refused.stderr
         assert STATE.encode() in refused.stderr
         assert path.read_text(encoding="utf-8") == later
 
     def test_only_limits_the_classes(self, env: dict[str, str], repo: GitWorkspace) -> None:
-        t1, t2, t3 = repo.tasks_commits(STORY, 3)
+        t1, t2, _ = repo.tasks_commits(STORY, 3)
         text = epic_text({
             T1: {"status": "DONE", "commitSha": t1},
             T2: {"status": "DONE", "commitSha": t2},
@@ -416,9 +416,10 @@ class TestDaemon:
                                "epicId": EPIC, "storyId": STORY})
         assert answer["ok"] is True, answer
         assert answer["changes"] is True
-        [file] = answer["files"]  # type: ignore[misc]
-        assert file["stateFile"] == STATE
-        assert file["repairs"][0]["changes"][1]["new"] == t2
+        files = answer["files"]
+        assert isinstance(files, list) and len(files) == 1
+        assert files[0]["stateFile"] == STATE
+        assert files[0]["repairs"][0]["changes"][1]["new"] == t2
         assert path.read_text(encoding="utf-8") == text
         outside = proc.request({"op": "reconcile", "workspace": str(tmp_path)})
         assert outside["ok"] is False and "not watched" in str(outside["error"])
@@ -428,7 +429,8 @@ class TestDaemon:
     ) -> None:
         repo = daemon_repo
         repo.tasks_commits(STORY, 2)
-        path = write_state(repo, epic_text({T1: {"status": "DONE", "commitSha": repo.head("HEAD~1")},
+        t1 = repo.head("HEAD~1")
+        path = write_state(repo, epic_text({T1: {"status": "DONE", "commitSha": t1},
                                             T2: {"status": "PENDING"}}))
         proc = spawn_daemon([repo.path])
         env = {**proc.env, "XDG_STATE_HOME": str(tmp_path / "state")}
@@ -460,7 +462,9 @@ class TestDaemon:
             _, event = events.wait(lambda e: e["event"] == "reconciled", timeout=15,
                                    message="the auto-apply's reconciled event")
         assert event["source"] == "daemon"
-        assert [r["code"] for r in event["repairs"]] == ["unrecorded"]  # type: ignore[union-attr]
+        repairs = event["repairs"]
+        assert isinstance(repairs, list)
+        assert [r["code"] for r in repairs] == ["unrecorded"]
         tasks = json.loads(path.read_text())["stories"][STORY]["tasks"]
         assert tasks[T3]["commitSha"] == t3 and tasks[T3]["status"] == "DONE"
         assert tasks[T2]["commitSha"] == t2 != amended  # not configured: left alone
