@@ -21,13 +21,12 @@ import stat
 import time
 from collections.abc import Iterator
 
-from daemon.errors import LockTimeout
+from daemon.locking import flock_wait, same_file
 
 __all__ = ["HOOK_ENV", "TEMP_MARK", "clean_temps", "locked", "read_fd", "replace"]
 
 HOOK_ENV = "STORYD_RECONCILE_HOOK"
 TEMP_MARK = ".storyd-reconcile."
-_MAX_DELAY = 0.01
 
 
 def _hook(point: str) -> None:
@@ -35,38 +34,15 @@ def _hook(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _same_file(fd: int, path: str) -> bool:
-    try:
-        current = os.stat(path)
-    except OSError:
-        return False
-    mine = os.fstat(fd)
-    return (mine.st_dev, mine.st_ino) == (current.st_dev, current.st_ino)
-
-
 @contextlib.contextmanager
 def locked(path: str, timeout: float) -> Iterator[int]:
     """Hold `flock -x` on `path` (the descriptor is yielded); LockTimeout past `timeout`."""
     deadline = time.monotonic() + timeout
-    delay = 0.0005
     while True:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        msg = (
-                            f"{path}: a writer has held its lock for more than {timeout:g} s; "
-                            "nothing was written (try again, or raise --lock-timeout)"
-                        )
-                        raise LockTimeout(msg) from None
-                    time.sleep(min(delay, remaining))
-                    delay = min(delay * 2, _MAX_DELAY)
-            if _same_file(fd, path):
+            flock_wait(fd, fcntl.LOCK_EX, path, timeout, deadline)
+            if same_file(fd, path):  # else a writer renamed a new file over it: lock that
                 yield fd
                 return
         finally:

@@ -180,7 +180,7 @@ def _member_layout(text: str, obj: Node) -> tuple[str, str]:
     if len(obj.members) > 1:
         previous = obj.members[-2][3]
         return text[previous.end : key_start], colon
-    return ", ", colon
+    return ("," if colon == ":" else ", "), colon  # compact writers put no space after either
 
 
 def _splice(

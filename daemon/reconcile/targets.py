@@ -63,9 +63,11 @@ class Dialect:
         step = _find(tasks, task_id)
         return None if step is None else ("tasks", step)
 
+    keep_case = False  # write `done` where the file already writes this task lower-case
+
     def done_word(self, current: object) -> str:
-        """The done status in the casing the file already uses for this task."""
-        if isinstance(current, str) and current.strip() and current.strip().islower():
+        """The done status, in the casing the file already uses for this task if keep_case."""
+        if self.keep_case and isinstance(current, str) and current.strip().islower():
             return self.done.lower()
         return self.done
 
@@ -78,6 +80,7 @@ class EpicDialect(Dialect):
     sha_key = "commitSha"
     time_key = "completedAt"
     add_sha = True
+    keep_case = True
 
     def task_path(self, document: object, unit: Unit, task_id: str) -> Path | None:
         if not isinstance(document, dict):
@@ -101,9 +104,6 @@ class IssuePlanDialect(Dialect):
     sha_key = "commit_sha"
     time_key = "completed_at"
 
-    def done_word(self, current: object) -> str:
-        return self.done
-
 
 class CheckpointDialect(Dialect):
     """Seed 004: memory/state/execution.json tasks[] {id, status: complete, completed_at}."""
@@ -115,9 +115,6 @@ class CheckpointDialect(Dialect):
     def target(self, unit: Unit) -> str:
         return "memory/state/execution.json"
 
-    def done_word(self, current: object) -> str:
-        return self.done
-
 
 class SessionDialect(Dialect):
     """Seed 001: only whole-file restores from `.bak`; its writer keeps a `.bak`."""
@@ -125,9 +122,6 @@ class SessionDialect(Dialect):
     format = "session"
     done = "complete"
     time_key = "completed"
-
-    def done_word(self, current: object) -> str:
-        return self.done
 
 
 DIALECTS: dict[str, Dialect] = {
