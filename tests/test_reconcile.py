@@ -391,6 +391,35 @@ class TestSafety:
         assert bad.returncode == 64 and b"bogus" in bad.stderr
 
 
+def test_a_bak_keeping_format_gets_the_previous_bytes_and_undo_puts_both_back(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """Where the writer keeps `<file>.bak` (seed 001), the apply keeps it too; undo restores
+    the file and the `.bak` as they were (the `.bak` removed when there was none)."""
+    from daemon.reconcile.apply import undo_last
+    from daemon.reconcile.plan import FilePlan
+
+    workspace = tmp_path / "session-ws"
+    folder = workspace / "agent-output" / "portal"
+    folder.mkdir(parents=True)
+    state = folder / "00-session-state.json"
+    before = b'{\n  "current_step": 2\n}\n'
+    state.write_bytes(before)
+    relpath = "agent-output/portal/00-session-state.json"
+
+    def plan_now() -> Plan:
+        file = FilePlan(relpath, "session", state.read_bytes())
+        file.after = b'{\n  "current_step": 3\n}\n'
+        return Plan(str(workspace), [file], [])
+
+    apply(str(workspace), plan_now, 1.0)
+    assert state.read_bytes() == b'{\n  "current_step": 3\n}\n'
+    assert (folder / "00-session-state.json.bak").read_bytes() == before
+    assert sorted(undo_last(str(workspace), 1.0)) == [relpath, relpath + ".bak"]
+    assert state.read_bytes() == before
+    assert not (folder / "00-session-state.json.bak").exists()
+
+
 @pytest.fixture
 def daemon_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[GitWorkspace]:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
@@ -423,6 +452,13 @@ class TestDaemon:
         assert path.read_text(encoding="utf-8") == text
         outside = proc.request({"op": "reconcile", "workspace": str(tmp_path)})
         assert outside["ok"] is False and "not watched" in str(outside["error"])
+        bogus = proc.request({"op": "reconcile", "workspace": workspace, "only": ["guess"]})
+        assert bogus["ok"] is False and "guess" in str(bogus["error"])
+        typed = proc.request({"op": "reconcile", "workspace": workspace, "stateFile": 7})
+        assert typed["ok"] is False and "stateFile" in str(typed["error"])
+        escape = proc.request({"op": "reconcile", "workspace": workspace,
+                               "stateFile": "../../etc/passwd"})
+        assert escape["ok"] is False and "outside the workspace" in str(escape["error"])
 
     def test_a_cli_apply_emits_reconciled(
         self, spawn_daemon: Spawn, daemon_repo: GitWorkspace, tmp_path: Path
