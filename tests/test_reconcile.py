@@ -520,3 +520,41 @@ def test_config_rejects_an_unknown_auto_class(tmp_path: Path) -> None:
     path.write_text('[reconcile]\nauto = ["unrecorded"]\n')
     assert config.load(str(path)).reconcile_auto == ["unrecorded"]
     os.unlink(path)
+
+
+@pytest.mark.parametrize(
+    ("document", "path"),
+    [
+        ({"stories": {"story-1": {"tasks": {"T-1": {}}}}}, ("stories", "story-1", "tasks", "T-1")),
+        ({"stories": [{"id": "story-1", "tasks": [{"id": "T-1"}]}]}, ("stories", 0, "tasks", 0)),
+        ({"storyId": "story-1", "tasks": {"T-1": {}}}, ("tasks", "T-1")),
+        ({"stories": {"story-1": {"status": "DONE"}}}, None),
+        ({"stories": {"story-2": {"tasks": {"T-1": {}}}}}, None),
+    ],
+)
+def test_the_epic_dialect_finds_tasks_in_every_shape(
+    document: dict[str, object], path: tuple[str | int, ...] | None
+) -> None:
+    from daemon.model import Unit
+    from daemon.reconcile.targets import DIALECTS
+
+    unit = Unit("epic", "plans/epic-0001/execution-state.json", "story-1", ())
+    assert DIALECTS["epic"].task_path(document, unit, "T-1") == path
+
+
+def test_a_file_removed_after_the_plan_is_not_recreated(
+    env: dict[str, str], repo: GitWorkspace, unrecorded: tuple[Path, str, str]
+) -> None:
+    path, _, _ = unrecorded
+    workspace = str(repo.path)
+    plans: list[Plan] = []
+
+    def plan_then_remove() -> Plan:
+        plans.append(make_plan(workspace, Selection(), Config(), None, 5.0))
+        if len(plans) == 1:
+            path.unlink()
+        return plans[-1]
+
+    written = apply(workspace, plan_then_remove, 1.0)
+    assert len(plans) == 2 and plans[0].changed and not written.changed
+    assert not path.exists()

@@ -74,13 +74,16 @@ def apply(workspace: str, make_plan: Callable[[], Plan], lock_timeout: float) ->
         if not plan.changed:
             return plan
         with contextlib.ExitStack() as stack:
-            current = {}
+            current: dict[str, bytes | None] = {}
             for file in sorted(plan.files, key=lambda f: f.relpath):
-                fd = stack.enter_context(
-                    locked(os.path.join(workspace, file.relpath), lock_timeout)
-                )
+                path = os.path.join(workspace, file.relpath)
+                try:
+                    fd = stack.enter_context(locked(path, lock_timeout))
+                except FileNotFoundError:  # removed since the plan was made
+                    current[file.relpath] = None
+                    break
                 current[file.relpath] = read_fd(fd)
-            if all(current[f.relpath] == f.before for f in plan.files):
+            if all(current.get(f.relpath) == f.before for f in plan.files):
                 _write(workspace, plan)
                 return plan
         plan = make_plan()  # a writer got there first: plan again from its bytes

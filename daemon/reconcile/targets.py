@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from daemon.model import Unit
-from daemon.reconcile.jsonedit import Path
+from daemon.reconcile.jsonedit import Path, lookup
 
 __all__ = ["BAK_FORMATS", "DIALECTS", "Dialect", "dialect_for", "utc_stamp"]
 
@@ -82,18 +82,25 @@ class EpicDialect(Dialect):
     add_sha = True
     keep_case = True
 
-    def task_path(self, document: object, unit: Unit, task_id: str) -> Path | None:
+    def story_path(self, document: object, unit: Unit) -> Path | None:
+        """The path of the unit's story node (`()` for a single-story file), or None.
+
+        Story-level repairs (a story whose PR or squash landed) write its `status` there.
+        """
         if not isinstance(document, dict):
             return None
         if "stories" not in document:  # a single-story file {storyId, tasks, ...}
-            return super().task_path(document, unit, task_id)
+            return ()
         story = _find(document["stories"], unit.key)
+        return None if story is None else ("stories", story)
+
+    def task_path(self, document: object, unit: Unit, task_id: str) -> Path | None:
+        story = self.story_path(document, unit)
         if story is None:
             return None
-        node = document["stories"][story]
-        tasks = node.get("tasks") if isinstance(node, dict) else None
-        step = _find(tasks, task_id)
-        return None if step is None else ("stories", story, "tasks", step)
+        node = lookup(document, story)
+        step = _find(node.get("tasks") if isinstance(node, dict) else None, task_id)
+        return None if step is None else (*story, "tasks", step)
 
 
 class IssuePlanDialect(Dialect):
