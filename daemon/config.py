@@ -596,7 +596,7 @@ class _Checker:
 
     def reconcile(self, table: dict[str, object]) -> list[str]:
         """[reconcile] auto: a list of repair codes (see docs/reconcile.md)."""
-        from daemon.reconcile.plan import repair_codes
+        from daemon.reconcile.repairs import repair_codes
 
         self.unknown(table, _RECONCILE_KEYS, "reconcile.")
         value = table.get("auto", [])

@@ -64,7 +64,7 @@ def _selection(flags: dict[str, object]) -> Selection:
 
 
 def _only(flags: dict[str, object]) -> frozenset[str] | None:
-    from daemon.reconcile.plan import repair_codes
+    from daemon.reconcile.repairs import repair_codes
 
     given = text(flags, "only")
     if given is None:

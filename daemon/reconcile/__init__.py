@@ -1,6 +1,8 @@
 """Reconcile: write back what git proves, safely, with a preview and an undo.
 
-    plan.py      findings + evidence → planned field changes (REPAIRS, keyed on codes)
+    plan.py      findings + evidence → planned field changes per file, with the diff
+    repairs.py   the repair classes: one function per finding code (REPAIRS)
+    pieces.py    Change, Repair, LeftAlone and the Ask a repair function is given
     evidence.py  commits (sha, subject, time, patch id), journal lines, output files
     targets.py   where each format keeps a task, and its writer's field spellings
     jsonedit.py  minimal in-place edits of a JSON text, verified by re-parsing

@@ -89,7 +89,7 @@ def plan_request(workspace: str, request: dict[str, object], cfg: Config) -> dic
     """The `reconcile` op: the plan for a watched workspace, as data; nothing is written."""
     from daemon.ids import normalize_epic_id, normalize_story_id
     from daemon.reconcile import make_plan
-    from daemon.reconcile.plan import repair_codes
+    from daemon.reconcile.repairs import repair_codes
 
     def text(name: str) -> str | None:
         value = request.get(name)
