@@ -476,6 +476,10 @@ class TestDaemon:
             _, event = events.wait(lambda e: e["event"] == "reconciled", timeout=10,
                                    message="the reconciled event")
         assert event["stateFile"] == STATE and event["source"] == "cli"
+        assert (event["unit"], event["format"]) == (STORY, "epic")
+        repairs = event["repairs"]
+        assert isinstance(repairs, list)
+        assert [(r["code"], r["task"]) for r in repairs] == [("unrecorded", T2)]
         assert json.loads(path.read_text())["stories"][STORY]["tasks"][T2]["status"] == "DONE"
 
     def test_auto_applies_only_the_configured_classes(

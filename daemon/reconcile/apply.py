@@ -58,7 +58,7 @@ def _write(workspace: str, plan: Plan) -> None:
             relbak = os.path.relpath(bak[0], workspace)
             records.append(undo.FileRecord(relbak, bak[1], file.before))
             baks.append((bak[0], file.before))
-    undo.save(workspace, records)
+    undo.save(workspace, records, plan.summary())
     for path, data in baks:
         replace(path, data)
     for file in plan.files:

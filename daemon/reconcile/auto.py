@@ -37,26 +37,6 @@ __all__ = [
 ]
 
 
-def _summary(plan: Plan) -> list[dict[str, object]]:
-    return [
-        {
-            "stateFile": f.relpath,
-            "format": f.format,
-            "repairs": [
-                {
-                    "code": r.finding.code if r.finding else None,
-                    "unit": r.unit,
-                    "task": r.task,
-                    "changes": [c.as_dict() for c in r.changes],
-                    "restore": r.restore is not None,
-                }
-                for r in f.repairs
-            ],
-        }
-        for f in plan.files
-    ]
-
-
 def emit_reconciled(
     engine: Engine, workspace: str, files: list[dict[str, object]], source: str
 ) -> None:
@@ -118,17 +98,12 @@ def plan_request(workspace: str, request: dict[str, object], cfg: Config) -> dic
 
 
 def reconciled_notice(engine: Engine, workspace: str) -> int:
-    """The `reconciled` op: emit the event for the workspace's last recorded CLI apply."""
+    """The `reconciled` op: emit the event for the workspace's last recorded apply."""
     from daemon.reconcile import undo
 
-    _, entries = undo.load(workspace)
-    files = [
-        {"stateFile": e["path"], "format": None, "repairs": []}
-        for e in entries
-        if not str(e["path"]).endswith(".bak")
-    ]
-    emit_reconciled(engine, workspace, files, "cli")
-    return len(files)
+    record, _ = undo.load(workspace)
+    emit_reconciled(engine, workspace, record.summary, "cli")
+    return len(record.summary)
 
 
 def notify_daemon(workspace: str, plan: Plan) -> None:
@@ -202,7 +177,7 @@ class AutoReconciler:
         plan = apply(workspace, plan_now, timeout)
         if plan.changed:
             self.log.info("reconciled", workspace=workspace, files=len(plan.files))
-            emit_reconciled(self.engine, workspace, _summary(plan), "daemon")
+            emit_reconciled(self.engine, workspace, plan.summary(), "daemon")
         return plan
 
     def close(self) -> None:

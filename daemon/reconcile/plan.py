@@ -69,6 +69,26 @@ class Plan:
         """Whether anything would be written."""
         return bool(self.files)
 
+    def summary(self) -> list[dict[str, object]]:
+        """What was written, per file (the `reconciled` event's payload)."""
+        return [
+            {
+                "stateFile": f.relpath,
+                "format": f.format,
+                "repairs": [
+                    {
+                        "code": r.finding.code if r.finding else None,
+                        "unit": r.unit,
+                        "task": r.task,
+                        "changes": [c.as_dict() for c in r.changes],
+                        "restore": r.restore is not None,
+                    }
+                    for r in f.repairs
+                ],
+            }
+            for f in self.files
+        ]
+
     def as_dict(self) -> dict[str, object]:
         """The plan as data (`--json`, the socket op)."""
         return {

@@ -69,17 +69,24 @@ class FileRecord:
 class Record:
     """The last apply of a workspace."""
 
-    def __init__(self, workspace: str, files: list[FileRecord], applied_at: str) -> None:
+    def __init__(
+        self,
+        workspace: str,
+        files: list[FileRecord],
+        applied_at: str,
+        summary: list[dict[str, object]],
+    ) -> None:
         self.workspace = workspace
         self.files = files
         self.applied_at = applied_at
+        self.summary = summary  # what was written, as the `reconciled` event carries it
 
 
 def _private_dir(path: str) -> None:
     os.makedirs(path, mode=0o700, exist_ok=True)
 
 
-def save(workspace: str, files: list[FileRecord]) -> str:
+def save(workspace: str, files: list[FileRecord], summary: list[dict[str, object]]) -> str:
     """Write the record (replacing the previous one) before anything is replaced."""
     folder = record_dir(workspace)
     _private_dir(folder)
@@ -102,6 +109,7 @@ def save(workspace: str, files: list[FileRecord]) -> str:
         "workspace": os.path.realpath(workspace),
         "appliedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "files": entries,
+        "summary": summary,
     }
     replace(
         os.path.join(folder, _RECORD), json.dumps(body, indent=2).encode() + b"\n", hooked=False
@@ -131,7 +139,8 @@ def load(workspace: str) -> tuple[Record, list[dict[str, object]]]:
             with open(os.path.join(folder, entry["before"]), "rb") as handle:
                 before = handle.read()
         files.append(FileRecord(entry["path"], before, None))
-    return Record(body["workspace"], files, body["appliedAt"]), body["files"]
+    record = Record(body["workspace"], files, body["appliedAt"], body.get("summary") or [])
+    return record, body["files"]
 
 
 def forget(workspace: str) -> None:
