@@ -335,6 +335,9 @@ class TestSafety:
         if survivor == "old":
             assert text == before
             assert len(temps) == 1  # the fsynced temp the rename never took
+            cut_short = reconcile(env, repo, "--undo")  # the record came first: nothing to put back
+            assert cut_short.returncode == 0 and b"0 file(s) restored" in cut_short.stdout
+            assert path.read_text(encoding="utf-8") == before
         else:
             assert json.loads(text)["stories"][STORY]["tasks"][T2]["status"] == "DONE"
             assert temps == []
