@@ -27,6 +27,7 @@ import orjson
 from daemon import __version__, direct, log
 from daemon.config import Config
 from daemon.errors import StorydError, StoryNotInState, UsageError
+from daemon.formats.epic import epic_of_folder, epic_state_file
 from daemon.ids import normalize_epic_id, normalize_story_id
 from daemon.protocol import EX_NOPERM, error_body, error_of, field, finish, id_suffix
 from daemon.query import Output, from_argv
@@ -372,7 +373,7 @@ class Server:
             epic = normalize_epic_id(str(field(request, "epic", str, required=True)))
             story = normalize_story_id(str(field(request, "story", str, required=True)))
             return (
-                f"plans/epic-{epic}/execution-state.json",
+                epic_state_file(path, epic),
                 story,
                 "Story not in execution-state.json",
             )
@@ -412,7 +413,7 @@ class Server:
 
         def read() -> direct.Answer:
             if state_file is None:
-                epic = relpath.split("/")[1][5:]
+                epic = epic_of_folder(relpath.split("/")[1]) or ""
                 result = direct.resume_epic(path, epic, str(key), daemon.options)
             else:
                 unit_key = None if unit is None else str(unit)
