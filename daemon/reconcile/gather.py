@@ -11,6 +11,7 @@ from daemon.config import Config
 from daemon.engine import Engine
 from daemon.errors import LockTimeout, StorydError, StoryNotInState
 from daemon.formats import builtin, detect
+from daemon.formats.epic import epic_state_file
 from daemon.model import Finding, Unit
 from daemon.wiring import build_detect
 
@@ -59,9 +60,8 @@ def _read(workspace: str, selection: Selection, options: direct.Options) -> list
             raise StoryNotInState(f"unit {selection.unit!r} not in {relpath}")
         return picked
     if selection.epic is not None:
-        adapter = builtin("epic")
-        relpath = adapter.state_file(selection.epic)  # type: ignore[attr-defined]
-        units = direct.read_units(workspace, adapter, relpath, options)
+        relpath = epic_state_file(workspace, selection.epic)  # slugged folders too
+        units = direct.read_units(workspace, builtin("epic"), relpath, options)
         picked = [u for u in units if u.key == selection.story]
         if not picked:
             raise StoryNotInState("Story not in execution-state.json")
