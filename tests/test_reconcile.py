@@ -41,7 +41,8 @@ def stamp(epoch: int) -> str:
     return time.strftime(EPOCH_STAMP, time.gmtime(epoch))
 
 
-def epic_text(tasks: dict[str, dict[str, object]], *, title: str = "Carve-out — ünïcode") -> str:
+def epic_text(tasks: dict[str, dict[str, object]], *, title: str = "Carve-out — ünïcode",
+              story_status: str | None = None) -> str:
     """An epic state file laid out as a person or jq writes it: two-space indent, one task
     a line, non-ASCII as is, a final newline."""
     lines = [f'    "{tid}": {json.dumps(node, ensure_ascii=False)}' for tid, node in tasks.items()]
@@ -51,7 +52,8 @@ def epic_text(tasks: dict[str, dict[str, object]], *, title: str = "Carve-out �
         f'  "title": {json.dumps(title, ensure_ascii=False)},\n'
         '  "stories": {\n'
         f'    "{STORY}": {{\n'
-        '      "tasks": {\n' + ",\n".join("  " + line for line in lines) + "\n"
+        + (f'      "status": "{story_status}",\n' if story_status else "")
+        + '      "tasks": {\n' + ",\n".join("  " + line for line in lines) + "\n"
         "      }\n"
         "    }\n"
         "  }\n"
@@ -565,3 +567,69 @@ def test_a_file_removed_after_the_plan_is_not_recreated(
     written = apply(workspace, plan_then_remove, 1.0)
     assert len(plans) == 2 and plans[0].changed and not written.changed
     assert not path.exists()
+
+
+class TestSquashLanded:
+    """issue 9's squash-merged finding: the story gets the producer's status for a merged PR."""
+
+    @staticmethod
+    def topic(repo: GitWorkspace) -> list[str]:
+        repo.git("checkout", "-q", "-b", "topic")
+        shas = repo.tasks_commits(STORY, 2)
+        repo.git("checkout", "-q", "main")
+        repo.commit("unrelated upstream work", {"u": "u\n"})
+        return shas
+
+    @staticmethod
+    def squash(repo: GitWorkspace, subject: str) -> str:
+        repo.git("merge", "-q", "--squash", "topic")
+        return repo.commit(subject)
+
+    def test_a_story_whose_pr_squash_landed_becomes_success(
+        self, env: dict[str, str], repo: GitWorkspace
+    ) -> None:
+        t1, t2 = self.topic(repo)
+        text = epic_text({T1: {"status": "DONE", "commitSha": t1},
+                          T2: {"status": "DONE", "commitSha": t2},
+                          T3: {"status": "PR_CREATED"}}, story_status="PR_CREATED")
+        path = write_state(repo, text)
+        landed = self.squash(repo, f"feat({STORY}): the whole story")
+        plan = json.loads(reconcile(env, repo, "--json", "--only", "squash-merged").stdout)
+        [file] = plan["files"]
+        first = file["repairs"][0]
+        assert first["code"] == "squash-merged"
+        assert first["evidence"][0]["commit"] == landed
+        assert first["evidence"][0]["rule"] == "its PR merged"
+        assert reconcile(env, repo, "--apply", "--only", "squash-merged").returncode == 0
+        after = path.read_text(encoding="utf-8")
+        assert changed_lines(text, after) == [
+            ('      "status": "PR_CREATED",', '      "status": "SUCCESS",'),
+            (f'      "{T3}": {{"status": "PR_CREATED"}}', f'      "{T3}": {{"status": "DONE"}}'),
+        ]
+        again = reconcile(env, repo, "--only", "squash-merged")
+        assert again.returncode == 0, again.stdout  # SUCCESS: the merge changes nothing now
+
+    def test_a_story_with_unfinished_work_is_left_alone(
+        self, env: dict[str, str], repo: GitWorkspace
+    ) -> None:
+        t1, t2 = self.topic(repo)
+        text = epic_text({T1: {"status": "DONE", "commitSha": t1},
+                          T2: {"status": "DONE", "commitSha": t2},
+                          T3: {"status": "IN_PROGRESS"}}, story_status="PR_CREATED")
+        path = write_state(repo, text)
+        self.squash(repo, f"feat({STORY}): the whole story")
+        preview = reconcile(env, repo, "--only", "squash-merged")
+        assert preview.returncode == 0
+        assert f"{T3} is IN_PROGRESS: the story is not finished" in preview.stdout.decode()
+        assert reconcile(env, repo, "--apply").returncode == 0
+        assert path.read_text(encoding="utf-8") == text
+
+    def test_a_finished_story_is_not_rewritten(self, env: dict[str, str],
+                                               repo: GitWorkspace) -> None:
+        t1, t2 = self.topic(repo)
+        text = epic_text({T1: {"status": "DONE", "commitSha": t1},
+                          T2: {"status": "DONE", "commitSha": t2}}, story_status="PR_MERGED")
+        path = write_state(repo, text)
+        self.squash(repo, f"feat({STORY}): the whole story")
+        assert reconcile(env, repo, "--apply").returncode == 0
+        assert path.read_text(encoding="utf-8") == text

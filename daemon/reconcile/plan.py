@@ -120,7 +120,10 @@ class _File:
 def _forward_only(ask: Ask, repair: Repair) -> str | None:
     """Why a repair would move work backwards, or None."""
     task = ask.task
-    if task is not None and task.done and any(c.field == "status" for c in repair.changes):
+    if task is None or not task.done:
+        return None
+    own = ask.task_path()
+    if any(c.field == "status" and c.path[:-1] == own for c in repair.changes):
         return f"task {task.id} is already {task.status}; its status is not changed"
     return None
 

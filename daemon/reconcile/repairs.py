@@ -15,14 +15,16 @@ import os
 import re
 
 from daemon.isotime import parse_epoch
+from daemon.lifecycle import reclassify_story, reclassify_task
 from daemon.reconcile.evidence import read_journal_entry, read_output
 from daemon.reconcile.jsonedit import Path, lookup
 from daemon.reconcile.pieces import Ask, Change, Repair, RepairFunction
-from daemon.reconcile.targets import utc_stamp
+from daemon.reconcile.targets import EpicDialect, utc_stamp
 
 __all__ = ["REPAIRS", "SOURCES", "repair_codes"]
 
 _SHORT_SHA = re.compile(r"^commit ([0-9a-f]{7,64}) ")
+_SQUASH = re.compile(r"through a squash: ([0-9a-f]{7,64}) \((.*)\)$")
 _REWRITTEN = re.compile(r"rewritten: now ([0-9a-f]{40,64})\b")
 _OUTPUT_DONE = frozenset(("complete", "completed", "done", "success", "succeeded"))
 _OUTPUT_FAILED = frozenset(("failed", "error"))
@@ -78,6 +80,47 @@ def rewritten_commit(ask: Ask) -> Repair | str:
         return f"no single field of {task.id} holds {task.commit_sha}"
     change = ask.field(task_path, keys[0], new.sha)
     return Repair([change], [{"rewrittenFrom": old.as_dict()}, new.as_dict()])
+
+
+def squash_landed(ask: Ask) -> Repair | str:
+    """A DONE task whose commit landed through a squash or merge (issue 9's lifecycle): the
+    story gets the status the producer's resume rules give a story whose PR merged.
+
+    Only when the merge is what changes the producer's answer (PR_CREATED,
+    PR_PENDING_REVIEW, PR_APPROVED → SUCCESS). Tasks still waiting on that PR become DONE
+    when the squash names the story or its PR (not just this one task); a story with any
+    other unfinished task is left alone.
+    """
+    match = _SQUASH.search(ask.finding.message)
+    task = ask.task
+    dialect = ask.dialect
+    if match is None or task is None or not isinstance(dialect, EpicDialect):
+        return "the finding names no landed commit of an epic story"
+    story_path = dialect.story_path(ask.document, ask.unit)
+    story = lookup(ask.document, story_path) if story_path is not None else None
+    if story_path is None or not isinstance(story, dict):
+        return f"story {ask.unit.key} not found in {ask.target}"
+    landed = ask.evidence.commit(match.group(1))
+    if landed is None:
+        return f"the landed commit {match.group(1)} is not in the repository"
+    key = dialect.story_status_key(story_path)
+    status = story.get(key)
+    args = (status, story.get("retries", 0), story.get("prMergeStatus"))
+    merged, why = reclassify_story(*args, merged=True)
+    if merged == reclassify_story(*args)[0]:
+        return f"story status {status!r}: the merge does not change what resume does with it"
+    story_wide = match.group(2) != f"its subject names {task.id.casefold()}"
+    changes = [Change((*story_path, key), f"story {key}", status, merged)]
+    for other in ask.unit.tasks:
+        if other.done:
+            continue
+        done = reclassify_task(other.status, merged=True)
+        other_path = ask.dialect.task_path(ask.document, ask.unit, other.id)
+        if done != "DONE" or other.status == done or not story_wide or other_path is None:
+            return f"task {other.id} is {other.status}: the story is not finished"
+        changes.append(ask.field(other_path, "status", dialect.done_word(other.status)))
+    evidence = {**landed.as_dict(), "why": match.group(2), "rule": why}
+    return Repair(changes, [evidence])
 
 
 def commit_gone(ask: Ask) -> Repair | str:
@@ -143,6 +186,7 @@ def restore_backup(ask: Ask) -> Repair | str:
 REPAIRS: dict[str, RepairFunction] = {
     "unrecorded": unrecorded_commit,
     "unreachable": rewritten_commit,
+    "squash-merged": squash_landed,
     "missing": commit_gone,
     "state-not-updated": journal_completed,
     "output-before-state-update": output_written,
@@ -152,6 +196,7 @@ REPAIRS: dict[str, RepairFunction] = {
 SOURCES = {
     "unrecorded": "unrecorded-commit",
     "unreachable": "commit-in-history",
+    "squash-merged": "commit-in-history",
     "missing": "commit-in-history",
     "state-not-updated": "format",
     "output-before-state-update": "format",

@@ -14,7 +14,7 @@ import time
 from daemon.model import Unit
 from daemon.reconcile.jsonedit import Path, lookup
 
-__all__ = ["BAK_FORMATS", "DIALECTS", "Dialect", "dialect_for", "utc_stamp"]
+__all__ = ["BAK_FORMATS", "DIALECTS", "Dialect", "EpicDialect", "dialect_for", "utc_stamp"]
 
 
 def utc_stamp(epoch: float) -> str:
@@ -93,6 +93,11 @@ class EpicDialect(Dialect):
             return ()
         story = _find(document["stories"], unit.key)
         return None if story is None else ("stories", story)
+
+    @staticmethod
+    def story_status_key(story_path: Path) -> str:
+        """`status` in a story node; `storyStatus` at the top of a single-story file."""
+        return "status" if story_path else "storyStatus"
 
     def task_path(self, document: object, unit: Unit, task_id: str) -> Path | None:
         story = self.story_path(document, unit)
