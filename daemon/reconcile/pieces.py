@@ -83,6 +83,12 @@ class LeftAlone:
         self.finding = finding
         self.reason = reason
 
+    @classmethod
+    def instead_of(cls, repair: Repair, state_file: str, reason: str) -> LeftAlone:
+        """A planned repair that is dropped after all, and why."""
+        assert repair.finding is not None
+        return cls(state_file, repair.unit, repair.finding, reason)
+
     def as_dict(self) -> dict[str, object]:
         """The plan's data form."""
         return {

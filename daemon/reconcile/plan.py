@@ -155,13 +155,9 @@ def _combine(plan: FilePlan, repairs: list[Repair], left: list[LeftAlone]) -> No
         plan.after = restores[0].restore or b""
         plan.repairs = restores[:1]
         for other in [r for r in repairs if r is not restores[0]]:
-            assert other.finding is not None
             left.append(
-                LeftAlone(
-                    plan.relpath,
-                    other.unit,
-                    other.finding,
-                    "the file is restored from .bak first; run reconcile again",
+                LeftAlone.instead_of(
+                    other, plan.relpath, "the file is restored from .bak first; run reconcile again"
                 )
             )
         return
@@ -170,13 +166,9 @@ def _combine(plan: FilePlan, repairs: list[Repair], left: list[LeftAlone]) -> No
     for repair in repairs:
         clash = [c for c in repair.changes if c.path in written and written[c.path] != c.new]
         if clash:
-            assert repair.finding is not None
             left.append(
-                LeftAlone(
-                    plan.relpath,
-                    repair.unit,
-                    repair.finding,
-                    f"another repair writes {clash[0].field} differently",
+                LeftAlone.instead_of(
+                    repair, plan.relpath, f"another repair writes {clash[0].field} differently"
                 )
             )
             continue
@@ -188,13 +180,9 @@ def _combine(plan: FilePlan, repairs: list[Repair], left: list[LeftAlone]) -> No
     except (DataError, UnicodeDecodeError) as exc:
         why = exc.message if isinstance(exc, DataError) else "not UTF-8"
         for repair in kept:
-            assert repair.finding is not None
             left.append(
-                LeftAlone(
-                    plan.relpath,
-                    repair.unit,
-                    repair.finding,
-                    f"cannot edit {plan.relpath} in place: {why}",
+                LeftAlone.instead_of(
+                    repair, plan.relpath, f"cannot edit {plan.relpath} in place: {why}"
                 )
             )
         return
