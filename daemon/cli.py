@@ -31,6 +31,7 @@ COMMANDS = {
     "uninstall": "remove the systemd user units",
     "config": "check the configuration file",
     "doctor": "one screen of what storyd sees on this machine",
+    "epic": "one epic: stories reclassified as its producer resumes, executable next, blocked",
 }
 _MODULES = {"list": "listing", "config": "config_check"}
 

@@ -321,6 +321,7 @@ class Server:
             "unwatch": self.op_unwatch,
             "subscribe": self.op_subscribe,
             "stats": self.op_stats,
+            "epic": self.op_epic,
             "reconcile": self.op_reconcile,  # daemon/reconcile (issue 11)
             "reconciled": self.op_reconciled,
         }
@@ -434,6 +435,23 @@ class Server:
 
         return self.later(daemon.executor.submit(read), render, suffix)
 
+    def op_epic(
+        self, conn: Connection, request: dict[str, object], suffix: bytes
+    ) -> asyncio.Future[bytes]:
+        """The epic-level view (daemon/epicview.py), read on a worker thread."""
+        from daemon.epicview import epic_view
+
+        path = self.daemon.canonical(request.get("workspace"))
+        epic = normalize_epic_id(str(field(request, "epic", str, required=True)))
+        self.daemon.auto_watch(path)
+
+        def render(view: dict[str, object]) -> bytes:
+            return finish(orjson.dumps({"ok": True, "view": view})[:-1], self.clock(), suffix)
+
+        timeout = self.daemon.options.lock_timeout
+        future = self.daemon.executor.submit(epic_view, path, epic, timeout)
+        return self.later(future, render, suffix)
+
     def _known_absent(self, path: str, relpath: str) -> bool:
         ws = self.engine.workspaces.get(path)
         state = ws.files.get(relpath) if ws else None
@@ -466,7 +484,7 @@ class Server:
                 path = None
             if path is not None:
                 if query.state_file is None:
-                    relpath: str | None = f"plans/epic-{query.epic}/execution-state.json"
+                    relpath: str | None = epic_state_file(path, str(query.epic))
                     key = query.story
                 else:
                     relpath, key, _ = self._target(

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import run_reference
 
 from daemon.direct import Options, resume_epic, resume_unit
 from daemon.formats import builtin
@@ -23,7 +24,6 @@ from daemon.formats.base import Source
 from tests.epic_corpus import ENVELOPE_KEYS, epic_of, lay_out, load, manifest, shape, story_ids
 
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
-REFERENCE = Path(__file__).resolve().parent.parent / "bench" / "reference" / "story-resume.sh"
 ENTRIES = manifest()
 READABLE = [e for e in ENTRIES if e["expect"] == "ok"]
 TORN = [e for e in ENTRIES if e["expect"] != "ok"]
@@ -116,14 +116,7 @@ def test_seed_shaped_real_files_match_the_reference(
     for story in story_ids(load(entry)):
         argv = ["--story-id", story, "--epic-id", epic_of(entry["path"])]
         ours = run_storyd("resume", *argv, "--direct", "--staleness", "mtime", cwd=tmp_path)
-        theirs = subprocess.run(
-            ["bash", str(REFERENCE), *argv],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
+        theirs = run_reference(argv, tmp_path, env)
         assert (ours.returncode, ours.stdout, ours.stderr) == (
             theirs.returncode,
             theirs.stdout,

@@ -12,7 +12,7 @@ from pathlib import Path
 from time import gmtime
 
 import pytest
-from conftest import storyd_path
+from conftest import run_reference, storyd_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +21,6 @@ from daemon.formats.epic import ADAPTER
 
 S = "story-0049-0013"
 RELPATH = "plans/epic-0049/execution-state.json"
-REFERENCE = Path(__file__).resolve().parent.parent / "bench" / "reference" / "story-resume.sh"
 KEYS = ["resumePoint", "tasksCompleted", "tasksPending", "lastCommitSha", "staleWarnings"]
 DONE_WORDS = ("done", "merged", "complete", "concluída", "concluida")
 PENDING_WORDS = (
@@ -319,14 +318,7 @@ class TestReferenceParity:
                 timeout=30,
                 check=False,
             )
-            theirs = subprocess.run(
-                ["bash", str(REFERENCE), *argv],
-                cwd=workspace,
-                env=env,
-                capture_output=True,
-                timeout=60,
-                check=False,
-            )
+            theirs = run_reference(argv, workspace, env)
         assert theirs.returncode == 0, theirs.stderr
         assert (ours.returncode, ours.stdout, ours.stderr) == (
             theirs.returncode,
