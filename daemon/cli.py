@@ -23,6 +23,7 @@ COMMANDS = {
     "list": "units as JSON lines (the socket's list op)",
     "events": "follow drift, resolved and changed events",
     "check": "exit 1 when any unit has a warning or error finding",
+    "reconcile": "write back what git proves: preview, --apply, --undo",
     "stats": "the daemon's counters",
     "ping": "whether a daemon answers, and its version",
     "demo": "serve the shipped demo workspace and query it",

@@ -25,6 +25,7 @@ import fasteners
 import orjson
 
 from daemon import __version__, direct, log
+from daemon.config import Config
 from daemon.errors import StorydError, StoryNotInState, UsageError
 from daemon.formats.epic import epic_of_folder, epic_state_file
 from daemon.ids import normalize_epic_id, normalize_story_id
@@ -321,7 +322,10 @@ class Server:
             "subscribe": self.op_subscribe,
             "stats": self.op_stats,
             "epic": self.op_epic,
+            "reconcile": self.op_reconcile,  # daemon/reconcile (issue 11)
+            "reconciled": self.op_reconciled,
         }
+        self.reconcile_config: Config | None = None  # set by the runtime; None: config.load()
 
     def clock(self) -> bytes:
         """The engine's clock as bytes."""
@@ -597,6 +601,39 @@ class Server:
             "staleness": self.settings.staleness,
         }
         return finish(orjson.dumps(body)[:-1], self.clock(), suffix)
+
+    # -- reconcile (issue 11): a read-only plan, and the CLI apply's notice -------------
+
+    def _watched(self, request: dict[str, object]) -> str:
+        path = self.daemon.canonical(request.get("workspace"))
+        if not self.daemon.watching(path):
+            raise UsageError(f"workspace {path} is not watched; watch it first")
+        return path
+
+    def op_reconcile(
+        self, conn: Connection, request: dict[str, object], suffix: bytes
+    ) -> asyncio.Future[bytes]:
+        from daemon.reconcile.auto import plan_request
+
+        path = self._watched(request)
+        cfg = self.reconcile_config
+
+        def plan() -> dict[str, object]:
+            from daemon import config
+
+            return plan_request(path, request, cfg or config.load())
+
+        def render(body: dict[str, object]) -> bytes:
+            return finish(orjson.dumps({"ok": True, **body})[:-1], self.clock(), suffix)
+
+        return self.later(self.daemon.executor.submit(plan), render, suffix)
+
+    def op_reconciled(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
+        from daemon.reconcile.auto import reconciled_notice
+
+        path = self._watched(request)
+        files = reconciled_notice(self.engine, path)
+        return finish(orjson.dumps({"ok": True, "events": files})[:-1], self.clock(), suffix)
 
     # -- events --------------------------------------------------------------
 
