@@ -9,6 +9,8 @@ this module on its start-up path, and `dataclasses` pulls in `inspect` (about 10
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 __all__ = [
     "DONE",
     "PENDING",
@@ -121,35 +123,49 @@ class Finding:
     """A fact about a unit that its state file alone does not show. Frozen and hashable.
 
     Sets of findings are diffed into `drift` and `resolved` events, so equality covers
-    every field.
+    every field. `evidence` is the machine-readable part (a read-only mapping of string
+    keys to string values, sorted by key; empty by default): the shas, paths and reasons
+    the message words for people. Consumers such as reconcile read it, never the message,
+    so a detector may reword its message freely. Keys per code: docs/detectors.md.
     """
 
-    __slots__ = ("code", "detector", "message", "severity", "task")
+    __slots__ = ("_pairs", "code", "detector", "evidence", "message", "severity", "task")
 
     detector: str
     code: str
     severity: str
     task: str | None
     message: str
+    evidence: MappingProxyType[str, str]
+    _pairs: tuple[tuple[str, str], ...]
 
     def __init__(
-        self, detector: str, code: str, severity: str, message: str, task: str | None = None
+        self,
+        detector: str,
+        code: str,
+        severity: str,
+        message: str,
+        task: str | None = None,
+        evidence: dict[str, str] | None = None,
     ) -> None:
         if severity not in SEVERITIES:
             msg = f"severity must be one of {', '.join(SEVERITIES)}, not {severity!r}"
             raise ValueError(msg)
+        pairs = _evidence_pairs(evidence) if evidence else ()
         object.__setattr__(self, "detector", detector)
         object.__setattr__(self, "code", code)
         object.__setattr__(self, "severity", severity)
         object.__setattr__(self, "task", task)
         object.__setattr__(self, "message", message)
+        object.__setattr__(self, "_pairs", pairs)
+        object.__setattr__(self, "evidence", MappingProxyType(dict(pairs)) if pairs else _NONE)
 
     def __setattr__(self, name: str, value: object) -> None:
         msg = "Finding is frozen"
         raise AttributeError(msg)
 
-    def _key(self) -> tuple[str, str, str, str | None, str]:
-        return (self.detector, self.code, self.severity, self.task, self.message)
+    def _key(self) -> tuple[object, ...]:
+        return (self.detector, self.code, self.severity, self.task, self.message, self._pairs)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Finding):
@@ -160,17 +176,39 @@ class Finding:
         return hash(self._key())
 
     def __repr__(self) -> str:
-        return f"Finding({self.detector!r}, {self.code!r}, {self.severity!r}, {self.message!r})"
+        tail = f", evidence={dict(self._pairs)!r}" if self._pairs else ""
+        return (
+            f"Finding({self.detector!r}, {self.code!r}, {self.severity!r}, {self.message!r}{tail})"
+        )
 
     def as_dict(self) -> dict[str, object]:
-        """The wire form used in answers, events and `--detail` output."""
-        return {
+        """The wire form used in answers, events and `--detail` output.
+
+        `evidence` is present only when non-empty, so findings without evidence keep the
+        exact wire form they had before it existed.
+        """
+        wire: dict[str, object] = {
             "detector": self.detector,
             "code": self.code,
             "severity": self.severity,
             "task": self.task,
             "message": self.message,
         }
+        if self._pairs:
+            wire["evidence"] = dict(self._pairs)
+        return wire
+
+
+_NONE: MappingProxyType[str, str] = MappingProxyType({})
+
+
+def _evidence_pairs(evidence: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The evidence as sorted (key, value) pairs; both must be strings."""
+    for key, value in evidence.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            msg = f"finding evidence must map strings to strings, not {key!r}: {value!r}"
+            raise TypeError(msg)
+    return tuple(sorted(evidence.items()))
 
 
 def _data(unit: Unit) -> tuple[object, ...]:

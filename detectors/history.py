@@ -113,6 +113,7 @@ class _Judge:
                 f"commitSha {sha} of {tid} is ambiguous: more than one object "
                 "starts with it; record more digits",
                 tid,
+                {"commit": sha or ""},
             )
         if info.state != FOUND or info.sha is None:
             if self.shallow:
@@ -123,6 +124,7 @@ class _Judge:
                 "error",
                 f"commit {sha} of {tid} does not exist in the repository",
                 tid,
+                {"commit": sha or ""},
             )
         if info.kind != "commit":
             return Finding(
@@ -144,20 +146,25 @@ class _Judge:
             f"commit {task.commit_sha} of {task.id} is not in the history of {self.tip} "
             "(amended, rebased, reset or force-pushed)"
         )
+        evidence = {"commit": sha, "tip": self.tip}
         new = self.replaced.get(sha)
         if new is not None:
-            return Finding(NAME, "unreachable", "warning", f"{text}; rewritten: now {new}", task.id)
+            rewritten = {**evidence, "replacement": new}
+            message = f"{text}; rewritten: now {new}"
+            return Finding(NAME, "unreachable", "warning", message, task.id, rewritten)
         landed = self.squash(task, sha)
         if landed is not None:
             message = (
                 f"commit {task.commit_sha} of {task.id} is not in the history of {self.tip}, "
-                f"but its work landed there through a squash: {landed[0]} ({landed[1]})"
+                f"but its work landed there through a squash: {landed['landed']} "
+                f"({_why_words(landed)})"
             )
-            return Finding(NAME, "squash-merged", "info", message, task.id)
-        return Finding(NAME, "unreachable", "error", text, task.id)
+            return Finding(NAME, "squash-merged", "info", message, task.id, {**evidence, **landed})
+        return Finding(NAME, "unreachable", "error", text, task.id, evidence)
 
-    def squash(self, task: Task, sha: str) -> tuple[str, str] | None:
-        """(landed commit, why) when the tip holds a squash of this task's work."""
+    def squash(self, task: Task, sha: str) -> dict[str, str] | None:
+        """The landed commit and why (evidence keys `landed`, `why`, `named`) when the tip
+        holds a squash of this task's work."""
         candidates = self.git.commits(self.tip_sha, sha, self.depth)
         wanted = self.names | {task.id.casefold()}
         pr = task.extra.get("prNumber")
@@ -167,14 +174,14 @@ class _Judge:
             subject = commit.message.strip().split("\n", 1)[0]
             named = sorted(wanted & _tokens(subject))
             if named:
-                return commit.sha, f"its subject names {named[0]}"
+                return {"landed": commit.sha, "why": _named_kind(named[0], task), "named": named[0]}
         if self.combined is None and self.lost:
             self.combined = self.git.combined_patch_id(self.lost[0], self.lost[-1]) or ""
         if self.combined:
             ids = self.git.patch_ids([c.sha for c in candidates if len(c.sha) == 40])
             for commit in candidates:
                 if ids.get(commit.sha) == self.combined:
-                    return commit.sha, "same patch id as the combined change of the lost commits"
+                    return {"landed": commit.sha, "why": "patch-id"}
         return None
 
 
@@ -195,12 +202,26 @@ def _names(story: Unit) -> frozenset[str]:
     return frozenset(names)
 
 
+def _named_kind(token: str, task: Task) -> str:
+    """Which id a squash subject named: the task's, the PR's (`#N`) or the story's."""
+    if token == task.id.casefold():
+        return "subject-names-task"
+    return "subject-names-pr" if token.startswith("#") else "subject-names-story"
+
+
+def _why_words(landed: dict[str, str]) -> str:
+    """The squash evidence's reason in words, for the message."""
+    if landed["why"] == "patch-id":
+        return "same patch id as the combined change of the lost commits"
+    return f"its subject names {landed['named']}"
+
+
 def _unknown(task: Task, why: str) -> Finding:
     message = (
         f"commit {task.commit_sha} of {task.id} {why}; history is incomplete, so it "
         "cannot be checked (git fetch --unshallow)"
     )
-    return Finding(NAME, "unknown", "info", message, task.id)
+    return Finding(NAME, "unknown", "info", message, task.id, {"commit": task.commit_sha or ""})
 
 
 DETECTOR = HistoryDetector()

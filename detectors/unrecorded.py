@@ -120,7 +120,8 @@ def _named(story: Unit, context: Context, scope: _Scope) -> list[Finding]:
             f"{task.id}, which is still {task.status}: the state file is behind git "
             "(crash after the commit, before the state update?)"
         )
-        findings.append(Finding(NAME, "unrecorded", "warning", message, task.id))
+        evidence = {"commit": commit.sha, "tip": scope.tip}
+        findings.append(Finding(NAME, "unrecorded", "warning", message, task.id, evidence))
     return findings
 
 
@@ -156,7 +157,9 @@ def _in_progress(story: Unit, context: Context, scope: _Scope) -> list[Finding]:
             f"after its started_at {started}, touches {shown}: the sub-agent did not "
             "update the state file"
         )
-        findings.append(Finding(NAME, "in-progress-committed", "warning", message, task.id))
+        evidence = {"commit": later.sha, "tip": scope.tip, "startedAt": started}
+        finding = Finding(NAME, "in-progress-committed", "warning", message, task.id, evidence)
+        findings.append(finding)
     return findings
 
 

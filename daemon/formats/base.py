@@ -68,9 +68,15 @@ def load_json_object(data: bytes, relpath: str) -> dict[str, object]:
     return value
 
 
-def finding(code: str, severity: str, message: str, task: str | None = None) -> Finding:
+def finding(
+    code: str,
+    severity: str,
+    message: str,
+    task: str | None = None,
+    evidence: dict[str, str] | None = None,
+) -> Finding:
     """A finding of the `format` detector: a fact read from the files themselves."""
-    return Finding("format", code, severity, message, task)
+    return Finding("format", code, severity, message, task, evidence)
 
 
 def status_text(raw: object, default: str) -> str:

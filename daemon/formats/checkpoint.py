@@ -182,7 +182,9 @@ class _Execution:
                 f"{task_id} is {task.status} but its output {output} exists: a crash after "
                 f"the write, before the state update; read the status from the output"
             )
-            self.findings.append(finding("output-before-state-update", "warning", message, task_id))
+            evidence = {"output": output}
+            code = "output-before-state-update"
+            self.findings.append(finding(code, "warning", message, task_id, evidence))
 
     def next_task(self) -> Task | None:
         """The executor task to resume: the first running, else pending, else failed one."""

@@ -262,7 +262,8 @@ class IssuePlanAdapter(Adapter):
                     f"task {task.id} is in_progress but journal.md records it {logged}: "
                     f"the sub-agent did not update execution-state.json"
                 )
-                findings.append(finding("state-not-updated", "warning", message, task.id))
+                evidence = {"journal": path, "journalStatus": str(logged)}
+                findings.append(finding("state-not-updated", "warning", message, task.id, evidence))
             elif status in _FINISHED and logged is None:
                 message = (
                     f"task {task.id} is {status} but journal.md has no '## Task {task.id}:' entry"

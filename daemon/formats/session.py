@@ -64,7 +64,8 @@ def _read(source: Source, relpath: str) -> tuple[dict[str, object], str, list[Fi
         msg = f"{problem}; the fallback {bak_problem}"
         raise DataError(msg)
     message = f"{problem}; read {bak} instead"
-    return top, bak, [finding("restored-from-backup", "warning", message)]
+    evidence = {"backup": bak, "stateFile": relpath}
+    return top, bak, [finding("restored-from-backup", "warning", message, None, evidence)]
 
 
 def step_rank(key: str) -> tuple[int, ...] | None:

@@ -22,7 +22,6 @@ __all__ = [
     "read_output",
 ]
 
-_JOURNAL = "journal.md"
 _MAX_OUTPUT = 16 * 1024 * 1024
 
 
@@ -141,9 +140,9 @@ def _end_time(line: str) -> str | None:
     return None
 
 
-def read_journal_entry(workspace: str, plan_dir: str, task_id: str) -> JournalEntry | None:
-    """The last entry journal.md has for a task, if it says completed."""
-    path = f"{plan_dir}/{_JOURNAL}"
+def read_journal_entry(workspace: str, path: str, task_id: str) -> JournalEntry | None:
+    """The last entry a journal (workspace-relative `path`) has for a task, if it says
+    completed."""
     try:
         with open(os.path.join(workspace, path), encoding="utf-8", errors="replace") as handle:
             lines = handle.read().splitlines()

@@ -2,17 +2,19 @@
 
 A function is given an `Ask` (the unit, the task, the finding, the parsed target file,
 the evidence reader) and returns a `Repair` (field changes or a whole-file restore, with
-the evidence behind them) or a string: why the finding is left alone. Evidence is read
-afresh here, never taken from the finding's text alone. To add a class (the PR/squash
-"merged" lifecycle finding, for one), write one function and add it to `REPAIRS` and
-`SOURCES`; the planner does the rest (docs/reconcile.md).
+the evidence behind them) or a string: why the finding is left alone. What a finding
+points at (a commit, a replacement, a landed squash, a journal, a backup) comes from its
+structured `evidence` (keys in docs/detectors.md), never from its message, so detectors
+may reword messages freely; the evidence itself is read afresh here from git and disk.
+To add a class, write one function and add it to `REPAIRS` and `SOURCES`; the planner
+does the rest (docs/reconcile.md).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
+from collections.abc import Mapping
 
 from daemon.isotime import parse_epoch
 from daemon.lifecycle import reclassify_story, reclassify_task
@@ -23,9 +25,6 @@ from daemon.reconcile.targets import EpicDialect, utc_stamp
 
 __all__ = ["REPAIRS", "SOURCES", "repair_codes"]
 
-_SHORT_SHA = re.compile(r"^commit ([0-9a-f]{7,64}) ")
-_SQUASH = re.compile(r"through a squash: ([0-9a-f]{7,64}) \((.*)\)$")
-_REWRITTEN = re.compile(r"rewritten: now ([0-9a-f]{40,64})\b")
 _OUTPUT_DONE = frozenset(("complete", "completed", "done", "success", "succeeded"))
 _OUTPUT_FAILED = frozenset(("failed", "error"))
 _RUNNING = frozenset(("running", "in_progress"))
@@ -46,29 +45,29 @@ def _completion(ask: Ask, task_path: Path, when: str | None, sha: str | None) ->
 
 def unrecorded_commit(ask: Ask) -> Repair | str:
     """A pending task that a commit on the branch names: DONE at that commit."""
-    match = _SHORT_SHA.match(ask.finding.message)
+    sha = ask.finding.evidence.get("commit")
     task_path = ask.task_path()
-    if match is None or ask.task is None:
+    if not sha or ask.task is None:
         return "the finding names no commit"
     if task_path is None:
         return f"task {ask.task.id} not found in {ask.target}"
-    commit = ask.evidence.commit(match.group(1))
+    commit = ask.evidence.commit(sha)
     if commit is None:
-        return f"commit {match.group(1)} is not in the repository"
+        return f"commit {sha} is not in the repository"
     changes = _completion(ask, task_path, utc_stamp(commit.time), commit.sha)
     return Repair(changes, [commit.as_dict()])
 
 
 def rewritten_commit(ask: Ask) -> Repair | str:
     """A DONE task whose commit was rewritten: the replacement with the same patch id."""
-    match = _REWRITTEN.search(ask.finding.message)
+    replacement = ask.finding.evidence.get("replacement")
     task = ask.task
-    if match is None or task is None or not task.commit_sha:
+    if not replacement or task is None or not task.commit_sha:
         return "the commit is not on the branch and no replacement was found: left alone"
     task_path = ask.task_path()
     if task_path is None:
         return f"task {task.id} not found in {ask.target}"
-    new = ask.evidence.commit(match.group(1))
+    new = ask.evidence.commit(replacement)
     old = ask.evidence.commit(task.commit_sha)
     if new is None or old is None:
         return "the old or the new commit is not in the repository"
@@ -91,25 +90,26 @@ def squash_landed(ask: Ask) -> Repair | str:
     when the squash names the story or its PR (not just this one task); a story with any
     other unfinished task is left alone.
     """
-    match = _SQUASH.search(ask.finding.message)
+    landed_sha = ask.finding.evidence.get("landed")
+    how = ask.finding.evidence.get("why", "")
     task = ask.task
     dialect = ask.dialect
-    if match is None or task is None or not isinstance(dialect, EpicDialect):
+    if not landed_sha or task is None or not isinstance(dialect, EpicDialect):
         return "the finding names no landed commit of an epic story"
     story_path = dialect.story_path(ask.document, ask.unit)
     story = lookup(ask.document, story_path) if story_path is not None else None
     if story_path is None or not isinstance(story, dict):
         return f"story {ask.unit.key} not found in {ask.target}"
-    landed = ask.evidence.commit(match.group(1))
+    landed = ask.evidence.commit(landed_sha)
     if landed is None:
-        return f"the landed commit {match.group(1)} is not in the repository"
+        return f"the landed commit {landed_sha} is not in the repository"
     key = dialect.story_status_key(story_path)
     status = story.get(key)
     args = (status, story.get("retries", 0), story.get("prMergeStatus"))
     merged, why = reclassify_story(*args, merged=True)
     if merged == reclassify_story(*args)[0]:
         return f"story status {status!r}: the merge does not change what resume does with it"
-    story_wide = match.group(2) != f"its subject names {task.id.casefold()}"
+    story_wide = how != "subject-names-task"
     changes = [Change((*story_path, key), f"story {key}", status, merged)]
     for other in ask.unit.tasks:
         if other.done:
@@ -119,7 +119,7 @@ def squash_landed(ask: Ask) -> Repair | str:
         if done != "DONE" or other.status == done or not story_wide or other_path is None:
             return f"task {other.id} is {other.status}: the story is not finished"
         changes.append(ask.field(other_path, "status", dialect.done_word(other.status)))
-    evidence = {**landed.as_dict(), "why": match.group(2), "rule": why}
+    evidence = {**landed.as_dict(), **_named(ask.finding.evidence), "rule": why}
     return Repair(changes, [evidence])
 
 
@@ -134,10 +134,12 @@ def journal_completed(ask: Ask) -> Repair | str:
     task_path = ask.task_path()
     if task is None or task_path is None:
         return "the task is not found in the state file"
-    plan_dir = os.path.dirname(ask.unit.state_file)
-    entry = read_journal_entry(ask.workspace, plan_dir, task.id)
+    journal = ask.finding.evidence.get("journal")
+    if not journal:
+        return "the finding names no journal"
+    entry = read_journal_entry(ask.workspace, journal, task.id)
     if entry is None:
-        return f"journal.md has no completed entry for task {task.id}"
+        return f"{journal} has no completed entry for task {task.id}"
     when = entry.end if entry.end and parse_epoch(entry.end) is not None else None
     return Repair(_completion(ask, task_path, when, None), [entry.as_dict()])
 
@@ -168,19 +170,24 @@ def output_written(ask: Ask) -> Repair | str:
 
 def restore_backup(ask: Ask) -> Repair | str:
     """session: a torn or invalid state file whose `.bak` is valid: restore the `.bak`."""
-    bak = os.path.join(ask.workspace, ask.unit.state_file + ".bak")
+    backup = ask.finding.evidence.get("backup")
+    if backup != ask.unit.state_file + ".bak":
+        return f"the finding names no backup of {ask.unit.state_file}"
     try:
-        with open(bak, "rb") as handle:
+        with open(os.path.join(ask.workspace, backup), "rb") as handle:
             data = handle.read()
         document = json.loads(data)
     except (OSError, ValueError):
-        return f"{ask.unit.state_file}.bak cannot be read as JSON"
+        return f"{backup} cannot be read as JSON"
     if not isinstance(document, dict):
-        return f"{ask.unit.state_file}.bak does not hold a JSON object"
-    evidence: list[dict[str, object]] = [
-        {"backup": ask.unit.state_file + ".bak", "bytes": len(data)}
-    ]
+        return f"{backup} does not hold a JSON object"
+    evidence: list[dict[str, object]] = [{"backup": backup, "bytes": len(data)}]
     return Repair([], evidence, restore=data)
+
+
+def _named(evidence: Mapping[str, str]) -> dict[str, str]:
+    """The squash finding's reason (`why`, and the id its subject `named`) for the plan."""
+    return {k: evidence[k] for k in ("why", "named") if k in evidence}
 
 
 REPAIRS: dict[str, RepairFunction] = {
