@@ -610,6 +610,8 @@ class TestCommands:
         assert body["source"] == "cache"
         assert body["findings"] == [drift["finding"]]
         assert t2 in drift["finding"]["message"]  # type: ignore[index]
+        evidence = {"commit": t2, "replacement": repo.head(), "tip": "main"}
+        assert drift["finding"]["evidence"] == evidence  # type: ignore[index]
         plain = via_daemon(proc, repo.path, *RESUME)
         assert body["envelope"] == orjson.loads(plain.stdout)
 

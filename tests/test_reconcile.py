@@ -97,6 +97,12 @@ def reconcile(env: dict[str, str], repo: GitWorkspace, *args: str,
                           env={**env, **(extra or {})}, cwd=repo.path)
 
 
+def finding_evidence(env: dict[str, str], repo: GitWorkspace) -> list[object]:
+    """The structured evidence of the findings behind the planned repairs."""
+    plan = json.loads(reconcile(env, repo, "--json").stdout)
+    return [r["finding"].get("evidence") for f in plan["files"] for r in f["repairs"]]
+
+
 def commit_time(repo: GitWorkspace, sha: str) -> int:
     return int(repo.git("show", "-s", "--format=%ct", sha))
 
@@ -214,6 +220,10 @@ class TestRepairs:
                             "execution-state.json")
         assert preview.returncode == 1, preview.stderr
         assert "journal.md:14: **Status**: ✅ Completed" in preview.stdout.decode()
+        assert finding_evidence(env, repo) == [{
+            "journal": ".claude/plans/issue-42-geofencing/journal.md",
+            "journalStatus": "completed",
+        }]
         assert reconcile(env, repo, "--apply").returncode == 0
         after = (folder / "execution-state.json").read_text()
         assert changed_lines(before, after) == [
@@ -242,6 +252,7 @@ class TestRepairs:
         (state / "execution.json").write_text(before)
         (reports / "task-001.json").write_text(json.dumps(
             {"status": "complete", "completed_at": "2026-03-02T11:40:00Z"}))
+        assert finding_evidence(env, repo) == [{"output": "memory/reports/tasks/task-001.json"}]
         assert reconcile(env, repo, "--apply", "--only", "output-before-state-update"
                          ).returncode == 0
         after = (state / "execution.json").read_text()
@@ -267,6 +278,10 @@ class TestRepairs:
         preview = reconcile(env, repo)
         assert preview.returncode == 1
         assert "restore from .bak" in preview.stdout.decode()
+        assert finding_evidence(env, repo) == [{
+            "backup": "agent-output/portal/00-session-state.json.bak",
+            "stateFile": "agent-output/portal/00-session-state.json",
+        }]
         assert reconcile(env, repo, "--apply").returncode == 0
         assert (folder / "00-session-state.json").read_bytes() == good
         assert (folder / "00-session-state.json.bak").read_bytes() == good  # never the torn one
