@@ -145,7 +145,8 @@ class TestDriftEvents:
             assert stamp - started < LATENCY, f"drift took {stamp - started:.3f} s"
             assert drift["finding"] == {
                 "detector": HISTORY, "code": "unreachable", "severity": "warning", "task": T2,
-                "message": lost(t2, T2, now=new)}
+                "message": lost(t2, T2, now=new),
+                "evidence": {"commit": t2, "replacement": new, "tip": "main"}}
             assert (drift["workspace"], drift["stateFile"], drift["unit"], drift["format"]) == (
                 workspace, STATE, STORY, "epic")
             generation = drift["generation"]
@@ -213,7 +214,8 @@ class TestDriftEvents:
             assert stamp - started < LATENCY, f"drift took {stamp - started:.3f} s"
             assert drift["finding"] == {"detector": HISTORY, "code": "unreachable",
                                         "severity": "error", "task": T2,
-                                        "message": lost(t2, T2)}
+                                        "message": lost(t2, T2),
+                                        "evidence": {"commit": t2, "tip": "main"}}
             mark = events.mark()
             repo.git("reset", "-q", "--hard", t2)
             events.wait(kind("resolved", code="unreachable"), start=mark)
@@ -238,7 +240,8 @@ class TestDriftEvents:
                                              "(storyd check --direct already says missing)")
             assert missing["finding"] == {
                 "detector": HISTORY, "code": "missing", "severity": "error", "task": T2,
-                "message": f"commit {t2} of {T2} does not exist in the repository"}
+                "message": f"commit {t2} of {T2} does not exist in the repository",
+                "evidence": {"commit": t2}}
             events.wait(kind("resolved", code="unreachable"), start=mark,
                         message="the unreachable finding resolved")
 
