@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workloads import make_epic_workspace  # noqa: E402
+from workloads import make_epic_workspace
 
 PYTHON = sys.executable
 
@@ -174,7 +174,8 @@ def main() -> int:
                 story = (spaces[0], ids[0][len(ids[0]) // 3])
                 found = measure(tree, spaces, story, scratch, args.timeout)
                 print(f"| {shape} | {name} | {fmt(found['first'], 'ms')} | "
-                      f"{fmt(found['read'], 's')} | {fmt(found['warm'], 's')} | {fmt(found['rss_kb'], 'kb')} | "
+                      f"{fmt(found['read'], 's')} | {fmt(found['warm'], 's')} | "
+                      f"{fmt(found['rss_kb'], 'kb')} | "
                       f"{fmt(found['write'], 'ms')} |", flush=True)
         finally:
             shutil.rmtree(root, ignore_errors=True)

@@ -25,13 +25,12 @@ _MEMO_SIZE = 65536
 _memo: dict[tuple[object, ...], int | None] = {}
 # workspace -> (index and HEAD stat, time the pass started, last commit times, dirty paths)
 _primed: dict[str, tuple[tuple[int, ...], float, dict[str, int], frozenset[str]]] = {}
-_batching = False
+_switches = {"batching": False}
 
 
 def enable_batching() -> None:
     """Daemon mode: answer from one status and one log pass per workspace (see `prime`)."""
-    global _batching
-    _batching = True
+    _switches["batching"] = True
 
 
 def mtime_seconds(path: str) -> int | None:
@@ -48,7 +47,7 @@ def git_commit_time(workspace: str, relpath: str) -> int | None:
     None when git is absent, the workspace is not a repository, or the file is
     untracked, staged or modified.
     """
-    if _batching:
+    if _switches["batching"]:
         found = _from_batch(workspace, relpath)
         if found is not _MISS:
             return found  # type: ignore[return-value]

@@ -123,7 +123,7 @@ class TestBatchedStoryTime:
             assert per_file[dirty] is None
         monkeypatch.setattr(storytime, "_memo", {})
         monkeypatch.setattr(storytime, "_primed", {})
-        monkeypatch.setattr(storytime, "_batching", True)
+        monkeypatch.setitem(storytime._switches, "batching", True)
         assert storytime.prime(ws)
         stamp, _started, times, dirty_set = storytime._primed[ws]
         storytime._primed[ws] = (stamp, past + 1e9, times, dirty_set)  # pass after every ctime
@@ -142,7 +142,7 @@ class TestBatchedStoryTime:
         ws = str(repo.path)
         monkeypatch.setattr(storytime, "_memo", {})
         monkeypatch.setattr(storytime, "_primed", {})
-        monkeypatch.setattr(storytime, "_batching", True)
+        monkeypatch.setitem(storytime._switches, "batching", True)
         assert storytime.prime(ws)
         first = storytime._primed[ws]
         repo.commit("third", {"old.md": "c"})
