@@ -2,6 +2,9 @@
 
     .venv/bin/python bench/bench_launcher.py --runs 40
 
+Run it with the python of a regular (non-editable) install to see what users get: an
+editable install's path finder imports `re` in `site`, for both scripts.
+
 Each run is a fresh process, interleaved (bare, pip wrapper, launcher) so load hits all
 three alike; the table gives medians, p90 and the ratio to the bare interpreter start
 (`python -c pass`, site included, as every script pays it).
