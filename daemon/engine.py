@@ -109,7 +109,7 @@ class Entry:
     @property
     def envelope(self) -> dict[str, object] | None:
         """The envelope as a dict (parsed from the line; for `--detail` and detectors)."""
-        return orjson.loads(self.line) if self.line else None  # type: ignore[no-any-return]
+        return orjson.loads(self.line) if self.line else None
 
     def summary(self, *, detail: bool = False) -> dict[str, object]:
         """The unit's progress, as `list` and `changed` events show it (detail: findings too)."""
@@ -180,12 +180,18 @@ class FileState:
 
 
 class Workspace:
-    """One watched workspace and its entries."""
+    """One watched workspace and its entries.
 
-    __slots__ = ("entries", "files", "path", "story_index")
+    `checked` is False while a start-up warm-up has read the files but the detectors
+    have not yet run: the entries hold the envelopes, not yet every finding.
+    """
 
-    def __init__(self, path: str) -> None:
+    __slots__ = ("checked", "checking", "entries", "files", "path", "story_index")
+
+    def __init__(self, path: str, *, checked: bool = True) -> None:
         self.path = path
+        self.checked = checked
+        self.checking = False
         self.files: dict[str, FileState] = {}
         self.entries: dict[tuple[str, str], Entry] = {}
         self.story_index: dict[str, set[tuple[str, str]]] = {}
@@ -219,7 +225,7 @@ class Engine:
         self.workspaces: dict[str, Workspace] = {}
         self.history: deque[tuple[int, str, bytes]] = deque(maxlen=_HISTORY)
         self.sinks: list[Sink] = []
-        self.counters = {"refreshes": 0, "unreadable": 0, "events": 0}
+        self.counters = {"refreshes": 0, "unreadable": 0, "events": 0, "checked": 0}
         self._lock = threading.Lock()
 
     # -- reading -------------------------------------------------------------
@@ -228,10 +234,18 @@ class Engine:
         """`<instance>:<generation>`, carried by every answer and event."""
         return f"{self.instance}:{self.generation}"
 
-    def lookup(self, workspace: str, state_file: str, key: str) -> Entry | None:
-        """The cached entry of one unit, or None (never touches the disk)."""
+    def lookup(
+        self, workspace: str, state_file: str, key: str, *, checked: bool = True
+    ) -> Entry | None:
+        """The cached entry of one unit, or None (never touches the disk).
+
+        With `checked` (the default) an entry whose detectors have not run yet (warm-up)
+        is not an answer: the caller reads directly, findings included.
+        """
         ws = self.workspaces.get(workspace)
-        return ws.entries.get((state_file, key)) if ws else None
+        if ws is None or (checked and not ws.checked):
+            return None
+        return ws.entries.get((state_file, key))
 
     def has_file(self, workspace: str, state_file: str) -> bool:
         """Whether a state file is known and was read at least once."""
@@ -250,10 +264,20 @@ class Engine:
 
     # -- workspaces ----------------------------------------------------------
 
-    def add_workspace(self, path: str) -> Workspace:
-        """Start tracking a workspace (call `scan` next)."""
+    def add_workspace(self, path: str, *, checked: bool = True) -> Workspace:
+        """Start tracking a workspace (call `scan` next; `checked=False`: `check` after)."""
         with self._lock:
-            return self.workspaces.setdefault(path, Workspace(path))
+            return self.workspaces.setdefault(path, Workspace(path, checked=checked))
+
+    def check(self, ws: Workspace) -> None:
+        """The warm-up's second pass: run the detectors on every unit, then serve them."""
+        if self.detect is not None and not ws.checked:
+            ws.checking = True  # _build runs the detectors from now on
+            try:
+                self.recheck(ws)
+            finally:
+                ws.checked = True  # a failing detector must not leave it uncached for good
+        ws.checked = True
 
     def remove_workspace(self, path: str) -> bool:
         """Forget a workspace and its entries; True if it was tracked."""
@@ -358,7 +382,7 @@ class Engine:
         except StorydError as exc:
             return Draft(unit, None, exc, unit.findings + extra)
         findings = unit.findings + extra
-        if self.detect is None:
+        if self.detect is None or not (ws.checked or ws.checking):
             return Draft(unit, answer, None, findings)
         old = ws.entries.get((unit.state_file, unit.key))
         kept = tuple(f for f in old.findings if f.detector not in _OWN) if old else ()
@@ -372,6 +396,7 @@ class Engine:
         ):
             findings += kept  # nothing a detector reads changed (git changes force a recheck)
         else:
+            self.counters["checked"] += 1
             findings += self.detect(ws.path, unit, answer)
         return Draft(unit, answer, None, findings)
 

@@ -1,8 +1,10 @@
 """The daemon's life: socket, threads, systemd notifications, reload and shutdown.
 
-Start: take systemd's socket (LISTEN_FDS) or bind our own, scan the workspaces, then
-READY=1. While serving: STATUS= lines, WATCHDOG=1 at half of WATCHDOG_USEC, SIGHUP
-reloads the configuration. Stop (SIGTERM, SIGINT): STOPPING=1, stop accepting, finish
+Start: take systemd's socket (LISTEN_FDS) or bind our own, register the workspaces
+and READY=1 as soon as the socket serves; the workspaces are read and checked
+behind (docs/service.md says why READY=1 means "serving", not "warm"). While
+serving: STATUS= lines, WATCHDOG=1 at half of WATCHDOG_USEC, SIGHUP reloads the
+configuration. Stop (SIGTERM, SIGINT): STOPPING=1, stop accepting, finish
 the replies in flight, stop the threads, and unlink the socket only if it is still
 the one we bound (same inode), so a successor's socket is never removed.
 """
@@ -126,13 +128,22 @@ class Runtime:
         engine = self.daemon.engine
         entries = engine.entries()
         findings = sum(len(e.findings) for e in entries)
+        warm = self.daemon.warm_progress()
+        warming = (
+            f"warming ({warm['workspacesRead']}/{warm['workspaces']} workspaces read, "
+            f"{warm['unitsChecked']} units checked), "
+            if warm["warming"]
+            else ""
+        )
         self.notifier.status(
-            f"{len(engine.workspaces)} workspaces, {len(entries)} units, {findings} findings"
+            f"{warming}{len(engine.workspaces)} workspaces, {len(entries)} units, "
+            f"{findings} findings"
         )
 
     async def _status_loop(self) -> None:
         while True:
-            await asyncio.sleep(10)
+            warming = self.daemon is not None and self.daemon.warm_progress()["warming"]
+            await asyncio.sleep(1 if warming else 10)  # warm-up progress, once a second
             self._status()
 
     async def _watchdog(self, interval: float) -> None:

@@ -490,7 +490,11 @@ class Server:
                     relpath, key, _ = self._target(
                         path, {"stateFile": query.state_file, "unit": query.unit}
                     )
-                entry = self.engine.lookup(path, relpath, key) if key and relpath else None
+                entry = (
+                    self.engine.lookup(path, relpath, key, checked=query.detail)
+                    if key and relpath
+                    else None
+                )
                 if entry is None:
                     daemon.auto_watch(path)
         if entry is not None:
@@ -525,7 +529,11 @@ class Server:
         in_flight = bool(field(request, "inFlight", bool, default=False))
         detail = bool(field(request, "detail", bool, default=False))
         units = self.summaries(workspace, detail=detail, in_flight=in_flight)
-        return finish(orjson.dumps({"ok": True, "units": units})[:-1], self.clock(), suffix)
+        body: dict[str, object] = {"ok": True, "units": units}
+        warm = self.daemon.warm_progress()
+        if warm["warming"]:
+            body["warm"] = warm  # the list may be partial until the warm-up ends
+        return finish(orjson.dumps(body)[:-1], self.clock(), suffix)
 
     def op_watch(
         self, conn: Connection, request: dict[str, object], suffix: bytes
@@ -599,6 +607,7 @@ class Server:
             "watchedDirs": daemon.watcher.watched_dirs(),
             "generation": self.engine.generation,
             "staleness": self.settings.staleness,
+            "warm": daemon.warm_progress(),
         }
         return finish(orjson.dumps(body)[:-1], self.clock(), suffix)
 

@@ -12,7 +12,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from daemon import direct, log
+from daemon import direct, log, storytime
 from daemon.engine import Detect, Engine
 from daemon.errors import StateFileMissing, UsageError
 from daemon.watcher import Refresher, Watcher, git_operation_in_progress
@@ -61,6 +61,21 @@ class Settings:
         self.subscriber_buffer = subscriber_buffer
 
 
+class Warmup:
+    """Progress of the start-up warm-up: workspaces read, then checked by detectors."""
+
+    __slots__ = ("checked", "done", "read", "total")
+
+    def __init__(self) -> None:
+        self.total = self.read = self.checked = 0
+        self.done = False
+
+    def begin(self, total: int) -> None:
+        """A warm-up of `total` workspaces starts (done at once when there are none)."""
+        self.total = total
+        self.done = total == 0
+
+
 class Daemon:
     """Everything the daemon knows and does, minus the socket."""
 
@@ -82,18 +97,61 @@ class Daemon:
         self.started = time.monotonic()
         self.log = log.get("daemon")
         self._cap_warned = False
+        self.warm = Warmup()
 
     # -- lifecycle -----------------------------------------------------------
 
     def start(self, workspaces: list[str]) -> None:
-        """Watch and scan the configured workspaces, then start the threads."""
+        """Register the configured workspaces and start the threads; warming runs behind.
+
+        Nothing here reads a state file: the socket serves at once, and queries that
+        the cache cannot answer yet are read directly on the pool (see `Warmup`).
+        """
         self.watcher.start()
+        paths = []
         for path in workspaces:
             try:
-                self._watch_now(self.canonical(path))
+                canonical = self.canonical(path)
             except (UsageError, StateFileMissing) as exc:
                 self.log.warning("workspace_skipped", workspace=path, error=exc.message)
+                continue
+            if canonical not in self.engine.workspaces:
+                self.engine.add_workspace(canonical, checked=False)
+                paths.append(canonical)
+        self.warm.begin(len(paths))
+        self.refresher.call(lambda: self._warm(paths))
         self.refresher.start()
+
+    def _warm(self, paths: list[str]) -> None:
+        """Start-up on the refresher thread: read every workspace, then run the detectors."""
+        started = time.perf_counter()
+        if self.settings.staleness == "git":
+            storytime.enable_batching()
+        for path in paths:
+            if path not in self.engine.workspaces:
+                continue  # unwatched meanwhile
+            try:
+                self._watch_now(path)
+            except Exception:
+                self.log.exception("warm_failed", workspace=path)
+            self.warm.read += 1
+        read_ms = round((time.perf_counter() - started) * 1000, 3)
+        for path in paths:
+            ws = self.engine.workspaces.get(path)
+            if ws is not None:
+                try:
+                    self.engine.check(ws)
+                except Exception:
+                    self.log.exception("warm_check_failed", workspace=path)
+            self.warm.checked += 1
+        self.warm.done = True
+        self.log.info(
+            "warm",
+            workspaces=len(paths),
+            units=sum(len(ws.entries) for ws in list(self.engine.workspaces.values())),
+            read_ms=read_ms,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
 
     def stop(self) -> None:
         """Stop the threads (the socket is the server's business)."""
@@ -189,6 +247,18 @@ class Daemon:
                 self.log.warning("workspace_cap", cap=self.settings.max_workspaces, workspace=path)
             return
         self.watch(path)
+
+    def warm_progress(self) -> dict[str, object]:
+        """How far the start-up warm-up has got (for `stats` and `status`)."""
+        spaces = list(self.engine.workspaces.values())
+        return {
+            "warming": not self.warm.done,
+            "workspaces": self.warm.total,
+            "workspacesRead": self.warm.read,
+            "workspacesChecked": self.warm.checked,
+            "unitsRead": sum(len(ws.entries) for ws in spaces),
+            "unitsChecked": sum(len(ws.entries) for ws in spaces if ws.checked),
+        }
 
     def uptime(self) -> float:
         """Seconds since start."""

@@ -16,12 +16,21 @@ from __future__ import annotations
 import os
 import time
 
-__all__ = ["MODES", "git_commit_time", "mtime_seconds"]
+__all__ = ["MODES", "enable_batching", "git_commit_time", "mtime_seconds", "prime"]
 
 MODES = ("git", "mtime")
 _GIT_TIMEOUT = 5.0
+_BATCH_TIMEOUT = 60.0
 _MEMO_SIZE = 65536
 _memo: dict[tuple[object, ...], int | None] = {}
+# workspace -> (index and HEAD stat, time the pass started, last commit times, dirty paths)
+_primed: dict[str, tuple[tuple[int, ...], float, dict[str, int], frozenset[str]]] = {}
+_switches = {"batching": False}
+
+
+def enable_batching() -> None:
+    """Daemon mode: answer from one status and one log pass per workspace (see `prime`)."""
+    _switches["batching"] = True
 
 
 def mtime_seconds(path: str) -> int | None:
@@ -38,6 +47,10 @@ def git_commit_time(workspace: str, relpath: str) -> int | None:
     None when git is absent, the workspace is not a repository, or the file is
     untracked, staged or modified.
     """
+    if _switches["batching"]:
+        found = _from_batch(workspace, relpath)
+        if found is not _MISS:
+            return found  # type: ignore[return-value]
     key = _memo_key(workspace, relpath)
     if key is not None and key in _memo:
         return _memo[key]
@@ -52,6 +65,101 @@ def git_commit_time(workspace: str, relpath: str) -> int | None:
             _memo.clear()
         _memo[key] = found
     return found
+
+
+_MISS = object()
+
+
+def _repo_stamp(workspace: str) -> tuple[int, ...] | None:
+    try:
+        index = os.stat(os.path.join(workspace, ".git", "index"))
+        head = os.stat(os.path.join(workspace, ".git", "HEAD"))
+    except OSError:
+        return None
+    return (index.st_mtime_ns, index.st_size, index.st_ino, head.st_mtime_ns, head.st_size)
+
+
+def _from_batch(workspace: str, relpath: str) -> object:
+    """The batched answer for one path, or _MISS when the batch cannot tell."""
+    stamp = _repo_stamp(workspace)
+    if stamp is None:
+        return _MISS
+    primed = _primed.get(workspace)
+    if primed is None or primed[0] != stamp:
+        if not prime(workspace):
+            return _MISS
+        primed = _primed.get(workspace)
+        if primed is None:
+            return _MISS
+    _stamp, started, times, dirty = primed
+    if relpath in dirty:
+        return None
+    found = times.get(relpath)
+    if found is None:
+        return _MISS  # ignored, absent or unparseable name: ask git about this one
+    try:
+        changed = os.stat(os.path.join(workspace, relpath)).st_ctime
+    except OSError:
+        return _MISS
+    if changed >= started:
+        return _MISS  # touched since the status pass began: ask git again
+    return found
+
+
+def prime(workspace: str) -> bool:
+    """Learn every tracked path's last commit time and the dirty paths, in two git runs.
+
+    `git status` gives the staged, modified and untracked paths (their answer is None);
+    one `git log --name-only` walk gives, at each path's first appearance, the same
+    commit `git log -1 -- path` names. False when git cannot answer.
+    """
+    stamp = _repo_stamp(workspace)
+    if stamp is None:
+        return False
+    started = time.time()
+    status = _git(
+        workspace,
+        "-c",
+        "core.quotePath=false",
+        "status",
+        "--porcelain",
+        "-z",
+        "--untracked-files=all",
+        timeout=_BATCH_TIMEOUT,
+    )
+    if status is None:
+        return False
+    dirty: set[str] = set()
+    fields = iter(status.split("\0"))
+    for field in fields:
+        if len(field) < 4:
+            continue
+        dirty.add(field[3:])
+        if field[0] in "RC" or field[1] in "RC":
+            dirty.add(next(fields, ""))  # the rename's source follows
+    log = _git(
+        workspace,
+        "-c",
+        "core.quotePath=false",
+        "log",
+        "--no-renames",
+        "--format=\x01%ct",
+        "--name-only",
+        timeout=_BATCH_TIMEOUT,
+    )
+    times: dict[str, int] = {}
+    if log is None:
+        # No commits yet (or no git): nothing is tracked, every answer is None or unknown.
+        return False
+    current = None
+    for line in log.split("\n"):
+        if line.startswith("\x01"):
+            stamp_text = line[1:]
+            current = int(stamp_text) if stamp_text.isdigit() else None
+        elif line and current is not None and not line.startswith('"'):
+            times.setdefault(line, current)
+    _primed[workspace] = (stamp, started, times, frozenset(dirty))
+    return True
 
 
 def _memo_key(workspace: str, relpath: str) -> tuple[object, ...] | None:
@@ -78,7 +186,7 @@ def _memo_key(workspace: str, relpath: str) -> tuple[object, ...] | None:
     )
 
 
-def _git(workspace: str, *args: str) -> str | None:
+def _git(workspace: str, *args: str, timeout: float = _GIT_TIMEOUT) -> str | None:
     """A git command's stdout, or None when it cannot run, fails or overruns the timeout.
 
     posix_spawn and a pipe rather than `subprocess`, whose import pulls in `re`, `locale`
@@ -111,7 +219,7 @@ def _git(workspace: str, *args: str) -> str | None:
         return None
     os.close(write_end)
     chunks = []
-    deadline = time.monotonic() + _GIT_TIMEOUT
+    deadline = time.monotonic() + timeout
     try:
         while (remaining := deadline - time.monotonic()) > 0:
             ready, _, _ = select.select([read_end], [], [], remaining)

@@ -199,8 +199,12 @@ class DaemonProcess:
         self.pid = self.proc.pid
         return self.proc
 
-    def start(self, timeout: float = START_DEADLINE) -> DaemonProcess:
-        """Start the process and wait until it answers `ping` with its own pid."""
+    def start(self, timeout: float = START_DEADLINE, *, warm: bool = True) -> DaemonProcess:
+        """Start the process and wait until it answers `ping` with its own pid.
+
+        With `warm` (the default) also wait until its start-up warm-up has ended, so
+        answers come from the cache.
+        """
         proc = self.spawn()
 
         def answers() -> bool:
@@ -213,6 +217,9 @@ class DaemonProcess:
                 return False
 
         wait_for(answers, timeout, f"storyd serve (pid {proc.pid}) to answer ping on {self.socket}")
+        if warm:
+            wait_for(lambda: self.stats()["warm"]["warming"] is False,  # type: ignore[index]
+                     timeout, f"storyd serve (pid {proc.pid}) to finish warming")
         return self
 
     def running(self) -> bool:
@@ -335,13 +342,14 @@ def spawn_daemon_fixture(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess
     made: list[DaemonProcess] = []
 
     def spawn(workspaces: Iterable[Path | str] = (), *, args: Iterable[str] = (),
-              socket_path: Path | None = None, start: bool = True) -> DaemonProcess:
+              socket_path: Path | None = None, start: bool = True,
+              warm: bool = True) -> DaemonProcess:
         sock = socket_path or tmp_path / "run" / "storyd.sock"
         proc = DaemonProcess(tmp_path, socket_path=sock, workspaces=workspaces, args=args,
                              env=daemon_env(tmp_path, sock), name=f"daemon{len(made)}")
         made.append(proc)
         if start:
-            proc.start()
+            proc.start(warm=warm)
         return proc
 
     yield spawn

@@ -113,6 +113,8 @@ def units(flags: dict[str, object]) -> Units:
                     answer = client.request("list", **fields)
                     if not answer.get("ok"):
                         raise refusal(answer)
+                    if isinstance(answer.get("warm"), dict):
+                        raise DaemonUnavailable("the daemon's cache is still warming")
                     listed = answer["units"]
                     assert isinstance(listed, list), "the list op answers with a units array"
                     found.extend(listed)

@@ -1,0 +1,187 @@
+"""Start-up and warm-up growth curve: time to first answer, time to warm, RSS.
+
+Builds epic workspaces in git mode as a fresh commit leaves them (every story file's
+mtime newer than its commit), starts `storyd serve` from a given source tree, and
+measures from spawn: the first `ping` answer, the end of the warm-up (`stats` says
+`warm.warming` is false; a tree without that field is warm when it first answers),
+the resident set after warming, and a write to the state file until `resume` shows it.
+
+    .venv/bin/python bench/bench_warm.py --tree before=/tmp/main-src --tree after=. \\
+        --sizes 1000,3000,10000 --spaces 10x200,50x200 --timeout 240
+
+`--tree NAME=DIR` runs `python -m daemon.cli` with DIR on PYTHONPATH (export the
+baseline with `git archive main | tar -x -C /tmp/main-src`). Runs are bounded by
+`--timeout`; a run that overruns is reported as `>timeout`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from workloads import make_epic_workspace
+
+PYTHON = sys.executable
+
+
+def ask(path: str, request: dict[str, object], timeout: float = 1.0) -> dict[str, object] | None:
+    """One request on a fresh connection; None when nothing answers in time."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(path)
+            sock.sendall(json.dumps(request).encode() + b"\n")
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = sock.recv(1 << 20)
+                if not chunk:
+                    return None
+                data += chunk
+            return json.loads(data)  # type: ignore[no-any-return]
+    except (OSError, ValueError):
+        return None
+
+
+def rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def measure(tree: Path, workspaces: list[Path], story: tuple[Path, str], scratch: Path,
+            timeout: float) -> dict[str, object]:
+    """One daemon run: first answer, warm, RSS, write-to-visible (seconds, KB)."""
+    sock = str(scratch / "run" / "storyd.sock")
+    env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CONFIG_HOME": str(scratch / "config"),
+           "XDG_RUNTIME_DIR": str(scratch / "run")}
+    argv = [PYTHON, "-m", "daemon.cli", "serve", "--socket", sock]
+    for ws in workspaces:
+        argv += ["--workspace", str(ws)]
+    began = time.monotonic()
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    result: dict[str, object] = {}
+    try:
+        first = None
+        while time.monotonic() - began < timeout and proc.poll() is None:
+            if ask(sock, {"op": "ping"}, 0.5) is not None:
+                first = time.monotonic() - began
+                break
+            time.sleep(0.005)
+        result["first"] = first
+        warm = read = None
+        while first is not None and time.monotonic() - began < timeout:
+            stats = ask(sock, {"op": "stats"}, 5.0)
+            state = stats.get("warm") if stats else None
+            if read is None and stats is not None and (
+                not isinstance(state, dict) or state["workspacesRead"] == state["workspaces"]
+            ):
+                read = time.monotonic() - began
+            if stats is not None and (not isinstance(state, dict) or not state["warming"]):
+                warm = time.monotonic() - began
+                break
+            time.sleep(0.02)
+        result["warm"] = warm
+        result["read"] = read
+        result["rss_kb"] = rss_kb(proc.pid) if warm is not None else None
+        result["write"] = write_to_visible(sock, *story) if warm is not None else None
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return result
+
+
+def write_to_visible(sock: str, workspace: Path, sid: str) -> float | None:
+    """Rewrite the state file with one story's node changed; seconds until resume shows it."""
+    state_path = next((workspace / "plans").glob("epic-*/execution-state.json"))
+    data = json.loads(state_path.read_text())
+    node = data["stories"][sid]
+    node["tasks"].pop(next(reversed(node["tasks"])))  # one task fewer: the envelope changes
+    text = json.dumps(data, indent=2) + "\n"
+    request = {"op": "resume", "workspace": str(workspace), "epic": data["epicId"],
+               "story": sid}
+    before = ask(sock, request, 5.0)
+    tmp = state_path.with_suffix(".tmp")
+    tmp.write_text(text)
+    began = time.monotonic()
+    os.replace(tmp, state_path)
+    while time.monotonic() - began < 10:
+        answer = ask(sock, request, 5.0)
+        if answer and before and answer.get("envelope") != before.get("envelope"):
+            return time.monotonic() - began
+        time.sleep(0.001)
+    return None
+
+
+def fmt(value: object, unit: str) -> str:
+    if value is None:
+        return "timeout"
+    if unit == "ms":
+        return f"{float(value) * 1000:.0f} ms"  # type: ignore[arg-type]
+    if unit == "s":
+        return f"{float(value):.2f} s"  # type: ignore[arg-type]
+    return f"{int(value) / 1024:.0f} MB"  # type: ignore[call-overload]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", action="append", required=True, help="NAME=DIR")
+    parser.add_argument("--sizes", default="1000,3000,10000")
+    parser.add_argument("--spaces", default="10x200,50x200")
+    parser.add_argument("--timeout", type=float, default=240.0)
+    parser.add_argument("--skip", action="append", default=[],
+                        help="NAME:SHAPE to leave out (e.g. before:10000)")
+    args = parser.parse_args()
+    trees = [(name, Path(d).resolve()) for name, _, d in (t.partition("=") for t in args.tree)]
+    shapes = [(1, int(s)) for s in args.sizes.split(",") if s]
+    shapes += [tuple(int(x) for x in s.split("x")) for s in args.spaces.split(",") if s]
+    print(f"load average before: {os.getloadavg()}", flush=True)
+    print("| stories | daemon | first answer | envelopes cached | detectors done (warm) "
+          "| RSS | write-to-visible |")
+    print("|---|---|---|---|---|---|---|")
+    for count, stories in shapes:
+        shape = f"{count}x{stories}" if count > 1 else str(stories)
+        root = Path(tempfile.mkdtemp(prefix="storyd-warm-"))
+        try:
+            spaces = []
+            ids = []
+            for index in range(count):
+                ws, sids = make_epic_workspace(root / f"w{index}", stories, 4)
+                spaces.append(ws)
+                ids.append(sids)
+            time.sleep(1.1)  # the files' ctime is now before any daemon's status pass
+            for name, tree in trees:
+                if f"{name}:{shape}" in args.skip:
+                    print(f"| {shape} | {name} | skipped | | | | |", flush=True)
+                    continue
+                scratch = Path(tempfile.mkdtemp(prefix="storyd-run-", dir=root))
+                (scratch / "run").mkdir(mode=0o700)
+                story = (spaces[0], ids[0][len(ids[0]) // 3])
+                found = measure(tree, spaces, story, scratch, args.timeout)
+                print(f"| {shape} | {name} | {fmt(found['first'], 'ms')} | "
+                      f"{fmt(found['read'], 's')} | {fmt(found['warm'], 's')} | "
+                      f"{fmt(found['rss_kb'], 'kb')} | "
+                      f"{fmt(found['write'], 'ms')} |", flush=True)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    print(f"load average after: {os.getloadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""Serve first, warm behind: a daemon on thousands of stories answers at once, and the
+batched git staleness answers exactly as the per-file git calls do."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+from daemon_harness import (
+    DaemonProcess,
+    run_storyd_cli,
+    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
+    wait_for,
+)
+from git_harness import EPIC, story_id, task_id
+from test_gitview import GitRepo
+
+from daemon import storytime
+
+STORIES = 3000
+Spawn = Callable[..., DaemonProcess]
+
+
+def big_workspace(root: Path, stories: int) -> GitRepo:
+    """An epic of `stories` stories, story files and state committed in one commit."""
+    repo = GitRepo(root).init()
+    folder = root / "plans" / f"epic-{EPIC}"
+    folder.mkdir(parents=True)
+    nodes: dict[str, object] = {}
+    for n in range(1, stories + 1):
+        sid = story_id(n)
+        (folder / f"{sid}.md").write_text(f"# {sid}\n", encoding="utf-8")
+        nodes[sid] = {"tasks": {
+            task_id(sid, 1): {"status": "DONE", "completedAt": "2025-06-01T12:00:00Z"},
+            task_id(sid, 2): {"status": "PENDING" if n % 3 else "IN_PROGRESS"},
+        }}
+    (folder / "execution-state.json").write_bytes(orjson.dumps({"epic": EPIC, "stories": nodes}))
+    repo.commit("plan the epic")
+    return repo
+
+
+class TestServeFirst:
+    def test_answers_during_warm_up_and_reports_progress(self, spawn_daemon: Spawn,
+                                                         tmp_path: Path) -> None:
+        ws = big_workspace(tmp_path / "ws", STORIES).path
+        proc = spawn_daemon([ws], warm=False)  # returns as soon as `ping` answers
+        stats = proc.stats()
+        warm = stats["warm"]
+        assert isinstance(warm, dict)
+        assert warm["workspaces"] == 1
+        assert 0 <= warm["unitsChecked"] <= warm["unitsRead"] <= STORIES  # type: ignore[operator]
+        sid = story_id(STORIES // 2)
+        answer = proc.request({"op": "resume", "workspace": str(ws), "epic": EPIC,
+                               "story": sid}, timeout=30)
+        assert answer["ok"] is True, answer
+        done = run_storyd_cli("resume", "--direct", "--epic-id", EPIC, "--story-id", sid,
+                              env=proc.env, cwd=ws)
+        assert done.returncode == 0, done.stderr
+        assert answer["envelope"] == orjson.loads(done.stdout)
+
+        def warmed() -> dict[str, object] | None:
+            found = proc.stats()["warm"]
+            assert isinstance(found, dict)
+            return found if found["warming"] is False else None
+
+        final = wait_for(warmed, 120, "the warm-up to end")
+        assert final["unitsRead"] == final["unitsChecked"] == STORIES
+        assert final["workspacesRead"] == final["workspacesChecked"] == 1
+        cached = proc.request({"op": "resume", "workspace": str(ws), "epic": EPIC, "story": sid})
+        assert cached["source"] == "cache"
+        assert cached["envelope"] == answer["envelope"]
+        assert any(e.get("event") == "warm" and e.get("units") == STORIES
+                   for e in proc.log_events())
+
+    def test_status_reads_directly_while_warming(self, spawn_daemon: Spawn,
+                                                 tmp_path: Path) -> None:
+        ws = big_workspace(tmp_path / "ws", 50).path
+        proc = spawn_daemon([ws])
+        listed = proc.request({"op": "list"})
+        assert "warm" not in listed  # warm: the list is complete, no progress field
+        assert len(listed["units"]) == 50  # type: ignore[arg-type]
+        assert proc.stats()["warm"] == {
+            "warming": False, "workspaces": 1, "workspacesRead": 1, "workspacesChecked": 1,
+            "unitsRead": 50, "unitsChecked": 50,
+        }
+
+
+PATHS = ["old.md", "new.md", "edited.md", "staged.md", "moved.md", "untracked.md",
+         "ignored.md", "absent.md", "sub dir/späce.md"]
+
+
+def story_repo(root: Path) -> GitRepo:
+    """Every case git_commit_time distinguishes, in one repository."""
+    repo = GitRepo(root).init()
+    repo.write(".gitignore", "ignored.md\n")
+    repo.commit("first", {"old.md": "a", "edited.md": "a", "staged.md": "a", "was.md": "a",
+                          "sub dir/späce.md": "a", "new.md": "a"})
+    repo.commit("second", {"new.md": "b"})
+    repo.write("edited.md", "changed")
+    repo.write("staged.md", "changed")
+    repo.git("add", "staged.md")
+    repo.git("mv", "was.md", "moved.md")
+    repo.write("untracked.md", "u")
+    repo.write("ignored.md", "i")
+    return repo
+
+
+class TestBatchedStoryTime:
+    def test_batched_answers_equal_per_file_answers(self, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+        repo = story_repo(tmp_path / "repo")
+        ws = str(repo.path)
+        # Every file's ctime predates the batch pass, as after a clone.
+        past = os.stat(ws).st_mtime - 10
+        monkeypatch.setattr(storytime, "_memo", {})
+        per_file = {p: storytime.git_commit_time(ws, p) for p in PATHS}
+        assert per_file["old.md"] == repo.clock - 60
+        assert per_file["new.md"] == repo.clock
+        for dirty in ("edited.md", "staged.md", "moved.md", "untracked.md", "ignored.md"):
+            assert per_file[dirty] is None
+        monkeypatch.setattr(storytime, "_memo", {})
+        monkeypatch.setattr(storytime, "_primed", {})
+        monkeypatch.setitem(storytime._switches, "batching", True)
+        assert storytime.prime(ws)
+        stamp, _started, times, dirty_set = storytime._primed[ws]
+        storytime._primed[ws] = (stamp, past + 1e9, times, dirty_set)  # pass after every ctime
+        calls: list[tuple[str, ...]] = []
+        real_git = storytime._git
+        monkeypatch.setattr(storytime, "_git", lambda *a, **k: calls.append(a) or real_git(*a, **k))
+        batched = {p: storytime.git_commit_time(ws, p) for p in PATHS}
+        assert batched == per_file
+        asked = {a[-1] for a in calls if len(a) > 2 and a[1] in ("log", "status")}
+        # Only what the batch cannot tell (ignored or absent paths) costs a git call.
+        assert asked <= {"ignored.md", "absent.md"}
+
+    def test_a_commit_refreshes_the_batch(self, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+        repo = story_repo(tmp_path / "repo")
+        ws = str(repo.path)
+        monkeypatch.setattr(storytime, "_memo", {})
+        monkeypatch.setattr(storytime, "_primed", {})
+        monkeypatch.setitem(storytime._switches, "batching", True)
+        assert storytime.prime(ws)
+        first = storytime._primed[ws]
+        repo.commit("third", {"old.md": "c"})
+        storytime.git_commit_time(ws, "old.md")
+        assert storytime._primed[ws] is not first
+        assert storytime._primed[ws][2]["old.md"] == repo.clock
+
+    def test_no_repository_means_no_batch(self, tmp_path: Path) -> None:
+        assert storytime.prime(str(tmp_path)) is False
