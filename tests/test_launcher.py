@@ -1,0 +1,82 @@
+"""The installed `storyd` launcher (bin/storyd): same bytes and exit codes as the module."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import storyd_path, write_epic_state
+
+S = "story-0049-0013"
+IDS = ("--story-id", S, "--epic-id", "0049", "--direct")
+STATE = Path("plans/epic-0049/execution-state.json")
+
+
+def run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, timeout=60, check=False)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write_epic_state(ws, "0049", {S: {"T1": {"status": "DONE"}, "T2": {"status": "PENDING"}}})
+    return ws
+
+
+def torn(ws: Path) -> None:
+    (ws / STATE).write_bytes(b'{"stories": {')
+
+
+def missing(ws: Path) -> None:
+    (ws / STATE).unlink()
+
+
+CASES = [
+    pytest.param((), None, 0, id="answer-0"),
+    pytest.param((), missing, 1, id="missing-state-1"),
+    pytest.param(("--story-id", "story-0049-9999", "--epic-id", "0049", "--direct"), None, 2,
+                 id="unknown-story-2"),
+    pytest.param(("--no-such-flag",), None, 64, id="usage-64"),
+    pytest.param((), torn, 65, id="torn-json-65"),
+]
+
+
+class TestLauncher:
+    """`storyd resume` through the launcher equals `python -m daemon.cli resume`."""
+
+    def test_is_our_launcher(self) -> None:
+        """The installed file is bin/storyd (no `re`), not pip's generated wrapper."""
+        text = Path(storyd_path()).read_text(encoding="utf-8")
+        assert "from daemon.cli import main" in text
+        assert "import re" not in text
+
+    @pytest.mark.parametrize(("args", "damage", "code"), CASES)
+    def test_same_as_module(self, workspace: Path, isolated_env: dict[str, str],
+                            args: tuple[str, ...], damage: object, code: int) -> None:
+        if callable(damage):
+            damage(workspace)
+        argv = list(args or IDS)
+        launched = run([storyd_path(), "resume", *argv], workspace, isolated_env)
+        module = run([sys.executable, "-m", "daemon.cli", "resume", *argv], workspace,
+                     isolated_env)
+        assert b"Traceback" not in launched.stderr, launched.stderr
+        assert launched.returncode == module.returncode == code
+        assert launched.stdout == module.stdout
+        assert launched.stderr == module.stderr
+        if code == 0:
+            assert launched.stdout.startswith(b'{"resumePoint":')
+
+    def test_runs_through_a_symlink(self, workspace: Path, isolated_env: dict[str, str],
+                                    tmp_path: Path) -> None:
+        """A symlink elsewhere (e.g. ~/.local/bin/storyd, as pipx makes) still runs it."""
+        link = tmp_path / "elsewhere" / "storyd"
+        link.parent.mkdir()
+        link.symlink_to(storyd_path())
+        linked = run([str(link), "resume", *IDS], workspace, isolated_env)
+        direct = run([storyd_path(), "resume", *IDS], workspace, isolated_env)
+        assert linked.returncode == 0, linked.stderr
+        assert linked.stdout == direct.stdout
+        assert linked.stdout.startswith(b'{"resumePoint":')
