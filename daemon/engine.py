@@ -7,6 +7,12 @@ lookup is a dict get with no lock; structural changes happen under `_lock`.
 A state file that cannot be read (torn JSON, a lock held past the bound) keeps its
 last good entries, each with an `unreadable` finding saying since when, until it
 parses again. Only a deleted file removes its units.
+
+A write to a state file costs what changed, not the file: the daemon parses with
+orjson (daemon/fastjson.py), and a unit whose data is the same as its cached entry's
+(`model.same_data`) keeps its entry, rendered bytes and findings without being
+answered or checked again. A change to a companion (story file, journal), a rescan or a
+git change rebuilds every unit of the file as before.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from collections.abc import Callable, Iterable
 
 import orjson
 
-from daemon import __version__, direct
+from daemon import __version__, direct, fastjson
 from daemon.errors import DataError, LockTimeout, StateFileMissing, StorydError
 from daemon.formats import Adapter, all_adapters
 from daemon.formats.base import Source
@@ -221,6 +227,7 @@ class Engine:
         self.sinks: list[Sink] = []
         self.counters = {"refreshes": 0, "unreadable": 0, "events": 0}
         self._lock = threading.Lock()
+        fastjson.install()
 
     # -- reading -------------------------------------------------------------
 
@@ -288,7 +295,7 @@ class Engine:
                 or adapter.time_sensitive
                 or _signature(os.path.join(ws.path, relpath)) != state.signature
             ):
-                self.refresh(ws, relpath, adapter)
+                self.refresh(ws, relpath, adapter, reuse=not reread)
         if lost:
             self.lost_before = self.generation
         return len(found)
@@ -312,7 +319,9 @@ class Engine:
         for state_file, adapter in self.owners(ws, relpath):
             if state_file not in seen:
                 seen.add(state_file)
-                self.refresh(ws, state_file, adapter)
+                # the state file itself: unchanged units keep their entries; a companion
+                # (story file, journal) can change answers without changing unit data
+                self.refresh(ws, state_file, adapter, reuse=state_file == relpath)
 
     def verify(self, ws: Workspace) -> int:
         """Cheap check of every known state file (inode, size, mtime); refresh on change."""
@@ -320,13 +329,19 @@ class Engine:
         for relpath, state in list(ws.files.items()):
             if _signature(os.path.join(ws.path, relpath)) != state.signature:
                 changed += 1
-                self.refresh(ws, relpath, state.adapter)
+                self.refresh(ws, relpath, state.adapter, reuse=True)
         return changed
 
     # -- refreshing ----------------------------------------------------------
 
-    def refresh(self, ws: Workspace, relpath: str, adapter: Adapter) -> None:
-        """Re-read one state file and rebuild its entries; emit what changed."""
+    def refresh(
+        self, ws: Workspace, relpath: str, adapter: Adapter, *, reuse: bool = False
+    ) -> None:
+        """Re-read one state file and rebuild its entries; emit what changed.
+
+        With `reuse` (the state file itself changed, nothing else), a unit whose data is
+        unchanged keeps its entry as it is: no staleness read, render or detectors.
+        """
         self.counters["refreshes"] += 1
         state = ws.files.get(relpath) or FileState(relpath, adapter)
         signature = _signature(os.path.join(ws.path, relpath))
@@ -339,9 +354,10 @@ class Engine:
             self._mark_unreadable(ws, state, exc)
             return
         state.signature = signature
+        reuse = reuse and state.unreadable_since is None  # else every entry loses a finding
         state.unreadable_since = None
         state.unreadable_reason = None
-        self._rebuild(ws, state, units)
+        self._rebuild(ws, state, units, reuse=reuse)
         ws.files[relpath] = state  # after the entries: a known file means its units are in
 
     def recheck(self, ws: Workspace) -> None:
@@ -386,19 +402,34 @@ class Engine:
         return (Finding("engine", "state-unreadable", "error", message),)
 
     def _rebuild(
-        self, ws: Workspace, state: FileState, units: Iterable[Unit], *, force: bool = False
+        self,
+        ws: Workspace,
+        state: FileState,
+        units: Iterable[Unit],
+        *,
+        force: bool = False,
+        reuse: bool = False,
     ) -> None:
-        """Rebuild a file's entries; `force` reruns the detectors on unchanged units too."""
+        """Rebuild a file's entries; `force` reruns the detectors on unchanged units too;
+        `reuse` keeps the entry of a unit whose data is unchanged, untouched."""
         extra = self._unreadable_finding(state)
         busy = self.detect is not None and self.git_busy(ws.path)
         keys = []
         for unit in units:
             keys.append(unit.key)
+            if reuse and self._unchanged(ws, unit):
+                continue
             self._store(ws, self._build(ws, unit, extra, busy, force))
         kept = set(keys)
         for key in [k for k in state.keys if k not in kept]:
             self._remove_entry(ws, state.relpath, key)
         state.keys = keys
+
+    @staticmethod
+    def _unchanged(ws: Workspace, unit: Unit) -> bool:
+        """Whether a unit's cached entry was built from the same data (and without error)."""
+        old = ws.entries.get((unit.state_file, unit.key))
+        return old is not None and old.error is None and same_data(old.unit, unit)
 
     def _store(self, ws: Workspace, draft: Draft) -> None:
         unit = draft.unit
