@@ -6,7 +6,9 @@ orjson shares repeated short keys). The two parsers agree on every document orjs
 accepts, except two cases, which go to the lean path (`jsonio.UNSURE`):
 
 - integers beyond 64 bits: orjson returns a float, `_json` an exact int. Any run of 19
-  or more digits (in a number or a string) sends the file to the lean path.
+  or more digits that could start a number (at the start, or after `[`, `:`, `,` or
+  whitespace, with an optional `-`) sends the file to the lean path. Runs inside hex
+  commit shas follow a letter or a quote, so they do not.
 - `\\uD800`-`\\uDFFF` escapes: orjson refuses a lone surrogate, `_json` keeps it (and
   the renderer writes U+FFFD). Any `\\uD` escape sends the file to the lean path.
 
@@ -25,13 +27,13 @@ from daemon import jsonio
 
 __all__ = ["install", "loads"]
 
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+_LONG_INTEGER = re.compile(rb"(?:^|[\[:,\s])-?[0-9]{19}")
 _SURROGATE_ESCAPES = (b"\\ud", b"\\uD")
 
 
 def loads(data: bytes) -> object:
     """The parsed document, or `jsonio.UNSURE` when only the lean path is sure to agree."""
-    if any(escape in data for escape in _SURROGATE_ESCAPES) or _LONG_DIGITS.search(data):
+    if any(escape in data for escape in _SURROGATE_ESCAPES) or _LONG_INTEGER.search(data):
         return jsonio.UNSURE
     try:
         return orjson.loads(data)

@@ -47,7 +47,10 @@ TRICKY = [
     b"123456789012345678901234567890",  # beyond 64 bits: orjson would give a float
     b"[18446744073709551615, 18446744073709551616, -9223372036854775808, "
     b"-9223372036854775809]",
-    b'{"id":"1234567890123456789012"}',  # a long digit run in a string: lean path, same
+    b'{"id":"1234567890123456789012"}',  # a long digit run in a string
+    b'{"id":"x 1234567890123456789012"}',
+    b'{"n":\n\t-12345678901234567890}',
+    b'[1,12345678901234567890.5,1234567890123456789012e-3]',
     b'"\\ud800"',  # lone surrogate: orjson refuses, `_json` keeps it (U+FFFD rendered)
     b'"\\udc00\\ud800"',
     b'"\\ud83d\\ude00"',  # a proper pair
@@ -76,14 +79,18 @@ def test_the_fast_path_is_taken_for_plain_files() -> None:
     """The guard is not so wide that orjson never runs: a plain state file goes through it."""
     data = b'{"stories":{"s":{"tasks":{"T1":{"status":"DONE","completedAt":"2026-01-01"}}}}}'
     assert fastjson.loads(data) == json.loads(data)
+    sha = b'{"commitSha":"a1234567890123456789012345678901234567bc"}'
+    assert fastjson.loads(sha) == json.loads(sha)  # a digit run inside a string
     assert fastjson.loads(b"123456789012345678901") is jsonio.UNSURE
+    assert fastjson.loads(b'{"n": -1234567890123456789}') is jsonio.UNSURE
     assert fastjson.loads(b'"\\ud800"') is jsonio.UNSURE
     assert fastjson.loads(b"{") is jsonio.UNSURE
 
 
-json_numbers = st.from_regex(r"\A-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?\Z")
-scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
-                    st.text())
+json_numbers = st.from_regex(r"\A-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,25})?([eE][+-]?[0-9]{1,3})?\Z")
+scalars = st.one_of(st.none(), st.booleans(), st.integers(),
+                    st.integers(min_value=-(2**90), max_value=2**90),
+                    st.floats(allow_nan=False), st.text())
 documents = st.recursive(
     scalars,
     lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=5), inner,
@@ -93,9 +100,10 @@ documents = st.recursive(
 
 
 @settings(max_examples=300, deadline=None)
-@given(document=documents, ascii_only=st.booleans())
-def test_generated_documents(document: object, ascii_only: bool) -> None:
-    assert_same(json.dumps(document, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass"))
+@given(document=documents, ascii_only=st.booleans(), indent=st.sampled_from([None, 0, 2, "\t"]))
+def test_generated_documents(document: object, ascii_only: bool, indent: int | str | None) -> None:
+    text = json.dumps(document, ensure_ascii=ascii_only, indent=indent)
+    assert_same(text.encode("utf-8", "surrogatepass"))
 
 
 @settings(max_examples=300, deadline=None)
