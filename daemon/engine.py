@@ -18,6 +18,7 @@ git change rebuilds every unit of the file as before.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -46,8 +47,10 @@ def _now_iso(stamp: float) -> str:
 class Entry:
     """One unit's cached answer: the envelope line and the rest of the answer pre-rendered.
 
-    Only the envelope line and the answer's tail are stored (about 6 KB a unit less than
-    keeping every form); a query joins them, which costs well under a microsecond.
+    Only the envelope line is stored rendered (about 6 KB a unit less than keeping
+    every form). The findings' JSON is rendered per query (a few microseconds): stored,
+    it doubled what the Finding objects cost (11 MB at 10,000 stories, see
+    docs/benchmarks.md). Repeated strings (statuses, dates, paths) are interned.
     """
 
     __slots__ = (
@@ -58,7 +61,6 @@ class Entry:
         "line",
         "resume_point",
         "state_file",
-        "tail",
         "unit",
         "warnings",
         "workspace",
@@ -83,24 +85,24 @@ class Entry:
         self.line = answer.line if answer else b""
         self.resume_point = str(answer.envelope["resumePoint"]) if answer else None
         self.warnings = tuple(answer.warnings) if answer else ()
-        if error is None:
-            self.tail = (
-                b',"findings":'
-                + orjson.dumps([f.as_dict() for f in findings])
-                + b',"source":"cache","generation":'
-                + str(generation).encode()
-            )
-        else:
-            self.tail = b'{"ok":false,"error":' + orjson.dumps(
-                {"code": error.code, "name": error.name, "message": error.message}
-            )
+        _intern_unit(unit)
 
     @property
     def answer_body(self) -> bytes:
         """The `resume` answer without its clock, id and closing brace."""
         if self.error is not None:
-            return self.tail
-        return b'{"ok":true,"envelope":' + self.line[:-1] + self.tail
+            error = self.error
+            return b'{"ok":false,"error":' + orjson.dumps(
+                {"code": error.code, "name": error.name, "message": error.message}
+            )
+        return (
+            b'{"ok":true,"envelope":'
+            + self.line[:-1]
+            + b',"findings":'
+            + orjson.dumps([f.as_dict() for f in self.findings])
+            + b',"source":"cache","generation":'
+            + str(self.generation).encode()
+        )
 
     @property
     def cli_body(self) -> bytes:
@@ -139,6 +141,18 @@ class Entry:
             "error": self.error.message if self.error else None,
             **({"findingList": [f.as_dict() for f in self.findings]} if detail else {}),
         }
+
+
+def _intern_unit(unit: Unit) -> None:
+    """Share the strings that repeat across units and tasks (statuses, dates, paths)."""
+    intern = sys.intern
+    unit.state_file = intern(unit.state_file)
+    unit.format = intern(unit.format)
+    for task in unit.tasks:
+        task.status = intern(task.status)
+        task.bucket = intern(task.bucket)
+        if isinstance(task.completed_at, str):
+            task.completed_at = intern(task.completed_at)
 
 
 class Draft:
@@ -194,7 +208,9 @@ class Workspace:
         self.path = path
         self.files: dict[str, FileState] = {}
         self.entries: dict[tuple[str, str], Entry] = {}
-        self.story_index: dict[str, set[tuple[str, str]]] = {}
+        # story file -> the (state file, unit) keys that name it; a tuple, as it is
+        # nearly always one key (a set per story file cost 2 MB at 10,000 stories)
+        self.story_index: dict[str, tuple[tuple[str, str], ...]] = {}
 
 
 def _signature(path: str) -> tuple[int, int, int, int] | None:
@@ -441,9 +457,12 @@ class Engine:
         with self._lock:
             self.generation += 1
             entry = Entry(ws.path, unit, draft.answer, draft.error, draft.findings, self.generation)
-            ws.entries[(unit.state_file, unit.key)] = entry
+            pair = (unit.state_file, unit.key)
+            ws.entries[pair] = entry
             if unit.story_file:
-                ws.story_index.setdefault(unit.story_file, set()).add((unit.state_file, unit.key))
+                known = ws.story_index.get(unit.story_file, ())
+                if pair not in known:
+                    ws.story_index[unit.story_file] = (*known, pair)
         self._emit_change(entry, old)
 
     def _remove_entry(self, ws: Workspace, state_file: str, key: str) -> None:
@@ -453,8 +472,14 @@ class Engine:
                 return
             self.generation += 1
             generation = self.generation
-            if old.unit.story_file:
-                ws.story_index.get(old.unit.story_file, set()).discard((state_file, key))
+            story_file = old.unit.story_file
+            if story_file:
+                pair = (state_file, key)
+                left = tuple(p for p in ws.story_index.get(story_file, ()) if p != pair)
+                if left:
+                    ws.story_index[story_file] = left
+                else:
+                    ws.story_index.pop(story_file, None)
         self._emit("removed", old, generation)
         for finding in old.findings:
             self._emit("resolved", old, generation, finding)
