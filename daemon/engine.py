@@ -117,7 +117,7 @@ class Entry:
     @property
     def envelope(self) -> dict[str, object] | None:
         """The envelope as a dict (parsed from the line; for `--detail` and detectors)."""
-        return orjson.loads(self.line) if self.line else None  # type: ignore[no-any-return]
+        return orjson.loads(self.line) if self.line else None
 
     def summary(self, *, detail: bool = False) -> dict[str, object]:
         """The unit's progress, as `list` and `changed` events show it (detail: findings too)."""
