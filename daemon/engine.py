@@ -7,11 +7,18 @@ lookup is a dict get with no lock; structural changes happen under `_lock`.
 A state file that cannot be read (torn JSON, a lock held past the bound) keeps its
 last good entries, each with an `unreadable` finding saying since when, until it
 parses again. Only a deleted file removes its units.
+
+A write to a state file costs what changed, not the file: the daemon parses with
+orjson (daemon/fastjson.py), and a unit whose data is the same as its cached entry's
+(`model.same_data`) keeps its entry, rendered bytes and findings without being
+answered or checked again. A change to a companion (story file, journal), a rescan or a
+git change rebuilds every unit of the file as before.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -19,7 +26,7 @@ from collections.abc import Callable, Iterable
 
 import orjson
 
-from daemon import __version__, direct
+from daemon import __version__, direct, fastjson
 from daemon.errors import DataError, LockTimeout, StateFileMissing, StorydError
 from daemon.formats import Adapter, all_adapters
 from daemon.formats.base import Source
@@ -40,8 +47,10 @@ def _now_iso(stamp: float) -> str:
 class Entry:
     """One unit's cached answer: the envelope line and the rest of the answer pre-rendered.
 
-    Only the envelope line and the answer's tail are stored (about 6 KB a unit less than
-    keeping every form); a query joins them, which costs well under a microsecond.
+    Only the envelope line is stored rendered (about 6 KB a unit less than keeping
+    every form). The findings' JSON is rendered per query (a few microseconds): stored,
+    it doubled what the Finding objects cost (11 MB at 10,000 stories, see
+    docs/benchmarks.md). Repeated strings (statuses, dates, paths) are interned.
     """
 
     __slots__ = (
@@ -52,7 +61,6 @@ class Entry:
         "line",
         "resume_point",
         "state_file",
-        "tail",
         "unit",
         "warnings",
         "workspace",
@@ -77,24 +85,24 @@ class Entry:
         self.line = answer.line if answer else b""
         self.resume_point = str(answer.envelope["resumePoint"]) if answer else None
         self.warnings = tuple(answer.warnings) if answer else ()
-        if error is None:
-            self.tail = (
-                b',"findings":'
-                + orjson.dumps([f.as_dict() for f in findings])
-                + b',"source":"cache","generation":'
-                + str(generation).encode()
-            )
-        else:
-            self.tail = b'{"ok":false,"error":' + orjson.dumps(
-                {"code": error.code, "name": error.name, "message": error.message}
-            )
+        _intern_unit(unit)
 
     @property
     def answer_body(self) -> bytes:
         """The `resume` answer without its clock, id and closing brace."""
         if self.error is not None:
-            return self.tail
-        return b'{"ok":true,"envelope":' + self.line[:-1] + self.tail
+            error = self.error
+            return b'{"ok":false,"error":' + orjson.dumps(
+                {"code": error.code, "name": error.name, "message": error.message}
+            )
+        return (
+            b'{"ok":true,"envelope":'
+            + self.line[:-1]
+            + b',"findings":'
+            + orjson.dumps([f.as_dict() for f in self.findings])
+            + b',"source":"cache","generation":'
+            + str(self.generation).encode()
+        )
 
     @property
     def cli_body(self) -> bytes:
@@ -133,6 +141,18 @@ class Entry:
             "error": self.error.message if self.error else None,
             **({"findingList": [f.as_dict() for f in self.findings]} if detail else {}),
         }
+
+
+def _intern_unit(unit: Unit) -> None:
+    """Share the strings that repeat across units and tasks (statuses, dates, paths)."""
+    intern = sys.intern
+    unit.state_file = intern(unit.state_file)
+    unit.format = intern(unit.format)
+    for task in unit.tasks:
+        task.status = intern(task.status)
+        task.bucket = intern(task.bucket)
+        if isinstance(task.completed_at, str):
+            task.completed_at = intern(task.completed_at)
 
 
 class Draft:
@@ -194,7 +214,9 @@ class Workspace:
         self.checking = False
         self.files: dict[str, FileState] = {}
         self.entries: dict[tuple[str, str], Entry] = {}
-        self.story_index: dict[str, set[tuple[str, str]]] = {}
+        # story file -> the (state file, unit) keys that name it; a tuple, as it is
+        # nearly always one key (a set per story file cost 2 MB at 10,000 stories)
+        self.story_index: dict[str, tuple[tuple[str, str], ...]] = {}
 
 
 def _signature(path: str) -> tuple[int, int, int, int] | None:
@@ -227,6 +249,7 @@ class Engine:
         self.sinks: list[Sink] = []
         self.counters = {"refreshes": 0, "unreadable": 0, "events": 0, "checked": 0}
         self._lock = threading.Lock()
+        fastjson.install()
 
     # -- reading -------------------------------------------------------------
 
@@ -312,7 +335,7 @@ class Engine:
                 or adapter.time_sensitive
                 or _signature(os.path.join(ws.path, relpath)) != state.signature
             ):
-                self.refresh(ws, relpath, adapter)
+                self.refresh(ws, relpath, adapter, reuse=not reread)
         if lost:
             self.lost_before = self.generation
         return len(found)
@@ -336,7 +359,9 @@ class Engine:
         for state_file, adapter in self.owners(ws, relpath):
             if state_file not in seen:
                 seen.add(state_file)
-                self.refresh(ws, state_file, adapter)
+                # the state file itself: unchanged units keep their entries; a companion
+                # (story file, journal) can change answers without changing unit data
+                self.refresh(ws, state_file, adapter, reuse=state_file == relpath)
 
     def verify(self, ws: Workspace) -> int:
         """Cheap check of every known state file (inode, size, mtime); refresh on change."""
@@ -344,13 +369,19 @@ class Engine:
         for relpath, state in list(ws.files.items()):
             if _signature(os.path.join(ws.path, relpath)) != state.signature:
                 changed += 1
-                self.refresh(ws, relpath, state.adapter)
+                self.refresh(ws, relpath, state.adapter, reuse=True)
         return changed
 
     # -- refreshing ----------------------------------------------------------
 
-    def refresh(self, ws: Workspace, relpath: str, adapter: Adapter) -> None:
-        """Re-read one state file and rebuild its entries; emit what changed."""
+    def refresh(
+        self, ws: Workspace, relpath: str, adapter: Adapter, *, reuse: bool = False
+    ) -> None:
+        """Re-read one state file and rebuild its entries; emit what changed.
+
+        With `reuse` (the state file itself changed, nothing else), a unit whose data is
+        unchanged keeps its entry as it is: no staleness read, render or detectors.
+        """
         self.counters["refreshes"] += 1
         state = ws.files.get(relpath) or FileState(relpath, adapter)
         signature = _signature(os.path.join(ws.path, relpath))
@@ -363,9 +394,10 @@ class Engine:
             self._mark_unreadable(ws, state, exc)
             return
         state.signature = signature
+        reuse = reuse and state.unreadable_since is None  # else every entry loses a finding
         state.unreadable_since = None
         state.unreadable_reason = None
-        self._rebuild(ws, state, units)
+        self._rebuild(ws, state, units, reuse=reuse)
         ws.files[relpath] = state  # after the entries: a known file means its units are in
 
     def recheck(self, ws: Workspace) -> None:
@@ -411,19 +443,34 @@ class Engine:
         return (Finding("engine", "state-unreadable", "error", message),)
 
     def _rebuild(
-        self, ws: Workspace, state: FileState, units: Iterable[Unit], *, force: bool = False
+        self,
+        ws: Workspace,
+        state: FileState,
+        units: Iterable[Unit],
+        *,
+        force: bool = False,
+        reuse: bool = False,
     ) -> None:
-        """Rebuild a file's entries; `force` reruns the detectors on unchanged units too."""
+        """Rebuild a file's entries; `force` reruns the detectors on unchanged units too;
+        `reuse` keeps the entry of a unit whose data is unchanged, untouched."""
         extra = self._unreadable_finding(state)
         busy = self.detect is not None and self.git_busy(ws.path)
         keys = []
         for unit in units:
             keys.append(unit.key)
+            if reuse and self._unchanged(ws, unit):
+                continue
             self._store(ws, self._build(ws, unit, extra, busy, force))
         kept = set(keys)
         for key in [k for k in state.keys if k not in kept]:
             self._remove_entry(ws, state.relpath, key)
         state.keys = keys
+
+    @staticmethod
+    def _unchanged(ws: Workspace, unit: Unit) -> bool:
+        """Whether a unit's cached entry was built from the same data (and without error)."""
+        old = ws.entries.get((unit.state_file, unit.key))
+        return old is not None and old.error is None and same_data(old.unit, unit)
 
     def _store(self, ws: Workspace, draft: Draft) -> None:
         unit = draft.unit
@@ -435,9 +482,12 @@ class Engine:
         with self._lock:
             self.generation += 1
             entry = Entry(ws.path, unit, draft.answer, draft.error, draft.findings, self.generation)
-            ws.entries[(unit.state_file, unit.key)] = entry
+            pair = (unit.state_file, unit.key)
+            ws.entries[pair] = entry
             if unit.story_file:
-                ws.story_index.setdefault(unit.story_file, set()).add((unit.state_file, unit.key))
+                known = ws.story_index.get(unit.story_file, ())
+                if pair not in known:
+                    ws.story_index[unit.story_file] = (*known, pair)
         self._emit_change(entry, old)
 
     def _remove_entry(self, ws: Workspace, state_file: str, key: str) -> None:
@@ -447,8 +497,14 @@ class Engine:
                 return
             self.generation += 1
             generation = self.generation
-            if old.unit.story_file:
-                ws.story_index.get(old.unit.story_file, set()).discard((state_file, key))
+            story_file = old.unit.story_file
+            if story_file:
+                pair = (state_file, key)
+                left = tuple(p for p in ws.story_index.get(story_file, ()) if p != pair)
+                if left:
+                    ws.story_index[story_file] = left
+                else:
+                    ws.story_index.pop(story_file, None)
         self._emit("removed", old, generation)
         for finding in old.findings:
             self._emit("resolved", old, generation, finding)

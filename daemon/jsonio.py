@@ -3,9 +3,10 @@
 Why not orjson or `json` here: `storyd resume` is a short-lived process and its
 import cost is its latency. orjson 3.13 imports uuid, dataclasses and zoneinfo at
 start-up (about 25 ms measured) and `json` imports `re`; the C scanner in `_json`
-is the same parser `json.loads` uses, without those imports. The daemon uses this
-same module for state files, so the socket and the fallback parse identically; it
-uses orjson only for its own protocol lines.
+is the same parser `json.loads` uses, without those imports. The daemon installs
+orjson in front of it (`use_fast_parser`, see daemon/fastjson.py), which hands back
+`UNSURE` wherever orjson could parse differently, so the socket and the fallback
+still parse identically.
 
 `dumps` reproduces `jq -c`: compact separators, non-ASCII written raw, control
 characters escaped (\\b \\f \\n \\r \\t or \\u00XX) and DEL as \\u007f.
@@ -23,9 +24,26 @@ __all__ = [
     "dumps",
     "kind",
     "loads",
+    "use_fast_parser",
     "utf16_without_bom",
     "value_start",
 ]
+
+
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/model.py
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+UNSURE = object()  # a fast parser's "parse this one with the lean path" answer
+_FAST: list[Callable[[bytes], object]] = []  # at most one: the installed fast parser
+
+
+def use_fast_parser(parse: Callable[[bytes], object] | None) -> None:
+    """Put a faster parser in front of `loads` (the daemon's orjson), or None to remove it.
+
+    It must return the value `loads` would, or `UNSURE` (errors included: the lean path
+    then names the cause, line and column)."""
+    _FAST[:] = [parse] if parse is not None else []
 
 
 class JSONError(ValueError):
@@ -181,6 +199,10 @@ def _undecodable(data: bytes, exc: UnicodeDecodeError) -> JSONError:
 def loads(data: bytes) -> object:
     """Parse one JSON document from bytes: UTF-8, or UTF-16/32 with a byte-order mark
     (a UTF-8 BOM is ignored). A failure names its cause, line and column."""
+    if _FAST:
+        value = _FAST[0](data)
+        if value is not UNSURE:
+            return value
     try:
         text = decode_text(data)
     except UnicodeDecodeError as exc:

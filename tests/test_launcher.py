@@ -1,4 +1,4 @@
-"""The installed `storyd` is our launcher (bin/storyd), not pip's wrapper that imports `re`."""
+"""The installed `storyd` launcher (bin/storyd): same bytes and exit codes as the module."""
 
 from __future__ import annotations
 
@@ -6,58 +6,87 @@ import subprocess
 import sys
 from pathlib import Path
 
-import orjson
-from conftest import storyd_path
-from daemon_harness import write_epic
+import pytest
+from conftest import storyd_path, write_epic_state
 
-from daemon import __version__
-
-STORY = "story-0049-0001"
-
-
-def launch(*args: str, cwd: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([storyd_path(), *args], cwd=cwd, input=stdin, capture_output=True,
-                          timeout=60, check=False)
+S = "story-0049-0013"
+IDS = ("--story-id", S, "--epic-id", "0049", "--direct")
+STATE = Path("plans/epic-0049/execution-state.json")
 
 
-def test_installed_script_is_the_launcher() -> None:
-    text = Path(storyd_path()).read_text(encoding="utf-8")
-    first, _, body = text.partition("\n")
-    assert first.startswith("#!") and "python" in first
-    assert "from daemon.cli import main" in body
-    assert "import re" not in body
+def run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, timeout=60, check=False)
 
 
-def test_exit_codes_and_streams(tmp_path: Path) -> None:
-    write_epic(tmp_path, "0049", {STORY: {"tasks": {
-        "TASK-0049-0001-001": {"status": "DONE", "completedAt": "2026-01-01T00:00:00Z"},
-        "TASK-0049-0001-002": {"status": "PENDING"},
-    }}})
-    version = launch("--version", cwd=tmp_path)
-    assert version.returncode == 0
-    assert version.stdout.decode().strip() == f"storyd {__version__}"
-    found = launch("resume", "--direct", "--staleness", "mtime", "--epic-id", "0049",
-                   "--story-id", STORY, cwd=tmp_path, stdin=b"ignored\n")
-    assert found.returncode == 0, found.stderr
-    envelope = orjson.loads(found.stdout)
-    assert [t["id"] for t in envelope["tasksCompleted"]] == ["TASK-0049-0001-001"]
-    assert envelope["resumePoint"]
-    missing = launch("resume", "--direct", "--epic-id", "0049", "--story-id",
-                     "story-0049-0099", cwd=tmp_path)
-    assert missing.returncode != 0
-    assert missing.stdout == b""
-    assert b"Story not in execution-state.json" in missing.stderr
-    usage = launch("no-such-command", cwd=tmp_path)
-    assert usage.returncode == 64
-    assert usage.stderr
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write_epic_state(ws, "0049", {S: {"T1": {"status": "DONE"}, "T2": {"status": "PENDING"}}})
+    return ws
 
 
-def test_resume_start_up_does_not_import_re(tmp_path: Path) -> None:
-    write_epic(tmp_path, "0049", {STORY: {"tasks": {"TASK-0049-0001-001": {"status": "PENDING"}}}})
+def torn(ws: Path) -> None:
+    (ws / STATE).write_bytes(b'{"stories": {')
+
+
+def missing(ws: Path) -> None:
+    (ws / STATE).unlink()
+
+
+CASES = [
+    pytest.param((), None, 0, id="answer-0"),
+    pytest.param((), missing, 1, id="missing-state-1"),
+    pytest.param(("--story-id", "story-0049-9999", "--epic-id", "0049", "--direct"), None, 2,
+                 id="unknown-story-2"),
+    pytest.param(("--no-such-flag",), None, 64, id="usage-64"),
+    pytest.param((), torn, 65, id="torn-json-65"),
+]
+
+
+class TestLauncher:
+    """`storyd resume` through the launcher equals `python -m daemon.cli resume`."""
+
+    def test_is_our_launcher(self) -> None:
+        """The installed file is bin/storyd (no `re`), not pip's generated wrapper."""
+        text = Path(storyd_path()).read_text(encoding="utf-8")
+        assert "from daemon.cli import main" in text
+        assert "import re" not in text
+
+    @pytest.mark.parametrize(("args", "damage", "code"), CASES)
+    def test_same_as_module(self, workspace: Path, isolated_env: dict[str, str],
+                            args: tuple[str, ...], damage: object, code: int) -> None:
+        if callable(damage):
+            damage(workspace)
+        argv = list(args or IDS)
+        launched = run([storyd_path(), "resume", *argv], workspace, isolated_env)
+        module = run([sys.executable, "-m", "daemon.cli", "resume", *argv], workspace,
+                     isolated_env)
+        assert b"Traceback" not in launched.stderr, launched.stderr
+        assert launched.returncode == module.returncode == code
+        assert launched.stdout == module.stdout
+        assert launched.stderr == module.stderr
+        if code == 0:
+            assert launched.stdout.startswith(b'{"resumePoint":')
+
+    def test_runs_through_a_symlink(self, workspace: Path, isolated_env: dict[str, str],
+                                    tmp_path: Path) -> None:
+        """A symlink elsewhere (e.g. ~/.local/bin/storyd, as pipx makes) still runs it."""
+        link = tmp_path / "elsewhere" / "storyd"
+        link.parent.mkdir()
+        link.symlink_to(storyd_path())
+        linked = run([str(link), "resume", *IDS], workspace, isolated_env)
+        direct = run([storyd_path(), "resume", *IDS], workspace, isolated_env)
+        assert linked.returncode == 0, linked.stderr
+        assert linked.stdout == direct.stdout
+        assert linked.stdout.startswith(b'{"resumePoint":')
+
+
+def test_resume_start_up_does_not_import_re(workspace: Path) -> None:
+    """Nothing the launcher imports after `site` pulls in `re` (pip's wrapper did)."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", storyd_path(), "resume", "--direct",
-         "--epic-id", "0049", "--story-id", STORY],
-        cwd=tmp_path, capture_output=True, timeout=60, check=False,
+        [sys.executable, "-X", "importtime", storyd_path(), "resume", *IDS],
+        cwd=workspace, capture_output=True, timeout=60, check=False,
     )
     assert done.returncode == 0, done.stderr
     modules = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.decode().splitlines()
