@@ -23,8 +23,8 @@ _GIT_TIMEOUT = 5.0
 _BATCH_TIMEOUT = 60.0
 _MEMO_SIZE = 65536
 _memo: dict[tuple[object, ...], int | None] = {}
-# workspace -> (index and HEAD stat, time the pass started, last commit times, dirty paths)
-_primed: dict[str, tuple[tuple[int, ...], float, dict[str, int], frozenset[str]]] = {}
+# workspace -> (repo stamp, time the pass started, last commit times, dirty paths)
+_primed: dict[str, tuple[tuple[object, ...], float, dict[str, int], frozenset[str]]] = {}
 _switches = {"batching": False}
 
 
@@ -70,13 +70,42 @@ def git_commit_time(workspace: str, relpath: str) -> int | None:
 _MISS = object()
 
 
-def _repo_stamp(workspace: str) -> tuple[int, ...] | None:
+def _head_commit(gitdir: str) -> str | None:
+    """The commit HEAD resolves to, read from the files (no git process): a detached
+    sha, the branch's loose ref, or its line in packed-refs."""
     try:
-        index = os.stat(os.path.join(workspace, ".git", "index"))
-        head = os.stat(os.path.join(workspace, ".git", "HEAD"))
+        with open(os.path.join(gitdir, "HEAD"), "rb") as f:
+            head = f.read(512).strip()
+        if not head.startswith(b"ref: "):
+            return head.decode("ascii", "replace")
+        ref = head[5:].decode("utf-8", "replace")
+        try:
+            with open(os.path.join(gitdir, ref), "rb") as f:
+                return f.read(128).strip().decode("ascii", "replace")
+        except FileNotFoundError:
+            pass
+        wanted = b" " + ref.encode() + b"\n"
+        with open(os.path.join(gitdir, "packed-refs"), "rb") as f:
+            for line in f:
+                if line.endswith(wanted):
+                    return line[:40].decode("ascii", "replace")
     except OSError:
         return None
-    return (index.st_mtime_ns, index.st_size, index.st_ino, head.st_mtime_ns, head.st_size)
+    return None  # an unborn branch
+
+
+def _repo_stamp(workspace: str) -> tuple[object, ...] | None:
+    """What every git answer of a workspace depends on: the index's stat and the commit
+    HEAD resolves to (a reset, commit, checkout or fetch-and-merge changes one of them)."""
+    gitdir = os.path.join(workspace, ".git")
+    try:
+        index = os.stat(os.path.join(gitdir, "index"))
+    except OSError:
+        return None
+    head = _head_commit(gitdir)
+    if head is None:
+        return None
+    return (index.st_mtime_ns, index.st_size, index.st_ino, head)
 
 
 def _from_batch(workspace: str, relpath: str) -> object:
@@ -163,27 +192,17 @@ def prime(workspace: str) -> bool:
 
 
 def _memo_key(workspace: str, relpath: str) -> tuple[object, ...] | None:
-    """What the answer depends on: the file, the index and HEAD (None: don't memoise).
-
-    A commit, an `add`, a checkout or a reset rewrites the index or HEAD, and an edit
-    changes the file; while all three keep their stat, git's answer cannot change.
-    """
+    """What the answer depends on: the file, the index and HEAD's commit (None: don't
+    memoise). While the file keeps its stat and the repository its stamp, git's answer
+    cannot change."""
+    stamp = _repo_stamp(workspace)
+    if stamp is None:
+        return None
     try:
         story = os.stat(os.path.join(workspace, relpath))
-        index = os.stat(os.path.join(workspace, ".git", "index"))
-        head = os.stat(os.path.join(workspace, ".git", "HEAD"))
     except OSError:
         return None
-    return (
-        workspace,
-        relpath,
-        story.st_mtime_ns,
-        story.st_size,
-        story.st_ino,
-        index.st_mtime_ns,
-        index.st_size,
-        head.st_mtime_ns,
-    )
+    return (workspace, relpath, story.st_mtime_ns, story.st_size, story.st_ino, stamp)
 
 
 def _git(workspace: str, *args: str, timeout: float = _GIT_TIMEOUT) -> str | None:

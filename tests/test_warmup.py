@@ -152,3 +152,38 @@ class TestBatchedStoryTime:
 
     def test_no_repository_means_no_batch(self, tmp_path: Path) -> None:
         assert storytime.prime(str(tmp_path)) is False
+
+
+class TestBranchMoves:
+    """Issue 12, defect 2: the memo and the batch are keyed on the commit HEAD resolves to,
+    so moving the branch (`git reset --soft`, which leaves the index and .git/HEAD as they
+    were) is seen."""
+
+    @staticmethod
+    def reset_soft_repo(root: Path) -> tuple[GitRepo, int]:
+        repo = GitRepo(root).init()
+        repo.commit("first", {"story.md": "a"})
+        repo.commit("second", {"story.md": "b"})
+        return repo, repo.clock
+
+    @pytest.mark.parametrize("batching", [False, True], ids=["memo", "batch"])
+    def test_reset_soft_is_seen(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                batching: bool) -> None:
+        repo, second = self.reset_soft_repo(tmp_path / "repo")
+        ws = str(repo.path)
+        monkeypatch.setattr(storytime, "_memo", {})
+        monkeypatch.setattr(storytime, "_primed", {})
+        monkeypatch.setitem(storytime._switches, "batching", batching)
+        assert storytime.git_commit_time(ws, "story.md") == second
+        repo.git("reset", "--soft", "HEAD~1")  # story.md is now staged: no commit time
+        assert storytime.git_commit_time(ws, "story.md") is None
+
+    def test_packed_branch_move_is_seen(self, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+        repo, second = self.reset_soft_repo(tmp_path / "repo")
+        ws = str(repo.path)
+        monkeypatch.setattr(storytime, "_memo", {})
+        repo.git("pack-refs", "--all")
+        assert storytime.git_commit_time(ws, "story.md") == second
+        repo.git("reset", "--soft", "HEAD~1")
+        assert storytime.git_commit_time(ws, "story.md") is None
