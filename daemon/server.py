@@ -530,7 +530,8 @@ class Server:
         since = field(request, "since", str)
         workspace = self._workspace_filter(request)
         if len(self.subscribers) >= self.settings.max_subscribers:
-            raise StorydError(f"too many subscribers ({self.settings.max_subscribers})")
+            message = f"too many subscribers ({self.settings.max_subscribers})"
+            return finish(error_body(75, "EX_TEMPFAIL", message), self.clock(), suffix)
         conn.subscribed = True
         conn.sub_workspace = workspace
         self.subscribers.add(conn)

@@ -35,11 +35,15 @@ __all__ = [
     "Context",
     "Detector",
     "DetectorError",
+    "RESERVED_NAMES",
     "Runner",
     "load",
 ]
 
 ENTRY_POINT_GROUP = "storyd.detectors"
+# Findings under these detector names come with the files (a format's own findings, the
+# engine's state-unreadable), not from a plugin: the engine keeps or drops them by name.
+RESERVED_NAMES = frozenset(("format", "engine"))
 DEFAULT_TIME_LIMIT = 5.0
 
 
@@ -81,11 +85,18 @@ class Context:
         self.staleness = staleness
 
 
-def _validate(candidate: object, origin: str) -> Detector:
+def _validate(candidate: object, origin: str, entry_name: str) -> Detector:
     name = getattr(candidate, "name", None)
     if not isinstance(name, str) or not name:
         msg = f"detector plugin {origin} has no `name` string"
         raise DetectorError(msg)
+    for what, taken in (("entry-point name", entry_name), ("name", name)):
+        if taken in RESERVED_NAMES:
+            msg = (
+                f"detector plugin {origin}: the {what} {taken!r} is reserved for storyd's "
+                f"own findings ({', '.join(sorted(RESERVED_NAMES))}); choose another"
+            )
+            raise DetectorError(msg)
     if not callable(getattr(candidate, "check", None)):
         msg = f"detector plugin {origin} ({name}) has no callable `check(story, context)`"
         raise DetectorError(msg)
@@ -108,7 +119,7 @@ def load(settings: dict[str, dict[str, object]] | None = None) -> list[Detector]
             why = f"{type(exc).__name__}: {exc}"
             msg = f"detector plugin {ep.name} ({ep.value}) failed to load: {why}"
             raise DetectorError(msg) from exc
-        found.append(_validate(loaded, f"{ep.name} ({ep.value})"))
+        found.append(_validate(loaded, f"{ep.name} ({ep.value})", ep.name))
     return found
 
 
