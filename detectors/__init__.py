@@ -32,10 +32,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "RESERVED_NAMES",
     "Context",
     "Detector",
     "DetectorError",
-    "RESERVED_NAMES",
     "Runner",
     "load",
 ]
