@@ -504,10 +504,28 @@ class Server:
         units = self.summaries(workspace, detail=detail, in_flight=in_flight)
         return finish(orjson.dumps({"ok": True, "units": units})[:-1], self.clock(), suffix)
 
+    def _declines(self, path: str) -> str | None:
+        """Why a query may not start watching `path` (the auto_watch rules), or None."""
+        settings = self.daemon.settings
+        if self.daemon.watching(path):
+            return None
+        if not settings.auto_watch:
+            return "auto_watch is off"
+        if len(self.engine.workspaces) >= settings.max_workspaces:
+            return f"already watching {settings.max_workspaces} workspaces, the cap"
+        return None
+
     def op_watch(
         self, conn: Connection, request: dict[str, object], suffix: bytes
-    ) -> asyncio.Future[bytes]:
+    ) -> bytes | asyncio.Future[bytes]:
         path = self.daemon.canonical(request.get("workspace"))
+        if field(request, "auto", bool, default=False):
+            reason = self._declines(path)
+            if reason is not None:
+                body = orjson.dumps(
+                    {"ok": True, "workspace": path, "watching": False, "reason": reason}
+                )
+                return finish(body[:-1], self.clock(), suffix)
 
         def render(units: int) -> bytes:
             body = orjson.dumps({"ok": True, "workspace": path, "watching": True, "units": units})

@@ -93,7 +93,12 @@ def _workspaces(flags: dict[str, object]) -> list[str]:
 
 
 def units(flags: dict[str, object]) -> Units:
-    """Ask the daemon's `list`; without a daemon (or with --direct) scan the workspaces here."""
+    """Ask the daemon's `list`; without a daemon (or with --direct) scan the workspaces here.
+
+    A workspace the daemon declines to watch (`auto_watch = false`, or its workspace cap
+    reached: the `watch` op's `auto` answer) is scanned here too, with a note on stderr;
+    the daemon is never made to watch against its configuration.
+    """
     from daemon.client import Client, DaemonUnavailable
 
     workspaces = _workspaces(flags)
@@ -103,12 +108,22 @@ def units(flags: dict[str, object]) -> Units:
         try:
             with Client(text(flags, "socket"), timeout=timeout) as client:
                 found: list[dict[str, object]] = []
+                declined: list[str] = []
                 clock = None
                 asked: list[str | None] = list(workspaces) if workspaces else [None]
                 for ws in asked:
                     fields: dict[str, object] = {"detail": True, "inFlight": in_flight}
                     if ws is not None:
-                        client.request("watch", workspace=ws)
+                        watched = client.request("watch", workspace=ws, auto=True)
+                        if not watched.get("ok"):
+                            raise refusal(watched)
+                        if watched.get("watching") is False:
+                            sys.stderr.write(
+                                f"note: the daemon does not watch {ws} "
+                                f"({watched.get('reason')}); reading it directly\n"
+                            )
+                            declined.append(ws)
+                            continue
                         fields["workspace"] = ws
                     answer = client.request("list", **fields)
                     if not answer.get("ok"):
@@ -117,17 +132,31 @@ def units(flags: dict[str, object]) -> Units:
                     assert isinstance(listed, list), "the list op answers with a units array"
                     found.extend(listed)
                     clock = str(answer.get("clock"))
+            if not declined:
                 return Units(found, "daemon", clock)
+            read = _scan(declined, flags, in_flight)
+            source = "direct" if len(declined) == len(asked) else "daemon+direct"
+            return Units(_ordered(found + read), source, clock)
         except DaemonUnavailable:
             pass
+    return Units(_scan(workspaces or [os.getcwd()], flags, in_flight), "direct", None)
+
+
+def _ordered(summaries: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Unit summaries in the daemon's `list` order (workspace, state file, unit)."""
+    return sorted(
+        summaries, key=lambda u: (str(u["workspace"]), str(u["stateFile"]), str(u["unit"]))
+    )
+
+
+def _scan(targets: list[str], flags: dict[str, object], in_flight: bool) -> list[dict[str, object]]:
+    """Read the workspaces here, with the configured detectors."""
     from daemon import config
     from daemon.wiring import scan_directly
 
     cfg = config.load()
-    targets = workspaces or [os.getcwd()]
     entries = scan_directly(targets, cfg, str(flags.get("staleness") or "") or None)
     summaries = [e.summary(detail=True) for e in entries]
     if in_flight:
         summaries = [u for u in summaries if u["resumePoint"] != "all-done"]
-    summaries.sort(key=lambda u: (str(u["workspace"]), str(u["stateFile"]), str(u["unit"])))
-    return Units(summaries, "direct", None)
+    return _ordered(summaries)
