@@ -28,6 +28,7 @@ from daemon import __version__, direct, log
 from daemon.errors import StorydError, StoryNotInState, UsageError
 from daemon.ids import normalize_epic_id, normalize_story_id
 from daemon.protocol import EX_NOPERM, error_body, error_of, field, finish, id_suffix
+from daemon.flags import HelpRequested
 from daemon.query import Output, from_argv
 from daemon.service import Daemon
 
@@ -450,6 +451,8 @@ class Server:
         daemon.counters["queries"] += 1
         try:
             query = from_argv(list(argv), str(cwd))
+        except HelpRequested as exc:  # `storyd-resume --help`: what `storyd resume` prints
+            return _frame(Output(0, exc.text().encode()))
         except UsageError as exc:
             return _frame(Output(exc.code, b"", (exc.message,)))
         same_mode = (query.staleness or daemon.settings.staleness) == daemon.settings.staleness

@@ -9,15 +9,16 @@ from __future__ import annotations
 import os
 import sys
 
-from daemon.errors import FlagError, UsageError
+from daemon.errors import FlagError, SetupError, UsageError
 from daemon.flags import MANY, SWITCH, VALUE, parse, text
 
 __all__ = [
     "REPORT_FLAGS",
+    "SOCKET_ONLY",
     "Units",
     "ask_once",
+    "config_file",
     "parse_prefixed",
-    "parse_report_flags",
     "refusal",
     "units",
 ]
@@ -26,11 +27,12 @@ REPORT_FLAGS = {
     "workspace": MANY,
     "socket": VALUE,
     "direct": SWITCH,
-    "json": SWITCH,
     "in-flight": SWITCH,
     "staleness": VALUE,
     "timeout": VALUE,
+    "config": VALUE,
 }
+SOCKET_ONLY = {"socket": VALUE}
 
 
 def parse_prefixed(argv: list[str], spec: dict[str, str], usage: str) -> dict[str, object]:
@@ -45,11 +47,13 @@ def parse_prefixed(argv: list[str], spec: dict[str, str], usage: str) -> dict[st
         raise UsageError(exc.message) from None
 
 
-def parse_report_flags(
-    argv: list[str], usage: str, extra: dict[str, str] | None = None
-) -> dict[str, object]:
-    """The shared flags of status, list and check."""
-    return parse_prefixed(argv, {**REPORT_FLAGS, **(extra or {})}, usage)
+def config_file(flags: dict[str, object]) -> str | None:
+    """`--config FILE`, None when not given; a named file that does not exist is an error
+    (78), not a silent fall back to the defaults."""
+    path = text(flags, "config")
+    if path is not None and not os.path.isfile(path):
+        raise SetupError(f"--config {path}: no such file")
+    return path
 
 
 def ask_once(argv: list[str], usage: str, op: str) -> tuple[str, dict[str, object] | None]:
@@ -61,7 +65,7 @@ def ask_once(argv: list[str], usage: str, op: str) -> tuple[str, dict[str, objec
     from daemon.client import Client, DaemonUnavailable
     from daemon.paths import socket_path
 
-    flags = parse(argv, {"socket": VALUE}, usage)
+    flags = parse(argv, SOCKET_ONLY, usage)
     path = socket_path(text(flags, "socket"))
     try:
         with Client(path, timeout=1.0) as client:
@@ -154,7 +158,7 @@ def _scan(targets: list[str], flags: dict[str, object], in_flight: bool) -> list
     from daemon import config
     from daemon.wiring import scan_directly
 
-    cfg = config.load()
+    cfg = config.load(config_file(flags))
     entries = scan_directly(targets, cfg, str(flags.get("staleness") or "") or None)
     summaries = [e.summary(detail=True) for e in entries]
     if in_flight:
