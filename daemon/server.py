@@ -26,9 +26,9 @@ import orjson
 
 from daemon import __version__, direct, log
 from daemon.errors import StorydError, StoryNotInState, UsageError
+from daemon.flags import HelpRequested
 from daemon.ids import normalize_epic_id, normalize_story_id
 from daemon.protocol import EX_NOPERM, error_body, error_of, field, finish, id_suffix
-from daemon.flags import HelpRequested
 from daemon.query import Output, from_argv
 from daemon.service import Daemon
 
