@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 
 from daemon.errors import UsageError
-from daemon.query import Output, Query, from_argv
+from daemon.query import FLAGS, USAGE, Output, Query, from_argv
 
-__all__ = ["emit", "main"]
+__all__ = ["FLAGS", "USAGE", "emit", "main"]
 
 
 def emit(output: Output) -> int:
