@@ -168,7 +168,7 @@ def _bash(commands: list[Command]) -> str:
             out.append("        case ${COMP_WORDS[2]} in")
             for sub, flags in command.subcommands.items():
                 out.append(f"        {sub})")
-                out.extend(_bash_reply(flags, "            ") if flags else [])
+                out.extend(_bash_reply(flags, "            "))
                 out.append("            ;;")
             out.append("        esac")
         else:
