@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import re
 import sys
+from collections.abc import Callable
 
 from daemon.errors import UsageError
 from daemon.flags import HELP, MANY, SWITCH, HelpRequested
@@ -80,8 +81,9 @@ def _values(name: str, usage: str) -> str | tuple[str, ...] | None:
         return DIRS
     if word in _FILE_WORDS:
         return FILES
-    if "|" in word:
-        return tuple(word.split("|"))
+    choices = tuple(word.split("|"))
+    if len(choices) > 1 and all(re.fullmatch(r"[\w.-]+", c) for c in choices):
+        return choices  # plain words only: each shell's script quotes them as they are
     return None
 
 
@@ -114,6 +116,46 @@ def table() -> list[Command]:
     return commands
 
 
+def _value_action(flag: Flag, dirs: str, files: str, words: str, free: str) -> str:
+    """One shell's way to complete a flag's value: `words` is a format for the choices
+    joined by spaces (they are plain words: the usage spells them `a|b`)."""
+    if flag.values == DIRS:
+        return dirs
+    if flag.values == FILES:
+        return files
+    if isinstance(flag.values, tuple):
+        return words.format(" ".join(flag.values))
+    return free
+
+
+def _dispatch(
+    commands: list[Command],
+    word: str,
+    offer_subcommands: Callable[[Command], list[str]],
+    sub_word: str,
+    reply: Callable[[list[Flag], str], list[str]],
+) -> list[str]:
+    """`case WORD in (command) …;; esac` over every command, as bash and zsh both read it:
+    a command with subcommands offers them, then cases on `sub_word`; `reply` completes
+    one flag list."""
+    out = [f"    case {word} in"]
+    for command in commands:
+        out.append(f"    ({command.name})")
+        if command.subcommands:
+            out.extend(offer_subcommands(command))
+            out.append(f"        case {sub_word} in")
+            for sub, flags in command.subcommands.items():
+                out.append(f"        ({sub})")
+                out.extend(reply(flags, " " * 12))
+                out.append("            ;;")
+            out.append("        esac")
+        else:
+            out.extend(reply(command.flags, " " * 8))
+        out.append("        ;;")
+    out.append("    esac")
+    return out
+
+
 # -- bash ----------------------------------------------------------------------------------
 
 
@@ -123,14 +165,8 @@ def _bash_reply(flags: list[Flag], indent: str) -> list[str]:
     for flag in flags:
         if not flag.takes_value:
             continue
-        if flag.values == DIRS:
-            action = "_storyd_reply -d"
-        elif flag.values == FILES:
-            action = "_storyd_reply -f"
-        elif isinstance(flag.values, tuple):
-            action = f'_storyd_reply -W "{" ".join(list(flag.values))}"'
-        else:
-            action = "COMPREPLY=()"
+        action = _value_action(flag, "_storyd_reply -d", "_storyd_reply -f",
+                               '_storyd_reply -W "{}"', "COMPREPLY=()")
         lines.append(f"{indent}    --{flag.name}) {action}; return ;;")
     lines.append(f"{indent}esac")
     words = [f"--{f.name}" for f in flags] + ["--help"]
@@ -157,24 +193,15 @@ def _bash(commands: list[Command]) -> str:
         f'        _storyd_reply -W "{" ".join([*names, "--help", "--version"])}"',
         "        return",
         "    fi",
-        "    case ${COMP_WORDS[1]} in",
     ]
-    for command in commands:
-        out.append(f"    {command.name})")
-        if command.subcommands:
-            subs = list(command.subcommands)
-            out.append(f'        if [ $at -eq 2 ]; then _storyd_reply -W "{" ".join(subs)}"; '
-                       "return; fi")
-            out.append("        case ${COMP_WORDS[2]} in")
-            for sub, flags in command.subcommands.items():
-                out.append(f"        {sub})")
-                out.extend(_bash_reply(flags, "            "))
-                out.append("            ;;")
-            out.append("        esac")
-        else:
-            out.extend(_bash_reply(command.flags, "        "))
-        out.append("        ;;")
-    out += ["    esac", "}", "", "complete -F _storyd storyd", ""]
+
+    def offer_subcommands(command: Command) -> list[str]:
+        subs = " ".join(command.subcommands)
+        return [f'        if [ $at -eq 2 ]; then _storyd_reply -W "{subs}"; return; fi']
+
+    out += _dispatch(commands, "${COMP_WORDS[1]}", offer_subcommands, "${COMP_WORDS[2]}",
+                     _bash_reply)
+    out += ["}", "", "complete -F _storyd storyd", ""]
     return "\n".join(out)
 
 
@@ -190,14 +217,7 @@ def _zsh_spec(flag: Flag) -> str:
     head = ("*" if flag.kind == MANY else "") + f"--{flag.name}"
     if not flag.takes_value:
         return f"'{head}[{_zsh_text(flag.describe())}]'"
-    if flag.values == DIRS:
-        action = "_files -/"
-    elif flag.values == FILES:
-        action = "_files"
-    elif isinstance(flag.values, tuple):
-        action = "(" + " ".join(flag.values) + ")"
-    else:
-        action = " "
+    action = _value_action(flag, "_files -/", "_files", "({})", " ")
     return f"'{head}=[{_zsh_text(flag.describe())}]:{flag.name}:{action}'"
 
 
@@ -229,29 +249,18 @@ def _zsh(commands: list[Command]) -> str:
         "    fi",
         "    local cmd=$words[2]",
         "    shift words; (( CURRENT-- ))",
-        "    case $cmd in",
     ]
-    for command in commands:
-        out.append(f"    ({command.name})")
-        if command.subcommands:
-            if command.name == "help":
-                out.append("        (( CURRENT == 2 )) && _describe -t commands 'command' commands")
-                out.append("        ;;")
-                continue
-            subs = " ".join(command.subcommands)
-            out.append(f"        if (( CURRENT == 2 )); then compadd -- {subs}; return; fi")
-            out.append("        shift words; (( CURRENT-- ))")
-            out.append("        case $words[1] in")
-            for sub, flags in command.subcommands.items():
-                out.append(f"        ({sub})")
-                out.extend(_zsh_arguments(flags, "            "))
-                out.append("            ;;")
-            out.append("        esac")
+
+    def offer_subcommands(command: Command) -> list[str]:
+        if command.name == "help":
+            offer = "_describe -t commands 'command' commands"
         else:
-            out.extend(_zsh_arguments(command.flags, "        "))
-        out.append("        ;;")
+            offer = "compadd -- " + " ".join(command.subcommands)
+        return [f"        if (( CURRENT == 2 )); then {offer}; return; fi",
+                "        shift words; (( CURRENT-- ))"]
+
+    out += _dispatch(commands, "$cmd", offer_subcommands, "$words[1]", _zsh_arguments)
     out += [
-        "    esac",
         "}",
         'if [[ ${zsh_eval_context[-1]} == loadautofunc ]]; then _storyd "$@"',
         "else compdef _storyd storyd; fi",
@@ -271,14 +280,9 @@ def _fish_flag(flag: Flag, condition: str) -> str:
     head = f"complete -c storyd -n {_fish_text(condition)} -l {flag.name}"
     if not flag.takes_value:
         action = ""
-    elif flag.values == DIRS:
-        action = " -x -a '(__fish_complete_directories (commandline -ct))'"
-    elif flag.values == FILES:
-        action = " -r -F"
-    elif isinstance(flag.values, tuple):
-        action = f" -x -a {_fish_text(' '.join(flag.values))}"
     else:
-        action = " -x"
+        action = _value_action(flag, " -x -a '(__fish_complete_directories (commandline -ct))'",
+                               " -r -F", " -x -a '{}'", " -x")
     return f"{head}{action} -d {_fish_text(flag.describe())}"
 
 
