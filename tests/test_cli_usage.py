@@ -93,8 +93,8 @@ def test_top_level_help_version_and_unknowns(env: dict[str, str]) -> None:
     assert (version.returncode, version.stdout) == (0, f"storyd {__version__}\n".encode())
     bare = storyd(env)
     assert bare.returncode == 64 and b"usage: storyd" in bare.stderr
-    for args in (("nope",), ("help", "nope")):
-        done = storyd(env, *args)
+    for words in (("nope",), ("help", "nope")):
+        done = storyd(env, *words)
         assert done.returncode == 64 and b"unknown command 'nope'" in done.stderr
 
 

@@ -98,7 +98,7 @@ SHELLS = [pytest.param(shell, marks=pytest.mark.skipif(
 def flags_of(command: str, sub: str | None = None) -> list[str]:
     """The flags a command's module declares (older spellings left out), as --words."""
     module = importlib.import_module(module_name(command))
-    spec = module.SUBCOMMANDS[sub] if sub else module.FLAGS  # type: ignore[attr-defined]
+    spec = module.SUBCOMMANDS[sub] if sub else module.FLAGS
     aliases = getattr(module, "ALIASES", {})
     return sorted(f"--{name}" for name in spec if name not in aliases)
 
