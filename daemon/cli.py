@@ -30,6 +30,7 @@ COMMANDS = {
     "list": "units as JSON lines (the socket's list op)",
     "events": "follow drift, resolved and changed events",
     "check": "exit 1 when any unit has a warning or error finding",
+    "reconcile": "write back what git proves: preview, --apply, --undo",
     "stats": "the daemon's counters",
     "ping": "whether a daemon answers, and its version",
     "demo": "serve the shipped demo workspace and query it",
@@ -37,6 +38,7 @@ COMMANDS = {
     "uninstall": "remove the systemd user units",
     "config": "check the configuration file",
     "doctor": "one screen of what storyd sees on this machine",
+    "epic": "one epic: stories reclassified as its producer resumes, executable next, blocked",
     "completion": "print the shell completion script for bash, zsh or fish",
 }
 _MODULES = {"list": "listing", "config": "config_check"}

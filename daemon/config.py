@@ -47,7 +47,17 @@ LIMITS: dict[str, tuple[type, float, float, float]] = {
     "subscriber_buffer": (int, 1024 * 1024, 4096, 1024 * 1024 * 1024),
 }
 _HOOK_TIMEOUT = (10.0, 0.1, 3600.0)
-_TOP_KEYS = ("auto_watch", "detectors", "limits", "notify", "socket", "staleness", "workspaces")
+_TOP_KEYS = (
+    "auto_watch",
+    "detectors",
+    "limits",
+    "notify",
+    "reconcile",
+    "socket",
+    "staleness",
+    "workspaces",
+)
+_RECONCILE_KEYS = ("auto",)
 _NOTIFY_KEYS = ("desktop", "hook", "hook_timeout", "log")
 
 
@@ -165,6 +175,7 @@ class Config:
     limits       Limits
     detectors    dict[str, dict[str, object]]  [detectors.<name>] tables as written
     notify       Notify
+    reconcile_auto list[str]  [reconcile] auto: repair codes the daemon applies on its own
     """
 
     __slots__ = (
@@ -173,6 +184,7 @@ class Config:
         "limits",
         "notify",
         "path",
+        "reconcile_auto",
         "socket",
         "staleness",
         "workspaces",
@@ -189,6 +201,7 @@ class Config:
         detectors: dict[str, dict[str, object]] | None = None,
         notify: Notify | None = None,
         path: str | None = None,
+        reconcile_auto: list[str] | None = None,
     ) -> None:
         self.socket = socket
         self.staleness = staleness
@@ -198,6 +211,7 @@ class Config:
         self.detectors = {} if detectors is None else detectors
         self.notify = Notify() if notify is None else notify
         self.path = path
+        self.reconcile_auto = [] if reconcile_auto is None else reconcile_auto
 
     def detector_enabled(self, name: str, default: bool = True) -> bool:
         """[detectors.<name>] enabled, else `default`."""
@@ -218,6 +232,7 @@ class Config:
             "limits": self.limits.as_dict(),
             "detectors": {name: dict(table) for name, table in self.detectors.items()},
             "notify": self.notify.as_dict(),
+            "reconcile": {"auto": list(self.reconcile_auto)},
         }
 
     def __eq__(self, other: object) -> bool:
@@ -532,6 +547,8 @@ class _Checker:
             config.detectors = self.detectors(self.table("detectors", document["detectors"]))
         if "notify" in document:
             config.notify = self.notify(self.table("notify", document["notify"]))
+        if "reconcile" in document:
+            config.reconcile_auto = self.reconcile(self.table("reconcile", document["reconcile"]))
         cap = config.limits.max_workspaces
         if len(config.workspaces) > cap:
             self.problem(
@@ -575,6 +592,23 @@ class _Checker:
                 "notify.hook_timeout", table["hook_timeout"], (float, *_HOOK_TIMEOUT)
             )
         return notify
+
+
+    def reconcile(self, table: dict[str, object]) -> list[str]:
+        """[reconcile] auto: a list of repair codes (see docs/reconcile.md)."""
+        from daemon.reconcile.repairs import repair_codes
+
+        self.unknown(table, _RECONCILE_KEYS, "reconcile.")
+        value = table.get("auto", [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.problem("reconcile.auto", f"expected an array of strings, got {_kind(value)}")
+            return []
+        known = repair_codes()
+        for code in value:
+            if code not in known:
+                names = ", ".join(known)
+                self.problem("reconcile.auto", f"unknown repair code {code!r} (known: {names})")
+        return [code for code in dict.fromkeys(value) if code in known]
 
 
 def _toml_basic(value: str) -> str:

@@ -99,8 +99,10 @@ def _pick(units: list[Unit], key: str | None, relpath: str, missing: str) -> Uni
 
 def resume_epic(workspace: str, epic_id: str, story_id: str, options: Options) -> Answer:
     """The seed skill: `--epic-id` and `--story-id` (both already normalised)."""
+    from daemon.formats.epic import epic_state_file
+
     adapter = builtin("epic")
-    relpath = adapter.state_file(epic_id)  # type: ignore[attr-defined]
+    relpath = epic_state_file(workspace, epic_id)
     units = read_units(workspace, adapter, relpath, options)
     unit = _pick(units, story_id, relpath, "Story not in execution-state.json")
     return answer(workspace, unit, options)

@@ -11,17 +11,21 @@ _STORY_SHAPE = "story-XXXX-YYYY"
 
 
 def normalize_story_id(value: str) -> str:
-    """Lower-case a story id and check it against ^story-[0-9]{4}-[0-9]{4}$."""
+    """Lower-case a story id and check it against ^story-[0-9]{4}-[0-9]{3,4}$.
+
+    The seed asks for four digits after the epic; its producer also wrote three
+    (`story-0018-001`, epic 0018's stories), and those are accepted too.
+    """
     story = value.lower()
     if (
-        len(story) == len(_STORY_SHAPE)
+        len(story) in (len(_STORY_SHAPE), len(_STORY_SHAPE) - 1)
         and story.startswith("story-")
         and story[10] == "-"
         and set(story[6:10]) <= _DIGITS
         and set(story[11:]) <= _DIGITS
     ):
         return story
-    msg = f"invalid --story-id {value!r}: expected {_STORY_SHAPE} (digits)"
+    msg = f"invalid --story-id {value!r}: expected {_STORY_SHAPE} (digits; YYY also accepted)"
     raise UsageError(msg)
 
 

@@ -16,7 +16,16 @@ from __future__ import annotations
 import _json
 import math
 
-__all__ = ["JSONError", "dumps", "kind", "loads"]
+__all__ = [
+    "JSONError",
+    "conflict_marker",
+    "decode_text",
+    "dumps",
+    "kind",
+    "loads",
+    "utf16_without_bom",
+    "value_start",
+]
 
 
 class JSONError(ValueError):
@@ -69,27 +78,114 @@ def _fail(text: str, index: int, reason: str) -> JSONError:
     return JSONError(reason, line, column)
 
 
-def _diagnose(text: str, start: int) -> JSONError:
-    """Explain a parse failure (slow path: imports `json` for its error positions)."""
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+_BOM_LEADS = frozenset(b"\xff\xfe\x00")
+
+
+def decode_text(data: bytes) -> str:
+    """Text from a file's bytes: UTF-8, or what its byte-order mark says (UTF-8, UTF-16 or
+    UTF-32); the mark itself is dropped. Raises UnicodeDecodeError."""
+    if data[:1] and data[0] in _BOM_LEADS:
+        for bom, codec in _BOMS:
+            if data.startswith(bom):
+                return data[len(bom) :].decode(codec)
+    text = data.decode("utf-8")
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def utf16_without_bom(data: bytes) -> str | None:
+    """ "UTF-16LE"/"UTF-16BE" when the bytes look like UTF-16 text saved without a BOM
+    (NUL in every other byte, as ASCII text in UTF-16 has), else None."""
+    sample = data[:256]
+    even, odd = sample[0::2], sample[1::2]
+    if len(odd) < 1:
+        return None
+    if odd.count(0) * 2 > len(odd) and even.count(0) == 0:
+        return "UTF-16LE"
+    if even.count(0) * 2 > len(even) and odd.count(0) == 0:
+        return "UTF-16BE"
+    return None
+
+
+_MARKERS = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")
+
+
+def conflict_marker(text: str) -> int | None:
+    """Where the first git merge-conflict marker line starts, if the text has one."""
+    offset = 0
+    for line in text.split("\n"):
+        if line.startswith(_MARKERS) and (len(line) == 7 or line[7] in " \r"):
+            return offset
+        offset += len(line) + 1
+    return None
+
+
+def _utf16_error(encoding: str) -> JSONError:
+    reason = f"{encoding} text without a byte-order mark (save it as UTF-8, or with a BOM)"
+    return JSONError(reason, 1, 1)
+
+
+def _explain(data: bytes, text: str, index: int, reason: str) -> JSONError:
+    """The parse failure at `index`, named by its likely cause (failure path only).
+
+    In order: UTF-16 saved without a byte-order mark, git merge-conflict markers, a
+    comment (`//` or `/* */`) where the parser stopped, a trailing comma before `}` or
+    `]`; otherwise the parser's own reason.
+    """
+    encoding = utf16_without_bom(data)
+    if encoding is not None:
+        return _utf16_error(encoding)
+    marker = conflict_marker(text)
+    if marker is not None:
+        found = text[marker : marker + 7]
+        return _fail(text, marker, f"git merge-conflict marker {found!r} (an unresolved merge)")
+    if text.startswith(("//", "/*"), index):
+        return _fail(text, index, f"a {text[index : index + 2]!r} comment (JSON has no comments)")
+    if index < len(text) and text[index] in "}]":
+        before = index - 1
+        while before >= 0 and text[before] in _WHITESPACE:
+            before -= 1
+        if before >= 0 and text[before] == ",":
+            return _fail(text, before, f"a trailing comma before {text[index]!r}")
+    return _fail(text, index, reason)
+
+
+def _diagnose(text: str, start: int) -> tuple[int, str]:
+    """Where and why a parse failed (slow path: imports `json` for its error positions)."""
     import json
 
     try:
         json.JSONDecoder(parse_constant=_reject_constant).raw_decode(text, start)
     except json.JSONDecodeError as exc:
-        return _fail(text, exc.pos, exc.msg.lower().removesuffix(" at"))
+        return exc.pos, exc.msg.lower().removesuffix(" at")
     except ValueError as exc:  # NaN, Infinity
-        return _fail(text, start, str(exc))
-    return _fail(text, start, "invalid JSON")
+        return start, str(exc)
+    return start, "invalid JSON"
+
+
+def _undecodable(data: bytes, exc: UnicodeDecodeError) -> JSONError:
+    encoding = utf16_without_bom(data)
+    if encoding is not None:
+        return _utf16_error(encoding)
+    if exc.encoding != "utf-8":  # a BOM named UTF-16 or UTF-32; the bytes do not follow it
+        return JSONError(f"invalid {exc.encoding.upper()} after its byte-order mark", 1, 1)
+    prefix = data[: exc.start].decode("utf-8", "replace")
+    return _fail(prefix, len(prefix), "invalid UTF-8")
 
 
 def loads(data: bytes) -> object:
-    """Parse one JSON document from UTF-8 bytes (a UTF-8 BOM is ignored)."""
+    """Parse one JSON document from bytes: UTF-8, or UTF-16/32 with a byte-order mark
+    (a UTF-8 BOM is ignored). A failure names its cause, line and column."""
     try:
-        text = data.decode("utf-8")
+        text = decode_text(data)
     except UnicodeDecodeError as exc:
-        prefix = data[: exc.start].decode("utf-8", "replace")
-        raise _fail(prefix, len(prefix), "invalid UTF-8") from None
-    start = 1 if text.startswith("\ufeff") else 0
+        raise _undecodable(data, exc) from None
+    start = 0
     length = len(text)
     while start < length and text[start] in _WHITESPACE:
         start += 1
@@ -97,16 +193,28 @@ def loads(data: bytes) -> object:
         value, end = _scan(text, start)
     except StopIteration as stop:
         reason = "empty document" if start >= length else "expecting a value"
-        raise _fail(text, stop.value or start, reason) from None
+        raise _explain(data, text, stop.value or start, reason) from None
     except RecursionError:
         raise _fail(text, start, "nesting too deep") from None
     except (ValueError, SystemError):
-        raise _diagnose(text, start) from None
+        raise _explain(data, text, *_diagnose(text, start)) from None
     while end < length and text[end] in _WHITESPACE:
         end += 1
     if end != length:
-        raise _fail(text, end, "extra data after the document")
+        raise _explain(data, text, end, "extra data after the document")
     return value
+
+
+def value_start(data: bytes) -> tuple[int, int]:
+    """The line and column where a document's top-level value starts (for error messages)."""
+    try:
+        text = decode_text(data)
+    except UnicodeDecodeError:
+        return 1, 1
+    start = 0
+    while start < len(text) and text[start] in _WHITESPACE:
+        start += 1
+    return _position(text, start)
 
 
 _ESCAPES = {i: f"\\u{i:04x}" for i in range(0x20)}

@@ -20,7 +20,14 @@ import time
 
 from daemon.errors import DataError, LockTimeout, StateFileMissing
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "MAX_STATE_BYTES", "LockedRead", "read_locked"]
+__all__ = [
+    "DEFAULT_LOCK_TIMEOUT",
+    "MAX_STATE_BYTES",
+    "LockedRead",
+    "flock_wait",
+    "read_locked",
+    "same_file",
+]
 
 DEFAULT_LOCK_TIMEOUT = 5.0
 MAX_STATE_BYTES = 64 * 1024 * 1024
@@ -55,7 +62,7 @@ def _open_regular(path: str, name: str) -> int:
     return fd
 
 
-def _same_file(fd: int, path: str) -> bool:
+def same_file(fd: int, path: str) -> bool:
     try:
         current = os.stat(path)
     except OSError:
@@ -76,6 +83,26 @@ def _read_all(fd: int, path: str) -> bytes:
     return b"".join(chunks)
 
 
+def flock_wait(fd: int, operation: int, path: str, timeout: float, deadline: float) -> None:
+    """flock(2) `operation` (LOCK_SH or LOCK_EX) on `fd`, polling until `deadline`
+    (time.monotonic()); LockTimeout (exit 75) names `path` and `timeout` when it passes."""
+    delay = _FIRST_DELAY
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                msg = (
+                    f"{path}: a writer has held an exclusive lock for more than "
+                    f"{timeout:g} s; try again, or raise --lock-timeout"
+                )
+                raise LockTimeout(msg) from None
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, _MAX_DELAY)
+
+
 def read_locked(path: str, timeout: float = DEFAULT_LOCK_TIMEOUT, name: str = "") -> LockedRead:
     """Read `path` whole under `flock -s`, waiting at most `timeout` seconds for writers.
 
@@ -83,25 +110,11 @@ def read_locked(path: str, timeout: float = DEFAULT_LOCK_TIMEOUT, name: str = ""
     """
     name = name or os.path.basename(path)
     deadline = time.monotonic() + timeout
-    delay = _FIRST_DELAY
     while True:
         fd = _open_regular(path, name)
         try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        msg = (
-                            f"{path}: a writer has held an exclusive lock for more than "
-                            f"{timeout:g} s; try again, or raise --lock-timeout"
-                        )
-                        raise LockTimeout(msg) from None
-                    time.sleep(min(delay, remaining))
-                    delay = min(delay * 2, _MAX_DELAY)
-            if _same_file(fd, path):
+            flock_wait(fd, fcntl.LOCK_SH, path, timeout, deadline)
+            if same_file(fd, path):
                 st = os.fstat(fd)
                 return LockedRead(_read_all(fd, path), st)
         finally:

@@ -71,6 +71,10 @@ class Runtime:
             self.daemon = Daemon(self.settings, detect)
             self.server = Server(self.daemon)
             sinks = notify.attach(self.daemon.engine, self.cfg)
+            from daemon.reconcile import auto as reconcile_auto  # issue 11: auto-apply
+
+            auto = reconcile_auto.attach(self.daemon.engine, self.cfg)
+            self.server.reconcile_config = self.cfg
             try:
                 self.daemon.start(workspaces)
                 self.log.info(
@@ -85,6 +89,8 @@ class Runtime:
                 self.notifier.stopping()
                 self.daemon.stop()
                 sinks.close()
+                if auto is not None:
+                    auto.close()
         finally:
             self.runner.close()  # the one _swap_detectors may have put in its place
             sock.close()

@@ -25,8 +25,10 @@ import fasteners
 import orjson
 
 from daemon import __version__, direct, log
+from daemon.config import Config
 from daemon.errors import StorydError, StoryNotInState, UsageError
 from daemon.flags import HelpRequested
+from daemon.formats.epic import epic_of_folder, epic_state_file
 from daemon.ids import normalize_epic_id, normalize_story_id
 from daemon.protocol import EX_NOPERM, error_body, error_of, field, finish, id_suffix
 from daemon.query import Output, from_argv
@@ -320,7 +322,11 @@ class Server:
             "unwatch": self.op_unwatch,
             "subscribe": self.op_subscribe,
             "stats": self.op_stats,
+            "epic": self.op_epic,
+            "reconcile": self.op_reconcile,  # daemon/reconcile (issue 11)
+            "reconciled": self.op_reconciled,
         }
+        self.reconcile_config: Config | None = None  # set by the runtime; None: config.load()
 
     def clock(self) -> bytes:
         """The engine's clock as bytes."""
@@ -369,7 +375,7 @@ class Server:
             epic = normalize_epic_id(str(field(request, "epic", str, required=True)))
             story = normalize_story_id(str(field(request, "story", str, required=True)))
             return (
-                f"plans/epic-{epic}/execution-state.json",
+                epic_state_file(path, epic),
                 story,
                 "Story not in execution-state.json",
             )
@@ -409,7 +415,7 @@ class Server:
 
         def read() -> direct.Answer:
             if state_file is None:
-                epic = relpath.split("/")[1][5:]
+                epic = epic_of_folder(relpath.split("/")[1]) or ""
                 result = direct.resume_epic(path, epic, str(key), daemon.options)
             else:
                 unit_key = None if unit is None else str(unit)
@@ -429,6 +435,23 @@ class Server:
             return finish(body[:-1], self.clock(), suffix)
 
         return self.later(daemon.executor.submit(read), render, suffix)
+
+    def op_epic(
+        self, conn: Connection, request: dict[str, object], suffix: bytes
+    ) -> asyncio.Future[bytes]:
+        """The epic-level view (daemon/epicview.py), read on a worker thread."""
+        from daemon.epicview import epic_view
+
+        path = self.daemon.canonical(request.get("workspace"))
+        epic = normalize_epic_id(str(field(request, "epic", str, required=True)))
+        self.daemon.auto_watch(path)
+
+        def render(view: dict[str, object]) -> bytes:
+            return finish(orjson.dumps({"ok": True, "view": view})[:-1], self.clock(), suffix)
+
+        timeout = self.daemon.options.lock_timeout
+        future = self.daemon.executor.submit(epic_view, path, epic, timeout)
+        return self.later(future, render, suffix)
 
     def _known_absent(self, path: str, relpath: str) -> bool:
         ws = self.engine.workspaces.get(path)
@@ -464,7 +487,7 @@ class Server:
                 path = None
             if path is not None:
                 if query.state_file is None:
-                    relpath: str | None = f"plans/epic-{query.epic}/execution-state.json"
+                    relpath: str | None = epic_state_file(path, str(query.epic))
                     key = query.story
                 else:
                     relpath, key, _ = self._target(
@@ -600,6 +623,39 @@ class Server:
             "staleness": self.settings.staleness,
         }
         return finish(orjson.dumps(body)[:-1], self.clock(), suffix)
+
+    # -- reconcile (issue 11): a read-only plan, and the CLI apply's notice -------------
+
+    def _watched(self, request: dict[str, object]) -> str:
+        path = self.daemon.canonical(request.get("workspace"))
+        if not self.daemon.watching(path):
+            raise UsageError(f"workspace {path} is not watched; watch it first")
+        return path
+
+    def op_reconcile(
+        self, conn: Connection, request: dict[str, object], suffix: bytes
+    ) -> asyncio.Future[bytes]:
+        from daemon.reconcile.auto import plan_request
+
+        path = self._watched(request)
+        cfg = self.reconcile_config
+
+        def plan() -> dict[str, object]:
+            from daemon import config
+
+            return plan_request(path, request, cfg or config.load())
+
+        def render(body: dict[str, object]) -> bytes:
+            return finish(orjson.dumps({"ok": True, **body})[:-1], self.clock(), suffix)
+
+        return self.later(self.daemon.executor.submit(plan), render, suffix)
+
+    def op_reconciled(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
+        from daemon.reconcile.auto import reconciled_notice
+
+        path = self._watched(request)
+        files = reconciled_notice(self.engine, path)
+        return finish(orjson.dumps({"ok": True, "events": files})[:-1], self.clock(), suffix)
 
     # -- events --------------------------------------------------------------
 

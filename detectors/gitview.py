@@ -644,6 +644,34 @@ class GitView:
             self._patch_ids.clear()
         return {s: self._patch_ids.get(s) for s in shas}
 
+    def combined_patch_id(self, first: str, last: str) -> str | None:
+        """`git patch-id --stable` of the whole change from `first`'s parent to `last`: what
+        a squash merge of the commits first..last puts in one commit (None: no change)."""
+        key = ("combined-patch-id", first, last)
+
+        def compute() -> str | None:
+            status, parent = self._run("rev-parse", "--verify", "-q", f"{first}^", ok=(0, 1))
+            base = parent.strip() if status == 0 and parent.strip() else EMPTY_TREE
+            with _translated("patch-id"):
+                diff = self._repo.git.execute(
+                    [
+                        self._repo.git.GIT_PYTHON_GIT_EXECUTABLE,
+                        "--no-optional-locks",
+                        "diff",
+                        "--no-color",
+                        "--no-ext-diff",
+                        base,
+                        last,
+                    ],
+                    as_process=True,
+                )
+                out = self._repo.git.patch_id("--stable", istream=diff.proc.stdout)
+                diff.wait()
+            parts = str(out).split()
+            return parts[0] if parts else None
+
+        return self._cached(key, compute)
+
     def _compute_patch_ids(self, shas: list[str]) -> dict[str, str]:
         self._check_owner()
         self.stats["patch_ids"] += len(shas)
@@ -710,6 +738,10 @@ class GitView:
             when = int(stamp) if stamp.isdigit() else 0
             found.append(Commit(sha.strip(), when, message, touched))
         return found
+
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+"""git's empty tree: the base of a root commit's change."""
 
 
 # -- finding views for workspaces -----------------------------------------------------

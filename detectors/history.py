@@ -8,6 +8,11 @@ For every DONE task with a commitSha, against the tip (the unit's branch, else t
     unreachable   error    it exists but the tip does not reach it (amend, rebase, reset,
                            force-push); `warning` with `rewritten: now <sha>` when a commit
                            with the same patch id is on the branch
+    squash-merged info     it is not in the tip's history, but its work landed through a
+                           squash (or a merge of a rewritten branch): a commit on the tip
+                           whose subject names the task id, the story id or the PR number
+                           (`#N`, `Merge pull request #N`), or whose patch id equals the
+                           combined change of the unit's lost commits
     ambiguous     warning  an abbreviated sha matches more than one object
     invalid-sha   warning  not a hexadecimal object name
     not-a-commit  error    it names a tree, blob or tag
@@ -19,6 +24,8 @@ Options: `branch`, `patch_id_depth` (default 500 commits).
 """
 
 from __future__ import annotations
+
+import re
 
 from daemon.model import Finding, Task, Unit
 from detectors import Context
@@ -53,7 +60,7 @@ class HistoryDetector:
             if tip_sha is None:
                 return [no_tip(NAME, tip)]
             depth = int_option(context.options, "patch_id_depth", DEFAULT_PATCH_ID_DEPTH)
-            judge = _Judge(git, tip, tip_sha, depth)
+            judge = _Judge(git, tip, tip_sha, depth, _names(story))
             return [f for f in judge.all(tasks) if f is not None]
         except GitError as exc:
             return [git_failed(NAME, exc)]
@@ -62,13 +69,18 @@ class HistoryDetector:
 class _Judge:
     """Judges the commits of one unit's DONE tasks against one tip."""
 
-    def __init__(self, git: GitView, tip: str, tip_sha: str, depth: int) -> None:
+    def __init__(
+        self, git: GitView, tip: str, tip_sha: str, depth: int, names: frozenset[str] = frozenset()
+    ) -> None:
         self.git = git
+        self.names = names  # the unit's own ids (story id, PR numbers as `#N`), casefolded
+        self.combined: str | None = None  # the lost commits' combined patch id
         self.tip = tip
         self.tip_sha = tip_sha
         self.depth = depth
         self.shallow = git.is_shallow()
         self.reached: dict[str, bool] = {}
+        self.lost: list[str] = []
         self.replaced: dict[str, str | None] = {}
 
     def all(self, tasks: list[Task]) -> list[Finding | None]:
@@ -79,6 +91,7 @@ class _Judge:
         lost = [c for c in commits if not self.reached.get(c, False)]
         if lost and not self.shallow:
             self.replaced = self.git.replacements(lost, self.tip, self.depth)
+            self.lost = lost
         return [self.judge(t, infos[t.commit_sha or ""]) for t in tasks]
 
     def judge(self, task: Task, info: ObjectInfo) -> Finding | None:
@@ -134,7 +147,52 @@ class _Judge:
         new = self.replaced.get(sha)
         if new is not None:
             return Finding(NAME, "unreachable", "warning", f"{text}; rewritten: now {new}", task.id)
+        landed = self.squash(task, sha)
+        if landed is not None:
+            message = (
+                f"commit {task.commit_sha} of {task.id} is not in the history of {self.tip}, "
+                f"but its work landed there through a squash: {landed[0]} ({landed[1]})"
+            )
+            return Finding(NAME, "squash-merged", "info", message, task.id)
         return Finding(NAME, "unreachable", "error", text, task.id)
+
+    def squash(self, task: Task, sha: str) -> tuple[str, str] | None:
+        """(landed commit, why) when the tip holds a squash of this task's work."""
+        candidates = self.git.commits(self.tip_sha, sha, self.depth)
+        wanted = self.names | {task.id.casefold()}
+        pr = task.extra.get("prNumber")
+        if isinstance(pr, int) and not isinstance(pr, bool):
+            wanted = wanted | {f"#{pr}"}
+        for commit in candidates:
+            subject = commit.message.strip().split("\n", 1)[0]
+            named = sorted(wanted & _tokens(subject))
+            if named:
+                return commit.sha, f"its subject names {named[0]}"
+        if self.combined is None and self.lost:
+            self.combined = self.git.combined_patch_id(self.lost[0], self.lost[-1]) or ""
+        if self.combined:
+            ids = self.git.patch_ids([c.sha for c in candidates if len(c.sha) == 40])
+            for commit in candidates:
+                if ids.get(commit.sha) == self.combined:
+                    return commit.sha, "same patch id as the combined change of the lost commits"
+        return None
+
+
+_TOKEN = re.compile(r"#\d+|[\w-]+")
+
+
+def _tokens(subject: str) -> set[str]:
+    """A subject's words and `#N` references, casefolded."""
+    return {t.casefold() for t in _TOKEN.findall(subject)}
+
+
+def _names(story: Unit) -> frozenset[str]:
+    """The ids a squash subject may name for this unit: its story id and PR number."""
+    names = {story.key.casefold()} if story.format == "epic" else set()
+    pr = story.labels.get("pr")
+    if pr:
+        names.add(f"#{pr}")
+    return frozenset(names)
 
 
 def _unknown(task: Task, why: str) -> Finding:

@@ -17,6 +17,19 @@ REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
+REFERENCE = REPO / "bench" / "reference" / "story-resume.sh"
+
+
+def run_reference(
+    argv: list[str], cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[bytes]:
+    """The seed's bash + jq reference (bench/reference/story-resume.sh) with `argv` in `cwd`."""
+    return subprocess.run(
+        ["bash", str(REFERENCE), *argv], cwd=cwd, env=env, capture_output=True, timeout=60,
+        check=False,
+    )
+
+
 def storyd_path() -> str:
     """The `storyd` console script installed beside this interpreter."""
     found = shutil.which("storyd", path=str(BIN)) or shutil.which("storyd")

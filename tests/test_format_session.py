@@ -114,7 +114,7 @@ class TestSeedExample:
         unit = load(ws)
         assert answer_line(ws) == FULL_LINE
         assert unit.findings == ()
-        assert unit.story_file == f"{PROJECT}/00-handoff.md"
+        assert unit.story_file == f"{PROJECT}/01-requirements.md"
         assert unit.tasks[0].completed_at == "2026-03-01T11:30:00Z"
         assert unit.labels["progress"] == "1/7 (14%)"
         assert unit.labels["in_progress"] == "1"
@@ -370,16 +370,23 @@ class TestArtifacts:
 
 
 class TestStaleness:
-    """00-handoff.md is the story file: edited after a step completed, it warns."""
+    """01-requirements.md is the story file: edited after a step completed, it warns;
+    00-handoff.md, which the orchestrator rewrites at every gate, never does."""
 
-    def test_handoff_edited_after_completion(self, workspace: Callable[[str], Path]) -> None:
+    def test_requirements_edited_after_completion(self, workspace: Callable[[str], Path]) -> None:
         ws = workspace("full")
         later = 1_772_500_000  # 2026-03-03, after step 1 completed (2026-03-01T11:30Z)
-        os.utime(ws / PROJECT / "00-handoff.md", (later, later))
+        os.utime(ws / PROJECT / "01-requirements.md", (later, later))
         env = orjson.loads(answer_line(ws))
         assert env["staleWarnings"] == ["Story file modified after task step-1 DONE"]
 
-    def test_handoff_older_than_completion(self, workspace: Callable[[str], Path]) -> None:
+    def test_handoff_rewritten_after_completion(self, workspace: Callable[[str], Path]) -> None:
+        ws = workspace("full")
+        later = 1_772_500_000
+        os.utime(ws / PROJECT / "00-handoff.md", (later, later))
+        assert orjson.loads(answer_line(ws))["staleWarnings"] == []
+
+    def test_requirements_older_than_completion(self, workspace: Callable[[str], Path]) -> None:
         assert orjson.loads(answer_line(workspace("full")))["staleWarnings"] == []
 
 

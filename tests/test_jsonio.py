@@ -162,7 +162,7 @@ class TestLoads:
             (b"", "empty document", 1, 1),
             (b"   \n  ", "empty document", 2, 3),
             (b"{", "expecting property name enclosed in double quotes", 1, 2),
-            (b"[1,]", "expecting a value", 1, 4),
+            (b"[1,]", "a trailing comma before ']'", 1, 3),
             (b'{"a": 1}x', "extra data after the document", 1, 9),
             (b'{"a": 1}\n\n  {}', "extra data after the document", 3, 3),
             (b'\n\n  {"a": tru}', "expecting a value", 3, 9),
@@ -174,6 +174,24 @@ class TestLoads:
             (b"NaN", "NaN is not valid JSON", 1, 1),
             (b"-Infinity", "-Infinity is not valid JSON", 1, 1),
             (b"[" * 100_000, "nesting too deep", 1, 1),
+            # The causes writers produce, named (the failure path only).
+            (b'{"a": 1,\n}', "a trailing comma before '}'", 1, 8),
+            (b'{"a": [1, 2 ,  ]}', "a trailing comma before ']'", 1, 13),
+            (b'{"a": 1 // one\n}', "a '//' comment (JSON has no comments)", 1, 9),
+            (b'{\n  /* x */ "a": 1}', "a '/*' comment (JSON has no comments)", 2, 3),
+            (
+                b'{"a": 1}\n<<<<<<< ours',
+                "git merge-conflict marker '<<<<<<<' (an unresolved merge)",
+                2,
+                1,
+            ),
+            (b"{\n|||||||\n}", "git merge-conflict marker '|||||||' (an unresolved merge)", 2, 1),
+            (
+                '["x"]'.encode("utf-16-le"),
+                "UTF-16LE text without a byte-order mark (save it as UTF-8, or with a BOM)",
+                1,
+                1,
+            ),
         ],
     )
     def test_error_positions(self, document: bytes, reason: str, line: int, column: int) -> None:
@@ -207,9 +225,31 @@ class TestLoads:
     def test_position_counts_characters_not_bytes(self) -> None:
         with pytest.raises(JSONError) as raised:
             loads('{"é😀": 1,}'.encode())
-        assert (raised.value.line, raised.value.column) == (1, 10)
+        assert (raised.value.line, raised.value.column) == (1, 9)  # the comma, in characters
 
     def test_parse_after_error_still_works(self) -> None:
         with pytest.raises(JSONError):
             loads(b'{"k": "v", oops}')
         assert loads(b'{"k": "v"}') == {"k": "v"}
+
+
+class TestEncodingsAndCauses:
+    """Byte-order marks decode; a failure names the cause writers actually produce."""
+
+    @pytest.mark.parametrize("codec", ["utf-8-sig", "utf-16", "utf-16-le", "utf-32"])
+    def test_bom_decodes(self, codec: str) -> None:
+        text = '{"a": "Concluída", "b": [1, 2]}'
+        data = text.encode(codec)
+        if codec == "utf-16-le":
+            data = b"\xff\xfe" + data
+        assert loads(data) == {"a": "Concluída", "b": [1, 2]}
+
+    def test_odd_bytes_after_a_utf16_bom(self) -> None:
+        with pytest.raises(JSONError) as raised:
+            loads(b"\xff\xfe{\x00}")
+        assert raised.value.reason == "invalid UTF-16-LE after its byte-order mark"
+
+    def test_seven_equals_inside_a_string_is_not_a_marker(self) -> None:
+        with pytest.raises(JSONError) as raised:
+            loads(b'{"a": "=======", }')
+        assert raised.value.reason == "a trailing comma before '}'"

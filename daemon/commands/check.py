@@ -1,4 +1,7 @@
-"""`storyd check`: exit 1 when any unit has a warning or error finding (CI, pre-push)."""
+"""`storyd check`: exit 1 when any unit has a warning or error finding (CI, pre-push).
+
+Info findings are not problems; the `story-finished` ones are printed all the same.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ USAGE = (
 )
 FLAGS = REPORT_FLAGS
 _FAILING = frozenset(("warning", "error"))
+_NOTED = frozenset(("story-finished",))
+"""Info findings check prints (without failing): facts a CI must not act against."""
 
 
 def main(argv: list[str]) -> int:
@@ -26,8 +31,9 @@ def main(argv: list[str]) -> int:
             problems += 1
             sys.stdout.write(f"{where}: error: {unit['error']}\n")
         for finding in unit.get("findingList") or []:  # type: ignore[attr-defined]
-            if finding["severity"] in _FAILING:
-                problems += 1
+            failing = finding["severity"] in _FAILING
+            if failing or finding["code"] in _NOTED:
+                problems += failing
                 sys.stdout.write(
                     f"{where}: {finding['severity']}: {finding['detector']}/"
                     f"{finding['code']}: {finding['message']}\n"

@@ -12,14 +12,16 @@ from __future__ import annotations
 import os
 
 from daemon.errors import DataError
-from daemon.formats.base import Adapter, Source, finding, make_task
+from daemon.formats.base import Adapter, Source, finding, make_task, normal_status
 from daemon.formats.common import (
     ALL_DONE,
     as_int,
     one_line,
     progress,
     resume_point,
+    text_of,
 )
+from daemon.jsonio import conflict_marker, utf16_without_bom
 from daemon.model import DONE, PENDING, Finding, Task, Unit
 
 __all__ = ["ADAPTER", "FLOW_STEPS", "AutodevAdapter", "parse_state"]
@@ -36,7 +38,10 @@ _TOP_ONLY = frozenset(("flow", "step", "status", "retry_count", "cycle"))
 _DONE = frozenset(("completed", "skipped"))
 _PENDING = frozenset(("not_started", "in_progress", "failed"))
 _KEBAB = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
-_QUOTES = "\"'"
+_QUOTES = "\"'`"
+_EMPHASIS = "*`"
+_LONGEST = max(len(k) for k in _KEYS)
+_DASHES = "-:\u2013\u2014"  # `step: 3 - Plan`, `3: Plan`, en and em dashes
 
 
 def _closing(line: str, start: int) -> int | None:
@@ -60,17 +65,29 @@ def _unquote(value: str) -> str:
     return value
 
 
+def _skip(line: str, i: int, chars: str) -> int:
+    while i < len(line) and line[i] in chars:
+        i += 1
+    return i
+
+
 def _key_at(line: str, i: int) -> tuple[str, int] | None:
-    """The key starting at `i` and the index after its colon, if one starts there."""
+    """The key starting at `i` and the index after its colon, if one starts there.
+
+    Keys match case-insensitively and may be emphasised as writers do in markdown:
+    `flow:`, `Flow:`, `**flow**:`, `**Flow:**`, `` `flow`: ``.
+    """
     if i and not (line[i - 1].isspace() or line[i - 1] in "{,"):
         return None
+    j = _skip(line, i, _EMPHASIS)
+    head = line[j : j + _LONGEST].lower()
     for key in _KEYS:
-        if line.startswith(key, i):
-            j = i + len(key)
-            while j < len(line) and line[j] in " \t":
-                j += 1
-            if j < len(line) and line[j] == ":" and (j + 1 == len(line) or line[j + 1] in " \t"):
-                return key, j + 1
+        if head.startswith(key):
+            k = _skip(line, j + len(key), _EMPHASIS + " \t")
+            if k < len(line) and line[k] == ":":
+                k = _skip(line, k + 1, _EMPHASIS)
+                if k == len(line) or line[k] in " \t":
+                    return key, k
     return None
 
 
@@ -145,6 +162,35 @@ def parse_state(text: str) -> tuple[dict[str, str], dict[str, str] | None, str |
     return top, sub, scalar
 
 
+def _step_number(text: str) -> tuple[int | None, str]:
+    """The step number and the label some writers put after it: `3`, `3 (Plan)`,
+    `3 - Plan`, `3: Plan` give 3 (and `Plan`); anything else gives None."""
+    text = text.strip()
+    digits = len(text) - len(text.lstrip("0123456789"))
+    if not digits:
+        return None, ""
+    rest = text[digits:].strip()
+    if rest and not (rest[0] in _DASHES or rest[0] == "(" or text[digits].isspace()):
+        return None, ""  # `3a`, `4.5`: not a step number
+    if rest.startswith("(") and rest.endswith(")"):
+        return int(text[:digits]), rest[1:-1].strip()
+    if rest and rest[0] in _DASHES:
+        return int(text[:digits]), rest[1:].strip()
+    return int(text[:digits]), ""
+
+
+def _status(value: str | None) -> str | None:
+    """A status as the seed spells it when a writer spaced or hyphenated it
+    (`In Progress`, `not-started`); anything else as written."""
+    if value is None:
+        return None
+    lowered = normal_status(value).lower()
+    if lowered in _DONE or lowered in _PENDING:
+        return value  # make_task trims and normalises it
+    spelled = lowered.replace(" ", "_").replace("-", "_")
+    return spelled if spelled in _DONE or spelled in _PENDING else value
+
+
 def _kebab(name: str) -> bool:
     return (
         bool(name)
@@ -198,24 +244,40 @@ def _referenced(detail: str) -> list[str]:
     return paths
 
 
+def _unreadable(data: bytes, text: str) -> None:
+    """Raise the DataError that says why the pointer cannot be read (failure path only)."""
+    encoding = utf16_without_bom(data)
+    marker = conflict_marker(text) if "<<<<<<<" in text else None
+    if encoding is not None:
+        why = f"{encoding} text without a byte-order mark (save it as UTF-8, or with a BOM)"
+    elif marker is not None:
+        line = text.count("\n", 0, marker) + 1
+        why = f"git merge-conflict marker {text[marker : marker + 7]!r} (an unresolved merge) "
+        why += f"at line {line} column 1"
+    else:
+        why = "no autodev state found (expected flow:, step:, status:, sub_step:)"
+    msg = f"{STATE_PATH}: {why}"
+    raise DataError(msg)
+
+
 class _State:
     """The pointer's fields, validated; findings collect what does not hold."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, data: bytes) -> None:
         self.findings: list[Finding] = []
+        text = text_of(data)
+        if "<<<<<<<" in text:
+            _unreadable(data, text)
         top, sub, scalar = parse_state(text)
         if not top and sub is None:
-            msg = (
-                f"{STATE_PATH}: no autodev state found (expected flow:, step:, status:, sub_step:)"
-            )
-            raise DataError(msg)
-        self.flow = top.get("flow", "").lower()
+            _unreadable(data, text)
+        self.flow = top.get("flow", "").strip().lower()
         self.steps = FLOW_STEPS.get(self.flow)
-        self.step_text = top.get("step", "")
-        self.done = self.step_text.lower() == "done"
-        self.step = as_int(self.step_text)
-        self.name = top.get("name", "")
-        self.status = top.get("status")
+        self.step, label = _step_number(top.get("step", ""))
+        self.step_text = top.get("step", "") if self.step is None else str(self.step)
+        self.done = self.step_text.strip().lower() == "done"
+        self.name = top.get("name", "") or label
+        self.status = _status(top.get("status"))
         self.sub, why = _sub_step(sub, scalar)
         self.retry_count = self._count(top, "retry_count", 0, 0)
         self.cycle = self._count(top, "cycle", 1, 1)
@@ -259,8 +321,7 @@ class AutodevAdapter(Adapter):
         return STATE_PATH if relpath.startswith(f"{DOCS}/") else None
 
     def load(self, source: Source, relpath: str) -> list[Unit]:
-        text = source.read(relpath).decode("utf-8", "replace")
-        state = _State(text)
+        state = _State(source.read(relpath))
         labels = {
             "flow": state.flow,
             "step": state.step_text,

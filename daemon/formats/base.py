@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from daemon.errors import DataError
-from daemon.jsonio import JSONError, dumps, kind, loads
+from daemon.jsonio import JSONError, dumps, kind, loads, value_start
 from daemon.locking import DEFAULT_LOCK_TIMEOUT, read_locked
 from daemon.model import DONE, PENDING, Finding, Task, Unit
 
@@ -19,6 +19,7 @@ __all__ = [
     "finding",
     "load_json_object",
     "make_task",
+    "normal_status",
     "status_text",
 ]
 
@@ -46,14 +47,23 @@ class Source:
 
 
 def load_json_object(data: bytes, relpath: str) -> dict[str, object]:
-    """Parse a state file that must hold a JSON object; DataError names file and position."""
+    """Parse a state file that must hold a JSON object (UTF-8, or UTF-16/32 with a BOM).
+
+    A DataError is one line naming the file, the cause (a comment, a trailing comma,
+    merge-conflict markers, UTF-16 without a BOM, the wrong top-level type, ...) and
+    the line and column; the cause is worked out only once parsing has failed.
+    """
     try:
         value = loads(data)
     except JSONError as exc:
         msg = f"{relpath}: invalid JSON: {exc}"
         raise DataError(msg) from None
     if not isinstance(value, dict):
-        msg = f"{relpath}: the top level must be a JSON object, not {kind(value)}"
+        line, column = value_start(data)
+        msg = (
+            f"{relpath}: the top level must be a JSON object, not {kind(value)} "
+            f"at line {line} column {column}"
+        )
         raise DataError(msg)
     return value
 
@@ -70,6 +80,21 @@ def status_text(raw: object, default: str) -> str:
     return raw if isinstance(raw, str) else dumps(raw).decode()
 
 
+def normal_status(status: str) -> str:
+    """A status as writers mean it: surrounding whitespace trimmed, Unicode in NFC.
+
+    `" DONE "` is DONE and an NFD `Concluída` (`i` + combining acute, as some editors
+    save it) is the NFC one. `unicodedata` is imported only for non-ASCII text, so the
+    usual statuses cost a `strip` and nothing else.
+    """
+    text = status.strip()
+    if text.isascii():
+        return text
+    import unicodedata
+
+    return unicodedata.normalize("NFC", text)
+
+
 def make_task(
     task_id: str,
     raw_status: object,
@@ -81,14 +106,19 @@ def make_task(
     completed_at: object = None,
     extra: dict[str, object] | None = None,
 ) -> tuple[Task, Finding | None]:
-    """A canonical task; statuses match case-insensitively, unknown ones are PENDING + a finding."""
-    status = status_text(raw_status, default)
+    """A canonical task; statuses match trimmed, NFC and case-insensitively.
+
+    A known status is kept in its normal form (so adapters compare `status.lower()`
+    plainly); an unknown one is kept as written, bucketed PENDING, with a finding.
+    """
+    written = status_text(raw_status, default)
+    status = normal_status(written)
     lowered = status.lower()
     bucket = DONE if lowered in done else PENDING
     known = lowered in done or lowered in pending
     task = Task(
         task_id,
-        status,
+        status if known else written,
         bucket,
         known=known,
         commit_sha=commit_sha,
@@ -97,7 +127,7 @@ def make_task(
     )
     if known:
         return task, None
-    message = f"unknown status {status!r} for task {task_id}; treated as PENDING"
+    message = f"unknown status {written!r} for task {task_id}; treated as PENDING"
     return task, finding("unknown-status", "warning", message, task_id)
 
 

@@ -14,7 +14,15 @@ from __future__ import annotations
 import time
 
 from daemon.errors import DataError, StateFileMissing
-from daemon.formats.base import Adapter, Source, finding, load_json_object, make_task, status_text
+from daemon.formats.base import (
+    Adapter,
+    Source,
+    finding,
+    load_json_object,
+    make_task,
+    normal_status,
+    status_text,
+)
 from daemon.formats.common import (
     ALL_DONE,
     artifact_exists,
@@ -208,8 +216,8 @@ class CheckpointAdapter(Adapter):
         workflow_id = wid if isinstance(wid, str) and wid else None
         key = workflow_id or "workflow"
         current_raw = top.get("current_phase")
-        current = current_raw.upper() if isinstance(current_raw, str) else None
-        phase_status = status_text(top.get("phase_status"), "pending")
+        current = normal_status(current_raw).upper() if isinstance(current_raw, str) else None
+        phase_status = normal_status(status_text(top.get("phase_status"), "pending"))
         labels = {
             "workflow_id": workflow_id or "",
             "phase": current or "",
@@ -275,7 +283,7 @@ class CheckpointAdapter(Adapter):
         """Known completed phases by name; outputs checked, unknown names reported."""
         completed: dict[str, dict[str, object]] = {}
         for index, entry in enumerate(entries):
-            phase = str(entry["phase"]).upper()
+            phase = normal_status(str(entry["phase"])).upper()
             if phase not in PHASES:
                 message = f"completed_phases[{index}] names unknown phase {entry['phase']!r}"
                 findings.append(finding("unknown-phase", "warning", message))
@@ -298,7 +306,7 @@ class CheckpointAdapter(Adapter):
     ) -> list[Finding]:
         """REQUIREMENTS → ARCHITECTURE → IMPLEMENTATION → VERIFICATION → REFLECTION, no gaps."""
         order = " → ".join(PHASES)
-        names = [str(e["phase"]).upper() for e in entries]
+        names = [normal_status(str(e["phase"])).upper() for e in entries]
         known = [PHASES.index(n) for n in names if n in PHASES]
         if known != list(range(len(known))):
             message = (

@@ -13,6 +13,7 @@ import os
 
 from daemon.errors import StateFileMissing
 from daemon.formats.base import Source, finding
+from daemon.jsonio import decode_text
 from daemon.model import DONE, Finding, Task
 
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/model.py
@@ -24,6 +25,7 @@ __all__ = [
     "FRESH_START",
     "artifact_exists",
     "as_int",
+    "local_candidates",
     "one_line",
     "progress",
     "progress_labels",
@@ -32,6 +34,7 @@ __all__ = [
     "status_counts",
     "stray_tmp",
     "string_list",
+    "text_of",
 ]
 
 FRESH_START = "fresh-start"
@@ -64,21 +67,55 @@ def one_line(text: str, limit: int = 300) -> str:
     return squeezed if len(squeezed) <= limit else squeezed[: limit - 1] + "…"
 
 
+def text_of(data: bytes) -> str:
+    """A text file's content: UTF-8, or UTF-16/32 when a byte-order mark says so; bytes
+    that do not decode become U+FFFD rather than an error."""
+    try:
+        return decode_text(data)
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace")
+
+
 def read_text(source: Source, relpath: str) -> str | None:
     """A companion file's text, read under the writers' lock; None when it does not exist."""
     try:
         data = source.read(relpath)
     except StateFileMissing:
         return None
-    return data.decode("utf-8", "replace")
+    return text_of(data)
+
+
+def _drive(path: str) -> bool:
+    """Whether a `/`-separated path starts with a Windows drive (`C:/`, `C:`)."""
+    return len(path) > 1 and path[1] == ":" and path[0].isalpha() and path[2:3] in ("", "/")
+
+
+def local_candidates(path: str) -> list[str]:
+    """Where a path a writer recorded may be, read as POSIX paths.
+
+    Windows separators become `/` (`memory\\reports\\x.json` is `memory/reports/x.json`).
+    A drive-absolute path (`C:\\work\\proj\\memory\\x.json`) was absolute on the writer's
+    machine: its tails, longest first (`work/proj/memory/x.json`, ..., `x.json`), are
+    tried from the workspace, since the workspace's own path there is unknown.
+    """
+    if "\\" not in path and not _drive(path):
+        return [path]
+    posix = path.replace("\\", "/")
+    if not _drive(posix):
+        return [posix]
+    parts = [p for p in posix[2:].split("/") if p]
+    return ["/".join(parts[i:]) for i in range(len(parts))]
 
 
 def artifact_exists(source: Source, path: str, *bases: str) -> bool:
     """Whether a referenced file exists: as given from the workspace, or under one of `bases`.
 
-    Absolute paths are taken as they are. Only existence is asked; nothing is read.
+    Windows paths are read as local_candidates says. Absolute POSIX paths are taken as
+    they are. Only existence is asked; nothing is read.
     """
-    candidates = [path] if os.path.isabs(path) else [path, *(f"{b}/{path}" for b in bases)]
+    candidates = []
+    for local in local_candidates(path):
+        candidates += [local] if os.path.isabs(local) else [local, *(f"{b}/{local}" for b in bases)]
     return any(source.exists(c) for c in candidates)
 
 

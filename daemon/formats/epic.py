@@ -3,18 +3,35 @@
 plans/epic-XXXX/execution-state.json holds `stories.<story-id>.tasks.<task-id>` with
 `{status, commitSha, completedAt}`; the story file is plans/epic-XXXX/<story-id>.md.
 Task order is the file's key order (jq's keys_unsorted).
+
+The producer has written other shapes too (docs/formats.md, "Real epic shapes"): a
+`stories` array of `{id, ...}` objects (with `storyEntries` beside it), flowVersion 2
+`storyStatuses`, single-story files `{storyId, storyStatus, tasks}`, and slugged folders
+(`plans/epic-0024-artifact-persistence/`). `story_nodes` reads them all into one list of
+(story id, node); the seed's own shape goes through it unchanged.
 """
 
 from __future__ import annotations
 
-from daemon.errors import DataError
+import os
+
+from daemon import lifecycle
+from daemon.errors import DataError, UsageError
 from daemon.formats.base import Adapter, Source, finding, load_json_object, make_task
 from daemon.jsonio import kind
 from daemon.model import DONE, PENDING, Finding, Task, Unit
 
-__all__ = ["ADAPTER", "EpicAdapter", "classify"]
+__all__ = [
+    "ADAPTER",
+    "EpicAdapter",
+    "classify",
+    "epic_of_folder",
+    "epic_state_file",
+    "story_nodes",
+]
 
 STATE_NAME = "execution-state.json"
+ROOT = "plans"
 _DONE = frozenset(("done", "merged", "complete", "concluída", "concluida"))
 _PENDING = frozenset(
     (
@@ -29,6 +46,9 @@ _PENDING = frozenset(
     )
 )
 _DIGITS = frozenset("0123456789")
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/model.py
+if TYPE_CHECKING:
+    Entry = tuple[str, dict[str, object] | str]
 
 
 def classify(status: str) -> tuple[str, bool]:
@@ -37,6 +57,12 @@ def classify(status: str) -> tuple[str, bool]:
     if lowered in _DONE:
         return DONE, True
     return PENDING, lowered in _PENDING
+
+
+def _pr_number(node: dict[str, object]) -> dict[str, object] | None:
+    """`{"prNumber": N}` when the node records an integer PR number (squash evidence)."""
+    pr = node.get("prNumber")
+    return {"prNumber": pr} if isinstance(pr, int) and not isinstance(pr, bool) else None
 
 
 def _task(task_id: str, node: object, where: str) -> tuple[Task | None, str | None, list[Finding]]:
@@ -58,10 +84,115 @@ def _task(task_id: str, node: object, where: str) -> tuple[Task | None, str | No
         default="PENDING",
         commit_sha=sha,
         completed_at=node.get("completedAt"),
+        extra=_pr_number(node),
     )
     if unknown is not None:
         findings.append(unknown)
     return task, None, findings
+
+
+def epic_of_folder(name: str) -> str | None:
+    """The epic id of a folder name: `epic-0024` and `epic-0024-artifact-persistence` give 0024."""
+    if not name.startswith("epic-"):
+        return None
+    digits, dash, slug = name[5:].partition("-")
+    if not digits or not set(digits) <= _DIGITS or (dash and not slug):
+        return None
+    return digits
+
+
+def epic_state_files(workspace: str, epic_id: str) -> list[str]:
+    """Every plans/epic-<id>[-slug]/execution-state.json of one epic, sorted."""
+    try:
+        names = os.listdir(os.path.join(workspace, ROOT))
+    except OSError:
+        return []
+    prefix = f"epic-{epic_id}"
+    return sorted(
+        f"{ROOT}/{name}/{STATE_NAME}"
+        for name in names
+        if name.startswith(prefix)
+        and epic_of_folder(name) == epic_id
+        and os.path.isfile(os.path.join(workspace, ROOT, name, STATE_NAME))
+    )
+
+
+def epic_state_file(workspace: str, epic_id: str) -> str:
+    """The one state file of an epic (id validated and padded); two claimants are exit 64.
+
+    Without any, the seed's path plans/epic-<id>/execution-state.json (whose absence is
+    the seed's exit 1).
+    """
+    found = epic_state_files(workspace, epic_id)
+    if len(found) > 1:
+        msg = f"epic {epic_id} is claimed by {len(found)} folders: {', '.join(found)}"
+        raise UsageError(msg)
+    return found[0] if found else f"{ROOT}/epic-{epic_id}/{STATE_NAME}"
+
+
+def _story_list(top: dict[str, object], stories: list[object], relpath: str) -> list[Entry]:
+    entries = top.get("storyEntries")
+    extra = entries if isinstance(entries, dict) else {}
+    nodes: list[Entry] = []
+    for index, item in enumerate(stories):
+        story_id = item.get("id") if isinstance(item, dict) else None
+        if not isinstance(item, dict) or not isinstance(story_id, str):
+            nodes.append((f"stories[{index}]", f"{relpath}: stories[{index}]: no string `id`"))
+            continue
+        side = extra.get(story_id)
+        nodes.append((story_id, {**side, **item} if isinstance(side, dict) else item))
+    return nodes
+
+
+def story_nodes(top: dict[str, object], relpath: str) -> list[Entry]:
+    """(story id, node or error text) for every story of a state file, in file order."""
+    stories = top.get("stories")
+    if stories is None or stories is False:
+        statuses = top.get("storyStatuses")
+        if isinstance(statuses, dict):
+            stories = statuses  # flowVersion 2
+        elif isinstance(top.get("storyId"), str):
+            node = {k: v for k, v in top.items() if k not in ("storyId", "storyStatus")}
+            node["status"] = top.get("storyStatus")
+            return [(str(top["storyId"]), node)]
+        else:
+            return []
+    if isinstance(stories, list):
+        return _story_list(top, stories, relpath)
+    if not isinstance(stories, dict):
+        msg = f"{relpath}: stories: expected an object, got {kind(stories)}"
+        raise DataError(msg)
+    nodes: list[Entry] = []
+    for story_id, node in stories.items():
+        if node is None or node is False:
+            continue  # jq's `// empty`: the story is absent
+        if not isinstance(node, dict):
+            error = f"{relpath}: stories.{story_id}: expected an object, got {kind(node)}"
+            nodes.append((story_id, error))
+            continue
+        nodes.append((story_id, node))
+    return nodes
+
+
+def _finished(story_id: str, node: dict[str, object], tasks: list[Task]) -> Finding | None:
+    """The `story-finished` finding: the story's own record says done, its tasks do not."""
+    reason = lifecycle.finished_reason(node.get("status"), node.get("prMergeStatus"))
+    if reason is None or (tasks and all(t.bucket == DONE for t in tasks)):
+        return None
+    done = sum(t.bucket == DONE for t in tasks)
+    message = (
+        f"{story_id} is finished ({reason}) with {done} of {len(tasks)} tasks DONE: "
+        "the envelope's resume point is structural; do not re-execute this story"
+    )
+    return finding("story-finished", "info", message)
+
+
+def _labels(epic_dir: str, story_id: str, node: dict[str, object]) -> dict[str, str]:
+    labels = {"epic": epic_of_folder(epic_dir.rsplit("/", 1)[-1]) or "", "story": story_id}
+    pr = _pr_number(node)
+    if pr is not None:
+        labels["pr"] = str(pr["prNumber"])
+    return labels
 
 
 def _unit(relpath: str, epic_dir: str, story_id: str, node: dict[str, object]) -> Unit:
@@ -81,6 +212,9 @@ def _unit(relpath: str, epic_dir: str, story_id: str, node: dict[str, object]) -
                     break
                 tasks.append(task)
                 findings.extend(found)
+    done_story = _finished(story_id, node, tasks) if error is None else None
+    if done_story is not None:
+        findings.append(done_story)
     return Unit(
         "epic",
         relpath,
@@ -88,64 +222,64 @@ def _unit(relpath: str, epic_dir: str, story_id: str, node: dict[str, object]) -
         tuple(tasks),
         story_file=story_file,
         findings=tuple(findings),
-        labels={"epic": epic_dir.rsplit("-", 1)[-1], "story": story_id},
+        labels=_labels(epic_dir, story_id, node),
         error=error,
     )
 
 
 class EpicAdapter(Adapter):
-    """plans/epic-XXXX/execution-state.json, one unit per story."""
+    """plans/epic-XXXX[-slug]/execution-state.json, one unit per story."""
 
     name = "epic"
-    convention = "x-internal-story-resume, plans/epic-XXXX/execution-state.json"
-    roots = ("plans",)
-
-    @staticmethod
-    def state_file(epic_id: str) -> str:
-        """The state file of an epic (the id is already validated and padded)."""
-        return f"plans/epic-{epic_id}/{STATE_NAME}"
+    convention = "x-internal-story-resume, plans/epic-XXXX[-slug]/execution-state.json"
+    roots = (ROOT,)
 
     def matches(self, relpath: str) -> bool:
         parts = relpath.split("/")
         return (
             len(parts) == 3
-            and parts[0] == "plans"
-            and parts[1].startswith("epic-")
-            and len(parts[1]) > 5
-            and set(parts[1][5:]) <= _DIGITS
+            and parts[0] == ROOT
+            and epic_of_folder(parts[1]) is not None
             and parts[2] == STATE_NAME
         )
 
     def owner(self, relpath: str) -> str | None:
         folder, _, leaf = relpath.rpartition("/")
+        if folder.endswith("/stories") and leaf.endswith(".md"):
+            folder = folder[: -len("/stories")]  # slugged epics keep stories/<story>.md
         candidate = f"{folder}/{STATE_NAME}"
         if leaf == STATE_NAME or (leaf.endswith(".md") and self.matches(candidate)):
             return candidate if self.matches(candidate) else None
         return None
 
     def load(self, source: Source, relpath: str) -> list[Unit]:
-        return self.parse(source.read(relpath, STATE_NAME), relpath)
+        units = self.parse(source.read(relpath, STATE_NAME), relpath)
+        for unit in units:
+            _locate_story_file(source, unit)
+        return units
 
     def parse(self, data: bytes, relpath: str) -> list[Unit]:
         """The units of one state file's bytes, in file order."""
         top = load_json_object(data, relpath)
-        stories = top.get("stories")
-        if stories is None or stories is False:
-            return []
-        if not isinstance(stories, dict):
-            msg = f"{relpath}: stories: expected an object, got {kind(stories)}"
-            raise DataError(msg)
         epic_dir = relpath.rsplit("/", 1)[0]
         units = []
-        for story_id, node in stories.items():
-            if node is None or node is False:
-                continue  # jq's `// empty`: the story is absent
-            if not isinstance(node, dict):
-                error = f"{relpath}: stories.{story_id}: expected an object, got {kind(node)}"
-                units.append(Unit("epic", relpath, story_id, (), error=error))
-                continue
-            units.append(_unit(relpath, epic_dir, story_id, node))
+        for story_id, node in story_nodes(top, relpath):
+            if isinstance(node, str):
+                units.append(Unit("epic", relpath, story_id, (), error=node))
+            else:
+                units.append(_unit(relpath, epic_dir, story_id, node))
         return units
+
+
+def _locate_story_file(source: Source, unit: Unit) -> None:
+    """The producer's other story-file place, stories/<story>.md, when the seed's is absent."""
+    story_file = unit.story_file
+    if story_file is None or source.exists(story_file):
+        return
+    folder, _, leaf = story_file.rpartition("/")
+    other = f"{folder}/stories/{leaf}"
+    if source.exists(other):
+        unit.story_file = other
 
 
 ADAPTER = EpicAdapter()

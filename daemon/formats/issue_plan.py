@@ -52,20 +52,47 @@ def _entry_status(line: str) -> str:
     return "unknown"
 
 
+def _heading(line: str) -> tuple[int, str] | None:
+    """A markdown ATX heading's level and text (`### Task 3: x` is (3, "Task 3: x"))."""
+    level = len(line) - len(line.lstrip("#"))
+    if 1 <= level <= 6 and line[level : level + 1] in (" ", "\t"):
+        return level, line[level:].strip()
+    return None
+
+
+def _status_line(line: str) -> str | None:
+    """The text after `**Status**:` / `**Status:**` / `Status:` (bulleted or not), or None."""
+    text = line.strip().lstrip("-*+ \t").lstrip("*_")
+    if text[:6].lower() != "status":
+        return None
+    rest = text[6:].lstrip("*_ \t")
+    return rest[1:].lstrip("*_") if rest.startswith(":") else None
+
+
 def journal_entries(text: str) -> dict[str, str]:
-    """Task id → the status of its last `## Task <id>:` entry (completed, failed, in_progress
-    or unknown), read from the entry's `**Status**:` line."""
+    """Task id → the status of its last `Task <id>:` entry (completed, failed, in_progress
+    or unknown), read from the entry's status line.
+
+    Entries are the headings the seed greps for, at any level (`## Task 3:`, and the
+    `### Task 3:` its grep also matches); the status is on a `**Status**:` or
+    `**Status:**` line. A heading at the entry's level or above ends the entry.
+    """
     entries: dict[str, str] = {}
     current: str | None = None
+    level = 0
     for line in text.splitlines():
-        if line.startswith(("# ", "## ")):
+        heading = _heading(line)
+        if heading is not None:
+            if current is not None and heading[0] > level:
+                continue  # a sub-heading inside the entry (`### What I Did`)
             current = None
-            heading = line.removeprefix("## Task ")
-            if heading != line and ":" in heading:
-                current = _normal(heading.partition(":")[0])
+            words = heading[1]
+            if words[:5].lower() == "task " and ":" in words:
+                current = _normal(words[5:].partition(":")[0])
+                level = heading[0]
                 entries[current] = "unknown"
-        elif current is not None and "**Status**" in line:
-            entries[current] = _entry_status(line.partition("**Status**")[2])
+        elif current is not None and (status := _status_line(line)) is not None:
+            entries[current] = _entry_status(status)
             current = None
     return entries
 

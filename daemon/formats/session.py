@@ -1,8 +1,10 @@
 """The `session` format (seed 001, session-resume, schema 3.0).
 
 agent-output/<project>/00-session-state.json holds `steps.<N>` with `{status, sub_step,
-artifacts, started, completed}`; 00-handoff.md beside it is the story file. One unit per
-project, keyed by the project folder; its tasks are the steps in numeric order.
+artifacts, started, completed}`. One unit per project, keyed by the project folder; its
+tasks are the steps in the writer's order (1, 2, 3, 3_5, 4, ...). The story file, for
+staleness, is 01-requirements.md, the project's specification; not 00-handoff.md, which
+the orchestrator rewrites at every gate, after every step (docs/formats.md says why).
 Files at schema 1.0, 2.0 or with no version are read as if migrated to 3.0 (storyd
 never rewrites them); an empty or unparsable file falls back to `.bak`.
 """
@@ -22,10 +24,12 @@ from daemon.formats.common import (
 from daemon.jsonio import kind
 from daemon.model import DONE, Finding, Task, Unit
 
-__all__ = ["ADAPTER", "SessionAdapter"]
+__all__ = ["ADAPTER", "SessionAdapter", "step_rank"]
 
 STATE_NAME = "00-session-state.json"
-HANDOFF_NAME = "00-handoff.md"
+# The story file: the project's requirements, what every step is built from. Not
+# 00-handoff.md, which the orchestrator rewrites at every gate, after every step.
+SPEC_NAME = "01-requirements.md"
 SCHEMA = "3.0"
 _OLD_SCHEMAS = frozenset(("1.0", "2.0"))
 _OBSOLETE_TOP = ("lock", "stale_threshold_ms")
@@ -63,9 +67,19 @@ def _read(source: Source, relpath: str) -> tuple[dict[str, object], str, list[Fi
     return top, bak, [finding("restored-from-backup", "warning", message)]
 
 
+def step_rank(key: str) -> tuple[int, ...] | None:
+    """A step key's place in the writer's order: `3` is (3,), `3_5` and `3.5` are (3, 5),
+    so they sort between 3 and 4; None for a key that is not a step number."""
+    parts = key.strip().replace("_", ".").split(".")
+    if not all(p.isascii() and p.isdigit() for p in parts):
+        return None
+    return tuple(int(p) for p in parts)
+
+
 def _steps(top: dict[str, object], where: str) -> tuple[list[tuple[str, object]], str | None]:
-    """(step key, node) pairs in step order (numeric keys by value, then the rest in file
-    order), or an error when `steps` has the wrong shape."""
+    """(step key, node) pairs in step order (numbered keys by number, `3_5` and `3.5`
+    between 3 and 4, then the rest in file order), or an error when `steps` has the
+    wrong shape."""
     steps = top.get("steps")
     if steps is None or steps is False:
         return [], None
@@ -74,19 +88,32 @@ def _steps(top: dict[str, object], where: str) -> tuple[list[tuple[str, object]]
     elif isinstance(steps, list):  # not the 3.0 shape; tolerated for old files
         pairs = []
         for index, node in enumerate(steps, 1):
-            number = (
-                as_int(node.get("step", node.get("number"))) if isinstance(node, dict) else None
-            )
-            pairs.append((str(index if number is None else number), node))
+            number = node.get("step", node.get("number")) if isinstance(node, dict) else None
+            key = _current_key(number)
+            pairs.append((str(index) if key is None else key, node))
     else:
         return [], f"{where}: steps: expected an object, got {kind(steps)}"
     order = {key: i for i, (key, _) in enumerate(pairs)}
 
-    def rank(pair: tuple[str, object]) -> tuple[int, int]:
-        number = as_int(pair[0])
-        return (0, number) if number is not None else (1, order[pair[0]])
+    def rank(pair: tuple[str, object]) -> tuple[int, tuple[int, ...], int]:
+        number = step_rank(pair[0])
+        return (0, number, 0) if number is not None else (1, (), order[pair[0]])
 
     return sorted(pairs, key=rank), None
+
+
+def _current_key(value: object) -> str | None:
+    """`current_step` (or an array step's number) as a step key: 3, "3", "3_5", 3.5."""
+    if isinstance(value, float) and not value.is_integer():
+        return repr(value)
+    number = as_int(value)
+    if number is not None:
+        return str(number)
+    if isinstance(value, float):
+        return str(int(value))
+    if isinstance(value, str) and step_rank(value) is not None:
+        return value.strip()
+    return None
 
 
 def _migration(top: dict[str, object], steps: list[tuple[str, object]]) -> Finding | None:
@@ -201,8 +228,8 @@ class SessionAdapter(Adapter):
             names = ", ".join(t.id for t in running)
             message = f"steps {names} are all in_progress; only one agent runs at a time"
             findings.append(finding("several-in-progress", "warning", message))
-        current = as_int(top.get("current_step"))
-        point = self._pointer(tasks, running, None if current is None else f"step-{current}")
+        current = _current_key(top.get("current_step"))
+        point = self._pointer(tasks, running, current)
         started = bool(running) or any(sub_steps.values())
         labels = {
             "project": project,
@@ -215,7 +242,7 @@ class SessionAdapter(Adapter):
                 relpath,
                 project,
                 tuple(tasks),
-                story_file=f"{project_dir}/{HANDOFF_NAME}",
+                story_file=f"{project_dir}/{SPEC_NAME}",
                 resume_point=resume_point(
                     tasks,
                     None if point is None else self._label(point, sub_steps),
@@ -229,9 +256,10 @@ class SessionAdapter(Adapter):
     @staticmethod
     def _pointer(tasks: list[Task], running: list[Task], current: str | None) -> Task | None:
         """The step to resume: current_step if unfinished, else the first in_progress step,
-        else the first unfinished one."""
+        else the first unfinished one. `current_step` 3.5 names step `3_5` too."""
         active = [t for t in tasks if t.bucket != DONE]
-        named = next((t for t in active if t.id == current), None)
+        rank = None if current is None else step_rank(current)
+        named = next((t for t in active if rank is not None and step_rank(t.id[5:]) == rank), None)
         return named or (running[0] if running else None) or (active[0] if active else None)
 
     @staticmethod

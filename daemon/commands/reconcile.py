@@ -1,0 +1,188 @@
+"""`storyd reconcile`: write back what git proves, with a preview (the default) and an undo.
+
+Exit codes: 0 nothing to change (or applied, or undone), 1 changes proposed (like
+`git diff --exit-code`) or nothing to undo, 64 bad flags, 65 undo refused, 75 a writer
+held its lock past --lock-timeout. See docs/reconcile.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from daemon.commands.common import config_file, parse_prefixed
+from daemon.errors import UsageError
+from daemon.flags import SWITCH, VALUE, text
+from daemon.locking import DEFAULT_LOCK_TIMEOUT
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from daemon.reconcile.gather import Selection
+    from daemon.reconcile.plan import Plan
+
+__all__ = ["FLAGS", "main", "render"]
+
+USAGE = (
+    "usage: storyd reconcile [--workspace DIR] [--epic-id E --story-id S | --state-file PATH "
+    "[--unit U]] [--apply] [--only CODE,...] [--json] [--lock-timeout S] [--config FILE]\n"
+    "       storyd reconcile --undo [--workspace DIR]"
+)
+FLAGS = {
+    "workspace": VALUE,
+    "epic-id": VALUE,
+    "story-id": VALUE,
+    "state-file": VALUE,
+    "unit": VALUE,
+    "apply": SWITCH,
+    "undo": SWITCH,
+    "only": VALUE,
+    "json": SWITCH,
+    "lock-timeout": VALUE,
+    "config": VALUE,
+}
+
+
+def _selection(flags: dict[str, object]) -> Selection:
+    from daemon.ids import normalize_epic_id, normalize_story_id
+    from daemon.reconcile.gather import Selection
+
+    epic, story, state_file = (
+        text(flags, "epic-id"),
+        text(flags, "story-id"),
+        text(flags, "state-file"),
+    )
+    unit = text(flags, "unit")
+    if state_file is not None and (epic or story):
+        raise UsageError(f"--state-file replaces --story-id and --epic-id\n{USAGE}")
+    if (epic is None) != (story is None):
+        raise UsageError(f"--epic-id and --story-id go together\n{USAGE}")
+    if unit is not None and state_file is None:
+        raise UsageError(f"--unit goes with --state-file\n{USAGE}")
+    if epic is not None and story is not None:
+        return Selection(epic=normalize_epic_id(epic), story=normalize_story_id(story))
+    return Selection(state_file=state_file, unit=unit)
+
+
+def _only(flags: dict[str, object]) -> frozenset[str] | None:
+    from daemon.reconcile.repairs import repair_codes
+
+    given = text(flags, "only")
+    if given is None:
+        return None
+    codes = frozenset(c.strip() for c in given.split(",") if c.strip())
+    unknown = sorted(codes - set(repair_codes()))
+    if unknown or not codes:
+        known = ", ".join(repair_codes())
+        raise UsageError(f"--only: unknown repair code(s) {', '.join(unknown)}; known: {known}")
+    return codes
+
+
+def _lock_timeout(flags: dict[str, object]) -> float:
+    raw = text(flags, "lock-timeout")
+    if raw is None:
+        return DEFAULT_LOCK_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        raise UsageError(f"--lock-timeout must be a number of seconds from 0 to 3600\n{USAGE}")
+    return value
+
+
+def _evidence_text(item: dict[str, object]) -> str:
+    if "commit" in item:
+        return (
+            f'commit {item["commit"]} "{item["subject"]}" patch-id {item["patchId"]} '
+            f"committed {item['committedAt']}"
+        )
+    if "rewrittenFrom" in item:
+        old = item["rewrittenFrom"]
+        assert isinstance(old, dict)
+        return f"rewritten from commit {old['commit']} (patch-id {old['patchId']})"
+    if "journal" in item:
+        return f"{item['journal']}:{item['line']}: {item['text']}"
+    if "output" in item:
+        return f"output {item['output']} status {item['status']!r} written {item['written']}"
+    return ", ".join(f"{k} {v}" for k, v in item.items())
+
+
+def render(plan: Plan) -> str:
+    """The human preview: per file a unified diff, then per change its finding and evidence."""
+    out = []
+    for file in plan.files:
+        out.append(file.diff())
+        for repair in file.repairs:
+            finding = repair.finding
+            assert finding is not None
+            what = (
+                "restore from .bak"
+                if repair.restore is not None
+                else "; ".join(c.text() for c in repair.changes)
+            )
+            task = f" {repair.task}" if repair.task else ""
+            out.append(f"# {finding.detector}/{finding.code} {repair.unit}{task}: {what}\n")
+            out.append(f"#   finding: {finding.message}\n")
+            out.extend(f"#   evidence: {_evidence_text(e)}\n" for e in repair.evidence)
+    for left in plan.left:
+        task = f" {left.finding.task}" if left.finding.task else ""
+        out.append(
+            f"# left alone: {left.state_file} {left.unit}{task} "
+            f"{left.finding.detector}/{left.finding.code}: {left.reason}\n"
+        )
+    return "".join(out)
+
+
+def _undo(workspace: str, lock_timeout: float) -> int:
+    from daemon.reconcile.apply import undo_last
+
+    restored = undo_last(workspace, lock_timeout)
+    for path in restored:
+        sys.stdout.write(f"restored {path}\n")
+    sys.stdout.write(f"undone: {len(restored)} file(s) restored\n")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """Preview (exit 1 when changes are proposed), --apply, or --undo."""
+    flags = parse_prefixed(argv, FLAGS, USAGE)
+    workspace = os.path.realpath(text(flags, "workspace") or ".")
+    if not os.path.isdir(workspace):
+        raise UsageError(f"--workspace {workspace}: not a folder")
+    lock_timeout = _lock_timeout(flags)
+    if flags.get("undo"):
+        extra = [
+            f for f in ("apply", "only", "epic-id", "story-id", "state-file", "unit") if f in flags
+        ]
+        if extra:
+            raise UsageError(f"--undo takes only --workspace and --lock-timeout\n{USAGE}")
+        return _undo(workspace, lock_timeout)
+    selection = _selection(flags)
+    only = _only(flags)
+    from daemon import config
+    from daemon.reconcile import make_plan
+
+    cfg = config.load(config_file(flags))
+
+    def plan_now() -> Plan:
+        return make_plan(workspace, selection, cfg, only, lock_timeout)
+
+    if flags.get("apply"):
+        from daemon.reconcile.apply import apply
+        from daemon.reconcile.auto import notify_daemon
+
+        plan = apply(workspace, plan_now, lock_timeout)
+        notify_daemon(workspace, plan)
+    else:
+        plan = plan_now()
+    if flags.get("json"):
+        body = {**plan.as_dict(), "applied": bool(flags.get("apply")) and plan.changed}
+        sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2) + "\n")
+    else:
+        sys.stdout.write(render(plan))
+        if flags.get("apply"):
+            sys.stdout.write(f"applied: {len(plan.files)} file(s) written; undo with --undo\n")
+    if flags.get("apply"):
+        return 0
+    return 1 if plan.changed else 0

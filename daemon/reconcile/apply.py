@@ -1,0 +1,136 @@
+"""Write a plan, or undo the last one, under the writers' locks.
+
+The protocol (docs/reconcile.md): take `flock -x` on every file of the plan (bounded
+wait, exit 75), re-read each under the lock; when any differs from what the plan was made
+from, let go and make the plan again from the new bytes (at most a few times). Then write
+the undo record, keep the previous bytes as `<file>.bak` where the format's writer keeps
+one, and replace each file atomically (atomic.replace).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable
+
+from daemon.errors import LockTimeout
+from daemon.reconcile import undo
+from daemon.reconcile.atomic import clean_temps, locked, read_fd, replace
+from daemon.reconcile.plan import FilePlan, Plan
+from daemon.reconcile.targets import BAK_FORMATS
+
+__all__ = ["REPLANS", "apply", "undo_last"]
+
+REPLANS = 3
+
+
+def _parses(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except ValueError:
+        return False
+    return True
+
+
+def _bak(workspace: str, plan: FilePlan) -> tuple[str, bytes | None] | None:
+    """The `.bak` to write (its path and current bytes), when the format keeps one.
+
+    A torn file is never made the backup: a restore keeps the good `.bak` as it is.
+    """
+    if plan.format not in BAK_FORMATS or not _parses(plan.before):
+        return None
+    path = os.path.join(workspace, plan.relpath + ".bak")
+    try:
+        with open(path, "rb") as handle:
+            return path, handle.read()
+    except FileNotFoundError:
+        return path, None
+
+
+def _write(workspace: str, plan: Plan) -> None:
+    records: list[undo.FileRecord] = []
+    baks: list[tuple[str, bytes]] = []
+    for file in plan.files:
+        records.append(undo.FileRecord(file.relpath, file.before, file.after))
+        bak = _bak(workspace, file)
+        if bak is not None:
+            relbak = os.path.relpath(bak[0], workspace)
+            records.append(undo.FileRecord(relbak, bak[1], file.before))
+            baks.append((bak[0], file.before))
+    undo.save(workspace, records, plan.summary())
+    for path, data in baks:
+        replace(path, data)
+    for file in plan.files:
+        path = os.path.join(workspace, file.relpath)
+        clean_temps(path)
+        replace(path, file.after)
+
+
+def apply(workspace: str, make_plan: Callable[[], Plan], lock_timeout: float) -> Plan:
+    """Make the plan and write it; returns the plan that was written."""
+    plan = make_plan()
+    for _ in range(REPLANS):
+        if not plan.changed:
+            return plan
+        with contextlib.ExitStack() as stack:
+            current: dict[str, bytes | None] = {}
+            for file in sorted(plan.files, key=lambda f: f.relpath):
+                path = os.path.join(workspace, file.relpath)
+                try:
+                    fd = stack.enter_context(locked(path, lock_timeout))
+                except FileNotFoundError:  # removed since the plan was made
+                    current[file.relpath] = None
+                    break
+                current[file.relpath] = read_fd(fd)
+            if all(current.get(f.relpath) == f.before for f in plan.files):
+                _write(workspace, plan)
+                return plan
+        plan = make_plan()  # a writer got there first: plan again from its bytes
+    msg = (
+        f"the state files kept changing while reconcile tried {REPLANS} times; nothing was written"
+    )
+    raise LockTimeout(msg)
+
+
+def _current(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def undo_last(workspace: str, lock_timeout: float) -> list[str]:
+    """Restore the last apply's files byte for byte; the paths restored.
+
+    Refuses (UndoRefused, exit 65), naming them, when any file changed since the apply.
+    """
+    record, entries = undo.load(workspace)
+    with contextlib.ExitStack() as stack:
+        changed = []
+        for item, entry in zip(record.files, entries, strict=True):
+            path = os.path.join(workspace, item.path)
+            if os.path.exists(path):
+                stack.enter_context(locked(path, lock_timeout))
+            now = undo.digest(_current(path))
+            if now != entry["after"] and now != entry["beforeSha256"]:
+                changed.append(item.path)
+        if changed:
+            msg = (
+                f"refused: changed since the apply of {record.applied_at}: {', '.join(changed)}; "
+                "nothing was restored"
+            )
+            raise undo.UndoRefused(msg)
+        restored = []
+        for item, entry in zip(record.files, entries, strict=True):
+            path = os.path.join(workspace, item.path)
+            if undo.digest(_current(path)) == entry["beforeSha256"]:
+                continue  # never replaced (an apply cut short)
+            if item.before is None:
+                os.unlink(path)
+            else:
+                replace(path, item.before)
+            restored.append(item.path)
+    undo.forget(workspace)
+    return restored

@@ -1,0 +1,195 @@
+"""The daemon's side of reconcile: the read-only `reconcile` op's plan, auto-apply of the
+classes `[reconcile] auto` lists, and the `reconciled` event.
+
+Auto-apply listens to the engine's events: a `drift` event whose finding code is listed
+queues a reconcile of that unit's state file, restricted to the listed codes, on one
+worker thread (never the loop, never the detector thread). When an apply lands, a
+`reconciled` event goes to every sink (subscribers, notifications) with what was
+written. A CLI `--apply` tells a running daemon through the `reconciled` op, which emits
+the same event once it has seen the undo record of that apply.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from typing import TYPE_CHECKING
+
+import orjson
+
+from daemon import log
+from daemon.errors import StorydError, UsageError
+from daemon.reconcile.gather import Selection
+from daemon.reconcile.plan import Plan
+
+if TYPE_CHECKING:
+    from daemon.config import Config
+    from daemon.engine import Engine
+
+__all__ = [
+    "AutoReconciler",
+    "attach",
+    "emit_reconciled",
+    "notify_daemon",
+    "plan_request",
+    "reconciled_notice",
+]
+
+
+def emit_reconciled(
+    engine: Engine, workspace: str, files: list[dict[str, object]], source: str
+) -> None:
+    """Send one `reconciled` event per written state file to the engine's sinks."""
+    for item in files:
+        repairs = item.get("repairs")
+        units = (
+            [r.get("unit") for r in repairs if isinstance(r, dict)]
+            if isinstance(repairs, list)
+            else []
+        )
+        generation = engine.generation
+        event: dict[str, object] = {
+            "event": "reconciled",
+            "clock": f"{engine.instance}:{generation}",
+            "generation": generation,
+            "workspace": workspace,
+            "stateFile": item.get("stateFile"),
+            "unit": units[0] if units else None,
+            "format": item.get("format"),
+            "source": source,
+            "repairs": repairs,
+        }
+        line = orjson.dumps(event) + b"\n"
+        for sink in list(engine.sinks):
+            sink(event, line)
+
+
+def plan_request(workspace: str, request: dict[str, object], cfg: Config) -> dict[str, object]:
+    """The `reconcile` op: the plan for a watched workspace, as data; nothing is written."""
+    from daemon.ids import normalize_epic_id, normalize_story_id
+    from daemon.reconcile import make_plan
+    from daemon.reconcile.repairs import repair_codes
+
+    def text(name: str) -> str | None:
+        value = request.get(name)
+        if value is not None and not isinstance(value, str):
+            raise UsageError(f"{name} must be a string")
+        return value
+
+    epic, story = text("epicId"), text("storyId")
+    if (epic is None) != (story is None):
+        raise UsageError("epicId and storyId go together")
+    if epic is not None and story is not None:
+        selection = Selection(epic=normalize_epic_id(epic), story=normalize_story_id(story))
+    else:
+        selection = Selection(state_file=text("stateFile"), unit=text("unit"))
+    only_raw = request.get("only")
+    only = None
+    if only_raw is not None:
+        if not isinstance(only_raw, list) or not all(isinstance(c, str) for c in only_raw):
+            raise UsageError("only must be an array of repair codes")
+        unknown = sorted(set(only_raw) - set(repair_codes()))
+        if unknown:
+            raise UsageError(f"only: unknown repair code(s) {', '.join(unknown)}")
+        only = frozenset(only_raw)
+    plan = make_plan(workspace, selection, cfg, only, cfg.limits.lock_timeout)
+    return plan.as_dict()
+
+
+def reconciled_notice(engine: Engine, workspace: str) -> int:
+    """The `reconciled` op: emit the event for the workspace's last recorded apply."""
+    from daemon.reconcile import undo
+
+    record, _ = undo.load(workspace)
+    emit_reconciled(engine, workspace, record.summary, "cli")
+    return len(record.summary)
+
+
+def notify_daemon(workspace: str, plan: Plan) -> None:
+    """After a CLI apply: let a running daemon emit `reconciled` (quietly skipped if none)."""
+    if not plan.changed:
+        return
+    from daemon.client import Client, DaemonUnavailable
+
+    try:
+        with Client(None, timeout=1.0) as client:
+            client.request("reconciled", workspace=workspace)
+    except (DaemonUnavailable, OSError, StorydError):
+        pass
+
+
+class AutoReconciler:
+    """Applies the configured classes when their findings appear (one worker thread)."""
+
+    def __init__(self, engine: Engine, cfg: Config) -> None:
+        self.engine = engine
+        self.cfg = cfg
+        self.codes = frozenset(cfg.reconcile_auto)
+        self.log = log.get("reconcile")
+        self.jobs: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
+        self.pending: set[tuple[str, str]] = set()
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, name="storyd-reconcile", daemon=True)
+        self.thread.start()
+
+    def __call__(self, event: dict[str, object], line: bytes) -> None:
+        """The engine sink: queue a reconcile for a drift whose code is configured."""
+        if event.get("event") != "drift" or not self.codes:
+            return
+        finding = event.get("finding")
+        code = finding.get("code") if isinstance(finding, dict) else None
+        if code not in self.codes:
+            return
+        key = (str(event["workspace"]), str(event["stateFile"]))
+        with self.lock:
+            if key in self.pending:
+                return
+            self.pending.add(key)
+        self.jobs.put(key)
+
+    def _run(self) -> None:
+        while (job := self.jobs.get()) is not None:
+            with self.lock:
+                self.pending.discard(job)
+            try:
+                self.reconcile(*job)
+            except StorydError as exc:
+                self.log.warning(
+                    "reconcile_failed", workspace=job[0], state_file=job[1], error=exc.message
+                )
+            except Exception as exc:  # a bug must not kill the worker
+                self.log.exception("reconcile_error", error=str(exc))
+
+    def reconcile(self, workspace: str, state_file: str) -> Plan:
+        """Apply the configured classes to one state file; emit `reconciled` if written."""
+        from daemon.reconcile import make_plan
+        from daemon.reconcile.apply import apply
+
+        selection = Selection(state_file=state_file)
+        timeout = self.cfg.limits.lock_timeout
+
+        def plan_now() -> Plan:
+            return make_plan(workspace, selection, self.cfg, self.codes, timeout)
+
+        if not os.path.exists(os.path.join(workspace, state_file)):
+            return plan_now()
+        plan = apply(workspace, plan_now, timeout)
+        if plan.changed:
+            self.log.info("reconciled", workspace=workspace, files=len(plan.files))
+            emit_reconciled(self.engine, workspace, plan.summary(), "daemon")
+        return plan
+
+    def close(self) -> None:
+        """Stop the worker after the queued jobs."""
+        self.jobs.put(None)
+        self.thread.join(timeout=10)
+
+
+def attach(engine: Engine, cfg: Config) -> AutoReconciler | None:
+    """Register auto-apply with the engine when `[reconcile] auto` lists any class."""
+    if not cfg.reconcile_auto:
+        return None
+    auto = AutoReconciler(engine, cfg)
+    engine.sinks.append(auto)
+    return auto

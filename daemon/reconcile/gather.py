@@ -1,0 +1,102 @@
+"""The units to reconcile and their findings, read now: the same direct reads and detector
+runner as `storyd resume --direct --detail` and `storyd check --direct`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from daemon import direct
+from daemon.config import Config
+from daemon.engine import Engine
+from daemon.errors import LockTimeout, StorydError, StoryNotInState
+from daemon.formats import builtin, detect
+from daemon.formats.epic import epic_state_file
+from daemon.model import Finding, Unit
+from daemon.wiring import build_detect
+
+__all__ = ["Selection", "gather"]
+
+Found = list[tuple[Unit, tuple[Finding, ...]]]
+
+
+class Selection:
+    """Which units: one epic story, one state file (optionally one unit), or everything."""
+
+    __slots__ = ("epic", "state_file", "story", "unit")
+
+    def __init__(
+        self,
+        *,
+        epic: str | None = None,
+        story: str | None = None,
+        state_file: str | None = None,
+        unit: str | None = None,
+    ) -> None:
+        self.epic = epic
+        self.story = story
+        self.state_file = state_file
+        self.unit = unit
+
+    def as_dict(self) -> dict[str, object]:
+        """What was asked for."""
+        return {
+            "epicId": self.epic,
+            "storyId": self.story,
+            "stateFile": self.state_file,
+            "unit": self.unit,
+        }
+
+
+def _read(workspace: str, selection: Selection, options: direct.Options) -> list[Unit]:
+    """The selected units, read under the writers' lock (LockTimeout propagates)."""
+    if selection.state_file is not None:
+        relpath = direct.resolve_state_file(workspace, selection.state_file)
+        units = direct.read_units(workspace, detect(relpath), relpath, options)
+        if selection.unit is None:
+            return units
+        picked = [u for u in units if u.key == selection.unit]
+        if not picked:
+            raise StoryNotInState(f"unit {selection.unit!r} not in {relpath}")
+        return picked
+    if selection.epic is not None:
+        relpath = epic_state_file(workspace, selection.epic)  # slugged folders too
+        units = direct.read_units(workspace, builtin("epic"), relpath, options)
+        picked = [u for u in units if u.key == selection.story]
+        if not picked:
+            raise StoryNotInState("Story not in execution-state.json")
+        return picked
+    engine = Engine(options)
+    found = engine.find_state_files(engine.add_workspace(workspace))
+    units = []
+    for relpath, adapter in sorted(found.items()):
+        try:
+            units.extend(direct.read_units(workspace, adapter, relpath, options))
+        except LockTimeout:
+            raise
+        except StorydError:
+            continue  # unreadable without a fallback: nothing to plan from (status says why)
+    return units
+
+
+def gather(workspace: str, selection: Selection, cfg: Config, lock_timeout: float) -> Found:
+    """Each selected unit with its format findings and its detectors' findings.
+
+    A writer holding its lock past `lock_timeout` raises LockTimeout (exit 75).
+    """
+    workspace = os.path.realpath(workspace)
+    options = direct.Options(lock_timeout, cfg.staleness)
+    units = _read(workspace, selection, options)
+    found: Found = []
+    detect_units, runner = build_detect(cfg, cfg.staleness)
+    try:
+        for unit in units:
+            try:
+                answer = direct.answer(workspace, unit, options)
+            except StorydError:
+                found.append((unit, unit.findings))
+                continue
+            found.append((unit, direct.with_detectors(workspace, answer, detect_units).findings))
+    finally:
+        runner.close()
+    return found
