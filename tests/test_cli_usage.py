@@ -163,6 +163,13 @@ def test_serve_refuses_the_named_broken_config(env: dict[str, str], ws: Path,
     assert f"{broken}:1: stalenes" in done.stderr.decode()
 
 
+def test_reconcile_reads_the_named_config(env: dict[str, str], ws: Path, broken: Path) -> None:
+    done = storyd(env, "reconcile", "--workspace", str(ws), "--config", str(broken))
+    assert done.returncode == 78, done.stderr
+    assert f"{broken}:1: stalenes" in done.stderr.decode()
+    assert storyd(env, "reconcile", "--workspace", str(ws)).returncode == 0
+
+
 def test_doctor_checks_the_named_config(env: dict[str, str], ws: Path, broken: Path) -> None:
     done = storyd(env, "doctor", "--workspace", str(ws), "--config", str(broken))
     assert done.returncode == 1
