@@ -2,6 +2,12 @@
 
 Subcommands are imported lazily, so `storyd resume` loads only what it needs.
 
+COMMANDS is the one table of commands: a new command is one entry here (and one in
+_MODULES when its module is named otherwise) plus daemon/commands/<module>.py, whose
+`main(argv)` runs it and whose FLAGS (or SUBCOMMANDS) spec `storyd completion` reads.
+`-h`/`--help` after any command prints its usage and its module's docstring (the parser
+raises HelpRequested); `storyd help COMMAND` is the same.
+
 A command reports a failure by raising StorydError; `main` prints it once, here, as
 `storyd <command>: <message>`, and exits with its code. A FlagError (an unknown flag, a
 missing value) is printed as it is: its message already ends with the usage line.
@@ -13,8 +19,9 @@ import os
 import sys
 
 from daemon.errors import FlagError, StorydError
+from daemon.flags import HELP, HelpRequested
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "main", "module_name"]
 
 COMMANDS = {
     "resume": "resume one unit: the seed skill's flags, envelope and exit codes",
@@ -32,6 +39,7 @@ COMMANDS = {
     "config": "check the configuration file",
     "doctor": "one screen of what storyd sees on this machine",
     "epic": "one epic: stories reclassified as its producer resumes, executable next, blocked",
+    "completion": "print the shell completion script for bash, zsh or fish",
 }
 _MODULES = {"list": "listing", "config": "config_check"}
 
@@ -39,13 +47,24 @@ _MODULES = {"list": "listing", "config": "config_check"}
 def _usage() -> str:
     width = max(map(len, COMMANDS))
     lines = [f"  {name:<{width}}  {text}" for name, text in COMMANDS.items()]
-    return "usage: storyd <command> [flags]\n\ncommands:\n" + "\n".join(lines) + "\n"
+    return (
+        "usage: storyd <command> [flags]\n"
+        "       storyd <command> --help | storyd help <command>\n"
+        "       storyd --version\n\ncommands:\n" + "\n".join(lines) + "\n"
+    )
+
+
+def module_name(command: str) -> str:
+    """The module that runs `command`."""
+    return f"daemon.commands.{_MODULES.get(command, command)}"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand and return its exit code."""
     args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] in ("-h", "--help", "help"):
+    if args[:1] == ["help"] and len(args) > 1:
+        args = [args[1], "--help"]  # `storyd help serve` is `storyd serve --help`
+    if not args or args[0] in (*HELP, "help"):
         os.write(1 if args else 2, _usage().encode())
         return 0 if args else 64
     if args[0] == "--version":
@@ -57,11 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         os.write(2, f"storyd: unknown command {name!r}\n{_usage()}".encode())
         return 64
-    module_name = f"daemon.commands.{_MODULES.get(name, name)}"
-    __import__(module_name)  # importlib itself costs start-up time on `storyd resume`
-    module = sys.modules[module_name]
+    found = module_name(name)
+    __import__(found)  # importlib itself costs start-up time on `storyd resume`
+    module = sys.modules[found]
     try:
         return int(module.main(args[1:]))
+    except HelpRequested as exc:
+        os.write(1, exc.text(module.__doc__).encode())
+        return 0
     except FlagError as exc:
         sys.stderr.write(exc.message + "\n")
         return exc.code

@@ -2,25 +2,49 @@
 
 argparse is not used: it exits 2 on errors where the seed exits 64, and its import
 costs start-up time on `storyd resume`'s path.
+
+`-h` or `--help` anywhere raises HelpRequested (not an error): daemon/cli.py prints the
+usage, then what the command is about, on stdout and exits 0.
 """
 
 from __future__ import annotations
 
 from daemon.errors import FlagError
 
-__all__ = ["MANY", "SWITCH", "VALUE", "parse", "text"]
+__all__ = ["HELP", "MANY", "SWITCH", "VALUE", "HelpRequested", "parse", "text"]
 
 VALUE = "value"
 SWITCH = "switch"
 MANY = "many"
+HELP = ("-h", "--help")
 
 
-def parse(argv: list[str], spec: dict[str, str], usage: str) -> dict[str, object]:
+class HelpRequested(Exception):
+    """`-h`/`--help` was given: show `usage` and `about` (None: the command's docstring)."""
+
+    def __init__(self, usage: str, about: str | None = None) -> None:
+        super().__init__(usage)
+        self.usage = usage
+        self.about = about
+
+    def text(self, about: str | None = None) -> str:
+        """The help screen: the usage lines, a blank line, what the command does."""
+        more = (self.about if self.about is not None else about or "").strip("\n")
+        return self.usage + "\n" + (f"\n{more}\n" if more else "")
+
+
+def parse(
+    argv: list[str], spec: dict[str, str], usage: str, about: str | None = None
+) -> dict[str, object]:
     """Flags by name (without dashes); SWITCH flags give True, MANY flags give a list.
 
     Unknown flags, missing values and positional words raise FlagError (a UsageError)
-    whose message ends with the `usage:` line.
+    whose message ends with the `usage:` line; `-h`/`--help` anywhere raises
+    HelpRequested(usage, about) first.
     """
+    for word in argv:
+        if word in HELP:
+            raise HelpRequested(usage, about)
     values: dict[str, object] = {}
     lists: dict[str, list[str]] = {}
     index = 0

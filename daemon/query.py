@@ -14,12 +14,22 @@ from daemon.ids import normalize_epic_id, normalize_story_id
 from daemon.locking import DEFAULT_LOCK_TIMEOUT
 from daemon.storytime import MODES
 
-__all__ = ["FLAGS", "USAGE", "Output", "Query", "from_argv"]
+__all__ = ["ABOUT", "FLAGS", "USAGE", "Output", "Query", "from_argv"]
 
 USAGE = (
     "usage: --story-id <id> --epic-id <id> [--workspace <dir>] [--detail] [--direct]\n"
     "       --state-file <path> [--unit <id>] [--workspace <dir>] [--detail] [--direct]\n"
-    "       options: --socket <path> --timeout <ms> --lock-timeout <s> --staleness git|mtime"
+    "       options: --socket <path> --timeout <ms> --lock-timeout <s> --staleness git|mtime\n"
+    "                --config <file>"
+)
+# `storyd resume --help` and the daemon's `resume-cli` op print this below the usage.
+ABOUT = (
+    "storyd resume: where to restart one unit, as the seed skill's one-line JSON envelope.\n"
+    "It asks the daemon first (--timeout, 50 ms) and else reads the state file here, under\n"
+    "its writers' lock; --direct skips the daemon. --detail adds the findings. --config\n"
+    "names the configuration a direct read uses (a running daemon answers with its own).\n"
+    "exit: 0 answered, 1 state file not found, 2 unit not in the state file, 64 usage,\n"
+    "     65 state file not valid, 75 lock held past --lock-timeout, 70 internal error"
 )
 FLAGS = {
     "story-id": VALUE,
@@ -33,6 +43,7 @@ FLAGS = {
     "timeout": VALUE,
     "lock-timeout": VALUE,
     "staleness": VALUE,
+    "config": VALUE,
 }
 
 
@@ -51,6 +62,7 @@ class Query:
     """Which unit to answer for, and how."""
 
     __slots__ = (
+        "config",
         "detail",
         "direct",
         "epic",
@@ -78,6 +90,7 @@ class Query:
         timeout: float = 0.05,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         staleness: str | None = None,
+        config: str | None = None,
     ) -> None:
         self.workspace = workspace
         self.epic = epic
@@ -90,11 +103,12 @@ class Query:
         self.timeout = timeout
         self.lock_timeout = lock_timeout
         self.staleness = staleness
+        self.config = config
 
 
 def from_argv(argv: list[str], cwd: str) -> Query:
     """Parse `storyd resume` flags; relative paths are taken from `cwd`."""
-    flags = parse(argv, FLAGS, USAGE)
+    flags = parse(argv, FLAGS, USAGE, ABOUT)
     story = flags.get("story-id")
     epic = flags.get("epic-id")
     state_file = flags.get("state-file")
@@ -127,6 +141,7 @@ def from_argv(argv: list[str], cwd: str) -> Query:
         timeout=_number("timeout", str(flags.get("timeout", "50")), 1, 60000) / 1000,
         lock_timeout=_number("lock-timeout", str(flags.get("lock-timeout", "5")), 0, 3600),
         staleness=None if staleness is None else str(staleness),
+        config=None if flags.get("config") is None else os.path.join(cwd, str(flags["config"])),
     )
 
 

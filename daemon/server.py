@@ -27,6 +27,7 @@ import orjson
 from daemon import __version__, direct, log
 from daemon.config import Config
 from daemon.errors import StorydError, StoryNotInState, UsageError
+from daemon.flags import HelpRequested
 from daemon.formats.epic import epic_of_folder, epic_state_file
 from daemon.ids import normalize_epic_id, normalize_story_id
 from daemon.protocol import EX_NOPERM, error_body, error_of, field, finish, id_suffix
@@ -473,6 +474,8 @@ class Server:
         daemon.counters["queries"] += 1
         try:
             query = from_argv(list(argv), str(cwd))
+        except HelpRequested as exc:  # `storyd-resume --help`: what `storyd resume` prints
+            return _frame(Output(0, exc.text().encode()))
         except UsageError as exc:
             return _frame(Output(exc.code, b"", (exc.message,)))
         same_mode = (query.staleness or daemon.settings.staleness) == daemon.settings.staleness
@@ -535,10 +538,28 @@ class Server:
             body["warm"] = warm  # the list may be partial until the warm-up ends
         return finish(orjson.dumps(body)[:-1], self.clock(), suffix)
 
+    def _declines(self, path: str) -> str | None:
+        """Why a query may not start watching `path` (the auto_watch rules), or None."""
+        settings = self.daemon.settings
+        if self.daemon.watching(path):
+            return None
+        if not settings.auto_watch:
+            return "auto_watch is off"
+        if len(self.engine.workspaces) >= settings.max_workspaces:
+            return f"already watching {settings.max_workspaces} workspaces, the cap"
+        return None
+
     def op_watch(
         self, conn: Connection, request: dict[str, object], suffix: bytes
-    ) -> asyncio.Future[bytes]:
+    ) -> bytes | asyncio.Future[bytes]:
         path = self.daemon.canonical(request.get("workspace"))
+        if field(request, "auto", bool, default=False):
+            reason = self._declines(path)
+            if reason is not None:
+                body = orjson.dumps(
+                    {"ok": True, "workspace": path, "watching": False, "reason": reason}
+                )
+                return finish(body[:-1], self.clock(), suffix)
 
         def render(units: int) -> bytes:
             body = orjson.dumps({"ok": True, "workspace": path, "watching": True, "units": units})
@@ -561,7 +582,8 @@ class Server:
         since = field(request, "since", str)
         workspace = self._workspace_filter(request)
         if len(self.subscribers) >= self.settings.max_subscribers:
-            raise StorydError(f"too many subscribers ({self.settings.max_subscribers})")
+            message = f"too many subscribers ({self.settings.max_subscribers})"
+            return finish(error_body(75, "EX_TEMPFAIL", message), self.clock(), suffix)
         conn.subscribed = True
         conn.sub_workspace = workspace
         self.subscribers.add(conn)

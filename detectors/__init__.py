@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "RESERVED_NAMES",
     "Context",
     "Detector",
     "DetectorError",
@@ -40,6 +41,9 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "storyd.detectors"
+# Findings under these detector names come with the files (a format's own findings, the
+# engine's state-unreadable), not from a plugin: the engine keeps or drops them by name.
+RESERVED_NAMES = frozenset(("format", "engine"))
 DEFAULT_TIME_LIMIT = 5.0
 
 
@@ -81,11 +85,18 @@ class Context:
         self.staleness = staleness
 
 
-def _validate(candidate: object, origin: str) -> Detector:
+def _validate(candidate: object, origin: str, entry_name: str) -> Detector:
     name = getattr(candidate, "name", None)
     if not isinstance(name, str) or not name:
         msg = f"detector plugin {origin} has no `name` string"
         raise DetectorError(msg)
+    for what, taken in (("entry-point name", entry_name), ("name", name)):
+        if taken in RESERVED_NAMES:
+            msg = (
+                f"detector plugin {origin}: the {what} {taken!r} is reserved for storyd's "
+                f"own findings ({', '.join(sorted(RESERVED_NAMES))}); choose another"
+            )
+            raise DetectorError(msg)
     if not callable(getattr(candidate, "check", None)):
         msg = f"detector plugin {origin} ({name}) has no callable `check(story, context)`"
         raise DetectorError(msg)
@@ -108,7 +119,7 @@ def load(settings: dict[str, dict[str, object]] | None = None) -> list[Detector]
             why = f"{type(exc).__name__}: {exc}"
             msg = f"detector plugin {ep.name} ({ep.value}) failed to load: {why}"
             raise DetectorError(msg) from exc
-        found.append(_validate(loaded, f"{ep.name} ({ep.value})"))
+        found.append(_validate(loaded, f"{ep.name} ({ep.value})", ep.name))
     return found
 
 
@@ -141,8 +152,22 @@ class _Worker(threading.Thread):
             self.on_exit(self.local)  # e.g. end the git views' cat-file processes
 
 
+class _Overrun(TimeoutError):
+    """A job that outlived its time limit; its worker thread was abandoned."""
+
+    def __init__(self, job: _Job) -> None:
+        super().__init__("time limit exceeded")
+        self.job = job
+
+
 class Runner:
-    """Runs the detectors for one unit on the owner thread, each within its time limit."""
+    """Runs the detectors for one unit on the owner thread, each within its time limit.
+
+    One Runner serves several threads (the refresher and the read pool). They take turns:
+    a thread holds `_turn` for a whole unit, so the worker, the bench and the time limits
+    have one owner at a time, and a job's limit starts when the job starts, never while
+    it waits behind another thread's unit.
+    """
 
     def __init__(
         self,
@@ -160,57 +185,62 @@ class Runner:
         self.options = options or {}
         self.time_limit = time_limit
         self.context_factory = context_factory or _plain_context
-        self.benched: dict[str, _Job] = {}
-        self.stuck: _Job | None = None
         self.on_exit = on_exit
+        self._turn = threading.RLock()  # guards _worker and _benched
+        self._benched: dict[str, _Job] = {}  # detector name -> its job still running
         self._worker = _Worker(on_exit)
         self._worker.start()
 
-    @property
-    def names(self) -> list[str]:
-        """The names of the detectors that run."""
-        return [d.name for d in self.detectors]
-
     def close(self) -> None:
         """Stop the owner thread."""
-        self._worker.jobs.put(None)
-        self._worker.join(timeout=self.time_limit)
+        with self._turn:
+            self._worker.jobs.put(None)
+            worker = self._worker
+        worker.join(timeout=self.time_limit)
 
     def submit(
         self, func: Callable[[dict[str, object]], object], timeout: float | None = None
     ) -> object:
-        """Run `func(thread_state)` on the owner thread and return its result (or raise)."""
-        worker = self._worker
-        job = _Job(lambda: func(worker.local))
-        worker.jobs.put(job)
-        if not job.done.wait(self.time_limit if timeout is None else timeout):
-            self._replace_worker()
-            self.stuck = job
-            raise TimeoutError
+        """Run `func(thread_state)` on the owner thread and return its result (or raise).
+
+        Raises TimeoutError (an `_Overrun` carrying the job) when it outlives the limit;
+        the limit counts from the moment this thread's turn starts, and the worker is idle
+        then, so the job starts at once.
+        """
+        with self._turn:
+            worker = self._worker
+            job = _Job(lambda: func(worker.local))
+            worker.jobs.put(job)
+            if not job.done.wait(self.time_limit if timeout is None else timeout):
+                self._worker.jobs.put(None)  # it exits when (if) its stuck job returns
+                self._worker = _Worker(self.on_exit)
+                self._worker.start()
+                raise _Overrun(job)
         if isinstance(job.result, BaseException):
             raise job.result
         return job.result
-
-    def _replace_worker(self) -> None:
-        self._worker.jobs.put(None)  # it exits when (if) its stuck job returns
-        self._worker = _Worker(self.on_exit)
-        self._worker.start()
 
     def run(
         self, workspace: str, unit: Unit, envelope: dict[str, object] | None, staleness: str = "git"
     ) -> tuple[Finding, ...]:
         """Every detector's findings for one unit; failures become error findings."""
+        with self._turn:
+            return tuple(self._run(workspace, unit, envelope, staleness))
+
+    def _run(
+        self, workspace: str, unit: Unit, envelope: dict[str, object] | None, staleness: str
+    ) -> list[Finding]:
         findings: list[Finding] = []
         for detector in self.detectors:
             name = detector.name
-            stuck = self.benched.get(name)
+            stuck = self._benched.get(name)
             if stuck is not None:
                 if not stuck.done.is_set():
                     findings.append(
                         _failure(name, f"still running after {self.time_limit:g} s; skipped")
                     )
                     continue
-                del self.benched[name]
+                del self._benched[name]
             options = self.options.get(name, {})
 
             def call(
@@ -222,16 +252,15 @@ class Runner:
 
             try:
                 result = self.submit(call)
-            except TimeoutError:
-                if self.stuck is not None:
-                    self.benched[name] = self.stuck
+            except _Overrun as overrun:
+                self._benched[name] = overrun.job
                 findings.append(_failure(name, f"exceeded its {self.time_limit:g} s time limit"))
                 continue
             except Exception as exc:
                 findings.append(_failure(name, f"raised {type(exc).__name__}: {exc}"))
                 continue
             findings.extend(_checked(name, result))
-        return tuple(findings)
+        return findings
 
 
 def _plain_context(

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import sys
 
-from daemon.commands.common import parse_report_flags, units
+from daemon.commands.common import REPORT_FLAGS, parse_prefixed, units
 
-__all__ = ["main"]
+__all__ = ["FLAGS", "main"]
 
 USAGE = (
-    "usage: storyd check [--workspace DIR ...] [--direct] [--socket PATH] [--staleness git|mtime]"
+    "usage: storyd check [--workspace DIR ...] [--in-flight] [--direct] [--config FILE]\n"
+    "                    [--socket PATH] [--timeout MS] [--staleness git|mtime]"
 )
+FLAGS = REPORT_FLAGS
 _FAILING = frozenset(("warning", "error"))
 _NOTED = frozenset(("story-finished",))
 """Info findings check prints (without failing): facts a CI must not act against."""
@@ -21,7 +23,7 @@ _NOTED = frozenset(("story-finished",))
 
 def main(argv: list[str]) -> int:
     """0 when clean, 1 with the offending findings listed, other codes for errors."""
-    found = units(parse_report_flags(argv, USAGE))
+    found = units(parse_prefixed(argv, FLAGS, USAGE))
     problems = 0
     for unit in found.units:
         where = f"{unit['workspace']}/{unit['stateFile']} {unit['unit']}"

@@ -9,15 +9,16 @@ from __future__ import annotations
 import os
 import sys
 
-from daemon.errors import FlagError, UsageError
+from daemon.errors import FlagError, SetupError, UsageError
 from daemon.flags import MANY, SWITCH, VALUE, parse, text
 
 __all__ = [
     "REPORT_FLAGS",
+    "SOCKET_ONLY",
     "Units",
     "ask_once",
+    "config_file",
     "parse_prefixed",
-    "parse_report_flags",
     "refusal",
     "units",
 ]
@@ -26,11 +27,12 @@ REPORT_FLAGS = {
     "workspace": MANY,
     "socket": VALUE,
     "direct": SWITCH,
-    "json": SWITCH,
     "in-flight": SWITCH,
     "staleness": VALUE,
     "timeout": VALUE,
+    "config": VALUE,
 }
+SOCKET_ONLY = {"socket": VALUE}
 
 
 def parse_prefixed(argv: list[str], spec: dict[str, str], usage: str) -> dict[str, object]:
@@ -45,11 +47,13 @@ def parse_prefixed(argv: list[str], spec: dict[str, str], usage: str) -> dict[st
         raise UsageError(exc.message) from None
 
 
-def parse_report_flags(
-    argv: list[str], usage: str, extra: dict[str, str] | None = None
-) -> dict[str, object]:
-    """The shared flags of status, list and check."""
-    return parse_prefixed(argv, {**REPORT_FLAGS, **(extra or {})}, usage)
+def config_file(flags: dict[str, object]) -> str | None:
+    """`--config FILE`, None when not given; a named file that does not exist is an error
+    (78), not a silent fall back to the defaults."""
+    path = text(flags, "config")
+    if path is not None and not os.path.isfile(path):
+        raise SetupError(f"--config {path}: no such file")
+    return path
 
 
 def ask_once(argv: list[str], usage: str, op: str) -> tuple[str, dict[str, object] | None]:
@@ -61,7 +65,7 @@ def ask_once(argv: list[str], usage: str, op: str) -> tuple[str, dict[str, objec
     from daemon.client import Client, DaemonUnavailable
     from daemon.paths import socket_path
 
-    flags = parse(argv, {"socket": VALUE}, usage)
+    flags = parse(argv, SOCKET_ONLY, usage)
     path = socket_path(text(flags, "socket"))
     try:
         with Client(path, timeout=1.0) as client:
@@ -93,7 +97,12 @@ def _workspaces(flags: dict[str, object]) -> list[str]:
 
 
 def units(flags: dict[str, object]) -> Units:
-    """Ask the daemon's `list`; without a daemon (or with --direct) scan the workspaces here."""
+    """Ask the daemon's `list`; without a daemon (or with --direct) scan the workspaces here.
+
+    A workspace the daemon declines to watch (`auto_watch = false`, or its workspace cap
+    reached: the `watch` op's `auto` answer) is scanned here too, with a note on stderr;
+    the daemon is never made to watch against its configuration.
+    """
     from daemon.client import Client, DaemonUnavailable
 
     workspaces = _workspaces(flags)
@@ -103,12 +112,22 @@ def units(flags: dict[str, object]) -> Units:
         try:
             with Client(text(flags, "socket"), timeout=timeout) as client:
                 found: list[dict[str, object]] = []
+                declined: list[str] = []
                 clock = None
                 asked: list[str | None] = list(workspaces) if workspaces else [None]
                 for ws in asked:
                     fields: dict[str, object] = {"detail": True, "inFlight": in_flight}
                     if ws is not None:
-                        client.request("watch", workspace=ws)
+                        watched = client.request("watch", workspace=ws, auto=True)
+                        if not watched.get("ok"):
+                            raise refusal(watched)
+                        if watched.get("watching") is False:
+                            sys.stderr.write(
+                                f"note: the daemon does not watch {ws} "
+                                f"({watched.get('reason')}); reading it directly\n"
+                            )
+                            declined.append(ws)
+                            continue
                         fields["workspace"] = ws
                     answer = client.request("list", **fields)
                     if not answer.get("ok"):
@@ -119,17 +138,31 @@ def units(flags: dict[str, object]) -> Units:
                     assert isinstance(listed, list), "the list op answers with a units array"
                     found.extend(listed)
                     clock = str(answer.get("clock"))
+            if not declined:
                 return Units(found, "daemon", clock)
+            read = _scan(declined, flags, in_flight)
+            source = "direct" if len(declined) == len(asked) else "daemon+direct"
+            return Units(_ordered(found + read), source, clock)
         except DaemonUnavailable:
             pass
+    return Units(_scan(workspaces or [os.getcwd()], flags, in_flight), "direct", None)
+
+
+def _ordered(summaries: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Unit summaries in the daemon's `list` order (workspace, state file, unit)."""
+    return sorted(
+        summaries, key=lambda u: (str(u["workspace"]), str(u["stateFile"]), str(u["unit"]))
+    )
+
+
+def _scan(targets: list[str], flags: dict[str, object], in_flight: bool) -> list[dict[str, object]]:
+    """Read the workspaces here, with the configured detectors."""
     from daemon import config
     from daemon.wiring import scan_directly
 
-    cfg = config.load()
-    targets = workspaces or [os.getcwd()]
+    cfg = config.load(config_file(flags))
     entries = scan_directly(targets, cfg, str(flags.get("staleness") or "") or None)
     summaries = [e.summary(detail=True) for e in entries]
     if in_flight:
         summaries = [u for u in summaries if u["resumePoint"] != "all-done"]
-    summaries.sort(key=lambda u: (str(u["workspace"]), str(u["stateFile"]), str(u["unit"])))
-    return Units(summaries, "direct", None)
+    return _ordered(summaries)

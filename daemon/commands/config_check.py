@@ -5,6 +5,10 @@ check   `ok: PATH`, or every problem as `PATH:LINE: FIELD: MESSAGE`; exit 0 or 7
         plugin provides, a hook program not found) print as `PATH:LINE: FIELD: warning:
         MESSAGE` and leave the exit code at 0.
 show    the effective configuration (the file over the defaults) as TOML, or --json.
+
+--config FILE checks or shows another file than ~/.config/storyd/config.toml; `--file`
+is the older spelling of the same flag, still accepted (every other command says
+`--config`).
 """
 
 from __future__ import annotations
@@ -12,17 +16,21 @@ from __future__ import annotations
 import os
 import sys
 
-from daemon.errors import FlagError
-from daemon.flags import SWITCH, VALUE, parse
+from daemon.errors import FlagError, UsageError
+from daemon.flags import HELP, SWITCH, VALUE, HelpRequested, parse
 from daemon.paths import config_path
 
-__all__ = ["main", "to_toml"]
+__all__ = ["ALIASES", "SUBCOMMANDS", "main", "to_toml"]
 
-USAGE = "usage: storyd config check [--file PATH]\n       storyd config show [--file PATH] [--json]"
-_FLAGS = {
-    "check": {"file": VALUE},
-    "show": {"file": VALUE, "json": SWITCH},
+USAGE = (
+    "usage: storyd config check [--config FILE]\n"
+    "       storyd config show [--config FILE] [--json]"
+)
+SUBCOMMANDS = {
+    "check": {"config": VALUE, "file": VALUE},
+    "show": {"config": VALUE, "file": VALUE, "json": SWITCH},
 }
+ALIASES = {"file": "config"}  # older spellings: accepted, not offered by completion
 
 
 def _warnings(cfg: object, path: str) -> list[str]:
@@ -149,10 +157,15 @@ def _show(path: str | None, as_json: bool) -> int:
 
 def main(argv: list[str]) -> int:
     """`check` or `show`."""
-    if not argv or argv[0] not in _FLAGS:
+    if argv and argv[0] in HELP:
+        raise HelpRequested(USAGE)
+    if not argv or argv[0] not in SUBCOMMANDS:
         raise FlagError(USAGE)
-    flags = parse(argv[1:], _FLAGS[argv[0]], USAGE)
-    path = str(flags["file"]) if flags.get("file") else None
+    flags = parse(argv[1:], SUBCOMMANDS[argv[0]], USAGE)
+    named = {str(flags[n]) for n in ("config", "file") if flags.get(n)}
+    if len(named) > 1:
+        raise UsageError(f"--file is another spelling of --config; give one file\n{USAGE}")
+    path = named.pop() if named else None
     if argv[0] == "check":
         return _check(path)
     return _show(path, bool(flags.get("json")))

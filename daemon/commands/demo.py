@@ -23,9 +23,10 @@ from daemon.commands.common import parse_prefixed
 from daemon.errors import UsageError
 from daemon.flags import SWITCH, VALUE
 
-__all__ = ["main", "prepare"]
+__all__ = ["FLAGS", "main", "prepare"]
 
 USAGE = "usage: storyd demo [--workspace DIR] [--keep]"
+FLAGS = {"workspace": VALUE, "keep": SWITCH}
 _OLD = "2026-03-01T08:00:00Z"
 
 
@@ -124,7 +125,7 @@ def _wait_ready(env: dict[str, str], deadline: float, daemon: subprocess.Popen[b
 
 def main(argv: list[str]) -> int:
     """Prepare, serve, query, stop."""
-    flags = parse_prefixed(argv, {"workspace": VALUE, "keep": SWITCH}, USAGE)
+    flags = parse_prefixed(argv, FLAGS, USAGE)
     source = os.path.abspath(str(flags.get("workspace", "demo")))
     if not os.path.isdir(os.path.join(source, "plans")):
         msg = (

@@ -23,6 +23,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from daemon import __version__
+from daemon.commands.common import config_file
 from daemon.flags import MANY, VALUE, parse
 
 if TYPE_CHECKING:
@@ -31,8 +32,8 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-USAGE = "usage: storyd doctor [--socket PATH] [--workspace DIR ...]"
-FLAGS = {"socket": VALUE, "workspace": MANY}
+USAGE = "usage: storyd doctor [--config FILE] [--socket PATH] [--workspace DIR ...]"
+FLAGS = {"config": VALUE, "socket": VALUE, "workspace": MANY}
 OK, WARN, FAIL = "ok", "warn", "fail"
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = {"daemon": _PACKAGE, "detectors": os.path.join(os.path.dirname(_PACKAGE), "detectors")}
@@ -149,18 +150,18 @@ def _check_python_daemon(screen: _Screen) -> None:
 # -- config and socket ---------------------------------------------------------------------
 
 
-def _check_config(screen: _Screen) -> Config | None:
+def _check_config(screen: _Screen, path: str | None) -> Config | None:
     from daemon import config
     from daemon.paths import config_path
 
     try:
-        cfg = config.load()
+        cfg = config.load(path)
     except config.ConfigError as exc:
         for problem in exc.problems:
             screen.line(FAIL, "config", problem.format(exc.path))
         return None
     if cfg.path is None:
-        screen.line(OK, "config", f"{config_path()} (no file: the defaults apply)")
+        screen.line(OK, "config", f"{path or config_path()} (no file: the defaults apply)")
     else:
         screen.line(OK, "config", cfg.path)
     return cfg
@@ -379,7 +380,7 @@ def main(argv: list[str]) -> int:
     screen = _Screen()
     print(f"storyd {__version__}: {_PACKAGE}, python {sys.version.split()[0]} at {sys.executable}")
     _check_imports(screen)
-    cfg = _check_config(screen)
+    cfg = _check_config(screen, config_file(flags))
     configured = getattr(cfg, "socket", None)
     stats = _check_socket(screen, socket_path(str(flags.get("socket") or configured or "") or None))
 

@@ -13,13 +13,13 @@ from daemon.commands.common import parse_prefixed, refusal
 from daemon.errors import UsageError
 from daemon.flags import SWITCH, VALUE, text
 
-__all__ = ["main"]
+__all__ = ["FLAGS", "main"]
 
 USAGE = (
     "usage: storyd epic --epic-id <id> [--workspace DIR] [--json] [--direct]\n"
     "                   [--socket PATH] [--timeout MS]"
 )
-_FLAGS = {
+FLAGS = {
     "epic-id": VALUE,
     "workspace": VALUE,
     "json": SWITCH,
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
     """Print the epic view (JSON with --json); exit codes as `storyd resume`'s."""
     from daemon.ids import normalize_epic_id
 
-    flags = parse_prefixed(argv, _FLAGS, USAGE)
+    flags = parse_prefixed(argv, FLAGS, USAGE)
     raw = text(flags, "epic-id")
     if raw is None:
         raise UsageError(f"--epic-id is required\n{USAGE}")

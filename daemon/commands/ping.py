@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 
-from daemon.commands.common import ask_once
+from daemon.commands.common import SOCKET_ONLY, ask_once
 
-__all__ = ["main"]
+__all__ = ["FLAGS", "main"]
 
 USAGE = "usage: storyd ping [--socket PATH]"
+FLAGS = SOCKET_ONLY
 
 
 def main(argv: list[str]) -> int:

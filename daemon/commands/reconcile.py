@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from daemon.commands.common import parse_prefixed
+from daemon.commands.common import config_file, parse_prefixed
 from daemon.errors import UsageError
 from daemon.flags import SWITCH, VALUE, text
 from daemon.locking import DEFAULT_LOCK_TIMEOUT
@@ -21,11 +21,11 @@ if TYPE_CHECKING:
     from daemon.reconcile.gather import Selection
     from daemon.reconcile.plan import Plan
 
-__all__ = ["main", "render"]
+__all__ = ["FLAGS", "main", "render"]
 
 USAGE = (
-    "usage: storyd reconcile [--workspace DIR] [--epic-id E --story-id S | --state-file P "
-    "[--unit U]] [--apply] [--only CODE,...] [--json] [--lock-timeout S]\n"
+    "usage: storyd reconcile [--workspace DIR] [--epic-id E --story-id S | --state-file PATH "
+    "[--unit U]] [--apply] [--only CODE,...] [--json] [--lock-timeout S] [--config FILE]\n"
     "       storyd reconcile --undo [--workspace DIR]"
 )
 FLAGS = {
@@ -39,6 +39,7 @@ FLAGS = {
     "only": VALUE,
     "json": SWITCH,
     "lock-timeout": VALUE,
+    "config": VALUE,
 }
 
 
@@ -162,7 +163,7 @@ def main(argv: list[str]) -> int:
     from daemon import config
     from daemon.reconcile import make_plan
 
-    cfg = config.load()
+    cfg = config.load(config_file(flags))
 
     def plan_now() -> Plan:
         return make_plan(workspace, selection, cfg, only, lock_timeout)

@@ -1,13 +1,16 @@
-"""`storyd resume`: the seed skill's drop-in, asking the daemon first."""
+"""`storyd resume`: the seed skill's drop-in, asking the daemon first.
+
+Its help text is daemon.query.ABOUT, which the daemon's `resume-cli` op prints too.
+"""
 
 from __future__ import annotations
 
 import os
 
 from daemon.errors import UsageError
-from daemon.query import Output, Query, from_argv
+from daemon.query import FLAGS, USAGE, Output, Query, from_argv
 
-__all__ = ["emit", "main"]
+__all__ = ["FLAGS", "USAGE", "emit", "main"]
 
 
 def emit(output: Output) -> int:
@@ -36,15 +39,23 @@ def main(argv: list[str]) -> int:
     return emit(_read_directly(query))
 
 
-def _configured_staleness() -> str:
-    """config.toml's staleness mode; without a file, `git` (and no config module import)."""
+def _configured_staleness(path: str | None) -> str:
+    """The configuration's staleness mode; without a file, `git` (and no config module import).
+
+    A --config file that does not exist is an error here (reported as a warning by the
+    caller), where the default file may be absent.
+    """
     from daemon.paths import config_path
 
-    if not os.path.exists(config_path()):
+    if path is None and not os.path.exists(config_path()):
         return "git"
+    if path is not None and not os.path.isfile(path):
+        from daemon.errors import SetupError
+
+        raise SetupError(f"--config {path}: no such file")
     from daemon import config
 
-    return config.load_staleness()
+    return config.load_staleness(path)
 
 
 def _read_directly(query: Query) -> Output:
@@ -54,7 +65,7 @@ def _read_directly(query: Query) -> Output:
 
     warnings: tuple[str, ...] = ()
     try:
-        staleness = _configured_staleness()
+        staleness = _configured_staleness(query.config)
     except StorydError as exc:  # a broken config must not break the seed's contract
         staleness = "git"
         warnings = (f"warn: {exc.message.splitlines()[0]}; using the default staleness",)
@@ -66,7 +77,7 @@ def _read_directly(query: Query) -> Output:
         try:
             from daemon import config
 
-            detect, runner = build_detect(config.load(), query.staleness or staleness)
+            detect, runner = build_detect(config.load(query.config), query.staleness or staleness)
         except StorydError as exc:
             return Output(exc.code, b"", (exc.message,))
         try:

@@ -6,6 +6,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from daemon.commands.common import config_file
 from daemon.errors import StorydError, UsageError
 from daemon.flags import MANY, SWITCH, VALUE, parse, text
 
@@ -17,7 +18,8 @@ __all__ = ["main"]
 
 USAGE = (
     "usage: storyd serve [--socket PATH] [--workspace DIR ...] [--config FILE]\n"
-    "                    [--staleness git|mtime] [--log-level debug|info|warning|error]"
+    "                    [--staleness git|mtime] [--log-level debug|info|warning|error]\n"
+    "                    [--verify-interval SECONDS] [--no-auto-watch]"
 )
 FLAGS = {
     "socket": VALUE,
@@ -71,12 +73,12 @@ def main(argv: list[str]) -> int:
 
     log.configure(str(flags.get("log-level", "info")))
     logger = log.get("serve")
-    config_file = str(flags.get("config") or "") or None
-    cfg = config.load(config_file)
+    given = config_file(flags)
+    cfg = config.load(given)
     settings = _settings(flags, cfg)
     from daemon.runtime import Runtime
 
-    runtime = Runtime(settings, cfg, config_file, logger)
+    runtime = Runtime(settings, cfg, given, logger)
     try:
         return runtime.run(str(flags.get("socket") or cfg.socket or ""), _workspaces(flags, cfg))
     except StorydError as exc:  # printed here, before the log line that records it

@@ -6,11 +6,12 @@ import sys
 
 import orjson
 
-from daemon.commands.common import ask_once
+from daemon.commands.common import SOCKET_ONLY, ask_once
 
-__all__ = ["main"]
+__all__ = ["FLAGS", "main"]
 
 USAGE = "usage: storyd stats [--socket PATH]"
+FLAGS = SOCKET_ONLY
 
 
 def main(argv: list[str]) -> int:

@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 import sys
 
-from daemon.commands.common import parse_report_flags, units
+from daemon.commands.common import REPORT_FLAGS, parse_prefixed, units
+from daemon.flags import SWITCH
 
-__all__ = ["main", "render"]
+__all__ = ["FLAGS", "main", "render"]
 
 USAGE = (
     "usage: storyd status [--workspace DIR ...] [--in-flight] [--json] [--direct]\n"
-    "                     [--socket PATH] [--staleness git|mtime]"
+    "                     [--config FILE] [--socket PATH] [--timeout MS] [--staleness git|mtime]"
 )
+FLAGS = {**REPORT_FLAGS, "json": SWITCH}
 _BAR = 20
 _COLORS = {"error": "31", "warning": "33", "info": "36", "done": "32", "dim": "2"}
 
@@ -60,7 +62,7 @@ def render(units: list[dict[str, object]], color: bool) -> str:
 
 def main(argv: list[str]) -> int:
     """Print every unit (from the daemon, or read here when none runs)."""
-    flags = parse_report_flags(argv, USAGE)
+    flags = parse_prefixed(argv, FLAGS, USAGE)
     found = units(flags)
     if flags.get("json"):
         import orjson

@@ -7,9 +7,10 @@ import threading
 from daemon.model import Finding, Unit
 from detectors import Context
 
-__all__ = ["GARBAGE", "HANGING", "NAMELESS", "RAISING", "RELEASE"]
+__all__ = ["GARBAGE", "HANGING", "NAMELESS", "RAISING", "RELEASE", "RETURNED"]
 
 RELEASE = threading.Event()  # a hanging check returns once this is set
+RETURNED = threading.Event()  # set when a hanging check has returned
 
 
 class Raising:
@@ -29,6 +30,7 @@ class Hanging:
 
     def check(self, story: Unit, context: Context) -> list[Finding]:
         RELEASE.wait(30)
+        RETURNED.set()
         return []
 
 
