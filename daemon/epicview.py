@@ -112,6 +112,11 @@ def _story(story_id: str, node: dict[str, object], evidence: Evidence) -> dict[s
         node.get("prMergeStatus"),
         merged=landed is not None and pr is not None,
     )
+    tasks = _tasks(node, evidence)
+    if node.get("status") is None and node.get("prMergeStatus") is None:
+        derived = lifecycle.story_from_tasks([str(t["status"]) for t in tasks])
+        if derived is not None:
+            status, reason = derived
     deps = node.get("blockedBy", node.get("dependencies"))
     return {
         "id": story_id,
@@ -124,7 +129,7 @@ def _story(story_id: str, node: dict[str, object], evidence: Evidence) -> dict[s
         "retries": node.get("retries"),
         "blockedBy": deps if "blockedBy" in node or "dependencies" in node else None,
         "merged": landed,
-        "tasks": _tasks(node, evidence),
+        "tasks": tasks,
     }
 
 

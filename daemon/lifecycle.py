@@ -24,6 +24,10 @@ FINISHED_STATUSES = frozenset(("SUCCESS", "COMPLETE", "COMPLETED", "PR_MERGED", 
 """Story statuses the producer never re-executes (PR_MERGED is reclassified to SUCCESS)."""
 _PR_WAITING = frozenset(("PR_CREATED", "PR_PENDING_REVIEW", "PR_APPROVED"))
 _TO_PENDING = frozenset(("IN_PROGRESS", "PARTIAL"))
+# The seed's DONE bucket (done, merged, complete, Concluída) plus the producer's PR_MERGED
+_TASK_DONE = frozenset(
+    ("DONE", "PR_MERGED", "MERGED", "COMPLETE", "SUCCESS", "CONCLUÍDA", "CONCLUIDA")
+)
 
 
 def norm(status: object) -> str:
@@ -75,13 +79,26 @@ def reclassify_story(
 def reclassify_task(status: object, *, merged: bool = False) -> str:
     """A task's status after resume-workflow.md Step 1b (BLOCKED is left to the caller)."""
     current = norm(status) or "PENDING"
-    if current in ("DONE", "PR_MERGED", "MERGED", "COMPLETE", "SUCCESS"):
+    if current in _TASK_DONE:
         return "DONE"
     if current == "IN_PROGRESS":
         return "PENDING"
     if current in _PR_WAITING:
         return "DONE" if merged else current
     return current
+
+
+def story_from_tasks(task_statuses: list[str]) -> tuple[str, str] | None:
+    """(status, why) for a story that records no status of its own (the seed's shape),
+    from its reclassified tasks; None when it has no tasks either."""
+    if not task_statuses:
+        return None
+    done = sum(1 for status in task_statuses if status == "DONE")
+    if done == len(task_statuses):
+        return "SUCCESS", f"no story status; all {done} tasks DONE"
+    if done:
+        return "PENDING", f"no story status; {done} of {len(task_statuses)} tasks DONE: resume"
+    return "PENDING", "not started"
 
 
 def blocked_reason(

@@ -267,3 +267,29 @@ def test_daemon_serves_slugged_folders_from_its_cache(spawn_daemon: Spawn, tmp_p
     assert answer["ok"] is True
     codes = {f["code"] for f in answer["findings"]}  # type: ignore[union-attr]
     assert "story-finished" in codes
+
+
+def test_epic_view_of_the_seed_shape_reads_the_tasks(tmp_path: Path, run_storyd: Run) -> None:
+    """Stories with tasks but no status of their own (seed 000's shape): all tasks DONE is
+    finished, some DONE is work to resume, none is not started; dependents follow."""
+    folder = tmp_path / "plans" / "epic-0049"
+    folder.mkdir(parents=True)
+    stories = {
+        "story-0049-0012": {"tasks": {"TASK-0049-0012-001": {"status": "DONE"},
+                                      "TASK-0049-0012-002": {"status": "Concluída"}}},
+        "story-0049-0013": {"tasks": {"TASK-0049-0013-001": {"status": "DONE"},
+                                      "TASK-0049-0013-002": {"status": "IN_PROGRESS"}}},
+        "story-0049-0014": {"tasks": {"TASK-0049-0014-001": {"status": "PENDING"}}},
+    }
+    (folder / "execution-state.json").write_text(json.dumps({"stories": stories}), "utf-8")
+    done = run_storyd("epic", "--epic-id", "49", "--json", "--direct", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    rows = {r["id"]: r for r in view["stories"]}
+    assert rows["story-0049-0012"]["status"] == "SUCCESS"
+    assert rows["story-0049-0012"]["reason"] == "no story status; all 2 tasks DONE"
+    assert rows["story-0049-0013"]["status"] == "PENDING"
+    assert "1 of 2 tasks DONE" in rows["story-0049-0013"]["reason"]
+    assert rows["story-0049-0014"]["reason"] == "not started"
+    assert view["finished"] == ["story-0049-0012"]
+    assert "story-0049-0012" not in view["executable"]

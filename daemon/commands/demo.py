@@ -4,7 +4,9 @@ The demo copies demo/ to a temporary folder, makes it a git repository whose his
 matches the epic state file (one task's commit is then amended away, and a commit
 names a task the state file still calls in progress), starts `storyd serve` on a
 private socket, and runs `storyd resume` (through the socket), `storyd-resume` (the
-shell fast path) and `storyd status` against it.
+shell fast path), `--detail`, `storyd status`, `storyd check`, the epic-level view
+`storyd epic` and the reconcile preview `storyd reconcile` (which changes nothing)
+against it.
 """
 
 from __future__ import annotations
@@ -177,6 +179,13 @@ def main(argv: list[str]) -> int:
             )
             _show("storyd status", [*_storyd(), "status", "--workspace", ws], ws, env)
             _show("storyd check", [*_storyd(), "check", "--workspace", ws], ws, env)
+            _show("storyd epic --epic-id 49", [*_storyd(), "epic", "--epic-id", "49"], ws, env)
+            _show(
+                "storyd reconcile --workspace .   (a preview: nothing is written)",
+                [*_storyd(), "reconcile", "--workspace", ws],
+                ws,
+                env,
+            )
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(timeout=15)

@@ -1,0 +1,31 @@
+"""`storyd demo`, the README's main job: it serves the shipped demo and every query answers."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+Run = Callable[..., subprocess.CompletedProcess[bytes]]
+
+
+def test_demo_runs_every_query_and_stops_cleanly(run_storyd: Run) -> None:
+    done = run_storyd("demo", "--workspace", str(ROOT / "demo"), cwd=ROOT, timeout=120)
+    out = done.stdout.decode()
+    assert done.returncode == 0, out + done.stderr.decode()
+    sections = out.split("\n$ ")
+    titles = [s.split("\n", 1)[0] for s in sections[1:]]
+    assert titles[0].startswith("storyd resume --story-id story-0049-0013")
+    assert any(t.startswith("storyd epic") for t in titles)
+    assert any(t.startswith("storyd reconcile") for t in titles)
+    resume = sections[1]
+    assert '"resumePoint":"phase-2-task-4"' in resume and "(exit 0)" in resume
+    check = next(s for s in sections if s.startswith("storyd check"))
+    assert "(exit 1)" in check and "unrecorded-commit/unrecorded" in check
+    epic = next(s for s in sections if s.startswith("storyd epic"))
+    assert "executable next: story-0049-0013, story-0049-0014" in epic
+    reconcile = next(s for s in sections if s.startswith("storyd reconcile"))
+    assert "(exit 1)" in reconcile  # changes proposed, nothing written
+    assert "+          \"status\": \"DONE\"," in reconcile
+    assert "daemon stopped (exit 0)" in out
