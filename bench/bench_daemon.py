@@ -185,7 +185,8 @@ class Daemon:
         self.env = {**env, "XDG_CONFIG_HOME": str(config)}
         self.cwd = scratch
         self.proc: subprocess.Popen[bytes] | None = None
-        self.startup = 0.0  # spawn to first ping answer: start-up plus the first scan
+        self.startup = 0.0  # spawn to first ping answer (the daemon serves, then warms)
+        self.warm_s = 0.0  # spawn to warm-up done (envelopes cached, detectors run)
 
     def start(self) -> dict[str, object]:
         """Spawn, wait for the first ping; exit the benchmark with the log if it fails."""
@@ -197,6 +198,8 @@ class Daemon:
                                          stdout=log, stderr=log)
         answer = wait_for_ping(self.socket, STARTUP_TIMEOUT, lambda: self.proc.poll() is None)
         self.startup = time.monotonic() - began
+        if answer is not None:
+            self.warm_s = self._wait_warm(began)
         if answer is None:
             code = self.proc.poll()
             self.stop()
@@ -205,6 +208,17 @@ class Daemon:
             sys.exit(f"`{' '.join(argv)}` {what}; its log ({self.log_path.name}):\n"
                      f"{self.log_tail()}")
         return answer
+
+    def _wait_warm(self, began: float) -> float:
+        """Seconds from spawn until the warm-up (envelopes and detectors) is done: the
+        daemon serves at once and warms behind, and every figure is taken warm."""
+        deadline = began + STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            warm = self.ask({"op": "stats"}).get("warm")
+            if not isinstance(warm, dict) or not warm.get("warming"):
+                break
+            time.sleep(0.05)
+        return time.monotonic() - began
 
     @property
     def pid(self) -> int:
@@ -555,6 +569,7 @@ def _await_change(events: LineReader, story: str, expected: int, update: Update)
 class Footprint:
     stories: int
     startup_s: float
+    warm_s: float
     rss_mb: float
     hwm_mb: float
     idle_s: float
@@ -571,7 +586,7 @@ class Footprint:
 
 
 def footprint(daemon: Daemon, plan: Plan) -> Footprint:
-    """RSS after the first scan, then CPU and log activity over plan.idle seconds."""
+    """RSS once warm, then CPU and log activity over plan.idle seconds."""
     stats = daemon.ask({"op": "stats"})
     rss, hwm = daemon.rss_mb(), daemon.rss_mb("VmHWM")
     log_before = daemon.log_lines()
@@ -595,7 +610,8 @@ def footprint(daemon: Daemon, plan: Plan) -> Footprint:
         events[name] = events.get(name, 0) + 1
     watch = daemon.log_events("watch")
     return Footprint(
-        stories=int(stats["stories"]), startup_s=daemon.startup, rss_mb=rss, hwm_mb=hwm,
+        stories=int(stats["stories"]), startup_s=daemon.startup, warm_s=daemon.warm_s,
+        rss_mb=rss, hwm_mb=hwm,
         idle_s=idle, idle_cpu_s=own1 - own0, idle_children_s=children1 - children0,
         idle_slices_pct=slices, rss_after_idle_mb=daemon.rss_mb(),
         scan_ms=float(watch[0]["duration_ms"]) if watch and "duration_ms" in watch[0] else None,
@@ -689,15 +705,15 @@ def print_section4(big: Footprint, small_rss: float, small: int,
                    goals: dict[str, Goal]) -> None:
     print("\n== 4. memory and idle CPU")
     rows = [
-        (f"daemon VmRSS after the first scan, {big.stories:,} stories", f"{big.rss_mb:.1f} MB",
+        (f"daemon VmRSS once warm, {big.stories:,} stories", f"{big.rss_mb:.1f} MB",
          goals["rss"]),
         ("  peak (VmHWM)", f"{big.hwm_mb:.1f} MB", None),
         (f"  VmRSS after {big.idle_s:.0f} s idle", f"{big.rss_after_idle_mb:.1f} MB", None),
         (f"daemon VmRSS, {small:,} stories (sections 1-3 daemon, at the end)",
          f"{small_rss:.1f} MB", None),
-        (f"spawn to first answer, {big.stories:,} stories (start-up + scan)",
+        (f"spawn to first answer, {big.stories:,} stories (the daemon serves, then warms)",
          f"{big.startup_s:.2f} s", None),
-        ("  of which the scan (the daemon's `watch` log line)", ms(big.scan_ms), None),
+        ("spawn to warm (envelopes cached, detectors run)", f"{big.warm_s:.2f} s", None),
         (f"idle CPU over {big.idle_s:.0f} s (utime+stime delta)",
          f"{big.idle_cpu_s:.2f} s = {big.idle_pct:.2f}%", goals["idle"]),
         ("  per sixth of the window (% of a core)",

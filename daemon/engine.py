@@ -30,6 +30,7 @@ from daemon import __version__, direct, fastjson
 from daemon.errors import DataError, LockTimeout, StateFileMissing, StorydError
 from daemon.formats import Adapter, all_adapters
 from daemon.formats.base import Source
+from daemon.formats.epic import choose_epic_file, is_epic_file_of
 from daemon.model import Finding, Unit, same_data
 
 __all__ = ["Engine", "Entry", "Workspace"]
@@ -269,6 +270,16 @@ class Engine:
         if ws is None or (checked and not ws.checked):
             return None
         return ws.entries.get((state_file, key))
+
+    def epic_file(self, workspace: str, epic_id: str) -> str | None:
+        """An epic's state file from the files the cache knows (no disk, for the query
+        path), or None while the workspace has not been read. Two claimants: exit 64."""
+        ws = self.workspaces.get(workspace)
+        if ws is None or not ws.files:
+            return None
+        prefix = f"plans/epic-{epic_id}"
+        known = [r for r in list(ws.files) if r.startswith(prefix)]
+        return choose_epic_file(sorted(r for r in known if is_epic_file_of(r, epic_id)), epic_id)
 
     def has_file(self, workspace: str, state_file: str) -> bool:
         """Whether a state file is known and was read at least once."""

@@ -375,7 +375,7 @@ class Server:
             epic = normalize_epic_id(str(field(request, "epic", str, required=True)))
             story = normalize_story_id(str(field(request, "story", str, required=True)))
             return (
-                epic_state_file(path, epic),
+                self._epic_file(path, epic),
                 story,
                 "Story not in execution-state.json",
             )
@@ -391,6 +391,12 @@ class Server:
             None if unit is None else str(unit),
             f"unit {unit!r} not in {relpath}",
         )
+
+    def _epic_file(self, path: str, epic: str) -> str:
+        """The epic's state file: from the cache's known files, or (before the workspace
+        is read) from the folder itself."""
+        known = self.engine.epic_file(path, epic)
+        return known if known is not None else epic_state_file(path, epic)
 
     def op_resume(
         self, conn: Connection, request: dict[str, object], suffix: bytes
@@ -487,7 +493,7 @@ class Server:
                 path = None
             if path is not None:
                 if query.state_file is None:
-                    relpath: str | None = epic_state_file(path, str(query.epic))
+                    relpath: str | None = self._epic_file(path, str(query.epic))
                     key = query.story
                 else:
                     relpath, key, _ = self._target(

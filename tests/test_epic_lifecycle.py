@@ -12,6 +12,7 @@ from daemon_harness import (
     DaemonProcess,
     run_storyd_cli,
     spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
+    wait_for,
 )
 from epic_corpus import ENVELOPE_KEYS, lay_out, manifest
 from git_harness import EventStream
@@ -293,3 +294,27 @@ def test_epic_view_of_the_seed_shape_reads_the_tasks(tmp_path: Path, run_storyd:
     assert rows["story-0049-0014"]["reason"] == "not started"
     assert view["finished"] == ["story-0049-0012"]
     assert "story-0049-0012" not in view["executable"]
+
+
+def test_daemon_resolves_epics_from_its_cache(spawn_daemon: Spawn, tmp_path: Path) -> None:
+    """The query path finds the epic's folder among the files the cache knows (no disk),
+    and two claimants there are the same exit 64 as the direct read."""
+    ws = tmp_path / "ws"
+    lay_out(SLUGGED, ws)
+    proc = spawn_daemon([ws])
+    argv = ("resume", "--epic-id", "24", "--story-id", "story-0024-0016", "--timeout", "5000")
+    hits = proc.stats()["hits"]
+    assert run_storyd_cli(*argv, env=proc.env, cwd=ws).returncode == 0
+    assert proc.stats()["hits"] == hits + 1  # type: ignore[operator]
+    lay_out(PLAIN_0024, ws)  # a second folder claims epic 0024; the watcher sees it
+
+    def refused() -> subprocess.CompletedProcess[bytes] | None:
+        done = run_storyd_cli(*argv, env=proc.env, cwd=ws)
+        return done if done.returncode == 64 else None
+
+    via = wait_for(refused, 10, "the daemon to see the second claimant")
+    assert via is not None
+    direct = run_storyd_cli(*argv, "--direct", env=proc.env, cwd=ws)
+    assert via.returncode == direct.returncode == 64
+    assert via.stderr == direct.stderr
+    assert b"claimed by 2 folders" in via.stderr

@@ -123,11 +123,27 @@ def epic_state_file(workspace: str, epic_id: str) -> str:
     Without any, the seed's path plans/epic-<id>/execution-state.json (whose absence is
     the seed's exit 1).
     """
-    found = epic_state_files(workspace, epic_id)
+    return choose_epic_file(epic_state_files(workspace, epic_id), epic_id)
+
+
+def choose_epic_file(found: list[str], epic_id: str) -> str:
+    """The one of `found` (the epic's state files, sorted), the seed's path when there is
+    none; UsageError (exit 64) naming both when two folders claim the epic."""
     if len(found) > 1:
         msg = f"epic {epic_id} is claimed by {len(found)} folders: {', '.join(found)}"
         raise UsageError(msg)
     return found[0] if found else f"{ROOT}/epic-{epic_id}/{STATE_NAME}"
+
+
+def is_epic_file_of(relpath: str, epic_id: str) -> bool:
+    """Whether a workspace-relative path is plans/epic-<id>[-slug]/execution-state.json."""
+    parts = relpath.split("/")
+    return (
+        len(parts) == 3
+        and parts[0] == ROOT
+        and parts[2] == STATE_NAME
+        and epic_of_folder(parts[1]) == epic_id
+    )
 
 
 def _story_list(top: dict[str, object], stories: list[object], relpath: str) -> list[Entry]:
