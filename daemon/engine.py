@@ -49,14 +49,16 @@ class Entry:
     """One unit's cached answer: the envelope line and the rest of the answer pre-rendered.
 
     Only the envelope line is stored rendered (about 6 KB a unit less than keeping
-    every form). The findings' JSON is rendered per query (a few microseconds): stored,
-    it doubled what the Finding objects cost (11 MB at 10,000 stories, see
-    docs/benchmarks.md). Repeated strings (statuses, dates, paths) are interned.
+    every form). The findings' JSON is rendered on the unit's first query and kept from
+    then on: rendered for every unit up front, it doubled what the Finding objects cost
+    (11 MB at 10,000 stories, see docs/benchmarks.md), and rendered on every query it
+    cost each answer about 14 µs. Repeated strings (statuses, dates, paths) are interned.
     """
 
     __slots__ = (
         "error",
         "findings",
+        "findings_line",
         "generation",
         "key",
         "line",
@@ -82,6 +84,7 @@ class Entry:
         self.key = unit.key
         self.error = error
         self.findings = findings
+        self.findings_line = b"[]" if not findings else None  # rendered on first query
         self.generation = generation
         self.line = answer.line if answer else b""
         self.resume_point = str(answer.envelope["resumePoint"]) if answer else None
@@ -100,10 +103,17 @@ class Entry:
             b'{"ok":true,"envelope":'
             + self.line[:-1]
             + b',"findings":'
-            + orjson.dumps([f.as_dict() for f in self.findings])
+            + self.findings_json()
             + b',"source":"cache","generation":'
             + str(self.generation).encode()
         )
+
+    def findings_json(self) -> bytes:
+        """The findings as a JSON array, rendered once, on the first query that needs it."""
+        line = self.findings_line
+        if line is None:
+            line = self.findings_line = orjson.dumps([f.as_dict() for f in self.findings])
+        return line
 
     @property
     def cli_body(self) -> bytes:
