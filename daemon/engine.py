@@ -9,10 +9,12 @@ last good entries, each with an `unreadable` finding saying since when, until it
 parses again. Only a deleted file removes its units.
 
 A write to a state file costs what changed, not the file: the daemon parses with
-orjson (daemon/fastjson.py), and a unit whose data is the same as its cached entry's
-(`model.same_data`) keeps its entry, rendered bytes and findings without being
-answered or checked again. A change to a companion (story file, journal), a rescan or a
-git change rebuilds every unit of the file as before.
+orjson (daemon/fastjson.py); a story whose node in the parsed file is identical to the
+last read's (a 16-byte digest per unit, `FileState.prints`) keeps its unit object, so
+it is neither built, nor answered, nor checked again; any other unit whose data is the
+same as its cached entry's (`model.same_data`) keeps its entry, rendered bytes and
+findings. A change to a companion (story file, journal), a rescan or a git change
+rebuilds every unit of the file as before.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from hashlib import blake2b
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -32,6 +36,9 @@ from daemon.formats import Adapter, all_adapters
 from daemon.formats.base import Source
 from daemon.formats.epic import choose_epic_file, is_epic_file_of
 from daemon.model import Finding, Unit, same_data
+
+if TYPE_CHECKING:
+    from daemon.formats.base import Reuse
 
 __all__ = ["Engine", "Entry", "Workspace"]
 
@@ -199,13 +206,24 @@ class Draft:
 class FileState:
     """What the engine knows of one state file: identity at last read, and health."""
 
-    __slots__ = ("adapter", "keys", "relpath", "signature", "unreadable_reason", "unreadable_since")
+    __slots__ = (
+        "adapter",
+        "keys",
+        "prints",
+        "relpath",
+        "signature",
+        "unreadable_reason",
+        "unreadable_since",
+    )
 
     def __init__(self, relpath: str, adapter: Adapter) -> None:
         self.relpath = relpath
         self.adapter = adapter
         self.signature: tuple[int, int, int, int] | None = None
         self.keys: list[str] = []
+        # unit key -> digest of the node its unit was built from (formats with many
+        # units per file); a node with the same digest next time reuses the unit
+        self.prints: dict[str, bytes] = {}
         self.unreadable_since: float | None = None
         self.unreadable_reason: str | None = None
 
@@ -374,15 +392,24 @@ class Engine:
                 owners.append((state_file, state.adapter))
         return owners
 
-    def touch(self, ws: Workspace, relpath: str) -> None:
-        """A path changed: refresh the state files it belongs to."""
+    def touch(self, ws: Workspace, relpath: str, *, tentative: bool = False) -> bool:
+        """A path changed: refresh the state files it belongs to.
+
+        `tentative` (a read at the very end of a write): a state file that does not
+        parse is left as it was and False returned, so the caller reads it again once
+        the write has settled instead of marking it unreadable at once.
+        """
         seen = set()
+        complete = True
         for state_file, adapter in self.owners(ws, relpath):
             if state_file not in seen:
                 seen.add(state_file)
                 # the state file itself: unchanged units keep their entries; a companion
                 # (story file, journal) can change answers without changing unit data
-                self.refresh(ws, state_file, adapter, reuse=state_file == relpath)
+                complete &= self.refresh(
+                    ws, state_file, adapter, reuse=state_file == relpath, tentative=tentative
+                )
+        return complete
 
     def verify(self, ws: Workspace) -> int:
         """Cheap check of every known state file (inode, size, mtime); refresh on change."""
@@ -396,30 +423,66 @@ class Engine:
     # -- refreshing ----------------------------------------------------------
 
     def refresh(
-        self, ws: Workspace, relpath: str, adapter: Adapter, *, reuse: bool = False
-    ) -> None:
+        self,
+        ws: Workspace,
+        relpath: str,
+        adapter: Adapter,
+        *,
+        reuse: bool = False,
+        tentative: bool = False,
+    ) -> bool:
         """Re-read one state file and rebuild its entries; emit what changed.
 
         With `reuse` (the state file itself changed, nothing else), a unit whose data is
         unchanged keeps its entry as it is: no staleness read, render or detectors.
+        False when `tentative` and the file did not parse (nothing was changed).
         """
         self.counters["refreshes"] += 1
         state = ws.files.get(relpath) or FileState(relpath, adapter)
         signature = _signature(os.path.join(ws.path, relpath))
+        prints: dict[str, bytes] = {}
         try:
-            units = direct.read_units(ws.path, adapter, relpath, self.options)
+            units = adapter.load_reusing(
+                Source(ws.path, self.options.lock_timeout),
+                relpath,
+                self._reuser(ws, state, prints, reuse=reuse and state.unreadable_since is None),
+            )
         except StateFileMissing:
             self._drop_file(ws, relpath)
-            return
+            return True
         except (DataError, LockTimeout) as exc:
+            if tentative and isinstance(exc, DataError):
+                return False
             self._mark_unreadable(ws, state, exc)
-            return
+            return True
         state.signature = signature
         reuse = reuse and state.unreadable_since is None  # else every entry loses a finding
         state.unreadable_since = None
         state.unreadable_reason = None
         self._rebuild(ws, state, units, reuse=reuse)
+        state.prints = prints  # after the entries: a digest always names its entry's unit
         ws.files[relpath] = state  # after the entries: a known file means its units are in
+        return True
+
+    @staticmethod
+    def _reuser(
+        ws: Workspace, state: FileState, prints: dict[str, bytes], *, reuse: bool
+    ) -> Reuse:
+        """The `reuse` callback of one read: record each node's digest in `prints` and,
+        with `reuse`, hand back the cached unit of a node that has not changed."""
+        known = state.prints
+
+        def reuse_unit(key: str, node: dict[str, object]) -> Unit | None:
+            # repr, not a JSON dump: exact for every value either parser yields
+            # (1 and 1.0 and True differ; a float too large for JSON is not null)
+            digest = blake2b(repr(node).encode("utf-8", "surrogatepass"), digest_size=16).digest()
+            prints[key] = digest
+            if not reuse or known.get(key) != digest:
+                return None
+            entry = ws.entries.get((state.relpath, key))
+            return entry.unit if entry is not None else None
+
+        return reuse_unit
 
     def recheck(self, ws: Workspace) -> None:
         """Re-run staleness and detectors on every unit (after a git change); no file reads."""
@@ -491,7 +554,9 @@ class Engine:
     def _unchanged(ws: Workspace, unit: Unit) -> bool:
         """Whether a unit's cached entry was built from the same data (and without error)."""
         old = ws.entries.get((unit.state_file, unit.key))
-        return old is not None and old.error is None and same_data(old.unit, unit)
+        if old is None or old.error is not None:
+            return False
+        return old.unit is unit or same_data(old.unit, unit)
 
     def _store(self, ws: Workspace, draft: Draft) -> None:
         unit = draft.unit

@@ -19,21 +19,44 @@ Everything orjson refuses (BOMs, UTF-16/32, 1e400, NaN, torn files, nesting deep
 
 from __future__ import annotations
 
-import re
-
 import orjson
 
 from daemon import jsonio
 
 __all__ = ["install", "loads"]
 
-_LONG_INTEGER = re.compile(rb"(?:^|[\[:,\s])-?[0-9]{19}")
+# Nineteen digits in a row, wherever they are, are found by a plain substring search
+# in a copy where every digit is "0" and every other byte a space (0.7 ms on 0.9 MB;
+# a plain regular expression took 4 ms, one with the left context 39). Such runs
+# are rare (a 40-hex sha holds one about once in 300), so each is then checked for what
+# may stand before a number.
+_DIGITS_ONLY = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_RUN = b"0" * 19
+_BEFORE_NUMBER = frozenset(b"[:, \t\n\r\x0b\x0c")
+_MINUS = ord("-")
 _SURROGATE_ESCAPES = (b"\\ud", b"\\uD")
+
+
+def _long_integer(data: bytes) -> bool:
+    """Whether a run of 19 or more digits could start a number (see the docstring)."""
+    digits = data.translate(_DIGITS_ONLY)
+    start = digits.find(_RUN)
+    while start >= 0:
+        before = start - 1
+        if before >= 0 and data[before] == _MINUS:
+            before -= 1
+        if before < 0 or data[before] in _BEFORE_NUMBER:
+            return True
+        end = digits.find(b" ", start)  # the rest of this run cannot start a number
+        if end < 0:
+            return False
+        start = digits.find(_RUN, end)
+    return False
 
 
 def loads(data: bytes) -> object:
     """The parsed document, or `jsonio.UNSURE` when only the lean path is sure to agree."""
-    if any(escape in data for escape in _SURROGATE_ESCAPES) or _LONG_INTEGER.search(data):
+    if any(escape in data for escape in _SURROGATE_ESCAPES) or _long_integer(data):
         return jsonio.UNSURE
     try:
         return orjson.loads(data)

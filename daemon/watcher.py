@@ -36,6 +36,9 @@ __all__ = ["Refresher", "Watcher"]
 
 _BUSY_POLL = 0.1  # how often to look whether a git operation has finished
 _IGNORED_EVENTS = frozenset(("opened", "closed_no_write"))
+# a write has ended: closed after writing, renamed or moved into place, or created
+# (a file moved in from outside the watch arrives as created)
+_WRITE_ENDED_EVENTS = frozenset(("closed", "moved", "created"))
 _GIT_OPERATION_MARKERS = (
     "index.lock",
     "rebase-merge",
@@ -44,6 +47,12 @@ _GIT_OPERATION_MARKERS = (
     "CHERRY_PICK_HEAD",
     "BISECT_LOG",
 )
+
+
+# due paths (workspace, relpath, early), scans, git rechecks, calls, verify
+_Batch = tuple[
+    list[tuple[str, str, bool]], dict[str, bool], list[str], list[Callable[[], None]], bool
+]
 
 
 class Refresher(threading.Thread):
@@ -67,6 +76,7 @@ class Refresher(threading.Thread):
         self.log = log.get("refresher")
         self._cond = threading.Condition()
         self._paths: dict[tuple[str, str], float] = {}
+        self._early: set[tuple[str, str]] = set()  # due at once, on a write's end
         self._scans: dict[str, bool] = {}
         self._git: dict[str, float] = {}
         self._calls: list[Callable[[], None]] = []
@@ -80,10 +90,23 @@ class Refresher(threading.Thread):
         """False once stop() was called."""
         return not self._stopping
 
-    def request(self, workspace: str, relpath: str) -> None:
-        """A path changed; refresh its state files after the settle window."""
+    def request(self, workspace: str, relpath: str, *, complete: bool = False) -> None:
+        """A path changed; refresh its state files after the settle window.
+
+        `complete`: the event says a write ended (the file was closed after writing, or
+        renamed or moved into place), so the refresh is due at once, tentatively: if
+        the file does not parse, it is read again after the settle window as usual,
+        and only then marked unreadable. A later plain change waits the window again.
+        """
+        key = (workspace, relpath)
         with self._cond:
-            self._paths[(workspace, relpath)] = time.monotonic()
+            now = time.monotonic()
+            if complete:
+                self._paths[key] = now - self.settle
+                self._early.add(key)
+            else:
+                self._paths[key] = now
+                self._early.discard(key)
             self._cond.notify()
 
     def request_scan(self, workspace: str, *, lost: bool = False) -> None:
@@ -110,10 +133,9 @@ class Refresher(threading.Thread):
             self._stopping = True
             self._cond.notify()
 
-    def _next_batch(
-        self,
-    ) -> tuple[list[tuple[str, str]], dict[str, bool], list[str], list[Callable[[], None]], bool]:
-        """Wait until something is due; return it (paths, scans, git, calls, verify)."""
+    def _next_batch(self) -> _Batch:
+        """Wait until something is due; return it (paths with their `early` flag, scans,
+        git, calls, verify)."""
         next_verify = time.monotonic() + self.verify_interval
         with self._cond:
             while not self._stopping:
@@ -124,13 +146,17 @@ class Refresher(threading.Thread):
                 due_git = [w for w in settled if w not in busy]
                 verify = now >= next_verify
                 if due_paths or self._scans or due_git or self._calls or verify:
+                    paths = []
                     for key in due_paths:
                         del self._paths[key]
+                        early = key in self._early
+                        self._early.discard(key)
+                        paths.append((*key, early))
                     for ws in due_git:
                         del self._git[ws]
                     scans, self._scans = self._scans, {}
                     calls, self._calls = self._calls, []
-                    return due_paths, scans, due_git, calls, verify
+                    return paths, scans, due_git, calls, verify
                 deadlines = [t + self.settle for t in self._paths.values()]
                 deadlines += [
                     now + _BUSY_POLL if w in busy else t + self.git_settle
@@ -147,10 +173,10 @@ class Refresher(threading.Thread):
                 self._guard("call", func)
             for workspace, lost in scans.items():
                 self._guard("scan", partial(self._scan, workspace, lost))
-            for workspace, relpath in paths:
+            for workspace, relpath, early in paths:
                 ws = self.engine.workspaces.get(workspace)
                 if ws is not None and workspace not in scans:
-                    self._guard("refresh", partial(self._touch, ws, relpath))
+                    self._guard("refresh", partial(self._touch, ws, relpath, early))
             for workspace in git:
                 ws = self.engine.workspaces.get(workspace)
                 if ws is not None:
@@ -179,10 +205,11 @@ class Refresher(threading.Thread):
             duration_ms=_ms(started),
         )
 
-    def _touch(self, ws: Workspace, relpath: str) -> None:
+    def _touch(self, ws: Workspace, relpath: str, early: bool) -> None:
         started = time.perf_counter()
         generation = self.engine.generation
-        self.engine.touch(ws, relpath)
+        if not self.engine.touch(ws, relpath, tentative=early):
+            self.request(ws.path, relpath)  # torn at a write's end: again once it settles
         if self.engine.generation != generation:
             self.log.info(
                 "refresh",
@@ -372,7 +399,9 @@ class Watcher:
             )
             return
         if relpath:
-            self.refresher.request(workspace, relpath)
+            self.refresher.request(
+                workspace, relpath, complete=event.event_type in _WRITE_ENDED_EVENTS
+            )
 
 
 def git_dirs(workspace: str) -> tuple[str, str] | None:

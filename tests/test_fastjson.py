@@ -66,6 +66,12 @@ TRICKY = [
     b"[" * 1100 + b"]" * 1100,  # deeper than orjson's limit
     b'{"stories":{"s":{"tasks":{"T1":{"status":"DONE","commitSha":12345678901234567890}}}}}',
     b"\t\n\r {} \t\n\r",
+    # a digit run inside a string first, then a long number: the second must be seen
+    b'{"sha":"ab1234567890123456789012345678901234567890","n":123456789012345678901}',
+    b'{"s":["12345678901234567890123abc"],"n":[-12345678901234567890123]}',
+    b"-123456789012345678901234",
+    b'{"a":1,"b":\x0c12345678901234567890}',
+
     b"[true,false,null,-0,0,-1]",
 ]
 

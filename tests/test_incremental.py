@@ -6,6 +6,7 @@ of unchanged stories; its answers must still be the bytes `storyd resume --direc
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,8 +18,13 @@ from daemon_harness import (
     epic_relpath,
     spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
     wait_for,
+    write_config,
 )
+from git_harness import EventStream
 from test_daemon import direct, same_output, via_daemon
+
+from daemon.direct import Options
+from daemon.engine import Engine, Workspace
 
 Spawn = Callable[..., DaemonProcess]
 REL = epic_relpath("0049")
@@ -116,3 +122,108 @@ def test_tricky_state_file_answers_as_direct(spawn_daemon: Spawn, ws: Path,
         daemon, cli = via_daemon(proc, ws, *args), direct(proc.env, ws, *args)
         assert daemon.returncode == 0, daemon.stderr
         same_output(daemon, cli)
+
+
+# -- in process: which units a write rebuilds, and a read at a write's very end --------
+
+def _engine(ws: Path) -> tuple[Engine, Workspace]:
+    engine = Engine(Options(staleness="mtime"))
+    workspace = engine.add_workspace(str(ws))
+    engine.scan(workspace)
+    return engine, workspace
+
+
+def _units(workspace: Workspace) -> dict[str, object]:
+    return {key: entry.unit for (_, key), entry in workspace.entries.items()}
+
+
+def test_a_write_builds_only_the_stories_whose_nodes_changed(ws: Path) -> None:
+    engine, workspace = _engine(ws)
+    before = _units(workspace)
+    assert len(before) == COUNT
+
+    write(ws, stories(done_t3=CHANGED))
+    assert engine.touch(workspace, REL) is True
+    after = _units(workspace)
+
+    assert after[CHANGED] is not before[CHANGED]
+    rebuilt = [key for key in before if after[key] is not before[key]]
+    assert rebuilt == [CHANGED]
+    entry = workspace.entries[(REL, CHANGED)]
+    assert b'"tasksPending":[]' not in entry.line and b'"c' + b"c" * 39 in entry.line
+
+
+def test_a_companion_change_rebuilds_its_units(ws: Path) -> None:
+    """A story file's change can change answers (staleness) without a node changing."""
+    engine, workspace = _engine(ws)
+    before = _units(workspace)
+    story_file = ws / "plans" / "epic-0049" / f"{CHANGED}.md"
+    story_file.write_text("# edited\n", encoding="utf-8")
+    engine.touch(workspace, f"plans/epic-0049/{CHANGED}.md")
+    after = _units(workspace)
+    assert all(after[key] is not before[key] for key in before)  # the whole file re-read
+    assert workspace.entries[(REL, CHANGED)].unit.story_file == f"plans/epic-0049/{CHANGED}.md"
+
+
+def test_a_side_table_change_rebuilds_the_story_it_names(tmp_path: Path) -> None:
+    """The `stories` array shape merges `storyEntries` into each story's node: a change
+    there is a change of that story, and of no other."""
+    ws = tmp_path / "ws"
+    items = [{"id": story(n), "tasks": {"T1": {"status": "PENDING"}}} for n in (1, 2, 3)]
+    document: dict[str, object] = {"epic": "0049", "stories": items, "storyEntries": {}}
+    (ws / REL).parent.mkdir(parents=True)
+    atomic_write(ws / REL, orjson.dumps(document))
+    engine, workspace = _engine(ws)
+    before = _units(workspace)
+
+    document["storyEntries"] = {story(2): {"prNumber": 41}}
+    atomic_write(ws / REL, orjson.dumps(document))
+    engine.touch(workspace, REL)
+    after = _units(workspace)
+
+    assert [key for key in before if after[key] is not before[key]] == [story(2)]
+    assert workspace.entries[(REL, story(2))].summary()["pr"] == "41"
+
+
+def test_a_torn_read_at_a_writes_end_changes_nothing(ws: Path) -> None:
+    engine, workspace = _engine(ws)
+    entries = dict(workspace.entries)
+    generation = engine.generation
+    whole = (ws / REL).read_bytes()
+    (ws / REL).write_bytes(whole[: len(whole) // 2])
+
+    assert engine.touch(workspace, REL, tentative=True) is False
+    assert workspace.entries == entries and engine.generation == generation
+    assert workspace.files[REL].unreadable_since is None
+
+    assert engine.touch(workspace, REL) is True  # once settled, it is what it is
+    assert workspace.files[REL].unreadable_since is not None
+    codes = {f.code for f in workspace.entries[(REL, CHANGED)].findings}
+    assert "state-unreadable" in codes
+
+
+def test_a_finished_write_is_answered_before_the_settle_window(
+    spawn_daemon: Spawn, ws: Path, tmp_path: Path
+) -> None:
+    """A write's end (close after writing, rename) is read at once; a torn file seen
+    then waits for the settle window instead of being reported unreadable."""
+    write_config(tmp_path, "[limits]\nsettle_ms = 3000\n")
+    proc = spawn_daemon([ws])
+    whole = orjson.dumps({"epic": "0049", "stories": stories(done_t3=CHANGED)},
+                         option=orjson.OPT_INDENT_2)
+    with EventStream(proc, workspace=str(ws)) as stream:
+        start = stream.mark()
+        with open(ws / REL, "wb") as handle:  # torn: half written, then closed
+            handle.write(whole[: len(whole) // 2])
+        written = time.monotonic()
+        with open(ws / REL, "wb") as handle:
+            handle.write(whole)
+        stamp, _ = stream.wait(
+            lambda e: e.get("event") == "changed" and e.get("unit") == CHANGED
+            and e.get("done") == 2,
+            start=start, timeout=10, message="the finished write's changed event")
+        assert stamp - written < 2.0, "waited out the 3 s settle window"
+        unreadable = [e for e in stream.since(start)
+                      if e.get("event") == "drift"
+                      and (e.get("finding") or {}).get("code") == "state-unreadable"]
+        assert unreadable == []

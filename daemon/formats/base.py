@@ -13,6 +13,12 @@ from daemon.jsonio import JSONError, dumps, kind, loads, value_start
 from daemon.locking import DEFAULT_LOCK_TIMEOUT, read_locked
 from daemon.model import DONE, PENDING, Finding, Task, Unit
 
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/model.py
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Reuse = Callable[[str, dict[str, object]], Unit | None]  # see Adapter.load_reusing
+
 __all__ = [
     "Adapter",
     "Source",
@@ -178,3 +184,12 @@ class Adapter:
     def load(self, source: Source, relpath: str) -> list[Unit]:
         """Read the state file (under the lock) and return its units in file order."""
         raise NotImplementedError
+
+    def load_reusing(self, source: Source, relpath: str, reuse: Reuse) -> list[Unit]:
+        """`load`, but a unit whose node `reuse(key, node)` recognises is not built again.
+
+        For formats whose one file holds many units (the epic format), so that a write
+        to one story of a large file costs one story's build. `reuse` returns the unit
+        built earlier from an identical node, or None. The default reads everything.
+        """
+        return self.load(source, relpath)

@@ -48,6 +48,8 @@ _PENDING = frozenset(
 _DIGITS = frozenset("0123456789")
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/model.py
 if TYPE_CHECKING:
+    from daemon.formats.base import Reuse
+
     Entry = tuple[str, dict[str, object] | str]
 
 
@@ -269,22 +271,30 @@ class EpicAdapter(Adapter):
         return None
 
     def load(self, source: Source, relpath: str) -> list[Unit]:
-        units = self.parse(source.read(relpath, STATE_NAME), relpath)
-        for unit in units:
-            _locate_story_file(source, unit)
+        return self.load_reusing(source, relpath, None)
+
+    def load_reusing(self, source: Source, relpath: str, reuse: Reuse | None) -> list[Unit]:
+        top = load_json_object(source.read(relpath, STATE_NAME), relpath)
+        units = []
+        for story_id, node in story_nodes(top, relpath):
+            unit = reuse(story_id, node) if reuse is not None and isinstance(node, dict) else None
+            if unit is None:
+                unit = _unit_or_error(relpath, story_id, node)
+                _locate_story_file(source, unit)
+            units.append(unit)
         return units
 
     def parse(self, data: bytes, relpath: str) -> list[Unit]:
         """The units of one state file's bytes, in file order."""
         top = load_json_object(data, relpath)
-        epic_dir = relpath.rsplit("/", 1)[0]
-        units = []
-        for story_id, node in story_nodes(top, relpath):
-            if isinstance(node, str):
-                units.append(Unit("epic", relpath, story_id, (), error=node))
-            else:
-                units.append(_unit(relpath, epic_dir, story_id, node))
-        return units
+        return [_unit_or_error(relpath, sid, node) for sid, node in story_nodes(top, relpath)]
+
+
+def _unit_or_error(relpath: str, story_id: str, node: dict[str, object] | str) -> Unit:
+    """A story's unit, or an error unit when `story_nodes` gave an error text."""
+    if isinstance(node, str):
+        return Unit("epic", relpath, story_id, (), error=node)
+    return _unit(relpath, relpath.rsplit("/", 1)[0], story_id, node)
 
 
 def _locate_story_file(source: Source, unit: Unit) -> None:
