@@ -100,7 +100,7 @@ class ObjectInfo:
     `kind` (commit, tree, blob, tag) are set when FOUND.
     """
 
-    __slots__ = ("kind", "name", "sha", "state")
+    __slots__ = ("kind", "name", "sha", "stamp", "state")
 
     def __init__(
         self, name: str, state: str, sha: str | None = None, kind: str | None = None
@@ -109,6 +109,9 @@ class ObjectInfo:
         self.state = state
         self.sha = sha
         self.kind = kind
+        # the object folders' stamp a cached answer holds for (GitView.lookup): kept on
+        # the answer, not in a pair beside it, as a daemon caches tens of thousands
+        self.stamp: tuple[int, int] | None = None
 
     def __repr__(self) -> str:
         return f"ObjectInfo({self.name!r}, {self.state!r}, {self.sha!r}, {self.kind!r})"
@@ -288,7 +291,7 @@ class _Stamps:
         self._dir = objects_dir
         self._now = time.time_ns()
         self._pack = self._mtime("pack")
-        self._seen: dict[str, int | None] = {}
+        self._seen: dict[str, tuple[int, int] | None] = {}
 
     def _mtime(self, sub: str) -> int | None:
         try:
@@ -298,14 +301,13 @@ class _Stamps:
         return None if self._now - stamp < _RACY_NS else stamp
 
     def of(self, key: str) -> tuple[int, int] | None:
-        """The stamp for an object name (lower-case hex)."""
+        """The stamp for an object name (lower-case hex); one shared tuple per folder."""
         folder = key[:2]
         if folder not in self._seen:
-            self._seen[folder] = self._mtime(folder)
-        loose = self._seen[folder]
-        if loose is None or self._pack is None:
-            return None
-        return (loose, self._pack)
+            loose = self._mtime(folder)
+            pack = self._pack
+            self._seen[folder] = None if loose is None or pack is None else (loose, pack)
+        return self._seen[folder]
 
 
 # -- the view -------------------------------------------------------------------------
@@ -332,7 +334,7 @@ class GitView:
             ("full_walks", "incremental_walks", "walked", "lookups", "patch_ids"), 0
         )
         self._cat: _CatFile | None = None
-        self._objects: dict[str, tuple[ObjectInfo, tuple[int, int] | None]] = {}
+        self._objects: dict[str, ObjectInfo] = {}  # by lower-case name, each with its stamp
         self._walks: OrderedDict[str, _Walk] = OrderedDict()
         self._verdicts: dict[tuple[str, str], bool] = {}
         self._patch_ids: dict[str, str | None] = {}
@@ -417,10 +419,10 @@ class GitView:
         result: dict[str, ObjectInfo] = {}
         ask: list[tuple[str, str, tuple[int, int] | None]] = []
         for name in dict.fromkeys(names):
-            key = name.lower()
+            key = name if name.islower() else name.lower()  # the caller's string, if it can
             cached = self._objects.get(key)
-            if cached is not None and (cached[1] is None or cached[1] == stamps.of(key)):
-                result[name] = cached[0]
+            if cached is not None and cached.stamp == stamps.of(key):
+                result[name] = cached
             elif not is_object_name(name):
                 result[name] = ObjectInfo(name, INVALID)
             else:
@@ -430,7 +432,8 @@ class GitView:
             info = _parse_answer(name, line)
             result[name] = info
             if stamp is not None:  # found ones too: `git gc --prune` deletes objects
-                self._remember(key, info, stamp)
+                info.stamp = stamp
+                self._remember(key, info)
         return result
 
     def _ask(self, names: list[str]) -> list[str]:
@@ -446,10 +449,10 @@ class GitView:
             broken.close()
             raise
 
-    def _remember(self, key: str, info: ObjectInfo, stamp: tuple[int, int] | None) -> None:
+    def _remember(self, key: str, info: ObjectInfo) -> None:
         if len(self._objects) >= _MAX_OBJECTS:
             self._objects.clear()
-        self._objects[key] = (info, stamp)
+        self._objects[key] = info
 
     def exists(self, name: str) -> bool:
         """Whether `name` names exactly one object in the repository."""

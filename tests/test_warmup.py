@@ -187,3 +187,30 @@ class TestBranchMoves:
         assert storytime.git_commit_time(ws, "story.md") == second
         repo.git("reset", "--soft", "HEAD~1")
         assert storytime.git_commit_time(ws, "story.md") is None
+
+
+def test_warm_up_events_are_not_kept_for_replay(spawn_daemon: Spawn, tmp_path: Path) -> None:
+    """Each unit's first sight at start-up goes to live subscribers only: a `since` from
+    before the warm-up's end gets the full list; later changes replay as usual."""
+    repo = big_workspace(tmp_path / "ws", 50)
+    ws = repo.path
+    proc = spawn_daemon([ws])  # returns once warm
+    clock = str(proc.request({"op": "ping"})["clock"])
+    instance = clock.rpartition(":")[0]
+    with proc.connect() as sub:
+        early = sub.request({"op": "subscribe", "since": f"{instance}:0"})
+    assert early["freshInstance"] is True
+    assert len(early["units"]) == 50  # type: ignore[arg-type]
+
+    state = ws / "plans" / f"epic-{EPIC}" / "execution-state.json"
+    document = orjson.loads(state.read_bytes())
+    sid = story_id(7)
+    document["stories"][sid]["tasks"][task_id(sid, 2)] = {"status": "DONE"}
+    state.write_bytes(orjson.dumps(document))
+    wait_for(lambda: any(u["unit"] == sid and u["done"] == 2 for u in proc.units(ws)),
+             10, "the change in the cache")
+    with proc.connect() as sub:
+        later = sub.request({"op": "subscribe", "since": clock})
+        assert later["freshInstance"] is False and "units" not in later
+        replayed = sub.read()
+    assert (replayed["event"], replayed["unit"], replayed["done"]) == ("changed", sid, 2)
