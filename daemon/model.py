@@ -18,6 +18,7 @@ __all__ = [
     "Finding",
     "Task",
     "Unit",
+    "Wording",
     "same_data",
 ]
 
@@ -122,6 +123,30 @@ class Unit:
         return f"Unit({self.format!r}, {self.state_file!r}, {self.key!r}, {len(self.tasks)} tasks)"
 
 
+class Wording:
+    """A message that many findings share, filled in from the finding when read.
+
+    `template` is a `str.format` string over `task` and the finding's evidence keys,
+    for example "commit {commit} of {task} does not exist in the repository". A detector
+    that can report thousands of findings of one kind keeps one of these instead of
+    thousands of message strings (4.4 MB for the 29,000 missing commits of the
+    10,000-story benchmark). The finding's `message` is the filled-in text, and equality
+    compares that text, so a Wording and the same words as a string are one finding.
+    """
+
+    __slots__ = ("template",)
+
+    def __init__(self, template: str) -> None:
+        self.template = template
+
+    def fill(self, task: str | None, evidence: dict[str, str]) -> str:
+        """The message for one finding."""
+        return self.template.format(task=task, **evidence)
+
+    def __repr__(self) -> str:
+        return f"Wording({self.template!r})"
+
+
 class Finding:
     """A fact about a unit that its state file alone does not show. Frozen and hashable.
 
@@ -130,15 +155,16 @@ class Finding:
     keys to string values, sorted by key; empty by default): the shas, paths and reasons
     the message words for people. Consumers such as reconcile read it, never the message,
     so a detector may reword its message freely. Keys per code: docs/detectors.md.
+    `message` may be given as a `Wording`, filled in from `task` and `evidence` when read.
     """
 
-    __slots__ = ("_flat", "code", "detector", "message", "severity", "task")
+    __slots__ = ("_flat", "_words", "code", "detector", "severity", "task")
 
     detector: str
     code: str
     severity: str
     task: str | None
-    message: str
+    _words: str | Wording
     _flat: tuple[str, ...]  # key, value, key, value, ... sorted by key
 
     def __init__(
@@ -146,7 +172,7 @@ class Finding:
         detector: str,
         code: str,
         severity: str,
-        message: str,
+        message: str | Wording,
         task: str | None = None,
         evidence: dict[str, str] | None = None,
     ) -> None:
@@ -158,8 +184,20 @@ class Finding:
         object.__setattr__(self, "code", code)
         object.__setattr__(self, "severity", severity)
         object.__setattr__(self, "task", task)
-        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "_words", message)
         object.__setattr__(self, "_flat", flat)
+        if isinstance(message, Wording):
+            try:
+                message.fill(task, evidence or {})
+            except (KeyError, IndexError, ValueError) as exc:
+                msg = f"{message!r} does not fit the finding's task and evidence: {exc!r}"
+                raise ValueError(msg) from None
+
+    @property
+    def message(self) -> str:
+        """The message for people (a `Wording` filled in)."""
+        words = self._words
+        return words if isinstance(words, str) else words.fill(self.task, self._evidence_dict())
 
     @property
     def evidence(self) -> MappingProxyType[str, str]:

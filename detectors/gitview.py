@@ -287,8 +287,9 @@ class _Stamps:
     coarse, so an object written in the same tick could go unnoticed).
     """
 
-    def __init__(self, objects_dir: str) -> None:
+    def __init__(self, objects_dir: str, shared: dict[tuple[int, int], tuple[int, int]]) -> None:
         self._dir = objects_dir
+        self._shared = shared  # the view's stamps, so that lookups share one tuple each
         self._now = time.time_ns()
         self._pack = self._mtime("pack")
         self._seen: dict[str, tuple[int, int] | None] = {}
@@ -306,7 +307,11 @@ class _Stamps:
         if folder not in self._seen:
             loose = self._mtime(folder)
             pack = self._pack
-            self._seen[folder] = None if loose is None or pack is None else (loose, pack)
+            if loose is None or pack is None:
+                self._seen[folder] = None
+            else:
+                stamp = (loose, pack)
+                self._seen[folder] = self._shared.setdefault(stamp, stamp)
         return self._seen[folder]
 
 
@@ -335,6 +340,7 @@ class GitView:
         )
         self._cat: _CatFile | None = None
         self._objects: dict[str, ObjectInfo] = {}  # by lower-case name, each with its stamp
+        self._stamps: dict[tuple[int, int], tuple[int, int]] = {}
         self._walks: OrderedDict[str, _Walk] = OrderedDict()
         self._verdicts: dict[tuple[str, str], bool] = {}
         self._patch_ids: dict[str, str | None] = {}
@@ -399,6 +405,7 @@ class GitView:
     def refresh(self) -> None:
         """Forget every cache (they validate themselves; this only frees memory)."""
         self._objects.clear()
+        self._stamps.clear()
         self._walks.clear()
         self._verdicts.clear()
         self._patch_ids.clear()
@@ -415,7 +422,7 @@ class GitView:
         so does `git gc` pruning one. Folders changed in the last moments are not trusted.
         """
         self._check_owner()
-        stamps = _Stamps(self.objects_dir)
+        stamps = _Stamps(self.objects_dir, self._stamps)
         result: dict[str, ObjectInfo] = {}
         ask: list[tuple[str, str, tuple[int, int] | None]] = []
         for name in dict.fromkeys(names):
@@ -452,6 +459,7 @@ class GitView:
     def _remember(self, key: str, info: ObjectInfo) -> None:
         if len(self._objects) >= _MAX_OBJECTS:
             self._objects.clear()
+            self._stamps.clear()
         self._objects[key] = info
 
     def exists(self, name: str) -> bool:

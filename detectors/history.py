@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from daemon.model import Finding, Task, Unit
+from daemon.model import Finding, Task, Unit, Wording
 from detectors import Context
 from detectors.common import git_failed, int_option, no_tip, tip_name
 from detectors.gitview import AMBIGUOUS, FOUND, INVALID, GitError, GitView, ObjectInfo
@@ -35,6 +35,9 @@ from detectors.gitview import AMBIGUOUS, FOUND, INVALID, GitError, GitView, Obje
 __all__ = ["DETECTOR", "HistoryDetector"]
 
 NAME = "commit-in-history"
+# One shared message for every missing commit: a fresh clone of another branch can miss
+# thousands.
+_MISSING_WORDS = Wording("commit {commit} of {task} does not exist in the repository")
 DEFAULT_PATCH_ID_DEPTH = 500
 
 
@@ -122,7 +125,7 @@ class _Judge:
                 NAME,
                 "missing",
                 "error",
-                f"commit {sha} of {tid} does not exist in the repository",
+                _MISSING_WORDS,
                 tid,
                 {"commit": sha or ""},
             )

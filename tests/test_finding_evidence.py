@@ -15,7 +15,7 @@ from daemon_harness import daemon_env, run_storyd_cli
 from git_harness import EPIC, STATE, STORY, GitWorkspace, task_id
 
 from daemon.config import Config
-from daemon.model import Finding, Unit
+from daemon.model import Finding, Unit, Wording
 from daemon.reconcile import make_plan
 from daemon.reconcile.gather import Selection
 from detectors import Context
@@ -57,6 +57,24 @@ class TestModel:
             finding.evidence = MappingProxyType({})
         with pytest.raises(TypeError, match="strings to strings"):
             Finding("d", "c", "info", "m", None, {"n": 1})  # type: ignore[dict-item]
+
+    def test_a_wording_is_filled_in_from_task_and_evidence(self) -> None:
+        words = Wording("commit {commit} of {task} does not exist")
+        shared = Finding("d", "c", "error", words, "T1", {"commit": "abc1234"})
+        spelled = Finding("d", "c", "error", "commit abc1234 of T1 does not exist", "T1",
+                          {"commit": "abc1234"})
+        assert shared.message == "commit abc1234 of T1 does not exist"
+        assert shared == spelled and hash(shared) == hash(spelled)
+        assert shared.as_dict() == spelled.as_dict()
+        assert "abc1234 of T1" in repr(shared)
+        other = Finding("d", "c", "error", words, "T2", {"commit": "abc1234"})
+        assert other != shared and other.message.endswith("of T2 does not exist")
+
+    def test_a_wording_that_does_not_fit_is_refused_when_the_finding_is_made(self) -> None:
+        with pytest.raises(ValueError, match=r"does not fit the finding.*'sha'"):
+            Finding("d", "c", "error", Wording("commit {sha} is gone"), "T1", {"commit": "a"})
+        with pytest.raises(ValueError, match="does not fit"):
+            Finding("d", "c", "error", Wording("odd {0} brace"), "T1")
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ The producer has written other shapes too (docs/formats.md, "Real epic shapes"):
 from __future__ import annotations
 
 import os
+import sys
 
 from daemon import lifecycle
 from daemon.errors import DataError, UsageError
@@ -206,7 +207,8 @@ def _finished(story_id: str, node: dict[str, object], tasks: list[Task]) -> Find
 
 
 def _labels(epic_dir: str, story_id: str, node: dict[str, object]) -> dict[str, str]:
-    labels = {"epic": epic_of_folder(epic_dir.rsplit("/", 1)[-1]) or "", "story": story_id}
+    epic = epic_of_folder(epic_dir.rsplit("/", 1)[-1]) or ""
+    labels = {"epic": sys.intern(epic), "story": story_id}  # one epic string, not one a story
     pr = _pr_number(node)
     if pr is not None:
         labels["pr"] = str(pr["prNumber"])
