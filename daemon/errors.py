@@ -4,16 +4,23 @@
     ├── StateFileMissing (1)      the state file is absent or not a regular file
     ├── StoryNotInState (2)       the unit is not in the state file
     ├── UsageError (64)           bad flags, ids, or request fields
-    │   └── FlagError                 a flag the parser refuses (its message ends with
+    │   └── FlagError (64)            a flag the parser refuses (its message ends with
     │                                 the usage line, so it is printed as it is)
     ├── DataError (65)            the state file is not valid JSON or not the expected shape
     ├── LockTimeout (75)          a writer held the lock longer than the bound
     ├── GitError (70)             git failed or the repository cannot be read (detectors
     │                             turn it into a finding; it never reaches a client)
-    └── SetupError (78)           the environment is misconfigured:
-        ├── config.ConfigError        config.toml has problems (each with field and line)
-        ├── systemd.SystemdError      a passed socket is not what the unit promises
-        └── detectors.DetectorError   a detector plugin cannot be loaded
+    ├── SetupError (78)           the environment is misconfigured:
+    │   ├── config.ConfigError (78)       config.toml has problems (each with field and line)
+    │   ├── systemd.SystemdError (78)     a passed socket is not what the unit promises
+    │   └── detectors.DetectorError (78)  a detector plugin cannot be loaded
+    ├── server.AlreadyRunning (1)         another daemon answers on the socket
+    ├── reconcile.undo.NothingToUndo (1)  `reconcile --undo` with no apply recorded
+    ├── reconcile.undo.UndoRefused (65)   a file changed after the apply; undo would lose it
+    └── commands.install.UnitWriteError (73)  a systemd unit file cannot be written
+
+Every subclass anywhere in storyd is listed here, with its code: tests/test_errors.py
+imports every module and checks this tree against the classes it finds.
 
 The codes are the seed skill's (0, 1, 2, 64) plus sysexits for the rest; the socket
 protocol reuses them in `{ok: false, error: {code, name, message}}`.

@@ -232,12 +232,14 @@ def _write_units(unit_dir: str, texts: dict[str, str], dry_run: bool) -> bool:
             _write(path, text)
         except OSError as exc:
             msg = f"cannot write {path}: {exc.strerror}"
-            raise _WriteError(msg) from None
+            raise UnitWriteError(msg) from None
         print(f"{'wrote' if old is None else 'updated'}: {path}")
     return updated
 
 
-class _WriteError(StorydError):
+class UnitWriteError(StorydError):
+    """A systemd unit file cannot be written (sysexits EX_CANTCREAT)."""
+
     code = 73
     name = "EX_CANTCREAT"
 

@@ -28,12 +28,14 @@ class NothingToUndo(StorydError):
     """No apply of this workspace is recorded."""
 
     code = 1
+    name = "NOTHING_TO_UNDO"
 
 
 class UndoRefused(StorydError):
     """A file changed after the apply: undoing would lose that change."""
 
     code = 65
+    name = "UNDO_REFUSED"
 
 
 def state_dir() -> str:
