@@ -69,8 +69,10 @@ def measure(tree: Path, workspaces: list[Path], story: tuple[Path, str], scratch
     for ws in workspaces:
         argv += ["--workspace", str(ws)]
     began = time.monotonic()
-    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    # cwd=tree: `python -m` puts the working directory first on sys.path, ahead of
+    # PYTHONPATH, so run from anywhere else the daemon would import that tree instead.
+    proc = subprocess.Popen(argv, env=env, cwd=tree, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     result: dict[str, object] = {}
     try:
         first = None
