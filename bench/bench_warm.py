@@ -92,6 +92,7 @@ def measure(tree: Path, workspaces: list[Path], story: tuple[Path, str], scratch
                 read = time.monotonic() - began
             if stats is not None and (not isinstance(state, dict) or not state["warming"]):
                 warm = time.monotonic() - began
+                result["watches"] = stats.get("watchedDirs")
                 break
             time.sleep(0.02)
         result["warm"] = warm
@@ -140,6 +141,14 @@ def fmt(value: object, unit: str) -> str:
     return f"{int(value) / 1024:.0f} MB"  # type: ignore[call-overload]
 
 
+def _max_watches() -> str:
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches", encoding="ascii") as limit:
+            return limit.read().strip()
+    except OSError:
+        return "unknown"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", action="append", required=True, help="NAME=DIR")
@@ -153,9 +162,10 @@ def main() -> int:
     shapes = [(1, int(s)) for s in args.sizes.split(",") if s]
     shapes += [tuple(int(x) for x in s.split("x")) for s in args.spaces.split(",") if s]
     print(f"load average before: {os.getloadavg()}", flush=True)
+    print(f"inotify budget (fs.inotify.max_user_watches): {_max_watches()}")
     print("| stories | daemon | first answer | envelopes cached | detectors done (warm) "
-          "| RSS | write-to-visible |")
-    print("|---|---|---|---|---|---|---|")
+          "| RSS | write-to-visible | watched dirs |")
+    print("|---|---|---|---|---|---|---|---|")
     for count, stories in shapes:
         shape = f"{count}x{stories}" if count > 1 else str(stories)
         root = Path(tempfile.mkdtemp(prefix="storyd-warm-"))
@@ -169,7 +179,7 @@ def main() -> int:
             time.sleep(1.1)  # the files' ctime is now before any daemon's status pass
             for name, tree in trees:
                 if f"{name}:{shape}" in args.skip:
-                    print(f"| {shape} | {name} | skipped | | | | |", flush=True)
+                    print(f"| {shape} | {name} | skipped | | | | | |", flush=True)
                     continue
                 scratch = Path(tempfile.mkdtemp(prefix="storyd-run-", dir=root))
                 (scratch / "run").mkdir(mode=0o700)
@@ -178,7 +188,7 @@ def main() -> int:
                 print(f"| {shape} | {name} | {fmt(found['first'], 'ms')} | "
                       f"{fmt(found['read'], 's')} | {fmt(found['warm'], 's')} | "
                       f"{fmt(found['rss_kb'], 'kb')} | "
-                      f"{fmt(found['write'], 'ms')} |", flush=True)
+                      f"{fmt(found['write'], 'ms')} | {found.get('watches', '-')} |", flush=True)
         finally:
             shutil.rmtree(root, ignore_errors=True)
     print(f"load average after: {os.getloadavg()}")
