@@ -118,7 +118,13 @@ def write_to_visible(sock: str, workspace: Path, sid: str) -> float | None:
     text = json.dumps(data, indent=2) + "\n"
     request = {"op": "resume", "workspace": str(workspace), "epic": data["epicId"],
                "story": sid}
-    before = ask(sock, request, 5.0)
+    before = None
+    for _ in range(3):  # a busy daemon (a 10,000-story file in git mode) may miss one
+        before = ask(sock, request, 5.0)
+        if before is not None:
+            break
+    if before is None:
+        return None
     tmp = state_path.with_suffix(".tmp")
     tmp.write_text(text)
     began = time.monotonic()
