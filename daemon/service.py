@@ -92,7 +92,10 @@ class Daemon:
         self.watcher = Watcher(self.engine, self.refresher)
         self.refresher.on_tick = self._tick
         self.executor = ThreadPoolExecutor(4, thread_name_prefix="storyd-direct")
+        # spellings of workspace paths -> canonical path; the event loop adds (canonical),
+        # the refresher removes (unwatch): both under the lock
         self.aliases: dict[str, str] = {}
+        self._aliases_lock = threading.Lock()
         self.counters = {"queries": 0, "hits": 0, "misses": 0}
         self.started = time.monotonic()
         self.log = log.get("daemon")
@@ -163,6 +166,7 @@ class Daemon:
     def _tick(self) -> None:
         for path in list(self.engine.workspaces):
             self.watcher.ensure_roots(path)
+        self.watcher.recount()  # off the event loop: `stats` only reads the counts
 
     # -- workspaces ----------------------------------------------------------
 
@@ -170,7 +174,7 @@ class Daemon:
         """A workspace path as the engine keys it (absolute, symlinks resolved)."""
         if not isinstance(raw, str) or not raw:
             raise UsageError("field 'workspace' must be a non-empty string")
-        known = self.aliases.get(raw)
+        known = self.aliases.get(raw)  # a lone dict read: atomic under the GIL
         if known is not None:
             return known
         if not os.path.isabs(raw):
@@ -178,10 +182,17 @@ class Daemon:
         path = os.path.realpath(raw)
         if not os.path.isdir(path):
             raise StateFileMissing(f"workspace {raw} does not exist")
-        if len(self.aliases) >= _MAX_ALIASES:
-            self.aliases.clear()
-        self.aliases[raw] = path
+        with self._aliases_lock:
+            if len(self.aliases) >= _MAX_ALIASES:
+                self.aliases.clear()
+            self.aliases[raw] = path
         return path
+
+    def _forget_aliases(self, path: str) -> None:
+        """Drop every spelling of a workspace (from the refresher, while the loop adds)."""
+        with self._aliases_lock:
+            for alias in [a for a, p in self.aliases.items() if p == path]:
+                del self.aliases[alias]
 
     def watching(self, path: str) -> bool:
         """Whether a canonical workspace path is watched."""
@@ -230,9 +241,9 @@ class Daemon:
 
         def run() -> None:
             self.watcher.unwatch(path)
-            future.set_result(self.engine.remove_workspace(path))
-            for alias in [a for a, p in self.aliases.items() if p == path]:
-                del self.aliases[alias]
+            removed = self.engine.remove_workspace(path)
+            self._forget_aliases(path)
+            future.set_result(removed)
 
         self.refresher.call(run)
         return future

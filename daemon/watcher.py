@@ -3,8 +3,9 @@
 Producer, queue, consumer (watchdog's own shape): watchdog's emitter threads turn
 inotify events into `Refresher.request()` calls; the refresher waits on a Condition
 for a short settle window (debounce), then refreshes only the affected state files.
-It is the only thread that reads files into the cache, runs detectors and touches
-GitPython, so GitPython objects stay confined to it.
+It is the only thread that reads files into the cache and asks for detector runs; the
+detectors themselves, and every GitPython object they use, run on the detector
+Runner's worker thread (detectors/__init__.py), which the refresher waits on.
 
 Never the whole work tree: each workspace gets a non-recursive watch on its root (to
 see a format root appear) and a recursive watch on each format root that exists.
@@ -282,6 +283,8 @@ class Watcher:
         self.observer.daemon = True
         self.log = log.get("watcher")
         self._watches: dict[str, dict[str, ObservedWatch]] = {}
+        self._counts: dict[str, int] = {}  # watched directories per workspace (recount)
+        self._dirty: set[str] = set()  # workspaces whose count is out of date
         self._lock = threading.Lock()
         self.roots = sorted({root for a in engine.adapters for root in a.roots})
         self._top = {root.split("/")[0] for root in self.roots}
@@ -296,21 +299,28 @@ class Watcher:
         self.observer.join(timeout=5)
 
     def watched_dirs(self) -> int:
-        """How many directories carry an inotify watch (for `doctor` and `stats`)."""
-        total = 0
+        """How many directories carry an inotify watch (for `doctor` and `stats`).
+
+        The last count, kept per workspace: no tree is walked here, so `stats` on the
+        event loop never waits for a walk or for the lock during one. Counts are made
+        by `recount` on the thread that changed the watches.
+        """
         with self._lock:
-            for workspace, watches in self._watches.items():
-                for key in watches:
-                    if key.startswith("root:"):
-                        total += sum(1 for _ in os.walk(os.path.join(workspace, key[5:])))
-                    elif key == "git-refs":
-                        dirs = git_dirs(workspace)
-                        total += (
-                            sum(1 for _ in os.walk(os.path.join(dirs[1], "refs"))) if dirs else 0
-                        )
-                    else:
-                        total += 1
-        return total
+            return sum(self._counts.values())
+
+    def recount(self, workspace: str | None = None) -> None:
+        """Count the watched directories of `workspace`, or of every workspace whose
+        watched trees gained or lost a directory since the last count. The walk runs
+        outside the lock, on a snapshot of the watches."""
+        with self._lock:
+            names = [workspace] if workspace is not None else sorted(self._dirty)
+            self._dirty.difference_update(names)
+            snapshot = {w: list(self._watches[w]) for w in names if w in self._watches}
+        counts = {w: _count_watched_dirs(w, keys) for w, keys in snapshot.items()}
+        with self._lock:
+            for w, count in counts.items():
+                if w in self._watches:
+                    self._counts[w] = count
 
     def watch(self, workspace: str) -> None:
         """Watch a workspace's root (non-recursive), its format roots and its git refs."""
@@ -321,15 +331,20 @@ class Watcher:
                 watches["top"] = self.observer.schedule(handler, workspace, recursive=False)
             self._ensure_roots(workspace, watches, handler)
             self._ensure_git(workspace, watches, handler)
+        self.recount(workspace)
 
     def ensure_roots(self, workspace: str) -> None:
-        """Add watches for format roots created since the last look (nested ones included)."""
+        """Add watches for format roots created since the last look (nested ones included);
+        when that changed the watches, the count is redone on the refresher's next tick."""
         with self._lock:
             watches = self._watches.get(workspace)
             if watches is not None:
+                before = set(watches)
                 handler = _Handler(self, workspace)
                 self._ensure_roots(workspace, watches, handler)
                 self._ensure_git(workspace, watches, handler)
+                if set(watches) != before:
+                    self._dirty.add(workspace)
 
     def _schedule(
         self,
@@ -380,6 +395,8 @@ class Watcher:
         """Remove every watch of a workspace."""
         with self._lock:
             watches = self._watches.pop(workspace, {})
+            self._counts.pop(workspace, None)
+            self._dirty.discard(workspace)
             for key in list(watches):
                 self._unschedule(watches, key)
 
@@ -393,6 +410,8 @@ class Watcher:
             and top in self._top
             and event.event_type in ("created", "deleted", "moved")
         ):
+            with self._lock:
+                self._dirty.add(workspace)  # a watched tree gained or lost a directory
             self.ensure_roots(workspace)
             self.refresher.request_scan(
                 workspace, lost=event.event_type != "created" or "/" not in relpath
@@ -402,6 +421,20 @@ class Watcher:
             self.refresher.request(
                 workspace, relpath, complete=event.event_type in _WRITE_ENDED_EVENTS
             )
+
+
+def _count_watched_dirs(workspace: str, keys: list[str]) -> int:
+    """The directories under a workspace's watches (a recursive watch covers its tree)."""
+    total = 0
+    for key in keys:
+        if key.startswith("root:"):
+            total += sum(1 for _ in os.walk(os.path.join(workspace, key[5:])))
+        elif key == "git-refs":
+            dirs = git_dirs(workspace)
+            total += sum(1 for _ in os.walk(os.path.join(dirs[1], "refs"))) if dirs else 0
+        else:
+            total += 1
+    return total
 
 
 def git_dirs(workspace: str) -> tuple[str, str] | None:

@@ -1,0 +1,160 @@
+"""Where the daemon's threads meet: the watch count `stats` reads, the workspace aliases.
+
+In process, with a real Daemon (engine, refresher, watchdog observer) on real folders.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from daemon.service import Daemon, Settings
+from tests.conftest import write_epic_state
+from tests.daemon_harness import wait_for
+
+STORY = {"story-0049-0001": {"TASK-1": {"status": "pending"}}}
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[tuple[Daemon, Path]]:
+    """A started Daemon (mtime staleness: no git needed) on one epic workspace."""
+    workspace = tmp_path / "ws"
+    write_epic_state(workspace, "0049", STORY)
+    (workspace / "plans" / "epic-0049" / "notes").mkdir()
+    daemon = Daemon(Settings(staleness="mtime", verify_interval=0.1))
+    daemon.start([str(workspace)])
+    try:
+        wait_for(lambda: daemon.warm.done, 10.0, "the warm-up")
+        yield daemon, Path(os.path.realpath(workspace))
+    finally:
+        daemon.stop()
+
+
+def _dirs_under(path: Path) -> int:
+    return sum(1 for _ in os.walk(path))
+
+
+class TestWatchCount:
+    """Defect 9: `stats` walked every watched tree on the event loop, under the lock."""
+
+    def test_reading_the_count_walks_nothing(
+        self, running: tuple[Daemon, Path], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        daemon, _workspace = running
+        walkers: list[str] = []
+        real_walk = os.walk
+
+        def spy(*args: object, **kwargs: object) -> Iterator[tuple[str, list[str], list[str]]]:
+            walkers.append(threading.current_thread().name)
+            return real_walk(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "walk", spy)
+        me = threading.current_thread().name  # stands for the event loop's thread
+        assert daemon.watcher.watched_dirs() > 0
+        assert me not in walkers, "watched_dirs() walked a tree on the caller's thread"
+
+    def test_the_count_is_the_watched_trees(self, running: tuple[Daemon, Path]) -> None:
+        daemon, workspace = running
+        # the top folder, .plans tree (plans, epic-0049, notes); no git here
+        expected = 1 + _dirs_under(workspace / "plans")
+        assert daemon.watcher.watched_dirs() == expected
+
+    def test_the_count_follows_new_and_removed_folders(
+        self, running: tuple[Daemon, Path]
+    ) -> None:
+        daemon, workspace = running
+        first = daemon.watcher.watched_dirs()
+        (workspace / "plans" / "epic-0050" / "a" / "b").mkdir(parents=True)
+        wait_for(lambda: daemon.watcher.watched_dirs() == first + 3, 5.0, "a count of +3")
+        os.rmdir(workspace / "plans" / "epic-0050" / "a" / "b")
+        wait_for(lambda: daemon.watcher.watched_dirs() == first + 2, 5.0, "a count of +2")
+
+    def test_an_unwatched_workspace_leaves_the_count(self, running: tuple[Daemon, Path]) -> None:
+        daemon, workspace = running
+        assert daemon.unwatch(str(workspace)).result(timeout=5)
+        assert daemon.watcher.watched_dirs() == 0
+
+    def test_an_idle_tick_does_not_recount(
+        self, running: tuple[Daemon, Path], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Nothing changed: the refresher's ticks (every 0.1 s here) walk no tree."""
+        daemon, _workspace = running
+        ticked = threading.Event()
+        walked = threading.Event()
+        real_walk = os.walk
+
+        def spy(*args: object, **kwargs: object) -> Iterator[tuple[str, list[str], list[str]]]:
+            walked.set()
+            return real_walk(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "walk", spy)
+        original = daemon.refresher.on_tick
+
+        def tick() -> None:
+            original()
+            ticked.set()
+
+        daemon.refresher.on_tick = tick
+        for _ in range(3):
+            ticked.clear()
+            assert ticked.wait(5.0), "the refresher did not tick"
+        assert not walked.is_set()
+
+
+class _PausingDict(dict[str, str]):
+    """A dict whose `items()` stops after the first item until another thread has had its
+    chance to write (or 0.5 s passed): the interleaving a race needs, made certain."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused = threading.Event()
+        self.resume = threading.Event()
+
+    def items(self) -> Iterator[tuple[str, str]]:  # type: ignore[override]
+        it = iter(super().items())
+        first = next(it, None)
+        if first is None:
+            return
+        yield first
+        self.paused.set()
+        self.resume.wait(0.5)
+        yield from it
+
+
+class TestAliases:
+    """Defect 5: the refresher iterated `aliases` while the event loop added to it."""
+
+    def test_unwatch_while_a_query_adds_a_spelling(self, tmp_path: Path) -> None:
+        workspace = tmp_path / "ws"
+        write_epic_state(workspace, "0049", STORY)
+        (workspace / "d").mkdir()
+        daemon = Daemon(Settings(staleness="mtime"))
+        aliases = _PausingDict()
+        daemon.aliases = aliases
+        daemon.start([])
+        try:
+            daemon.canonical(f"{workspace}/.")
+            daemon.canonical(f"{workspace}/d/..")
+            unwatched = daemon.unwatch(os.path.realpath(workspace))  # iterates on the refresher
+            assert aliases.paused.wait(5.0), "unwatch never looked at the aliases"
+
+            def query() -> None:  # the event loop's part: a new spelling of the workspace
+                daemon.canonical(f"{workspace}/./d/..")
+                aliases.resume.set()
+
+            loop = threading.Thread(target=query, name="fake-loop")
+            loop.start()
+            # before the fix: "dictionary changed size during iteration" on the refresher,
+            # logged, and this future never resolved
+            assert unwatched.result(timeout=5) is False
+            loop.join(timeout=5)
+            assert not loop.is_alive()
+            # the spellings known before the unwatch are gone, the one added during it stays
+            # (before the fix the purge died half-way with "dictionary changed size")
+            assert dict(daemon.aliases) == {f"{workspace}/./d/..": os.path.realpath(workspace)}
+        finally:
+            daemon.stop()
