@@ -172,9 +172,9 @@ class Runtime:
         for path in sorted(old_workspaces - new_workspaces):
             self.daemon.unwatch(os.path.realpath(path))
         old, self.cfg = self.cfg, new
-        for key in ("socket", "staleness"):
+        for key in ("socket", "staleness", "reconcile_auto"):
             if getattr(new, key) != getattr(old, key):
-                self.log.warning("reload_needs_restart", key=key)
+                self.log.warning("reload_needs_restart", key=key.replace("_", "."))
         self._apply(new)
         if new.detectors != old.detectors:
             self._swap_detectors(new)
@@ -216,6 +216,17 @@ class Runtime:
         settings.auto_watch = cfg.auto_watch
         settings.max_subscribers = limits.max_subscribers
         settings.subscriber_buffer = limits.subscriber_buffer
+        # Each reader looks these up on every use, so they take effect at the next read,
+        # request line or wait, without a restart.
+        settings.lock_timeout = self.daemon.options.lock_timeout = limits.lock_timeout
+        settings.settle = limits.settle_ms / 1000
+        settings.verify_interval = limits.verify_interval
+        self.daemon.refresher.configure(
+            settle=settings.settle, verify_interval=settings.verify_interval
+        )
+        settings.max_line_bytes = limits.max_line_bytes
+        if self.server is not None:
+            self.server.max_line = limits.max_line_bytes
         from daemon import notify
 
         notify.reconfigure(self.daemon.engine, cfg)

@@ -635,9 +635,23 @@ class Server:
             "watchedDirs": daemon.watcher.watched_dirs(),
             "generation": self.engine.generation,
             "staleness": self.settings.staleness,
+            "limits": self.limits(),
             "warm": daemon.warm_progress(),
         }
         return finish(orjson.dumps(body)[:-1], self.clock(), suffix)
+
+    def limits(self) -> dict[str, object]:
+        """The limits in force (after any reload), in the configuration's units."""
+        settings = self.settings
+        return {
+            "max_workspaces": settings.max_workspaces,
+            "max_line_bytes": self.max_line,
+            "lock_timeout": self.daemon.options.lock_timeout,
+            "verify_interval": self.daemon.refresher.verify_interval,
+            "settle_ms": round(self.daemon.refresher.settle * 1000),
+            "max_subscribers": settings.max_subscribers,
+            "subscriber_buffer": settings.subscriber_buffer,
+        }
 
     # -- reconcile (issue 11): a read-only plan, and the CLI apply's notice -------------
 

@@ -128,6 +128,14 @@ class Refresher(threading.Thread):
             self._calls.append(func)
             self._cond.notify()
 
+    def configure(self, *, settle: float, verify_interval: float) -> None:
+        """New settle window and verification interval (SIGHUP), in force from the next
+        wait: a thread waiting out a long interval is woken to wait the new one."""
+        with self._cond:
+            self.settle = settle
+            self.verify_interval = verify_interval
+            self._cond.notify()
+
     def stop(self) -> None:
         """Finish the current batch and end the thread."""
         with self._cond:
@@ -137,10 +145,11 @@ class Refresher(threading.Thread):
     def _next_batch(self) -> _Batch:
         """Wait until something is due; return it (paths with their `early` flag, scans,
         git, calls, verify)."""
-        next_verify = time.monotonic() + self.verify_interval
+        began = time.monotonic()
         with self._cond:
             while not self._stopping:
                 now = time.monotonic()
+                next_verify = began + self.verify_interval  # read afresh: reload may change it
                 due_paths = [k for k, t in self._paths.items() if now - t >= self.settle]
                 settled = [w for w, t in self._git.items() if now - t >= self.git_settle]
                 busy = {w for w in settled if self.git_busy(w)}  # mid-rebase: wait for the end
