@@ -1,8 +1,11 @@
 """The cache of pre-rendered answers, refreshed from files and diffed into events.
 
-One refresher thread calls `refresh`, `scan`, `verify` and `recheck`; the server's
-event loop only reads (`lookup_*`, `entries`). Entries are immutable once built, so a
-lookup is a dict get with no lock; structural changes happen under `_lock`.
+One refresher thread calls `refresh`, `scan`, `verify`, `recheck` and
+`remove_workspace`; the server's event loop only reads (`lookup`, `epic_file`,
+`entries`). A lookup is a dict get with no lock; structural changes happen under
+`_lock`. An entry's data never changes once built (a change builds a new entry); the one
+field written later is `findings_line`, the findings' JSON rendered on the first query,
+which any thread may fill in: two racing renders write the same bytes.
 
 A state file that cannot be read (torn JSON, a lock held past the bound) keeps its
 last good entries, each with an `unreadable` finding saying since when, until it
@@ -309,11 +312,6 @@ class Engine:
         known = [r for r in list(ws.files) if r.startswith(prefix)]
         return choose_epic_file(sorted(r for r in known if is_epic_file_of(r, epic_id)), epic_id)
 
-    def has_file(self, workspace: str, state_file: str) -> bool:
-        """Whether a state file is known and was read at least once."""
-        ws = self.workspaces.get(workspace)
-        return bool(ws and state_file in ws.files and ws.files[state_file].signature)
-
     def entries(self, workspace: str | None = None) -> list[Entry]:
         """A snapshot of the entries, of one workspace or of all."""
         with self._lock:
@@ -342,9 +340,20 @@ class Engine:
         ws.checked = True
 
     def remove_workspace(self, path: str) -> bool:
-        """Forget a workspace and its entries; True if it was tracked."""
+        """Forget a workspace and its entries; True if it was tracked.
+
+        Each unit leaves as a deleted file's units do: a `removed` event (and `resolved`
+        for each of its findings) at a generation of its own, so a `subscribe {since}`
+        client replays them and drops the units too.
+        """
+        ws = self.workspaces.get(path)
+        if ws is None:
+            return False
+        for state_file, key in sorted(ws.entries):
+            self._remove_entry(ws, state_file, key)
         with self._lock:
-            return self.workspaces.pop(path, None) is not None
+            self.workspaces.pop(path, None)
+        return True
 
     def find_state_files(self, ws: Workspace) -> dict[str, Adapter]:
         """Every state file of every format in a workspace."""
@@ -649,6 +658,8 @@ class Engine:
             # 10,000 units, 4.7 MB of lines); a `since` from before it gets the full list
             self.lost_before = max(self.lost_before, generation)
         else:
+            if len(self.history) == self.history.maxlen:  # the oldest line is dropped now
+                self.lost_before = max(self.lost_before, self.history[0][0])
             self.history.append((generation, entry.workspace, line))
         for sink in list(self.sinks):
             sink(event, line)
@@ -659,10 +670,10 @@ class Engine:
         if instance != self.instance or not gen_text.isdigit():
             return None
         generation = int(gen_text)
-        oldest = self.history[0][0] if self.history else self.generation + 1
-        if generation < self.lost_before or (
-            generation + 1 < oldest and generation < self.generation
-        ):
+        # `lost_before`: the newest generation with a line not in the history (warm-up,
+        # or dropped at the cap); lines of later generations are all there. A clock from
+        # the future was never this instance's: the client's view cannot be trusted.
+        if generation < self.lost_before or generation > self.generation:
             return None
         return [
             line

@@ -367,6 +367,30 @@ class TestSubscribe:
         assert changed["clock"] == f"{instance}:{changed['generation']}"
         assert proc.request(resume_request(ws))["generation"] == changed["generation"]
 
+    def test_unwatch_sends_and_replays_removed(self, spawn_daemon: Spawn, tmp_path: Path) -> None:
+        """Defect 7: a subscriber learns that an unwatched workspace's units are gone,
+        live and on a later `since` replay, and the clock moves."""
+        ws = tmp_path / "ws"
+        write_epic(ws, "0049", STORIES)
+        proc = spawn_daemon([ws])
+        keys = sorted(u["unit"] for u in proc.units(ws))  # type: ignore[type-var]
+        with proc.connect() as sub:
+            clock = sub.request({"op": "subscribe"})["clock"]
+            answer = proc.request({"op": "unwatch", "workspace": str(ws)})
+            assert answer["was"] is True
+            # units leave in (state file, unit) order, each at its own generation
+            live = read_until(sub, lambda e: e["event"] == "removed" and e["unit"] == keys[-1])
+        assert [e["unit"] for e in live if e["event"] == "removed"] == keys
+        assert len({e["generation"] for e in live}) == len(keys)
+        assert generation_of(answer["clock"]) > generation_of(clock)  # type: ignore[operator]
+        with proc.connect() as sub:
+            again = sub.request({"op": "subscribe", "since": clock})
+            assert again["freshInstance"] is False
+            replayed = read_until(
+                sub, lambda e: e["event"] == "removed" and e["unit"] == keys[-1]
+            )
+        assert sorted(e["unit"] for e in replayed if e["event"] == "removed") == keys  # type: ignore[type-var]
+
     def test_since_replays_after_reconnect(self, spawn_daemon: Spawn, tmp_path: Path) -> None:
         ws = tmp_path / "ws"
         write_epic(ws, "0049", STORIES)

@@ -1,0 +1,247 @@
+"""The engine in process: reads, unreadable files, drift and resolved, removal, replay.
+
+No daemon, no socket: an Engine on real files in tmp_path, so a failure here names the
+module. Detectors are plain functions handed to the engine, as `wiring` hands it the
+Runner's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from pathlib import Path
+
+import orjson
+import pytest
+
+from daemon.direct import Answer, Options
+from daemon.engine import Engine, Workspace
+from daemon.model import Finding, Unit
+from tests.conftest import write_epic_state
+
+REL = "plans/epic-0049/execution-state.json"
+S1, S2 = "story-0049-0001", "story-0049-0002"
+PENDING = {"T1": {"status": "pending"}}
+DONE = {"T1": {"status": "done", "commitSha": "a" * 40}}
+
+
+def _flag_done(workspace: str, unit: Unit, answer: Answer) -> tuple[Finding, ...]:
+    """A detector: one warning per DONE task (stands for commit-in-history)."""
+    return tuple(
+        Finding("probe", "done-task", "warning", f"{t.id} is done", t.id, {"commit": "x"})
+        for t in unit.tasks
+        if t.done
+    )
+
+
+@pytest.fixture
+def space(tmp_path: Path) -> tuple[Engine, Workspace, Path]:
+    root = tmp_path / "ws"
+    write_epic_state(root, "0049", {S1: PENDING, S2: PENDING})
+    engine = Engine(Options(staleness="mtime"), detect=_flag_done)
+    ws = engine.add_workspace(str(root))
+    engine.scan(ws)
+    return engine, ws, root
+
+
+def _events(engine: Engine) -> list[dict[str, object]]:
+    captured: list[dict[str, object]] = []
+    engine.sinks.append(lambda event, _line: captured.append(event))
+    return captured
+
+
+def _write(root: Path, stories: dict[str, dict[str, dict[str, object]]]) -> None:
+    state = write_epic_state(root, "0049", stories)
+    stamp = os.stat(state).st_mtime_ns + 10_000_000  # a new signature even on coarse clocks
+    os.utime(state, ns=(stamp, stamp))
+
+
+class TestReading:
+    def test_every_unit_is_cached_with_its_envelope(
+        self, space: tuple[Engine, Workspace, Path]
+    ) -> None:
+        engine, ws, root = space
+        entry = engine.lookup(str(root), REL, S1)
+        assert entry is not None and entry.error is None
+        assert entry.resume_point == "fresh-start"  # the seed's word for nothing done yet
+        assert sorted(k for _, k in ws.entries) == [S1, S2]
+        assert engine.epic_file(str(root), "0049") == REL
+
+    def test_an_unknown_unit_is_none_and_never_read(
+        self, space: tuple[Engine, Workspace, Path]
+    ) -> None:
+        engine, _ws, root = space
+        assert engine.lookup(str(root), REL, "story-0049-0099") is None
+        assert engine.lookup(str(root) + "-other", REL, S1) is None
+
+    def test_torn_json_keeps_the_last_good_entry_with_an_unreadable_finding(
+        self, space: tuple[Engine, Workspace, Path]
+    ) -> None:
+        engine, ws, root = space
+        good = engine.lookup(str(root), REL, S1)
+        assert good is not None
+        (root / REL).write_bytes(b'{"epic": "0049", "stories": {')
+        engine.touch(ws, REL)
+        kept = engine.lookup(str(root), REL, S1)
+        assert kept is not None
+        assert kept.line == good.line  # the last good answer is still served
+        codes = [(f.detector, f.code) for f in kept.findings]
+        assert ("engine", "state-unreadable") in codes
+        assert engine.counters["unreadable"] == 1
+
+    def test_a_file_that_parses_again_drops_the_unreadable_finding(
+        self, space: tuple[Engine, Workspace, Path]
+    ) -> None:
+        engine, ws, root = space
+        (root / REL).write_bytes(b"not json")
+        engine.touch(ws, REL)
+        _write(root, {S1: DONE, S2: PENDING})
+        engine.touch(ws, REL)
+        entry = engine.lookup(str(root), REL, S1)
+        assert entry is not None
+        assert [f.code for f in entry.findings] == ["done-task"]
+        assert entry.resume_point == "all-done"
+
+    def test_a_deleted_file_removes_its_units(
+        self, space: tuple[Engine, Workspace, Path]
+    ) -> None:
+        engine, ws, root = space
+        events = _events(engine)
+        (root / REL).unlink()
+        engine.scan(ws)
+        assert engine.entries(str(root)) == []
+        assert sorted(str(e["unit"]) for e in events if e["event"] == "removed") == [S1, S2]
+
+
+class TestDriftAndResolved:
+    def test_a_new_finding_is_drift_and_a_gone_one_resolved(
+        self, space: tuple[Engine, Workspace, Path]
+    ) -> None:
+        engine, ws, root = space
+        events = _events(engine)
+        _write(root, {S1: DONE, S2: PENDING})
+        engine.touch(ws, REL)
+        drift = [e for e in events if e["event"] == "drift"]
+        assert [(e["unit"], e["finding"]["code"]) for e in drift] == [(S1, "done-task")]  # type: ignore[index]
+        assert drift[0]["finding"]["evidence"] == {"commit": "x"}  # type: ignore[index]
+        _write(root, {S1: PENDING, S2: PENDING})
+        engine.touch(ws, REL)
+        resolved = [e for e in events if e["event"] == "resolved"]
+        assert [(e["unit"], e["finding"]["code"]) for e in resolved] == [(S1, "done-task")]  # type: ignore[index]
+
+    def test_an_unchanged_unit_emits_nothing(self, space: tuple[Engine, Workspace, Path]) -> None:
+        engine, ws, root = space
+        events = _events(engine)
+        before = engine.lookup(str(root), REL, S2)
+        _write(root, {S1: DONE, S2: PENDING})
+        engine.touch(ws, REL)
+        assert {e["unit"] for e in events} == {S1}
+        assert engine.lookup(str(root), REL, S2) is before  # same entry, not rebuilt
+
+    def test_a_detector_that_raises_never_stops_the_read(self, tmp_path: Path) -> None:
+        def broken(_ws: str, _unit: Unit, _answer: Answer) -> tuple[Finding, ...]:
+            raise RuntimeError("boom")
+
+        root = tmp_path / "ws"
+        write_epic_state(root, "0049", {S1: PENDING})
+        engine = Engine(Options(staleness="mtime"), detect=broken)
+        ws = engine.add_workspace(str(root))
+        with pytest.raises(RuntimeError):
+            engine.scan(ws)  # the Runner turns this into a finding; the raw callback raises
+
+
+class TestRemoveWorkspace:
+    """Defect 7: unwatch emitted no `removed` events and did not move the clock."""
+
+    def test_each_unit_leaves_with_removed_and_resolved_at_its_own_generation(
+        self, space: tuple[Engine, Workspace, Path]
+    ) -> None:
+        engine, ws, root = space
+        _write(root, {S1: DONE, S2: PENDING})
+        engine.touch(ws, REL)
+        since = engine.clock()
+        events = _events(engine)
+        assert engine.remove_workspace(str(root)) is True
+        removed = [e for e in events if e["event"] == "removed"]
+        assert sorted(str(e["unit"]) for e in removed) == [S1, S2]
+        assert len({e["generation"] for e in removed}) == 2
+        resolved = [e for e in events if e["event"] == "resolved"]
+        assert [(e["unit"], e["finding"]["code"]) for e in resolved] == [(S1, "done-task")]  # type: ignore[index]
+        replay = engine.replay(since, None)
+        assert replay is not None
+        assert [orjson.loads(line)["event"] for line in replay] == [
+            e["event"] for e in events
+        ]
+        assert engine.workspaces == {}
+        assert engine.lookup(str(root), REL, S1) is None
+
+    def test_an_unknown_workspace_is_false_and_silent(
+        self, space: tuple[Engine, Workspace, Path]
+    ) -> None:
+        engine, _ws, root = space
+        events = _events(engine)
+        generation = engine.generation
+        assert engine.remove_workspace(str(root) + "-nope") is False
+        assert events == [] and engine.generation == generation
+
+
+class TestReplay:
+    def test_since_now_replays_nothing(self, space: tuple[Engine, Workspace, Path]) -> None:
+        engine, _ws, _root = space
+        assert engine.replay(engine.clock(), None) == []
+
+    def test_since_in_the_future_is_a_fresh_instance(
+        self, space: tuple[Engine, Workspace, Path]
+    ) -> None:
+        engine, _ws, _root = space
+        assert engine.replay(f"{engine.instance}:{engine.generation + 5}", None) is None
+
+    def test_another_instance_or_a_garbled_clock_is_a_fresh_instance(
+        self, space: tuple[Engine, Workspace, Path]
+    ) -> None:
+        engine, _ws, _root = space
+        assert engine.replay("00000000:1", None) is None
+        assert engine.replay(f"{engine.instance}:x", None) is None
+        assert engine.replay(f"{engine.instance}:-1", None) is None
+
+    def test_replay_filters_by_workspace(self, space: tuple[Engine, Workspace, Path]) -> None:
+        engine, ws, root = space
+        since = engine.clock()
+        _write(root, {S1: DONE, S2: PENDING})
+        engine.touch(ws, REL)
+        assert engine.replay(since, str(root))
+        assert engine.replay(since, "/elsewhere") == []
+
+    def test_a_generation_cut_by_the_history_cap_is_not_replayed_in_part(
+        self, space: tuple[Engine, Workspace, Path]
+    ) -> None:
+        """S1's change makes two lines of one generation (changed, drift); with room for
+        only three lines, the next change pushes out one of them. A client whose clock
+        is just before that generation would get half of it: it must start fresh, while
+        a clock at that generation or later still replays."""
+        engine, ws, root = space
+        engine.history = deque(maxlen=3)
+        before = engine.generation
+        _write(root, {S1: DONE, S2: PENDING})
+        engine.touch(ws, REL)  # changed + drift for S1, one generation
+        first = engine.generation
+        assert first == before + 1
+        _write(root, {S1: DONE, S2: DONE})
+        engine.touch(ws, REL)  # changed + drift for S2: the cap drops S1's changed line
+        assert engine.replay(f"{engine.instance}:{before}", None) is None
+        kept = engine.replay(f"{engine.instance}:{first}", None)
+        assert kept is not None
+        assert [orjson.loads(line)["unit"] for line in kept] == [S2, S2]
+
+    def test_warm_up_events_are_not_kept_and_a_clock_before_them_starts_fresh(
+        self, tmp_path: Path
+    ) -> None:
+        root = tmp_path / "ws"
+        write_epic_state(root, "0049", {S1: DONE})
+        engine = Engine(Options(staleness="mtime"), detect=_flag_done)
+        start = engine.clock()
+        ws = engine.add_workspace(str(root), checked=False)
+        engine.scan(ws)
+        engine.check(ws)
+        assert engine.replay(start, None) is None
+        assert engine.replay(engine.clock(), None) == []
