@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from daemon import __version__, direct, fastjson
+from daemon import __version__, direct, fastjson, storytime
 from daemon.errors import DataError, LockTimeout, StateFileMissing, StorydError
 from daemon.formats import Adapter, all_adapters
 from daemon.formats.base import Source
@@ -468,7 +468,11 @@ class Engine:
         reuse = reuse and state.unreadable_since is None  # else every entry loses a finding
         state.unreadable_since = None
         state.unreadable_reason = None
-        self._rebuild(ws, state, units, reuse=reuse)
+        storytime.pin(ws.path)  # one look at git for every story of this file
+        try:
+            self._rebuild(ws, state, units, reuse=reuse)
+        finally:
+            storytime.unpin(ws.path)
         state.prints = prints  # after the entries: a digest always names its entry's unit
         ws.files[relpath] = state  # after the entries: a known file means its units are in
         return True
@@ -495,9 +499,13 @@ class Engine:
 
     def recheck(self, ws: Workspace) -> None:
         """Re-run staleness and detectors on every unit (after a git change); no file reads."""
-        for state in list(ws.files.values()):
-            units = [e.unit for k in state.keys if (e := ws.entries.get((state.relpath, k)))]
-            self._rebuild(ws, state, units, force=True)
+        storytime.pin(ws.path)
+        try:
+            for state in list(ws.files.values()):
+                units = [e.unit for k in state.keys if (e := ws.entries.get((state.relpath, k)))]
+                self._rebuild(ws, state, units, force=True)
+        finally:
+            storytime.unpin(ws.path)
 
     def _build(
         self, ws: Workspace, unit: Unit, extra: tuple[Finding, ...], git_busy: bool, force: bool

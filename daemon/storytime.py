@@ -6,9 +6,13 @@ git mode (the default) a story file that git tracks and that is unmodified dates
 its last commit, when that is earlier than its mtime. `mtime` mode is the seed's
 literal rule.
 
-This module asks git through two short `git` subprocess calls (no GitPython: it sits
-on `storyd resume`'s start-up path) and only when mtime alone would warn. The daemon
-asks its cached GitView the same two questions, so both answer alike.
+This is the only place the rule lives: `storyd resume`, the daemon's envelopes and
+the staleness detector (when it is given no envelope) all ask `git_commit_time`.
+Git is asked only when mtime alone would warn, through `git` subprocesses (no
+GitPython: this sits on `storyd resume`'s start-up path): one file at a time, two
+short calls (status, log -1), memoised on the file's stat and the repository's stamp;
+or, in the daemon (`enable_batching`), one `git status` and one `git log --name-only`
+pass per workspace (`prime`) that answer every story file, redone when the stamp moves.
 """
 
 from __future__ import annotations
@@ -16,7 +20,15 @@ from __future__ import annotations
 import os
 import time
 
-__all__ = ["MODES", "enable_batching", "git_commit_time", "mtime_seconds", "prime"]
+__all__ = [
+    "MODES",
+    "enable_batching",
+    "git_commit_time",
+    "mtime_seconds",
+    "pin",
+    "prime",
+    "unpin",
+]
 
 MODES = ("git", "mtime")
 _GIT_TIMEOUT = 5.0
@@ -26,11 +38,26 @@ _memo: dict[tuple[object, ...], int | None] = {}
 # workspace -> (repo stamp, time the pass started, last commit times, dirty paths)
 _primed: dict[str, tuple[tuple[object, ...], float, dict[str, int], frozenset[str]]] = {}
 _switches = {"batching": False}
+# workspace -> its repository stamp, taken once for a whole pass over one state file
+_pinned: dict[str, tuple[object, ...] | None] = {}
 
 
 def enable_batching() -> None:
     """Daemon mode: answer from one status and one log pass per workspace (see `prime`)."""
     _switches["batching"] = True
+
+
+def pin(workspace: str) -> None:
+    """Read the repository's stamp once for the many story files of one pass (the
+    daemon reading a state file of 10,000 stories): without a pin, each file's answer
+    reads HEAD, its ref and the index again (2.8 s of a 10,000-story warm-up). The
+    pass sees git as it was when it began; a git change after that triggers a recheck."""
+    _pinned[workspace] = _repo_stamp(workspace)
+
+
+def unpin(workspace: str) -> None:
+    """End the pass `pin` began: each answer reads the stamp afresh again."""
+    _pinned.pop(workspace, None)
 
 
 def mtime_seconds(path: str) -> int | None:
@@ -110,7 +137,7 @@ def _repo_stamp(workspace: str) -> tuple[object, ...] | None:
 
 def _from_batch(workspace: str, relpath: str) -> object:
     """The batched answer for one path, or _MISS when the batch cannot tell."""
-    stamp = _repo_stamp(workspace)
+    stamp = _pinned[workspace] if workspace in _pinned else _repo_stamp(workspace)
     if stamp is None:
         return _MISS
     primed = _primed.get(workspace)
