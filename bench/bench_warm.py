@@ -129,11 +129,13 @@ def write_to_visible(sock: str, workspace: Path, sid: str) -> float | None:
     tmp.write_text(text)
     began = time.monotonic()
     os.replace(tmp, state_path)
+    answer = None
     while time.monotonic() - began < 10:
         answer = ask(sock, request, 5.0)
         if answer and before and answer.get("envelope") != before.get("envelope"):
             return time.monotonic() - began
         time.sleep(0.001)
+    print(f"  write not seen in 10 s: before={before} last={answer}", file=sys.stderr)
     return None
 
 
