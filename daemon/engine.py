@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from daemon import __version__, direct, fastjson, storytime
+from daemon import direct, fastjson, protocol, storytime
 from daemon.errors import DataError, LockTimeout, StateFileMissing, StorydError
 from daemon.formats import Adapter, all_adapters
 from daemon.formats.base import Source
 from daemon.formats.epic import choose_epic_file, is_epic_file_of
-from daemon.model import Finding, Unit, same_data
+from daemon.model import OWN_DETECTORS, Finding, Unit, same_data
 
 if TYPE_CHECKING:
     from daemon.formats.base import Reuse
@@ -48,7 +48,6 @@ __all__ = ["Engine", "Entry", "Workspace"]
 Detect = Callable[[str, Unit, "direct.Answer"], tuple[Finding, ...]]
 Sink = Callable[[dict[str, object], bytes], None]
 _HISTORY = 10_000
-_OWN = frozenset(("format", "engine"))  # findings that come with the files, not detectors
 
 
 def _now_iso(stamp: float) -> str:
@@ -105,18 +104,8 @@ class Entry:
     def answer_body(self) -> bytes:
         """The `resume` answer without its clock, id and closing brace."""
         if self.error is not None:
-            error = self.error
-            return b'{"ok":false,"error":' + orjson.dumps(
-                {"code": error.code, "name": error.name, "message": error.message}
-            )
-        return (
-            b'{"ok":true,"envelope":'
-            + self.line[:-1]
-            + b',"findings":'
-            + self.findings_json()
-            + b',"source":"cache","generation":'
-            + str(self.generation).encode()
-        )
+            return protocol.error_of(self.error)
+        return protocol.answer_body(self.line, self.findings_json(), b"cache", self.generation)
 
     def findings_json(self) -> bytes:
         """The findings as a JSON array, rendered once, on the first query that needs it."""
@@ -128,12 +117,9 @@ class Entry:
     @property
     def cli_body(self) -> bytes:
         """The `resume-cli` reply: exactly what `storyd resume` prints, and its exit code."""
-        version = __version__.encode()
         if self.error is not None:
-            message = self.error.message.encode()
-            return b"!" + message + b"\n=" + str(self.error.code).encode() + b" " + version + b"\n"
-        stderr = "".join(f"!{w}\n" for w in self.warnings).encode()
-        return stderr + self.line + b"=0 " + version + b"\n"
+            return protocol.cli_frame(self.error.code, b"", (self.error.message,))
+        return protocol.cli_frame(0, self.line, self.warnings)
 
     @property
     def envelope(self) -> dict[str, object] | None:
@@ -311,6 +297,45 @@ class Engine:
         prefix = f"plans/epic-{epic_id}"
         known = [r for r in list(ws.files) if r.startswith(prefix)]
         return choose_epic_file(sorted(r for r in known if is_epic_file_of(r, epic_id)), epic_id)
+
+    def sole_unit(self, workspace: str, state_file: str) -> str | None:
+        """The key of a state file's only unit (a single-unit file needs no `unit`)."""
+        ws = self.workspaces.get(workspace)
+        state = ws.files.get(state_file) if ws else None
+        return state.keys[0] if state is not None and len(state.keys) == 1 else None
+
+    def known_absent(self, workspace: str, state_file: str) -> bool:
+        """Whether the file was read, is readable now, and so surely lacks a unit that
+        `lookup` did not find (the answer is STORY_NOT_IN_STATE with no disk read)."""
+        ws = self.workspaces.get(workspace)
+        state = ws.files.get(state_file) if ws else None
+        return bool(state and state.signature and state.unreadable_since is None)
+
+    def summaries(
+        self, workspace: str | None = None, *, detail: bool = False, in_flight: bool = False
+    ) -> list[dict[str, object]]:
+        """Unit summaries in a stable order (workspace, state file, unit)."""
+        units = [e.summary(detail=detail) for e in self.entries(workspace)]
+        if in_flight:
+            units = [u for u in units if u["resumePoint"] != "all-done"]
+        units.sort(key=lambda u: (str(u["workspace"]), str(u["stateFile"]), str(u["unit"])))
+        return units
+
+    def workspace_count(self) -> int:
+        """How many workspaces are tracked."""
+        return len(self.workspaces)
+
+    def stats(self) -> dict[str, object]:
+        """The cache's part of `stats`: counters, workspaces, units, the generation."""
+        spaces = list(self.workspaces.items())
+        return {
+            "refreshes": self.counters["refreshes"],
+            "unreadable": self.counters["unreadable"],
+            "events": self.counters["events"],
+            "workspaces": sorted(path for path, _ in spaces),
+            "stories": sum(len(ws.entries) for _, ws in spaces),
+            "generation": self.generation,
+        }
 
     def entries(self, workspace: str | None = None) -> list[Entry]:
         """A snapshot of the entries, of one workspace or of all."""
@@ -518,7 +543,7 @@ class Engine:
         if self.detect is None or not (ws.checked or ws.checking):
             return Draft(unit, answer, None, findings)
         old = ws.entries.get((unit.state_file, unit.key))
-        kept = tuple(f for f in old.findings if f.detector not in _OWN) if old else ()
+        kept = tuple(f for f in old.findings if f.detector not in OWN_DETECTORS) if old else ()
         if git_busy:
             # Mid-rebase every rewritten commit looks unreachable: keep the detectors'
             # last findings and recheck once the operation ends.

@@ -13,6 +13,7 @@ from types import MappingProxyType
 
 __all__ = [
     "DONE",
+    "OWN_DETECTORS",
     "PENDING",
     "SEVERITIES",
     "Finding",
@@ -24,6 +25,10 @@ __all__ = [
 
 DONE = "done"
 PENDING = "pending"
+# Findings under these detector names come with the files (a format's own findings, the
+# engine's state-unreadable), not from a plugin: the engine keeps or drops them by name,
+# and no plugin may take them (detectors.RESERVED_NAMES).
+OWN_DETECTORS = frozenset(("format", "engine"))
 SEVERITIES = ("info", "warning", "error")
 
 
@@ -113,11 +118,6 @@ class Unit:
         self.findings = findings
         self.labels = labels or {}
         self.error = error
-
-    @property
-    def done_count(self) -> int:
-        """How many tasks are completed."""
-        return sum(1 for t in self.tasks if t.bucket == DONE)
 
     def __repr__(self) -> str:
         return f"Unit({self.format!r}, {self.state_file!r}, {self.key!r}, {len(self.tasks)} tasks)"

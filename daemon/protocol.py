@@ -1,18 +1,23 @@
-"""The socket protocol's shapes: request fields, error answers, the clock and id suffix.
+"""Every byte the socket writes: answers, errors, the resume-cli framing, request fields.
 
 NDJSON: one JSON object per line each way (docs/protocol.md). Every answer carries
 `ok` and a `clock`; an optional request `id` is echoed. Errors are
-`{ok: false, error: {code, name, message}}` with the CLI's exit codes.
+`{ok: false, error: {code, name, message}}` with the CLI's exit codes. Answers are
+built as bytes from pre-rendered parts (the cache keeps each envelope line rendered),
+then closed by `finish` with the clock and the id.
 """
 
 from __future__ import annotations
 
 import orjson
 
+from daemon import __version__
 from daemon.errors import StorydError, UsageError
 
 __all__ = [
     "EX_NOPERM",
+    "answer_body",
+    "cli_frame",
     "error_body",
     "error_of",
     "field",
@@ -54,6 +59,36 @@ def error_body(code: int, name: str, message: str) -> bytes:
 def error_of(exc: StorydError) -> bytes:
     """The body of an error answer for a storyd error."""
     return error_body(exc.code, exc.name, exc.message)
+
+
+def answer_body(
+    envelope_line: bytes, findings_json: bytes, source: bytes, generation: int | None
+) -> bytes:
+    """The body of a `resume` answer from its rendered parts (pass it to finish).
+
+    `envelope_line` is the seed's envelope as `storyd resume` prints it (newline
+    included), `source` is `cache` or `direct`, `generation` None for a direct read.
+    """
+    return (
+        b'{"ok":true,"envelope":'
+        + envelope_line.rstrip(b"\n")
+        + b',"findings":'
+        + findings_json
+        + b',"source":"'
+        + source
+        + b'","generation":'
+        + (b"null" if generation is None else str(generation).encode())
+    )
+
+
+def cli_frame(code: int, stdout: bytes, stderr: tuple[str, ...] | list[str] = ()) -> bytes:
+    """The `resume-cli` reply: what `storyd resume` would print and its exit code.
+
+    Each stderr line as `!line`, stdout as it is, then `=code version` (the shell fast
+    path, bin/storyd-resume, turns this back into the two streams and the exit code).
+    """
+    err = "".join(f"!{part}\n" for line in stderr for part in line.split("\n"))
+    return err.encode("utf-8", "replace") + stdout + f"={code} {__version__}\n".encode()
 
 
 def field(

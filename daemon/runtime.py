@@ -18,9 +18,10 @@ import socket
 from typing import TYPE_CHECKING
 
 from daemon import systemd
+from daemon.ops import Server
 from daemon.paths import socket_path
-from daemon.server import Server, bind_socket
 from daemon.service import Daemon, Settings
+from daemon.transport import bind_socket
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger

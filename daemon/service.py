@@ -274,7 +274,3 @@ class Daemon:
     def uptime(self) -> float:
         """Seconds since start."""
         return round(time.monotonic() - self.started, 3)
-
-    def thread_count(self) -> int:
-        """Live threads (for stats)."""
-        return threading.active_count()

@@ -25,7 +25,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from daemon.errors import SetupError
-from daemon.model import Finding, Unit
+from daemon.model import OWN_DETECTORS, Finding, Unit
 
 if TYPE_CHECKING:
     from detectors.gitview import GitView
@@ -41,9 +41,7 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "storyd.detectors"
-# Findings under these detector names come with the files (a format's own findings, the
-# engine's state-unreadable), not from a plugin: the engine keeps or drops them by name.
-RESERVED_NAMES = frozenset(("format", "engine"))
+RESERVED_NAMES = OWN_DETECTORS  # a plugin may not take these names (daemon/model.py)
 DEFAULT_TIME_LIMIT = 5.0
 
 

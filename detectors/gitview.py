@@ -505,25 +505,6 @@ class GitView:
 
     # -- paths -----------------------------------------------------------------------
 
-    def last_commit_time(self, path: str) -> int | None:
-        """Committer time of HEAD's last commit touching `path` (work-tree relative)."""
-        _, out = self._run("log", "-1", "--format=%ct", "--", path, ok=(0, 128))
-        stamp = out.strip()
-        return int(stamp) if stamp.isdigit() else None
-
-    def is_clean(self, path: str) -> bool:
-        """Whether `path` is tracked-or-absent and neither staged, modified nor untracked."""
-        status, out = self._run(
-            "status", "--porcelain", "--untracked-files=all", "--", path, ok=(0, 128)
-        )
-        return status == 0 and not out.strip()
-
-    def story_time(self, path: str) -> int | None:
-        """storytime.git_commit_time's answer: the last commit time of a clean path."""
-        if not self.is_clean(path):
-            return None
-        return self.last_commit_time(path)
-
     # -- ancestry --------------------------------------------------------------------
 
     def is_ancestor(self, sha: str, tip: str) -> bool:

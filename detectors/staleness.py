@@ -8,8 +8,8 @@ findings, so the direct read, the socket answer and the findings always agree.
 
     stale   warning   "Story file modified after task <ID> DONE" (the seed's text)
 
-Without an envelope (a caller that has none) the same function is called with the same
-two git questions, asked of the cached view.
+Given no envelope (a plugin host that has none; the daemon always passes one) it asks
+the same rule itself: daemon.storytime, the one place the rule lives.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import os
 from daemon import envelope, storytime
 from daemon.model import Finding, Task, Unit
 from detectors import Context
-from detectors.gitview import GitError, GitView
 
 __all__ = ["DETECTOR", "StalenessDetector", "message"]
 
@@ -53,29 +52,15 @@ def _recompute(story: Unit, context: Context, done: list[Task]) -> list[str]:
     """envelope.stale_warnings, asked exactly as daemon.direct.answer asks it."""
     if not story.story_file:
         return []
-    path = os.path.join(context.workspace, story.story_file)
-    mtime = storytime.mtime_seconds(path)
+    workspace, relpath = context.workspace, story.story_file
+    mtime = storytime.mtime_seconds(os.path.join(workspace, relpath))
     commit_time = None
     if context.staleness == "git":
-        git, relpath = context.git, story.story_file
 
         def commit_time() -> int | None:
-            if git is None:
-                return storytime.git_commit_time(context.workspace, relpath)
-            return _view_time(git, path)
+            return storytime.git_commit_time(workspace, relpath)
 
     return envelope.stale_warnings(done, mtime, commit_time)
-
-
-def _view_time(git: GitView, path: str) -> int | None:
-    """storytime.git_commit_time's answer, from the cached view."""
-    relpath = git.relpath(path)
-    if relpath is None:
-        return None
-    try:
-        return git.story_time(relpath)
-    except GitError:
-        return None
 
 
 DETECTOR = StalenessDetector()

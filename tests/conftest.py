@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -38,15 +39,26 @@ def storyd_path() -> str:
     return found
 
 
+def leaked_threads(before: set[threading.Thread], grace: float = 2.0) -> list[str]:
+    """Threads started since `before` that are still alive after `grace` seconds.
+
+    Daemon threads count too: every thread storyd starts (refresher, detector worker,
+    read pool, watchdog's observer and emitters) is a daemon thread, so skipping them
+    would check nothing.
+    """
+    deadline = time.monotonic() + grace
+    leaked = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    for thread in leaked:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    return [t.name for t in leaked if t.is_alive()]
+
+
 @pytest.fixture(autouse=True)
 def no_leaked_threads() -> Iterator[None]:
     """Fail a test that leaves a thread of its own running (watchdog's style)."""
     before = set(threading.enumerate())
     yield
-    leaked = [t for t in threading.enumerate() if t not in before and t.is_alive() and not t.daemon]
-    for thread in leaked:
-        thread.join(timeout=2)
-    still = [t.name for t in leaked if t.is_alive()]
+    still = leaked_threads(before)
     assert not still, f"test leaked threads: {still}"
 
 

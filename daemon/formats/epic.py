@@ -20,12 +20,11 @@ from daemon import lifecycle
 from daemon.errors import DataError, UsageError
 from daemon.formats.base import Adapter, Source, finding, load_json_object, make_task
 from daemon.jsonio import kind
-from daemon.model import DONE, PENDING, Finding, Task, Unit
+from daemon.model import DONE, Finding, Task, Unit
 
 __all__ = [
     "ADAPTER",
     "EpicAdapter",
-    "classify",
     "epic_of_folder",
     "epic_state_file",
     "story_nodes",
@@ -52,14 +51,6 @@ if TYPE_CHECKING:
     from daemon.formats.base import Reuse
 
     Entry = tuple[str, dict[str, object] | str]
-
-
-def classify(status: str) -> tuple[str, bool]:
-    """The seed's bucket table, case-insensitive: (bucket, whether the status is known)."""
-    lowered = status.lower()
-    if lowered in _DONE:
-        return DONE, True
-    return PENDING, lowered in _PENDING
 
 
 def _pr_number(node: dict[str, object]) -> dict[str, object] | None:
