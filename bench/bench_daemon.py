@@ -85,7 +85,7 @@ class Plan:
     duration: float  # seconds per round-trip configuration
     warmup_persistent: int  # queries per client before the clock starts
     warmup_fresh: int
-    direct_git: int  # in-process direct.resume_epic calls
+    direct_git: int  # in-process answers.resume_epic calls
     direct_mtime: int
     reference_runs: int  # bash + jq, section 1
     process_runs: int  # section 2, interleaved
@@ -837,10 +837,10 @@ def run(scratch: Path, plan: Plan, daemons: list[Daemon], meta: dict[str, str],
     ]
     mean = statistics.fmean
     if mode == "git":
-        latencies.append(Latency("direct-git", "in-process direct.resume_epic (git mode, as the "
+        latencies.append(Latency("direct-git", "in-process answers.resume_epic (git mode, as the "
                                  "daemon)", 1, direct_git, 1e9 / mean(direct_git)))
     latencies += [
-        Latency("direct-mtime", "in-process direct.resume_epic (mtime"
+        Latency("direct-mtime", "in-process answers.resume_epic (mtime"
                 + (")" if mode == "git" else ", as the daemon)"), 1, direct_mtime,
                 1e9 / mean(direct_mtime)),
         Latency("reference", "reference: bash + jq process (mtime rule)", 1, reference,

@@ -38,15 +38,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tasks", type=int, default=5)
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args(argv)
-    from daemon import direct
+    from daemon import answers
     from daemon.config import Config
-    from daemon.engine import Engine
-    from daemon.wiring import build_detect
+    from daemon.server.engine import Engine
+    from daemon.server.wiring import build_detect
 
     with tempfile.TemporaryDirectory(prefix="storyd-bench-memory-") as tmp:
         workspace, _ = make_epic_workspace(Path(tmp), args.stories, args.tasks)
         detect, _runner = build_detect(Config(), "mtime")
-        engine = Engine(direct.Options(staleness="mtime"), detect=detect)
+        engine = Engine(answers.Options(staleness="mtime"), detect=detect)
         gc.collect()
         base = rss_mb()
         ws = engine.add_workspace(str(workspace))

@@ -257,20 +257,20 @@ def measure_interleaved(commands: list[Command], runs: int, warmup: int, cwd: Pa
 
 
 def _worker(spec_json: str) -> None:
-    """Inside the bench venv: time `daemon.direct.resume_epic` in a loop; print JSON."""
+    """Inside the bench venv: time `daemon.answers.resume_epic` in a loop; print JSON."""
     import daemon
-    from daemon import direct
+    from daemon import answers
 
     spec = json.loads(spec_json)
-    options = direct.Options(staleness=spec["mode"])
+    options = answers.Options(staleness=spec["mode"])
     answer = None
     for _ in range(spec["warmup"]):
-        answer = direct.resume_epic(spec["workspace"], EPIC, spec["story"], options)
+        answer = answers.resume_epic(spec["workspace"], EPIC, spec["story"], options)
     clock = time.perf_counter_ns
     samples = []
     for _ in range(spec["calls"]):
         start = clock()
-        answer = direct.resume_epic(spec["workspace"], EPIC, spec["story"], options)
+        answer = answers.resume_epic(spec["workspace"], EPIC, spec["story"], options)
         samples.append(clock() - start)
     line = answer.line.decode() if answer else ""
     json.dump({"samples": samples, "line": line, "module": daemon.__file__}, sys.stdout)
@@ -595,7 +595,7 @@ def inprocess_rows(workload: Workload, setup: Setup, warmup: int,
         samples, lines[mode], module = measure_inprocess(
             setup.workspace, setup.story, mode, calls=calls, warmup=warmup, env=env)
         suffix = "" if mode == "mtime" else " (git mode, default)"
-        rows.append(Row(f"inproc-{mode}", f"in-process direct.resume_epic, {mode}{suffix}",
+        rows.append(Row(f"inproc-{mode}", f"in-process answers.resume_epic, {mode}{suffix}",
                         mode, tuple(samples)))
     return rows, lines, module
 

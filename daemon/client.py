@@ -180,21 +180,21 @@ class Client:
 
 
 def _direct_answer(workspace: str, fields: dict[str, object]) -> dict[str, object]:
-    from daemon import direct
+    from daemon import answers
     from daemon.errors import StorydError
     from daemon.ids import normalize_epic_id, normalize_story_id
 
-    options = direct.Options(float(fields.get("lockTimeout", 5.0)))  # type: ignore[arg-type]
+    options = answers.Options(float(fields.get("lockTimeout", 5.0)))  # type: ignore[arg-type]
     try:
         if "stateFile" in fields:
             unit = fields.get("unit")
-            result = direct.resume_unit(
+            result = answers.resume_unit(
                 workspace, str(fields["stateFile"]), None if unit is None else str(unit), options
             )
         else:
             epic = normalize_epic_id(str(fields.get("epic", "")))
             story = normalize_story_id(str(fields.get("story", "")))
-            result = direct.resume_epic(workspace, epic, story, options)
+            result = answers.resume_epic(workspace, epic, story, options)
     except StorydError as exc:
         return {"ok": False, "error": {"code": exc.code, "name": exc.name, "message": exc.message}}
     return {

@@ -1,6 +1,6 @@
 """staleness: the envelope's staleWarnings as findings, one per stale DONE task.
 
-The envelope code path (daemon.envelope.stale_warnings, fed by daemon.direct.answer)
+The envelope code path (daemon.envelope.stale_warnings, fed by daemon.answers.answer)
 already decided which DONE tasks are stale, in the mode `context.staleness` (git: a
 tracked, clean story file dates from its last commit when that is earlier than its
 mtime; mtime: the seed's literal rule). This detector only re-states those warnings as
@@ -49,7 +49,7 @@ class StalenessDetector:
 
 
 def _recompute(story: Unit, context: Context, done: list[Task]) -> list[str]:
-    """envelope.stale_warnings, asked exactly as daemon.direct.answer asks it."""
+    """envelope.stale_warnings, asked exactly as daemon.answers.answer asks it."""
     if not story.story_file:
         return []
     workspace, relpath = context.workspace, story.story_file

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import orjson
 
-from daemon.direct import Options, resume_unit
+from daemon.answers import Options, resume_unit
 from daemon.formats.base import Adapter, Source
 from daemon.model import Unit
 

@@ -19,8 +19,8 @@ from daemon_harness import (
     write_epic,
 )
 
+from daemon.answers import run as run_direct
 from daemon.client import Client, DaemonUnavailable, ask_cli
-from daemon.direct import run as run_direct
 from daemon.query import from_argv
 
 Spawn = Callable[..., DaemonProcess]

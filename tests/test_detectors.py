@@ -17,7 +17,7 @@ from plugins import broken
 from test_gitview import EPOCH, GitRepo, ambiguous_commit_prefix
 
 import detectors
-from daemon import direct
+from daemon import answers
 from daemon.formats.base import Source
 from daemon.model import DONE, PENDING, Finding, Task, Unit
 from detectors import DetectorError, Runner, load
@@ -110,8 +110,8 @@ class TestStaleness:
         envelope = json.loads(done.stdout)
         assert envelope["staleWarnings"] == self.expected(mode)
 
-        options = direct.Options(staleness=mode)
-        answer = direct.resume_epic(str(clone.path), "0049", S, options)
+        options = answers.Options(staleness=mode)
+        answer = answers.resume_epic(str(clone.path), "0049", S, options)
         assert answer.line == done.stdout
 
         story = answer.unit
@@ -134,7 +134,7 @@ class TestStaleness:
         done = run_storyd(*RESUME, "--staleness", mode, cwd=clone.path)
         warnings = json.loads(done.stdout)["staleWarnings"]
         assert warnings == self.expected("mtime")
-        answer = direct.resume_epic(str(clone.path), "0049", S, direct.Options(staleness=mode))
+        answer = answers.resume_epic(str(clone.path), "0049", S, answers.Options(staleness=mode))
         found = check(STALENESS, answer.unit, clone.path, staleness=mode)
         assert [f.message for f in found] == warnings
         assert check(STALENESS, answer.unit, clone.path, envelope=answer.envelope) == found
@@ -522,7 +522,7 @@ class TestEndToEnd:
         story_file = repo.write(STORY, "# story\n")
         later = EPOCH + 86400 * 60
         os.utime(story_file, (later, later))
-        answer = direct.resume_epic(str(repo.path), "0049", S, direct.Options())
+        answer = answers.resume_epic(str(repo.path), "0049", S, answers.Options())
         r = Runner(load(), context_factory=git_context, time_limit=30)
         try:
             findings = r.run(str(repo.path), answer.unit, answer.envelope)

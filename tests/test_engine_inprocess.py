@@ -14,9 +14,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from daemon.direct import Answer, Options
-from daemon.engine import Engine, Workspace
+from daemon.answers import Answer, Options
 from daemon.model import Finding, Unit
+from daemon.server.engine import Engine, Workspace
 from tests.conftest import write_epic_state
 
 REL = "plans/epic-0049/execution-state.json"

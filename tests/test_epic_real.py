@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import run_reference
 
-from daemon.direct import Options, resume_epic, resume_unit
+from daemon.answers import Options, resume_epic, resume_unit
 from daemon.formats import builtin
 from daemon.formats.base import Source
 from tests.epic_corpus import ENVELOPE_KEYS, epic_of, lay_out, load, manifest, shape, story_ids

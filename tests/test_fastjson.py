@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon import fastjson, jsonio
+from daemon import jsonio
+from daemon.server import fastjson
 
 
 @pytest.fixture(autouse=True)

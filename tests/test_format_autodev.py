@@ -11,7 +11,7 @@ from format_harness import Run, codes, copier, direct_envelope, load_one, resume
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.direct import Options, resume_unit
+from daemon.answers import Options, resume_unit
 from daemon.errors import DataError
 from daemon.formats import builtin, detect
 from daemon.formats.autodev import ADAPTER, parse_state

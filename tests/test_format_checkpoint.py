@@ -19,7 +19,7 @@ from format_harness import (
 )
 from format_harness import edit_json as edit
 
-from daemon.direct import Options, resume_unit
+from daemon.answers import Options, resume_unit
 from daemon.errors import DataError
 from daemon.formats import builtin, detect
 from daemon.formats.base import Source

@@ -17,7 +17,7 @@ from format_harness import (
     resume_direct,
 )
 
-from daemon.direct import Options, resume_unit
+from daemon.answers import Options, resume_unit
 from daemon.errors import DataError
 from daemon.formats import builtin, detect
 from daemon.formats.base import Source

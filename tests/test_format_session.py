@@ -10,7 +10,7 @@ import orjson
 import pytest
 from format_harness import Run, codes, copier, direct_line, load_one, resume_direct
 
-from daemon.direct import Options, resume_unit
+from daemon.answers import Options, resume_unit
 from daemon.errors import DataError
 from daemon.formats import builtin, detect
 from daemon.formats.base import Source

@@ -23,8 +23,8 @@ from daemon_harness import (
 from git_harness import EventStream
 from test_daemon import direct, same_output, via_daemon
 
-from daemon.direct import Options
-from daemon.engine import Engine, Workspace
+from daemon.answers import Options
+from daemon.server.engine import Engine, Workspace
 
 Spawn = Callable[..., DaemonProcess]
 REL = epic_relpath("0049")

@@ -17,7 +17,7 @@ from conftest import run_reference, storyd_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon.direct import Options, answer
+from daemon.answers import Options, answer
 from daemon.formats.epic import ADAPTER
 
 S = "story-0049-0013"

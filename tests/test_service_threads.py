@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.service import Daemon, Settings
+from daemon.server.service import Daemon, Settings
 from tests.conftest import write_epic_state
 from tests.daemon_harness import wait_for
 

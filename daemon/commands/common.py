@@ -158,7 +158,7 @@ def _ordered(summaries: list[dict[str, object]]) -> list[dict[str, object]]:
 def _scan(targets: list[str], flags: dict[str, object], in_flight: bool) -> list[dict[str, object]]:
     """Read the workspaces here, with the configured detectors."""
     from daemon import config
-    from daemon.wiring import scan_directly
+    from daemon.server.wiring import scan_directly
 
     cfg = config.load(config_file(flags))
     entries = scan_directly(targets, cfg, str(flags.get("staleness") or "") or None)

@@ -60,7 +60,7 @@ def _configured_staleness(path: str | None) -> str:
 
 def _read_directly(query: Query) -> Output:
     """The direct read, in the configured staleness mode; detectors only for --detail."""
-    from daemon import direct
+    from daemon import answers
     from daemon.errors import StorydError
 
     warnings: tuple[str, ...] = ()
@@ -70,9 +70,9 @@ def _read_directly(query: Query) -> Output:
         staleness = "git"
         warnings = (f"warn: {exc.message.splitlines()[0]}; using the default staleness",)
     if not query.detail:
-        output = direct.run(query, staleness)
+        output = answers.run(query, staleness)
     else:
-        from daemon.wiring import build_detect
+        from daemon.server.wiring import build_detect
 
         try:
             from daemon import config
@@ -81,7 +81,7 @@ def _read_directly(query: Query) -> Output:
         except StorydError as exc:
             return Output(exc.code, b"", (exc.message,))
         try:
-            output = direct.run(query, staleness, detect)
+            output = answers.run(query, staleness, detect)
         finally:
             runner.close()
     output.stderr = warnings + output.stderr

@@ -12,7 +12,7 @@ from daemon.flags import MANY, SWITCH, VALUE, parse, text
 
 if TYPE_CHECKING:
     from daemon.config import Config
-    from daemon.service import Settings
+    from daemon.server.service import Settings
 
 __all__ = ["main"]
 
@@ -33,7 +33,7 @@ FLAGS = {
 
 
 def _settings(flags: dict[str, object], cfg: Config) -> Settings:
-    from daemon.service import Settings
+    from daemon.server.service import Settings
 
     limits = cfg.limits
     staleness = str(flags.get("staleness") or cfg.staleness)
@@ -69,14 +69,15 @@ def main(argv: list[str]) -> int:
     # The daemon's own git reads (status refreshes the index) must not take index.lock:
     # the watcher would see it as a git operation and recheck, forever.
     os.environ["GIT_OPTIONAL_LOCKS"] = "0"
-    from daemon import config, log
+    from daemon import config
+    from daemon.server import log
 
     log.configure(str(flags.get("log-level", "info")))
     logger = log.get("serve")
     given = config_file(flags)
     cfg = config.load(given)
     settings = _settings(flags, cfg)
-    from daemon.runtime import Runtime
+    from daemon.server.runtime import Runtime
 
     runtime = Runtime(settings, cfg, given, logger)
     try:

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from daemon import log
 from daemon.errors import StorydError, UsageError
 from daemon.reconcile.gather import Selection
 from daemon.reconcile.plan import Plan
+from daemon.server import log
 
 if TYPE_CHECKING:
     from daemon.config import Config
-    from daemon.engine import Engine
+    from daemon.server.engine import Engine
 
 __all__ = [
     "AutoReconciler",

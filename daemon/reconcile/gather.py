@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import os
 
-from daemon import direct
+from daemon import answers
 from daemon.config import Config
-from daemon.engine import Engine
 from daemon.errors import LockTimeout, StorydError, StoryNotInState
 from daemon.formats import builtin, detect
 from daemon.formats.epic import epic_state_file
 from daemon.model import Finding, Unit
-from daemon.wiring import build_detect
+from daemon.server.engine import Engine
+from daemon.server.wiring import build_detect
 
 __all__ = ["Selection", "gather"]
 
@@ -48,11 +48,11 @@ class Selection:
         }
 
 
-def _read(workspace: str, selection: Selection, options: direct.Options) -> list[Unit]:
+def _read(workspace: str, selection: Selection, options: answers.Options) -> list[Unit]:
     """The selected units, read under the writers' lock (LockTimeout propagates)."""
     if selection.state_file is not None:
-        relpath = direct.resolve_state_file(workspace, selection.state_file)
-        units = direct.read_units(workspace, detect(relpath), relpath, options)
+        relpath = answers.resolve_state_file(workspace, selection.state_file)
+        units = answers.read_units(workspace, detect(relpath), relpath, options)
         if selection.unit is None:
             return units
         picked = [u for u in units if u.key == selection.unit]
@@ -61,7 +61,7 @@ def _read(workspace: str, selection: Selection, options: direct.Options) -> list
         return picked
     if selection.epic is not None:
         relpath = epic_state_file(workspace, selection.epic)  # slugged folders too
-        units = direct.read_units(workspace, builtin("epic"), relpath, options)
+        units = answers.read_units(workspace, builtin("epic"), relpath, options)
         picked = [u for u in units if u.key == selection.story]
         if not picked:
             raise StoryNotInState("Story not in execution-state.json")
@@ -71,7 +71,7 @@ def _read(workspace: str, selection: Selection, options: direct.Options) -> list
     units = []
     for relpath, adapter in sorted(found.items()):
         try:
-            units.extend(direct.read_units(workspace, adapter, relpath, options))
+            units.extend(answers.read_units(workspace, adapter, relpath, options))
         except LockTimeout:
             raise
         except StorydError:
@@ -85,18 +85,18 @@ def gather(workspace: str, selection: Selection, cfg: Config, lock_timeout: floa
     A writer holding its lock past `lock_timeout` raises LockTimeout (exit 75).
     """
     workspace = os.path.realpath(workspace)
-    options = direct.Options(lock_timeout, cfg.staleness)
+    options = answers.Options(lock_timeout, cfg.staleness)
     units = _read(workspace, selection, options)
     found: Found = []
     detect_units, runner = build_detect(cfg, cfg.staleness)
     try:
         for unit in units:
             try:
-                answer = direct.answer(workspace, unit, options)
+                answer = answers.answer(workspace, unit, options)
             except StorydError:
                 found.append((unit, unit.findings))
                 continue
-            found.append((unit, direct.with_detectors(workspace, answer, detect_units).findings))
+            found.append((unit, answers.with_detectors(workspace, answer, detect_units).findings))
     finally:
         runner.close()
     return found

@@ -30,8 +30,8 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import ObservedWatch
 
-from daemon import log
-from daemon.engine import Engine, Workspace
+from daemon.server import log
+from daemon.server.engine import Engine, Workspace
 
 __all__ = ["Refresher", "Watcher"]
 

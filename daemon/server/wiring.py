@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from daemon import direct
-from daemon.engine import Detect, Engine, Entry
+from daemon import answers
+from daemon.server.engine import Detect, Engine, Entry
 
 if TYPE_CHECKING:
     from daemon.config import Config
@@ -31,7 +31,7 @@ def build_detect(cfg: Config, staleness: str) -> tuple[Detect, Runner]:
         on_exit=close_views,
     )
 
-    def detect(workspace: str, unit: Unit, answer: direct.Answer) -> tuple[Finding, ...]:
+    def detect(workspace: str, unit: Unit, answer: answers.Answer) -> tuple[Finding, ...]:
         return runner.run(workspace, unit, answer.envelope, staleness)
 
     return detect, runner
@@ -40,7 +40,7 @@ def build_detect(cfg: Config, staleness: str) -> tuple[Detect, Runner]:
 def scan_directly(workspaces: list[str], cfg: Config, staleness: str | None = None) -> list[Entry]:
     """Every unit of the workspaces, read now in this process, detectors included."""
     mode = staleness or cfg.staleness
-    options = direct.Options(cfg.limits.lock_timeout, mode)
+    options = answers.Options(cfg.limits.lock_timeout, mode)
     detect, runner = build_detect(cfg, mode)
     engine = Engine(options, detect=detect)
     try:

@@ -18,11 +18,11 @@ import threading
 import time
 from typing import TYPE_CHECKING, TypedDict
 
-from daemon import log
+from daemon.server import log
 
 if TYPE_CHECKING:
     from daemon.config import Config
-    from daemon.engine import Engine
+    from daemon.server.engine import Engine
 
 __all__ = ["Sinks", "attach", "reconfigure"]
 

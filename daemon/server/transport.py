@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, TypeVar
 import fasteners
 import orjson
 
-from daemon import log
 from daemon.errors import StorydError, UsageError
-from daemon.protocol import EX_NOPERM, error_body, error_of, finish, id_suffix
+from daemon.server import log
+from daemon.server.protocol import EX_NOPERM, error_body, error_of, finish, id_suffix
 
 if TYPE_CHECKING:
-    from daemon.service import Settings
+    from daemon.server.service import Settings
 
 __all__ = ["AlreadyRunning", "Connection", "Op", "Transport", "bind_socket"]
 

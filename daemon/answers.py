@@ -18,7 +18,7 @@ from daemon.query import Output, Query
 
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/model.py
 if TYPE_CHECKING:
-    from daemon.engine import Detect
+    from daemon.server.engine import Detect
 
 __all__ = [
     "Answer",

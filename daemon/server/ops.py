@@ -13,16 +13,16 @@ import os
 
 import orjson
 
-from daemon import __version__, direct
+from daemon import __version__, answers
 from daemon.config import Config
 from daemon.errors import StorydError, StoryNotInState, UsageError
 from daemon.flags import HelpRequested
 from daemon.formats.epic import epic_state_file
 from daemon.ids import normalize_epic_id, normalize_story_id
-from daemon.protocol import answer_body, cli_frame, error_body, error_of, field, finish
 from daemon.query import Output, from_argv
-from daemon.service import Daemon
-from daemon.transport import Connection, Transport
+from daemon.server.protocol import answer_body, cli_frame, error_body, error_of, field, finish
+from daemon.server.service import Daemon
+from daemon.server.transport import Connection, Transport
 
 __all__ = ["Server", "Target"]
 
@@ -125,15 +125,15 @@ class Server(Transport):
         state_file = request.get("stateFile")
         unit = request.get("unit")
 
-        def read() -> direct.Answer:
+        def read() -> answers.Answer:
             if target.epic is not None:
-                result = direct.resume_epic(path, target.epic, str(key), daemon.options)
+                result = answers.resume_epic(path, target.epic, str(key), daemon.options)
             else:
                 unit_key = None if unit is None else str(unit)
-                result = direct.resume_unit(path, str(state_file), unit_key, daemon.options)
-            return direct.with_detectors(path, result, self.engine.detect)
+                result = answers.resume_unit(path, str(state_file), unit_key, daemon.options)
+            return answers.with_detectors(path, result, self.engine.detect)
 
-        def render(answer: direct.Answer) -> bytes:
+        def render(answer: answers.Answer) -> bytes:
             findings = orjson.dumps([f.as_dict() for f in answer.findings])
             return finish(answer_body(answer.line, findings, b"direct", None), self.clock(), suffix)
 
@@ -205,11 +205,11 @@ class Server(Transport):
                 return entry.cli_body
             if entry.error is not None:
                 return _frame(Output(entry.error.code, b"", (entry.error.message,)))
-            line = direct.detail_line(entry.envelope, entry.findings, "cache")  # type: ignore[arg-type]
+            line = answers.detail_line(entry.envelope, entry.findings, "cache")  # type: ignore[arg-type]
             return _frame(Output(0, line, entry.warnings))
         daemon.counters["misses"] += 1
         default = daemon.settings.staleness
-        future = daemon.executor.submit(direct.run, query, default, self.engine.detect)
+        future = daemon.executor.submit(answers.run, query, default, self.engine.detect)
         return self.later(future, _frame, suffix)
 
     def _workspace_filter(self, request: dict[str, object]) -> str | None:

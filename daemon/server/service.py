@@ -12,10 +12,11 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from daemon import direct, log, storytime
-from daemon.engine import Detect, Engine
+from daemon import answers, storytime
 from daemon.errors import StateFileMissing, UsageError
-from daemon.watcher import Refresher, Watcher, git_operation_in_progress
+from daemon.server import log
+from daemon.server.engine import Detect, Engine
+from daemon.server.watcher import Refresher, Watcher, git_operation_in_progress
 
 __all__ = ["Daemon", "Settings"]
 
@@ -81,7 +82,7 @@ class Daemon:
 
     def __init__(self, settings: Settings, detect: Detect | None = None) -> None:
         self.settings = settings
-        self.options = direct.Options(settings.lock_timeout, settings.staleness)
+        self.options = answers.Options(settings.lock_timeout, settings.staleness)
         self.engine = Engine(self.options, detect=detect)
         self.refresher = Refresher(
             self.engine, settle=settings.settle, verify_interval=settings.verify_interval

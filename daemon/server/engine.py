@@ -33,19 +33,20 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from daemon import direct, fastjson, protocol, storytime
+from daemon import answers, storytime
 from daemon.errors import DataError, LockTimeout, StateFileMissing, StorydError
 from daemon.formats import Adapter, all_adapters
 from daemon.formats.base import Source
 from daemon.formats.epic import choose_epic_file, is_epic_file_of
 from daemon.model import OWN_DETECTORS, Finding, Unit, same_data
+from daemon.server import fastjson, protocol
 
 if TYPE_CHECKING:
     from daemon.formats.base import Reuse
 
 __all__ = ["Engine", "Entry", "Workspace"]
 
-Detect = Callable[[str, Unit, "direct.Answer"], tuple[Finding, ...]]
+Detect = Callable[[str, Unit, "answers.Answer"], tuple[Finding, ...]]
 Sink = Callable[[dict[str, object], bytes], None]
 _HISTORY = 10_000
 
@@ -82,7 +83,7 @@ class Entry:
         self,
         workspace: str,
         unit: Unit,
-        answer: direct.Answer | None,
+        answer: answers.Answer | None,
         error: StorydError | None,
         findings: tuple[Finding, ...],
         generation: int,
@@ -170,7 +171,7 @@ class Draft:
     def __init__(
         self,
         unit: Unit,
-        answer: direct.Answer | None,
+        answer: answers.Answer | None,
         error: StorydError | None,
         findings: tuple[Finding, ...],
     ) -> None:
@@ -250,11 +251,11 @@ class Engine:
 
     def __init__(
         self,
-        options: direct.Options | None = None,
+        options: answers.Options | None = None,
         adapters: list[Adapter] | None = None,
         detect: Detect | None = None,
     ) -> None:
-        self.options = options or direct.Options()
+        self.options = options or answers.Options()
         self.adapters = adapters if adapters is not None else all_adapters()
         self.detect = detect
         self.git_busy: Callable[[str], bool] = lambda _workspace: False
@@ -536,7 +537,7 @@ class Engine:
         self, ws: Workspace, unit: Unit, extra: tuple[Finding, ...], git_busy: bool, force: bool
     ) -> Draft:
         try:
-            answer = direct.answer(ws.path, unit, self.options)
+            answer = answers.answer(ws.path, unit, self.options)
         except StorydError as exc:
             return Draft(unit, None, exc, unit.findings + extra)
         findings = unit.findings + extra

@@ -17,11 +17,11 @@ import signal
 import socket
 from typing import TYPE_CHECKING
 
-from daemon import systemd
-from daemon.ops import Server
 from daemon.paths import socket_path
-from daemon.service import Daemon, Settings
-from daemon.transport import bind_socket
+from daemon.server import systemd
+from daemon.server.ops import Server
+from daemon.server.service import Daemon, Settings
+from daemon.server.transport import bind_socket
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -53,8 +53,8 @@ class Runtime:
 
     def run(self, socket_flag: str, workspaces: list[str]) -> int:
         """Serve until stopped; the exit code."""
-        from daemon import notify
-        from daemon.wiring import build_detect
+        from daemon.server import notify
+        from daemon.server.wiring import build_detect
 
         # Plugins load before the socket is touched: a broken one leaves nothing behind.
         detect, runner = build_detect(self.cfg, self.settings.staleness)
@@ -188,7 +188,7 @@ class Runtime:
 
     def _swap_detectors(self, cfg: Config) -> None:
         """New detector settings: rebuild the runner, recheck every unit, keep the files cached."""
-        from daemon.wiring import build_detect
+        from daemon.server.wiring import build_detect
 
         assert self.daemon is not None
         engine = self.daemon.engine
@@ -228,7 +228,7 @@ class Runtime:
         settings.max_line_bytes = limits.max_line_bytes
         if self.server is not None:
             self.server.max_line = limits.max_line_bytes
-        from daemon import notify
+        from daemon.server import notify
 
         notify.reconfigure(self.daemon.engine, cfg)
 
