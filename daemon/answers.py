@@ -19,6 +19,7 @@ from daemon.query import Output, Query
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/model.py
 if TYPE_CHECKING:
     from daemon.server.engine import Detect
+    from daemon.wire import Envelope
 
 __all__ = [
     "Answer",
@@ -52,7 +53,7 @@ class Answer:
 
     __slots__ = ("envelope", "findings", "line", "unit", "warnings")
 
-    def __init__(self, unit: Unit, env: dict[str, object], findings: tuple[Finding, ...]) -> None:
+    def __init__(self, unit: Unit, env: Envelope, findings: tuple[Finding, ...]) -> None:
         self.unit = unit
         self.envelope = env
         self.line = envelope.render(env)
@@ -127,7 +128,7 @@ def resume_unit(workspace: str, state_file: str, key: str | None, options: Optio
     return answer(workspace, unit, options)
 
 
-def detail_line(env: dict[str, object], findings: tuple[Finding, ...], source: str) -> bytes:
+def detail_line(env: Envelope, findings: tuple[Finding, ...], source: str) -> bytes:
     """`--detail` output: the envelope with its findings and which path answered."""
     from daemon.jsonio import dumps
 

@@ -13,6 +13,8 @@ TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/model.py
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from daemon.wire import Envelope
+
 __all__ = ["build", "render", "resume_point", "stale_warnings", "status_warnings"]
 
 
@@ -54,7 +56,7 @@ def status_warnings(unit: Unit) -> list[str]:
     ]
 
 
-def build(unit: Unit, stale: list[str]) -> dict[str, object]:
+def build(unit: Unit, stale: list[str]) -> Envelope:
     """The envelope as an ordered dict."""
     done = [t for t in unit.tasks if t.bucket == DONE]
     last = done[-1].commit_sha if done else None
@@ -67,6 +69,6 @@ def build(unit: Unit, stale: list[str]) -> dict[str, object]:
     }
 
 
-def render(envelope: dict[str, object]) -> bytes:
+def render(envelope: Envelope) -> bytes:
     """One compact JSON line, byte-identical to the seed's `jq -nc` assembly."""
     return dumps(envelope) + b"\n"

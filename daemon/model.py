@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+TYPE_CHECKING = False  # `typing` costs start-up time on the resume path
+if TYPE_CHECKING:
+    from daemon.wire import FindingWire
+
 __all__ = [
     "DONE",
     "OWN_DETECTORS",
@@ -230,13 +234,13 @@ class Finding:
             f"Finding({self.detector!r}, {self.code!r}, {self.severity!r}, {self.message!r}{tail})"
         )
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self) -> FindingWire:
         """The wire form used in answers, events and `--detail` output.
 
         `evidence` is present only when non-empty, so findings without evidence keep the
         exact wire form they had before it existed.
         """
-        wire: dict[str, object] = {
+        wire: FindingWire = {
             "detector": self.detector,
             "code": self.code,
             "severity": self.severity,

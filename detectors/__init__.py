@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -70,7 +70,7 @@ class Context:
         workspace: str,
         options: dict[str, object],
         git: GitView | None,
-        envelope: dict[str, object] | None,
+        envelope: Mapping[str, object] | None,
         *,
         tip: str | None = None,
         staleness: str = "git",
@@ -174,7 +174,7 @@ class Runner:
         *,
         time_limit: float = DEFAULT_TIME_LIMIT,
         context_factory: Callable[
-            [dict[str, object], str, Unit, dict[str, object] | None, str], Context
+            [dict[str, object], str, Unit, Mapping[str, object] | None, str], Context
         ]
         | None = None,
         on_exit: Callable[[dict[str, object]], None] | None = None,
@@ -219,14 +219,18 @@ class Runner:
         return job.result
 
     def run(
-        self, workspace: str, unit: Unit, envelope: dict[str, object] | None, staleness: str = "git"
+        self,
+        workspace: str,
+        unit: Unit,
+        envelope: Mapping[str, object] | None,
+        staleness: str = "git",
     ) -> tuple[Finding, ...]:
         """Every detector's findings for one unit; failures become error findings."""
         with self._turn:
             return tuple(self._run(workspace, unit, envelope, staleness))
 
     def _run(
-        self, workspace: str, unit: Unit, envelope: dict[str, object] | None, staleness: str
+        self, workspace: str, unit: Unit, envelope: Mapping[str, object] | None, staleness: str
     ) -> list[Finding]:
         findings: list[Finding] = []
         for detector in self.detectors:
@@ -265,7 +269,7 @@ def _plain_context(
     local: dict[str, object],
     workspace: str,
     unit: Unit,
-    envelope: dict[str, object] | None,
+    envelope: Mapping[str, object] | None,
     staleness: str,
 ) -> Context:
     return Context(workspace, {}, None, envelope, tip=unit.branch, staleness=staleness)

@@ -39,7 +39,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -809,7 +809,7 @@ def git_context(
     local: dict[str, object],
     workspace: str,
     unit: Unit,
-    envelope: dict[str, object] | None,
+    envelope: Mapping[str, object] | None,
     staleness: str,
 ) -> Context:
     """The Runner's context factory: the workspace's cached git view (None outside a

@@ -162,7 +162,7 @@ def _scan(targets: list[str], flags: dict[str, object], in_flight: bool) -> list
 
     cfg = config.load(config_file(flags))
     entries = scan_directly(targets, cfg, str(flags.get("staleness") or "") or None)
-    summaries = [e.summary(detail=True) for e in entries]
+    summaries: list[dict[str, object]] = [dict(e.summary(detail=True)) for e in entries]
     if in_flight:
         summaries = [u for u in summaries if u["resumePoint"] != "all-done"]
     return _ordered(summaries)

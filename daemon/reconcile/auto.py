@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import orjson
@@ -133,7 +134,7 @@ class AutoReconciler:
         self.thread = threading.Thread(target=self._run, name="storyd-reconcile", daemon=True)
         self.thread.start()
 
-    def __call__(self, event: dict[str, object], line: bytes) -> None:
+    def __call__(self, event: Mapping[str, object], line: bytes) -> None:
         """The engine sink: queue a reconcile for a drift whose code is configured."""
         if event.get("event") != "drift" or not self.codes:
             return

@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from hashlib import blake2b
 from typing import TYPE_CHECKING
 
@@ -43,11 +43,12 @@ from daemon.server import fastjson, protocol
 
 if TYPE_CHECKING:
     from daemon.formats.base import Reuse
+    from daemon.wire import Envelope, EventKind, UnitEvent, UnitSummary
 
 __all__ = ["Engine", "Entry", "Workspace"]
 
 Detect = Callable[[str, Unit, "answers.Answer"], tuple[Finding, ...]]
-Sink = Callable[[dict[str, object], bytes], None]
+Sink = Callable[[Mapping[str, object], bytes], None]  # unit events, and reconcile's
 _HISTORY = 10_000
 
 
@@ -123,11 +124,11 @@ class Entry:
         return protocol.cli_frame(0, self.line, self.warnings)
 
     @property
-    def envelope(self) -> dict[str, object] | None:
+    def envelope(self) -> Envelope | None:
         """The envelope as a dict (parsed from the line; for `--detail` and detectors)."""
         return orjson.loads(self.line) if self.line else None
 
-    def summary(self, *, detail: bool = False) -> dict[str, object]:
+    def summary(self, *, detail: bool = False) -> UnitSummary:
         """The unit's progress, as `list` and `changed` events show it (detail: findings too)."""
         tasks = self.unit.tasks
         done = sum(1 for t in tasks if t.done)
@@ -135,7 +136,8 @@ class Entry:
             (("info", "warning", "error").index(f.severity) for f in self.findings), default=-1
         )
         return {
-            **self.unit.labels,  # first, so a label can never mask a field below
+            # a format's labels (epic, story, ...) first, so none can mask a field below
+            **self.unit.labels,  # type: ignore[typeddict-item]
             "workspace": self.workspace,
             "format": self.unit.format,
             "stateFile": self.state_file,
@@ -314,7 +316,7 @@ class Engine:
 
     def summaries(
         self, workspace: str | None = None, *, detail: bool = False, in_flight: bool = False
-    ) -> list[dict[str, object]]:
+    ) -> list[UnitSummary]:
         """Unit summaries in a stable order (workspace, state file, unit)."""
         units = [e.summary(detail=detail) for e in self.entries(workspace)]
         if in_flight:
@@ -669,9 +671,9 @@ class Engine:
                 self._emit("resolved", entry, entry.generation, finding)
 
     def _emit(
-        self, kind: str, entry: Entry, generation: int, finding: Finding | None = None
+        self, kind: EventKind, entry: Entry, generation: int, finding: Finding | None = None
     ) -> None:
-        event: dict[str, object] = {
+        event: UnitEvent = {
             "event": kind,
             "clock": f"{self.instance}:{generation}",
             "generation": generation,
@@ -680,8 +682,9 @@ class Engine:
             "unit": entry.key,
             "format": entry.unit.format,
         }
-        if kind == "changed":
-            event.update({k: v for k, v in entry.summary().items() if k not in event})
+        if kind == "changed":  # a changed event carries the unit's summary after its identity
+            extra = {k: v for k, v in entry.summary().items() if k not in event}
+            event.update(extra)  # type: ignore[typeddict-item]
         if finding is not None:
             event["finding"] = finding.as_dict()
         line = orjson.dumps(event) + b"\n"

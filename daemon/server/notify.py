@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, TypedDict
 
 from daemon.server import log
@@ -49,7 +50,9 @@ class Sinks:
         self.window = window
         self.log = log.get("notify")
         self.counters = {"delivered": 0, "hook_failures": 0}
-        self._queue: queue.SimpleQueue[tuple[dict[str, object], bytes] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Mapping[str, object], bytes] | None] = (
+            queue.SimpleQueue()
+        )
         self._notify_send: str | None = shutil.which("notify-send") if desktop else None
         self._desktop_skip_logged = False
         self._thread = threading.Thread(target=self._run, name="storyd-notify", daemon=True)
@@ -67,7 +70,7 @@ class Sinks:
         )
         self._notify_send = shutil.which("notify-send") if desktop else None
 
-    def __call__(self, event: dict[str, object], line: bytes) -> None:
+    def __call__(self, event: Mapping[str, object], line: bytes) -> None:
         if event["event"] not in _KINDS:
             return
         if self.log_events:
@@ -111,7 +114,7 @@ class Sinks:
             for unit_events in _by_unit(batch).values():
                 self._deliver(unit_events)
 
-    def _deliver(self, events: list[tuple[dict[str, object], bytes]]) -> None:
+    def _deliver(self, events: list[tuple[Mapping[str, object], bytes]]) -> None:
         self.counters["delivered"] += 1
         first = events[0][0]
         if self.desktop:
@@ -119,7 +122,7 @@ class Sinks:
         if self.hook:
             self._run_hook(first, b"".join(line for _, line in events))
 
-    def _desktop(self, first: dict[str, object], events: list[dict[str, object]]) -> None:
+    def _desktop(self, first: Mapping[str, object], events: list[Mapping[str, object]]) -> None:
         if self._notify_send is None:
             if not self._desktop_skip_logged:
                 self._desktop_skip_logged = True
@@ -138,7 +141,7 @@ class Sinks:
         argv = [self._notify_send, "--app-name=storyd", title, "\n".join(lines)]
         self._spawn("desktop", argv, None)
 
-    def _run_hook(self, first: dict[str, object], payload: bytes) -> None:
+    def _run_hook(self, first: Mapping[str, object], payload: bytes) -> None:
         assert self.hook is not None
         self._spawn("hook", list(self.hook), payload, unit=first["unit"])
 
@@ -176,16 +179,16 @@ class Sinks:
 
 
 def _by_unit(
-    batch: list[tuple[dict[str, object], bytes]],
-) -> dict[tuple[object, ...], list[tuple[dict[str, object], bytes]]]:
-    grouped: dict[tuple[object, ...], list[tuple[dict[str, object], bytes]]] = {}
+    batch: list[tuple[Mapping[str, object], bytes]],
+) -> dict[tuple[object, ...], list[tuple[Mapping[str, object], bytes]]]:
+    grouped: dict[tuple[object, ...], list[tuple[Mapping[str, object], bytes]]] = {}
     for event, line in batch:
         key = (event["workspace"], event["stateFile"], event["unit"])
         grouped.setdefault(key, []).append((event, line))
     return grouped
 
 
-def _message(event: dict[str, object]) -> object:
+def _message(event: Mapping[str, object]) -> object:
     """The message of a drift or resolved event's finding."""
     finding = event["finding"]
     assert isinstance(finding, dict), "drift and resolved events carry a finding object"

@@ -20,7 +20,7 @@ import signal
 import socket
 import struct
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, TypeVar
 
@@ -337,7 +337,7 @@ class Transport:
 
     # -- events --------------------------------------------------------------
 
-    def broadcast(self, event: dict[str, object], line: bytes) -> None:
+    def broadcast(self, event: Mapping[str, object], line: bytes) -> None:
         """Send one event line to every matching subscriber (on the loop thread)."""
         generation = event["generation"]
         for conn in list(self.subscribers):
@@ -362,7 +362,7 @@ class Transport:
                 continue
             transport.write(line)
 
-    def sink(self, event: dict[str, object], line: bytes) -> None:
+    def sink(self, event: Mapping[str, object], line: bytes) -> None:
         """An event from another thread (the engine's refresher): broadcast on the loop."""
         loop = self.loop
         if loop is not None and not loop.is_closed():
