@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from daemon.commands.common import config_file
 from daemon.errors import StorydError, UsageError
 from daemon.flags import MANY, SWITCH, VALUE, parse, text
+from daemon.storytime import MODES
 
 if TYPE_CHECKING:
     from daemon.config import Config
@@ -37,8 +38,9 @@ def _settings(flags: dict[str, object], cfg: Config) -> Settings:
 
     limits = cfg.limits
     staleness = str(flags.get("staleness") or cfg.staleness)
-    if staleness not in ("git", "mtime"):
-        raise UsageError(f"invalid --staleness {staleness!r}: expected git or mtime\n{USAGE}")
+    if staleness not in MODES:
+        expected = " or ".join(MODES)
+        raise UsageError(f"invalid --staleness {staleness!r}: expected {expected}\n{USAGE}")
     verify = text(flags, "verify-interval")
     try:
         verify_interval = float(verify) if verify is not None else float(limits.verify_interval)

@@ -13,6 +13,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from daemon import answers, storytime
+from daemon.config.values import DEFAULT_STALENESS, LIMITS
 from daemon.errors import StateFileMissing, UsageError
 from daemon.server import log
 from daemon.server.engine import Detect, Engine
@@ -41,16 +42,17 @@ class Settings:
     def __init__(
         self,
         *,
-        staleness: str = "git",
-        lock_timeout: float = 5.0,
-        max_workspaces: int = 64,
+        staleness: str = DEFAULT_STALENESS,
+        lock_timeout: float = float(LIMITS["lock_timeout"][1]),
+        max_workspaces: int = int(LIMITS["max_workspaces"][1]),
         auto_watch: bool = True,
-        max_line_bytes: int = 65536,
-        settle: float = 0.02,
-        verify_interval: float = 2.0,
-        max_subscribers: int = 256,
-        subscriber_buffer: int = 1 << 20,
+        max_line_bytes: int = int(LIMITS["max_line_bytes"][1]),
+        settle: float = LIMITS["settle_ms"][1] / 1000,
+        verify_interval: float = float(LIMITS["verify_interval"][1]),
+        max_subscribers: int = int(LIMITS["max_subscribers"][1]),
+        subscriber_buffer: int = int(LIMITS["subscriber_buffer"][1]),
     ) -> None:
+        """Defaults: config.LIMITS, the one table of every limit's default and range."""
         self.staleness = staleness
         self.lock_timeout = lock_timeout
         self.max_workspaces = max_workspaces

@@ -1,0 +1,45 @@
+"""The configuration file: $XDG_CONFIG_HOME/storyd/config.toml, read with tomllib.
+
+Every key, its default and its range is in docs/service.md. A missing file means the
+defaults. Any problem raises ConfigError (exit 78, EX_CONFIG) listing every problem
+found, each as `PATH:LINE: FIELD: MESSAGE`, where FIELD is the dotted key
+(`limits.max_workspaces`, `notify.hook[0]`) and LINE is where that key is written.
+
+    values.py    Config, Limits, Notify, LIMITS (defaults and ranges), Problem, ConfigError
+    loader.py    load(), load_staleness(): read and parse, then check
+    checker.py   Checker: every key, type and range, each problem with its line
+    lines.py     locate(): the line a dotted key is written on
+
+Nothing heavy is imported at module level: `storyd resume` may call `load_staleness()`,
+which only stats the file when there is none. tomllib, re and difflib are imported
+inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+from daemon.config.lines import locate
+from daemon.config.loader import load, load_staleness
+from daemon.config.values import (
+    DEFAULT_STALENESS,
+    LIMITS,
+    STALENESS_MODES,
+    Config,
+    ConfigError,
+    Limits,
+    Notify,
+    Problem,
+)
+
+__all__ = [
+    "DEFAULT_STALENESS",
+    "LIMITS",
+    "STALENESS_MODES",
+    "Config",
+    "ConfigError",
+    "Limits",
+    "Notify",
+    "Problem",
+    "load",
+    "load_staleness",
+    "locate",
+]

@@ -1,0 +1,97 @@
+"""Reading config.toml: tomllib's parse, then the checker; the cheap staleness read.
+
+A missing file means the defaults. Any problem raises ConfigError (exit 78) listing
+every problem found. `load_staleness()` is on `storyd resume`'s path: it only stats the
+file when there is none, and tomllib is imported only when there is one.
+"""
+
+from __future__ import annotations
+
+import os
+
+from daemon.config.checker import Checker
+from daemon.config.values import DEFAULT_STALENESS, Config, ConfigError, Problem
+from daemon.paths import config_path
+
+__all__ = ["load", "load_staleness"]
+
+
+def _read(path: str) -> tuple[dict[str, object], str] | None:
+    """The parsed document and its text; None when there is no file; ConfigError if unusable."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise ConfigError([Problem("file", 0, f"cannot read: {exc.strerror}")], path) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError([Problem("syntax", line, "not valid UTF-8")], path) from None
+    import tomllib
+
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message, line = _syntax_message(str(exc), text)
+        raise ConfigError([Problem("syntax", line, message)], path) from None
+    return document, text
+
+
+def _syntax_message(text: str, source: str) -> tuple[str, int]:
+    """tomllib's "Reason (at line L, column C)" as ("Reason at column C", L)."""
+    reason, _, where = text.rpartition(" (at ")
+    if not reason or not where.endswith(")"):
+        return text, 0
+    where = where[:-1]
+    if where == "end of document":
+        return f"{reason} at the end of the file", max(1, source.count("\n") + 1)
+    line_part, _, column_part = where.partition(", ")
+    number = line_part.removeprefix("line ")
+    if not number.isdigit():
+        return text, 0
+    return f"{reason} at {column_part}" if column_part else reason, int(number)
+
+
+def load(path: str | None = None) -> Config:
+    """The configuration in `path` (default: daemon.paths.config_path()).
+
+    A missing file gives the defaults; any problem raises ConfigError listing all of them.
+    """
+    path = path or config_path()
+    read = _read(path)
+    if read is None:
+        return Config()
+    document, text = read
+    checker = Checker(text)
+    config = checker.config(document)
+    if checker.problems:
+        raise ConfigError(sorted(checker.problems, key=lambda p: p.line), path)
+    config.path = path
+    return config
+
+
+def load_staleness(path: str | None = None) -> str:
+    """The staleness mode, cheaply: "git" when there is no file, without importing tomllib.
+
+    Only problems that affect `staleness` itself (an unreadable file, a syntax error, a
+    bad value) raise ConfigError; `storyd config check` reports the rest.
+    """
+    path = path or config_path()
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return DEFAULT_STALENESS
+    read = _read(path)
+    if read is None:
+        return DEFAULT_STALENESS
+    document, text = read
+    checker = Checker(text)
+    staleness = checker.staleness(document.get("staleness", DEFAULT_STALENESS))
+    if checker.problems:
+        raise ConfigError(checker.problems, path)
+    return staleness
+
+

@@ -1,0 +1,235 @@
+"""What the configuration holds: the keys, their defaults and ranges, the problems.
+
+`Config`, `Limits` and `Notify` are the values `storyd serve` runs with; `LIMITS` is the
+one table of every limit's type, default and range (the daemon's `Settings` take their
+defaults from it). Reading the file is `loader.py`, checking it `checker.py`.
+"""
+
+from __future__ import annotations
+
+from daemon.errors import SetupError
+from daemon.storytime import MODES
+
+__all__ = [
+    "DEFAULT_STALENESS",
+    "LIMITS",
+    "STALENESS_MODES",
+    "Config",
+    "ConfigError",
+    "Limits",
+    "Notify",
+    "Problem",
+]
+
+DEFAULT_STALENESS = "git"
+STALENESS_MODES = MODES  # one spelling: daemon.storytime
+SOCKET_PATH_MAX = 107  # sun_path is 108 bytes, one of them the terminating NUL
+
+# limits.<name>: (type, default, lowest, highest), both bounds inclusive.
+LIMITS: dict[str, tuple[type, float, float, float]] = {
+    "max_workspaces": (int, 64, 1, 4096),
+    "max_line_bytes": (int, 65536, 1024, 64 * 1024 * 1024),
+    "lock_timeout": (float, 5.0, 0.0, 600.0),
+    "verify_interval": (float, 2.0, 0.1, 3600.0),
+    "settle_ms": (int, 20, 0, 10_000),
+    "max_subscribers": (int, 256, 1, 65_536),
+    "subscriber_buffer": (int, 1024 * 1024, 4096, 1024 * 1024 * 1024),
+}
+_HOOK_TIMEOUT = (10.0, 0.1, 3600.0)
+_TOP_KEYS = (
+    "auto_watch",
+    "detectors",
+    "limits",
+    "notify",
+    "reconcile",
+    "socket",
+    "staleness",
+    "workspaces",
+)
+_RECONCILE_KEYS = ("auto",)
+_NOTIFY_KEYS = ("desktop", "hook", "hook_timeout", "log")
+
+
+class Problem:
+    """One thing wrong with the file: the dotted field, its 1-based line (0: none), why."""
+
+    __slots__ = ("field", "line", "message")
+
+    def __init__(self, field: str, line: int, message: str) -> None:
+        self.field = field
+        self.line = line
+        self.message = message
+
+    def format(self, path: str) -> str:
+        """`PATH:LINE: FIELD: MESSAGE` (no LINE when the problem has none)."""
+        where = f"{path}:{self.line}" if self.line else path
+        return f"{where}: {self.field}: {self.message}"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Problem):
+            return NotImplemented
+        return (self.field, self.line, self.message) == (other.field, other.line, other.message)
+
+    def __hash__(self) -> int:
+        return hash((self.field, self.line, self.message))
+
+    def __repr__(self) -> str:
+        return f"Problem({self.field!r}, {self.line}, {self.message!r})"
+
+
+class ConfigError(SetupError):
+    """The configuration file has problems; `problems` lists every one."""
+
+    def __init__(self, problems: list[Problem], path: str) -> None:
+        super().__init__("\n".join(p.format(path) for p in problems))
+        self.problems = problems
+        self.path = path
+
+
+class Limits:
+    """[limits]: bounds on the daemon's resources; see LIMITS for defaults and ranges."""
+
+    __slots__ = tuple(LIMITS)
+    max_workspaces: int
+    max_line_bytes: int
+    lock_timeout: float
+    verify_interval: float
+    settle_ms: int
+    max_subscribers: int
+    subscriber_buffer: int
+
+    def __init__(self, **values: float) -> None:
+        unknown = set(values) - set(LIMITS)
+        if unknown:
+            msg = f"unknown limits: {', '.join(sorted(unknown))}"
+            raise TypeError(msg)
+        for name, (kind, default, _, _) in LIMITS.items():
+            setattr(self, name, kind(values.get(name, default)))
+
+    def as_dict(self) -> dict[str, float]:
+        """Every limit by name."""
+        return {name: getattr(self, name) for name in LIMITS}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Limits) and self.as_dict() == other.as_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Limits({', '.join(f'{k}={v!r}' for k, v in self.as_dict().items())})"
+
+
+class Notify:
+    """[notify]: where drift events go besides subscribers."""
+
+    __slots__ = ("desktop", "hook", "hook_timeout", "log")
+
+    def __init__(
+        self,
+        log: bool = True,
+        desktop: bool = True,
+        hook: list[str] | None = None,
+        hook_timeout: float = _HOOK_TIMEOUT[0],
+    ) -> None:
+        self.log = log
+        self.desktop = desktop
+        self.hook = hook
+        self.hook_timeout = hook_timeout
+
+    def as_dict(self) -> dict[str, object]:
+        """Every key by name (hook is None when unset)."""
+        return {
+            "log": self.log,
+            "desktop": self.desktop,
+            "hook": None if self.hook is None else list(self.hook),
+            "hook_timeout": self.hook_timeout,
+        }
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Notify) and self.as_dict() == other.as_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Notify({', '.join(f'{k}={v!r}' for k, v in self.as_dict().items())})"
+
+
+class Config:
+    """The effective configuration. `path` is the file it came from, None for defaults.
+
+    socket       str | None   the socket path (None: daemon.paths.socket_path())
+    staleness    str          "git" or "mtime"
+    workspaces   list[str]    absolute, normalised, without duplicates, in file order
+    auto_watch   bool         a query for an unwatched workspace starts watching it
+    limits       Limits
+    detectors    dict[str, dict[str, object]]  [detectors.<name>] tables as written
+    notify       Notify
+    reconcile_auto list[str]  [reconcile] auto: repair codes the daemon applies on its own
+    """
+
+    __slots__ = (
+        "auto_watch",
+        "detectors",
+        "limits",
+        "notify",
+        "path",
+        "reconcile_auto",
+        "socket",
+        "staleness",
+        "workspaces",
+    )
+
+    def __init__(
+        self,
+        *,
+        socket: str | None = None,
+        staleness: str = DEFAULT_STALENESS,
+        workspaces: list[str] | None = None,
+        auto_watch: bool = True,
+        limits: Limits | None = None,
+        detectors: dict[str, dict[str, object]] | None = None,
+        notify: Notify | None = None,
+        path: str | None = None,
+        reconcile_auto: list[str] | None = None,
+    ) -> None:
+        self.socket = socket
+        self.staleness = staleness
+        self.workspaces = [] if workspaces is None else workspaces
+        self.auto_watch = auto_watch
+        self.limits = Limits() if limits is None else limits
+        self.detectors = {} if detectors is None else detectors
+        self.notify = Notify() if notify is None else notify
+        self.path = path
+        self.reconcile_auto = [] if reconcile_auto is None else reconcile_auto
+
+    def detector_enabled(self, name: str, default: bool = True) -> bool:
+        """[detectors.<name>] enabled, else `default`."""
+        value = self.detectors.get(name, {}).get("enabled", default)
+        return bool(value)
+
+    def detector_options(self, name: str) -> dict[str, object]:
+        """[detectors.<name>] without `enabled`: the detector's own options."""
+        return {k: v for k, v in self.detectors.get(name, {}).items() if k != "enabled"}
+
+    def as_dict(self) -> dict[str, object]:
+        """The configuration as plain data (what `storyd config show` prints)."""
+        return {
+            "socket": self.socket,
+            "staleness": self.staleness,
+            "workspaces": list(self.workspaces),
+            "auto_watch": self.auto_watch,
+            "limits": self.limits.as_dict(),
+            "detectors": {name: dict(table) for name, table in self.detectors.items()},
+            "notify": self.notify.as_dict(),
+            "reconcile": {"auto": list(self.reconcile_auto)},
+        }
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Config) and self.as_dict() == other.as_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Config(path={self.path!r}, {self.as_dict()!r})"
+
+
