@@ -1,120 +1,40 @@
-"""One cached, self-validating view of a git repository, owned by one thread.
+"""GitView: one repository's cached answers (objects, ancestry, patch ids, scans).
 
-The detectors ask git a few questions, many times over: does this object exist, is it
-in the history of that tip, when did this path last change, is it clean, which branch
-is checked out, is the clone shallow. A `GitView` answers them for one repository and
-keeps what it learns:
-
-    objects     one persistent `git cat-file --batch-check`, asked in pipelined
-                batches: full and abbreviated names, `missing` and `ambiguous`. A
-                found full name is kept for good; any other answer until the object
-                folder it would live in (objects/xx or objects/pack) changes
-    ancestry    per tip, the set of commits reachable from it (one bounded
-                `git rev-list`); when the tip fast-forwards only `rev-list new ^old`
-                is read, because whatever the old tip reached the new one still does
-    patch ids   per commit (`git patch-id --stable`), to find a rewritten commit's
-                replacement on the branch
-    scans       recent commits of a tip, keyed by the tip's sha
-
-Every cache is keyed by what makes it true (an object name and its folder's mtime, a
-tip's sha), and each question reads the tip's sha afresh, so nothing has to be told
-that refs moved or objects arrived.
-`refresh_views` exists for callers that want to drop the caches anyway.
-
-GitPython objects are not thread-safe: a view belongs to the thread that made it (the
-detector Runner's worker keeps its views in its per-thread `local` dict, and a
-replacement worker builds fresh ones). `git_context` is the Runner's context factory.
-
-Errors: every GitPython, subprocess and OS failure is translated here, into
-daemon.errors.GitError (a git command failed, or the repository cannot be read).
+The package docstring (detectors/gitview/__init__.py) says what is cached and why each
+cache stays true.
 """
 
 from __future__ import annotations
 
 import os
-import selectors
-import subprocess
 import sys
 import threading
-import time
-import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from daemon.errors import GitError
-from detectors import Context
+from detectors.gitview.errors import _describe, _translated
+from detectors.gitview.objects import (
+    FOUND,
+    INVALID,
+    ObjectInfo,
+    _CatFile,
+    _parse_answer,
+    _Stamps,
+    is_object_name,
+)
 
-if TYPE_CHECKING:
-    from daemon.model import Unit
-
-__all__ = [
-    "AMBIGUOUS",
-    "FOUND",
-    "INVALID",
-    "MISSING",
-    "Commit",
-    "GitError",
-    "GitView",
-    "ObjectInfo",
-    "close_views",
-    "find_root",
-    "git_context",
-    "is_object_name",
-    "open_view",
-    "refresh_views",
-    "view_for",
-]
-
-FOUND = "found"
-MISSING = "missing"
-AMBIGUOUS = "ambiguous"
-INVALID = "invalid"
+__all__ = ["EMPTY_TREE", "Commit", "GitView"]
 
 DEFAULT_WALK_LIMIT = 200_000
-_LOCAL_KEY = "storyd.gitviews"
-_NO_GIT_KEY = "storyd.git-unavailable"
-_HEX = frozenset("0123456789abcdef")
-_BATCH = 400  # names per cat-file round trip: input and output stay below a pipe's 64 KiB
-_READ_TIMEOUT = 30.0
 _MAX_TIPS = 8
 _MAX_OBJECTS = 200_000
-_RACY_NS = 100_000_000  # 0.1 s
 _MAX_SCANS = 64
 _FIELD = "\x1f"
 _RECORD = "\x1e"
 
 T = TypeVar("T")
-
-
-def is_object_name(text: str) -> bool:
-    """Whether `text` can be a (possibly abbreviated) hexadecimal object name."""
-    return 4 <= len(text) <= 64 and set(text.lower()) <= _HEX
-
-
-class ObjectInfo:
-    """What `git cat-file --batch-check` says about one name.
-
-    `state` is FOUND, MISSING, AMBIGUOUS or INVALID (not a hex object name); `sha` and
-    `kind` (commit, tree, blob, tag) are set when FOUND.
-    """
-
-    __slots__ = ("kind", "name", "sha", "stamp", "state")
-
-    def __init__(
-        self, name: str, state: str, sha: str | None = None, kind: str | None = None
-    ) -> None:
-        self.name = name
-        self.state = state
-        self.sha = sha
-        self.kind = kind
-        # the object folders' stamp a cached answer holds for (GitView.lookup): kept on
-        # the answer, not in a pair beside it, as a daemon caches tens of thousands
-        self.stamp: tuple[int, int] | None = None
-
-    def __repr__(self) -> str:
-        return f"ObjectInfo({self.name!r}, {self.state!r}, {self.sha!r}, {self.kind!r})"
 
 
 class Commit:
@@ -141,181 +61,6 @@ class _Walk:
         self.tip = tip
         self.reachable = reachable
         self.complete = complete
-
-
-# -- the one boundary where foreign errors become GitError ---------------------------
-
-
-def _foreign_errors() -> tuple[type[BaseException], ...]:
-    """GitPython's, gitdb's and the OS's exception types."""
-    import git.exc
-
-    return (git.exc.GitError, git.exc.ODBError, OSError, ValueError, subprocess.SubprocessError)
-
-
-@contextmanager
-def _translated(what: str) -> Iterator[None]:
-    """Run a block; any GitPython, gitdb or OS error leaves it as GitError."""
-    try:
-        yield
-    except GitError:
-        raise
-    except _foreign_errors() as exc:
-        msg = f"git {what} failed: {_describe(exc)}"
-        raise GitError(msg) from exc
-
-
-def _describe(exc: BaseException) -> str:
-    """A one-line description of a foreign error (GitPython's are multi-line)."""
-    stderr = getattr(exc, "stderr", None)
-    if isinstance(stderr, str) and stderr.strip():
-        text = stderr.strip().removeprefix("stderr:").strip(" '\n")
-        return " ".join(text.split())[:300]
-    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-
-
-def _git_module() -> Any | None:
-    """GitPython, or None when it cannot start (git is not installed)."""
-    try:
-        import git
-    except Exception:  # GitPython raises ImportError, or worse, when git is absent
-        return None
-    return git
-
-
-# -- the persistent object lookup -----------------------------------------------------
-
-
-class _CatFile:
-    """A persistent `git cat-file --batch-check`, asked in pipelined batches.
-
-    For an ambiguous name git also writes candidate hints to stderr; stderr is drained
-    while answers are read, so a long run of them can never fill its pipe and stall.
-    """
-
-    def __init__(self, repo: Any) -> None:
-        with _translated("cat-file"):
-            handle = repo.git.cat_file("--batch-check", as_process=True, istream=subprocess.PIPE)
-        self._proc: subprocess.Popen[bytes] = handle.proc
-        handle.proc = None  # owned here: ended by close() or, if dropped, by the finalizer
-        self._pending = b""
-        self._end = weakref.finalize(self, _end_process, self._proc)
-
-    def ask(self, names: list[str]) -> list[str]:
-        """One answer line per name, in order."""
-        answers: list[str] = []
-        for start in range(0, len(names), _BATCH):
-            chunk = names[start : start + _BATCH]
-            stdin = self._proc.stdin
-            if stdin is None:
-                msg = "git cat-file has no input pipe"
-                raise GitError(msg)
-            with _translated("cat-file"):
-                stdin.write("".join(f"{n}\n" for n in chunk).encode())
-                stdin.flush()
-                answers.extend(self._read_lines(len(chunk)))
-        return answers
-
-    def _read_lines(self, count: int) -> list[str]:
-        """Read `count` lines from stdout, discarding whatever arrives on stderr."""
-        out, err = self._proc.stdout, self._proc.stderr
-        if out is None or err is None:
-            msg = "git cat-file has no output pipes"
-            raise GitError(msg)
-        buffer = self._pending
-        with selectors.DefaultSelector() as selector:
-            selector.register(out, selectors.EVENT_READ)
-            selector.register(err, selectors.EVENT_READ)
-            while buffer.count(b"\n") < count:
-                ready = selector.select(_READ_TIMEOUT)
-                if not ready:
-                    msg = f"git cat-file gave no answer within {_READ_TIMEOUT:g} s"
-                    raise GitError(msg)
-                for key, _ in ready:
-                    data = os.read(key.fd, 65536)
-                    if key.fileobj is out:
-                        if not data:
-                            msg = "git cat-file exited"
-                            raise GitError(msg)
-                        buffer += data
-                    elif not data:
-                        selector.unregister(err)
-        lines = buffer.split(b"\n")
-        self._pending = b"\n".join(lines[count:])
-        return [line.decode("utf-8", "replace") for line in lines[:count]]
-
-    def alive(self) -> bool:
-        """Whether the process still runs."""
-        return self._proc.poll() is None
-
-    def close(self) -> None:
-        """End the process."""
-        self._end()
-
-
-def _end_process(proc: subprocess.Popen[bytes]) -> None:
-    """Close a persistent process's input, wait for it (kill if slow), close its pipes."""
-    with suppress(OSError, ValueError, subprocess.SubprocessError):
-        if proc.stdin is not None:
-            proc.stdin.close()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    for stream in (proc.stdout, proc.stderr):
-        if stream is not None:
-            with suppress(OSError):
-                stream.close()
-
-
-def _parse_answer(name: str, line: str) -> ObjectInfo:
-    """`<sha> <type> <size>`, `<name> missing` or `<name> ambiguous`."""
-    parts = line.split()
-    if len(parts) == 3 and parts[1] != MISSING:
-        return ObjectInfo(name, FOUND, parts[0], parts[1])
-    if parts[-1:] == [AMBIGUOUS]:
-        return ObjectInfo(name, AMBIGUOUS)
-    return ObjectInfo(name, MISSING)
-
-
-class _Stamps:
-    """Object-folder mtimes for one lookup: what a cached answer about a name is valid for.
-
-    A name's stamp is (mtime of objects/<first two digits>, mtime of objects/pack), in
-    ns; None when either changed within the last `_RACY_NS` (the filesystem's clock is
-    coarse, so an object written in the same tick could go unnoticed).
-    """
-
-    def __init__(self, objects_dir: str, shared: dict[tuple[int, int], tuple[int, int]]) -> None:
-        self._dir = objects_dir
-        self._shared = shared  # the view's stamps, so that lookups share one tuple each
-        self._now = time.time_ns()
-        self._pack = self._mtime("pack")
-        self._seen: dict[str, tuple[int, int] | None] = {}
-
-    def _mtime(self, sub: str) -> int | None:
-        try:
-            stamp = os.stat(os.path.join(self._dir, sub)).st_mtime_ns
-        except OSError:
-            return 0
-        return None if self._now - stamp < _RACY_NS else stamp
-
-    def of(self, key: str) -> tuple[int, int] | None:
-        """The stamp for an object name (lower-case hex); one shared tuple per folder."""
-        folder = key[:2]
-        if folder not in self._seen:
-            loose = self._mtime(folder)
-            pack = self._pack
-            if loose is None or pack is None:
-                self._seen[folder] = None
-            else:
-                stamp = (loose, pack)
-                self._seen[folder] = self._shared.setdefault(stamp, stamp)
-        return self._seen[folder]
-
-
-# -- the view -------------------------------------------------------------------------
 
 
 class GitView:
@@ -734,107 +479,3 @@ class GitView:
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 """git's empty tree: the base of a root commit's change."""
-
-
-# -- finding views for workspaces -----------------------------------------------------
-
-
-def find_root(workspace: str) -> str | None:
-    """The work tree holding `workspace`: the nearest folder upward with a `.git`."""
-    folder = os.path.realpath(workspace)
-    while True:
-        if os.path.exists(os.path.join(folder, ".git")):
-            return folder
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
-
-
-def open_view(root: str, *, walk_limit: int = DEFAULT_WALK_LIMIT) -> GitView | None:
-    """A new view of the repository at `root`; None when git or the repository is unusable."""
-    git = _git_module()
-    if git is None:
-        return None
-    try:
-        with _translated("open"):
-            repo = git.Repo(root)
-            if repo.bare or repo.working_tree_dir is None:
-                repo.close()
-                return None
-            view = GitView(repo, walk_limit=walk_limit)
-    except GitError:
-        return None
-    try:
-        view.tip_sha("HEAD")  # starts cat-file: proves git runs here
-    except GitError:
-        _close_quietly(view)
-        return None
-    return view
-
-
-def _views(local: dict[str, object]) -> dict[str, GitView]:
-    views = local.get(_LOCAL_KEY)
-    if not isinstance(views, dict):
-        views = {}
-        local[_LOCAL_KEY] = views
-    return views
-
-
-def view_for(local: dict[str, object], workspace: str) -> GitView | None:
-    """The cached view of the repository holding `workspace` (made on first use);
-    None when it is not in a repository or git is unavailable."""
-    if local.get(_NO_GIT_KEY):
-        return None
-    root = find_root(workspace)
-    if root is None:
-        return None
-    views = _views(local)
-    view = views.get(root)
-    if view is not None and os.path.exists(os.path.join(root, ".git")):
-        return view
-    if view is not None:
-        views.pop(root)
-        _close_quietly(view)
-    if _git_module() is None:
-        local[_NO_GIT_KEY] = True
-        return None
-    view = open_view(root)
-    if view is not None:
-        views[root] = view
-    return view
-
-
-def git_context(
-    local: dict[str, object],
-    workspace: str,
-    unit: Unit,
-    envelope: Mapping[str, object] | None,
-    staleness: str,
-) -> Context:
-    """The Runner's context factory: the workspace's cached git view (None outside a
-    repository), and the unit's own branch as the tip when its format names one."""
-    try:
-        git = view_for(local, workspace)
-    except GitError:
-        git = None
-    return Context(workspace, {}, git, envelope, tip=unit.branch, staleness=staleness)
-
-
-def refresh_views(local: dict[str, object]) -> None:
-    """Drop every view's caches (never needed for correctness: they validate themselves)."""
-    for view in _views(local).values():
-        view.refresh()
-
-
-def close_views(local: dict[str, object]) -> None:
-    """End every view's processes; the next `view_for` makes fresh ones."""
-    views = _views(local)
-    while views:
-        _, view = views.popitem()
-        _close_quietly(view)
-
-
-def _close_quietly(view: GitView) -> None:
-    with suppress(GitError):
-        view.close()

@@ -1,0 +1,74 @@
+"""One cached, self-validating view of a git repository, owned by one thread.
+
+The detectors ask git a few questions, many times over: does this object exist, is it
+in the history of that tip, when did this path last change, is it clean, which branch
+is checked out, is the clone shallow. A `GitView` answers them for one repository and
+keeps what it learns:
+
+    objects     one persistent `git cat-file --batch-check`, asked in pipelined
+                batches: full and abbreviated names, `missing` and `ambiguous`. A
+                found full name is kept for good; any other answer until the object
+                folder it would live in (objects/xx or objects/pack) changes
+    ancestry    per tip, the set of commits reachable from it (one bounded
+                `git rev-list`); when the tip fast-forwards only `rev-list new ^old`
+                is read, because whatever the old tip reached the new one still does
+    patch ids   per commit (`git patch-id --stable`), to find a rewritten commit's
+                replacement on the branch
+    scans       recent commits of a tip, keyed by the tip's sha
+
+Every cache is keyed by what makes it true (an object name and its folder's mtime, a
+tip's sha), and each question reads the tip's sha afresh, so nothing has to be told
+that refs moved or objects arrived.
+`refresh_views` exists for callers that want to drop the caches anyway.
+
+GitPython objects are not thread-safe: a view belongs to the thread that made it (the
+detector Runner's worker keeps its views in its per-thread `local` dict, and a
+replacement worker builds fresh ones). `git_context` is the Runner's context factory.
+
+Errors: every GitPython, subprocess and OS failure is translated, in errors.py, into
+daemon.errors.GitError (a git command failed, or the repository cannot be read).
+
+    errors.py    the boundary where foreign errors become GitError
+    objects.py   the cat-file pipe, object answers and their stamps
+    view.py      GitView: one repository's caches
+    registry.py  one view per repository and thread; the Runner's context factory
+"""
+
+from __future__ import annotations
+
+from daemon.errors import GitError
+from detectors.gitview.objects import (
+    AMBIGUOUS,
+    FOUND,
+    INVALID,
+    MISSING,
+    ObjectInfo,
+    is_object_name,
+)
+from detectors.gitview.registry import (
+    close_views,
+    find_root,
+    git_context,
+    open_view,
+    refresh_views,
+    view_for,
+)
+from detectors.gitview.view import Commit, GitView
+
+__all__ = [
+    "AMBIGUOUS",
+    "FOUND",
+    "INVALID",
+    "MISSING",
+    "Commit",
+    "GitError",
+    "GitView",
+    "ObjectInfo",
+    "close_views",
+    "find_root",
+    "git_context",
+    "is_object_name",
+    "open_view",
+    "refresh_views",
+    "view_for",
+]

@@ -1,0 +1,192 @@
+"""Object lookups: one persistent `git cat-file --batch-check`, asked in pipelined
+batches, and what makes a cached answer about a name still true (its folder's stamp).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import time
+import weakref
+from contextlib import suppress
+from typing import Any
+
+from daemon.errors import GitError
+from detectors.gitview.errors import _translated
+
+__all__ = [
+    "AMBIGUOUS",
+    "FOUND",
+    "INVALID",
+    "MISSING",
+    "ObjectInfo",
+    "is_object_name",
+]
+
+FOUND = "found"
+MISSING = "missing"
+AMBIGUOUS = "ambiguous"
+INVALID = "invalid"
+_HEX = frozenset("0123456789abcdef")
+_BATCH = 400  # names per cat-file round trip: input and output stay below a pipe's 64 KiB
+_READ_TIMEOUT = 30.0
+_RACY_NS = 100_000_000  # 0.1 s
+
+
+def is_object_name(text: str) -> bool:
+    """Whether `text` can be a (possibly abbreviated) hexadecimal object name."""
+    return 4 <= len(text) <= 64 and set(text.lower()) <= _HEX
+
+
+class ObjectInfo:
+    """What `git cat-file --batch-check` says about one name.
+
+    `state` is FOUND, MISSING, AMBIGUOUS or INVALID (not a hex object name); `sha` and
+    `kind` (commit, tree, blob, tag) are set when FOUND.
+    """
+
+    __slots__ = ("kind", "name", "sha", "stamp", "state")
+
+    def __init__(
+        self, name: str, state: str, sha: str | None = None, kind: str | None = None
+    ) -> None:
+        self.name = name
+        self.state = state
+        self.sha = sha
+        self.kind = kind
+        # the object folders' stamp a cached answer holds for (GitView.lookup): kept on
+        # the answer, not in a pair beside it, as a daemon caches tens of thousands
+        self.stamp: tuple[int, int] | None = None
+
+    def __repr__(self) -> str:
+        return f"ObjectInfo({self.name!r}, {self.state!r}, {self.sha!r}, {self.kind!r})"
+
+
+class _CatFile:
+    """A persistent `git cat-file --batch-check`, asked in pipelined batches.
+
+    For an ambiguous name git also writes candidate hints to stderr; stderr is drained
+    while answers are read, so a long run of them can never fill its pipe and stall.
+    """
+
+    def __init__(self, repo: Any) -> None:
+        with _translated("cat-file"):
+            handle = repo.git.cat_file("--batch-check", as_process=True, istream=subprocess.PIPE)
+        self._proc: subprocess.Popen[bytes] = handle.proc
+        handle.proc = None  # owned here: ended by close() or, if dropped, by the finalizer
+        self._pending = b""
+        self._end = weakref.finalize(self, _end_process, self._proc)
+
+    def ask(self, names: list[str]) -> list[str]:
+        """One answer line per name, in order."""
+        answers: list[str] = []
+        for start in range(0, len(names), _BATCH):
+            chunk = names[start : start + _BATCH]
+            stdin = self._proc.stdin
+            if stdin is None:
+                msg = "git cat-file has no input pipe"
+                raise GitError(msg)
+            with _translated("cat-file"):
+                stdin.write("".join(f"{n}\n" for n in chunk).encode())
+                stdin.flush()
+                answers.extend(self._read_lines(len(chunk)))
+        return answers
+
+    def _read_lines(self, count: int) -> list[str]:
+        """Read `count` lines from stdout, discarding whatever arrives on stderr."""
+        out, err = self._proc.stdout, self._proc.stderr
+        if out is None or err is None:
+            msg = "git cat-file has no output pipes"
+            raise GitError(msg)
+        buffer = self._pending
+        with selectors.DefaultSelector() as selector:
+            selector.register(out, selectors.EVENT_READ)
+            selector.register(err, selectors.EVENT_READ)
+            while buffer.count(b"\n") < count:
+                ready = selector.select(_READ_TIMEOUT)
+                if not ready:
+                    msg = f"git cat-file gave no answer within {_READ_TIMEOUT:g} s"
+                    raise GitError(msg)
+                for key, _ in ready:
+                    data = os.read(key.fd, 65536)
+                    if key.fileobj is out:
+                        if not data:
+                            msg = "git cat-file exited"
+                            raise GitError(msg)
+                        buffer += data
+                    elif not data:
+                        selector.unregister(err)
+        lines = buffer.split(b"\n")
+        self._pending = b"\n".join(lines[count:])
+        return [line.decode("utf-8", "replace") for line in lines[:count]]
+
+    def alive(self) -> bool:
+        """Whether the process still runs."""
+        return self._proc.poll() is None
+
+    def close(self) -> None:
+        """End the process."""
+        self._end()
+
+
+def _end_process(proc: subprocess.Popen[bytes]) -> None:
+    """Close a persistent process's input, wait for it (kill if slow), close its pipes."""
+    with suppress(OSError, ValueError, subprocess.SubprocessError):
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            with suppress(OSError):
+                stream.close()
+
+
+def _parse_answer(name: str, line: str) -> ObjectInfo:
+    """`<sha> <type> <size>`, `<name> missing` or `<name> ambiguous`."""
+    parts = line.split()
+    if len(parts) == 3 and parts[1] != MISSING:
+        return ObjectInfo(name, FOUND, parts[0], parts[1])
+    if parts[-1:] == [AMBIGUOUS]:
+        return ObjectInfo(name, AMBIGUOUS)
+    return ObjectInfo(name, MISSING)
+
+
+class _Stamps:
+    """Object-folder mtimes for one lookup: what a cached answer about a name is valid for.
+
+    A name's stamp is (mtime of objects/<first two digits>, mtime of objects/pack), in
+    ns; None when either changed within the last `_RACY_NS` (the filesystem's clock is
+    coarse, so an object written in the same tick could go unnoticed).
+    """
+
+    def __init__(self, objects_dir: str, shared: dict[tuple[int, int], tuple[int, int]]) -> None:
+        self._dir = objects_dir
+        self._shared = shared  # the view's stamps, so that lookups share one tuple each
+        self._now = time.time_ns()
+        self._pack = self._mtime("pack")
+        self._seen: dict[str, tuple[int, int] | None] = {}
+
+    def _mtime(self, sub: str) -> int | None:
+        try:
+            stamp = os.stat(os.path.join(self._dir, sub)).st_mtime_ns
+        except OSError:
+            return 0
+        return None if self._now - stamp < _RACY_NS else stamp
+
+    def of(self, key: str) -> tuple[int, int] | None:
+        """The stamp for an object name (lower-case hex); one shared tuple per folder."""
+        folder = key[:2]
+        if folder not in self._seen:
+            loose = self._mtime(folder)
+            pack = self._pack
+            if loose is None or pack is None:
+                self._seen[folder] = None
+            else:
+                stamp = (loose, pack)
+                self._seen[folder] = self._shared.setdefault(stamp, stamp)
+        return self._seen[folder]

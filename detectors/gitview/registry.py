@@ -1,0 +1,124 @@
+"""Finding a workspace's view: one per repository and per thread (the Runner's worker
+keeps its views in its per-thread `local` dict), and the Runner's context factory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from contextlib import suppress
+from typing import TYPE_CHECKING
+
+from daemon.errors import GitError
+from detectors import Context
+from detectors.gitview.errors import _git_module, _translated
+from detectors.gitview.view import DEFAULT_WALK_LIMIT, GitView
+
+if TYPE_CHECKING:
+    from daemon.model import Unit
+
+__all__ = ["close_views", "find_root", "git_context", "open_view", "refresh_views", "view_for"]
+
+_LOCAL_KEY = "storyd.gitviews"
+_NO_GIT_KEY = "storyd.git-unavailable"
+
+
+def find_root(workspace: str) -> str | None:
+    """The work tree holding `workspace`: the nearest folder upward with a `.git`."""
+    folder = os.path.realpath(workspace)
+    while True:
+        if os.path.exists(os.path.join(folder, ".git")):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def open_view(root: str, *, walk_limit: int = DEFAULT_WALK_LIMIT) -> GitView | None:
+    """A new view of the repository at `root`; None when git or the repository is unusable."""
+    git = _git_module()
+    if git is None:
+        return None
+    try:
+        with _translated("open"):
+            repo = git.Repo(root)
+            if repo.bare or repo.working_tree_dir is None:
+                repo.close()
+                return None
+            view = GitView(repo, walk_limit=walk_limit)
+    except GitError:
+        return None
+    try:
+        view.tip_sha("HEAD")  # starts cat-file: proves git runs here
+    except GitError:
+        _close_quietly(view)
+        return None
+    return view
+
+
+def _views(local: dict[str, object]) -> dict[str, GitView]:
+    views = local.get(_LOCAL_KEY)
+    if not isinstance(views, dict):
+        views = {}
+        local[_LOCAL_KEY] = views
+    return views
+
+
+def view_for(local: dict[str, object], workspace: str) -> GitView | None:
+    """The cached view of the repository holding `workspace` (made on first use);
+    None when it is not in a repository or git is unavailable."""
+    if local.get(_NO_GIT_KEY):
+        return None
+    root = find_root(workspace)
+    if root is None:
+        return None
+    views = _views(local)
+    view = views.get(root)
+    if view is not None and os.path.exists(os.path.join(root, ".git")):
+        return view
+    if view is not None:
+        views.pop(root)
+        _close_quietly(view)
+    if _git_module() is None:
+        local[_NO_GIT_KEY] = True
+        return None
+    view = open_view(root)
+    if view is not None:
+        views[root] = view
+    return view
+
+
+def git_context(
+    local: dict[str, object],
+    workspace: str,
+    unit: Unit,
+    envelope: Mapping[str, object] | None,
+    staleness: str,
+) -> Context:
+    """The Runner's context factory: the workspace's cached git view (None outside a
+    repository), and the unit's own branch as the tip when its format names one."""
+    try:
+        git = view_for(local, workspace)
+    except GitError:
+        git = None
+    return Context(workspace, {}, git, envelope, tip=unit.branch, staleness=staleness)
+
+
+def refresh_views(local: dict[str, object]) -> None:
+    """Drop every view's caches (never needed for correctness: they validate themselves)."""
+    for view in _views(local).values():
+        view.refresh()
+
+
+def close_views(local: dict[str, object]) -> None:
+    """End every view's processes; the next `view_for` makes fresh ones."""
+    views = _views(local)
+    while views:
+        _, view = views.popitem()
+        _close_quietly(view)
+
+
+def _close_quietly(view: GitView) -> None:
+    with suppress(GitError):
+        view.close()
