@@ -25,6 +25,7 @@ from daemon.model import DONE, Finding, Task, Unit
 __all__ = [
     "ADAPTER",
     "EpicAdapter",
+    "epic_file_among",
     "epic_of_folder",
     "epic_state_file",
     "story_nodes",
@@ -127,6 +128,14 @@ def choose_epic_file(found: list[str], epic_id: str) -> str:
         msg = f"epic {epic_id} is claimed by {len(found)} folders: {', '.join(found)}"
         raise UsageError(msg)
     return found[0] if found else f"{ROOT}/epic-{epic_id}/{STATE_NAME}"
+
+
+def epic_file_among(relpaths: list[str], epic_id: str) -> str:
+    """The epic's state file among known workspace-relative paths (no disk: the daemon's
+    query path), by the same rule as `epic_state_file`."""
+    prefix = f"{ROOT}/epic-{epic_id}"
+    found = [r for r in relpaths if r.startswith(prefix) and is_epic_file_of(r, epic_id)]
+    return choose_epic_file(sorted(found), epic_id)
 
 
 def is_epic_file_of(relpath: str, epic_id: str) -> bool:

@@ -37,7 +37,7 @@ from daemon import answers, storytime
 from daemon.errors import DataError, LockTimeout, StateFileMissing, StorydError
 from daemon.formats import Adapter, all_adapters
 from daemon.formats.base import Source
-from daemon.formats.epic import choose_epic_file, is_epic_file_of
+from daemon.formats.epic import epic_file_among
 from daemon.model import OWN_DETECTORS, Finding, Unit, same_data
 from daemon.server import fastjson, protocol
 
@@ -297,9 +297,7 @@ class Engine:
         ws = self.workspaces.get(workspace)
         if ws is None or not ws.files:
             return None
-        prefix = f"plans/epic-{epic_id}"
-        known = [r for r in list(ws.files) if r.startswith(prefix)]
-        return choose_epic_file(sorted(r for r in known if is_epic_file_of(r, epic_id)), epic_id)
+        return epic_file_among(list(ws.files), epic_id)
 
     def sole_unit(self, workspace: str, state_file: str) -> str | None:
         """The key of a state file's only unit (a single-unit file needs no `unit`)."""
