@@ -336,7 +336,7 @@ class TestLimitsAndStats:
         after = proc.stats()
         assert after["misses"] == hit["misses"] + 1  # type: ignore[operator]
         assert after["queries"] == hit["queries"] + 1  # type: ignore[operator]
-        final = wait_for(lambda: (f := proc.stats())["stories"] == 4 and f,
+        final = wait_for(lambda: (f := proc.stats())["units"] == 4 == f["stories"] and f,
                          message="the auto-watched workspace's units in the cache")
         assert str(other) in final["workspaces"]  # type: ignore[operator]
         assert final["watchedDirs"] >= 2  # type: ignore[operator]

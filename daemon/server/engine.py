@@ -334,7 +334,8 @@ class Engine:
             "unreadable": self.counters["unreadable"],
             "events": self.counters["events"],
             "workspaces": sorted(path for path, _ in spaces),
-            "stories": sum(len(ws.entries) for _, ws in spaces),
+            "units": (units := sum(len(ws.entries) for _, ws in spaces)),
+            "stories": units,  # the same count under its 0.1 name, kept for old clients
             "generation": self.generation,
         }
 
