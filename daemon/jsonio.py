@@ -4,7 +4,7 @@ Why not orjson or `json` here: `storyd resume` is a short-lived process and its
 import cost is its latency. orjson 3.13 imports uuid, dataclasses and zoneinfo at
 start-up (about 25 ms measured) and `json` imports `re`; the C scanner in `_json`
 is the same parser `json.loads` uses, without those imports. The daemon installs
-orjson in front of it (`use_fast_parser`, see daemon/fastjson.py), which hands back
+orjson in front of it (`use_fast_parser`, see daemon/server/fastjson.py), which hands back
 `UNSURE` wherever orjson could parse differently, so the socket and the fallback
 still parse identically.
 

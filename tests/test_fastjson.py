@@ -1,4 +1,4 @@
-"""The daemon's orjson parse (daemon/fastjson.py) against the CLI's lean `_json` parse.
+"""The daemon's orjson parse (daemon/server/fastjson.py) against the CLI's lean `_json` parse.
 
 Whatever bytes a state file holds, `jsonio.loads` must give the same value (types, key
 order, duplicate keys, floats) or the same error message with the fast parser installed

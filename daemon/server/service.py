@@ -1,6 +1,6 @@
 """The daemon's state without the socket: engine, refresher, watcher and workspaces.
 
-`server.py` speaks the protocol; this module decides what is watched and how a query
+`ops.py` and `transport.py` speak the protocol; this module decides what is watched and how a query
 that misses the cache is read. Direct reads run on a small thread pool so a writer
 holding its lock never stalls the event loop.
 """
