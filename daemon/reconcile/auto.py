@@ -17,12 +17,10 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-import orjson
-
 from daemon.errors import StorydError, UsageError
 from daemon.reconcile.gather import Selection
 from daemon.reconcile.plan import Plan
-from daemon.server import log
+from daemon.server import log, protocol
 
 if TYPE_CHECKING:
     from daemon.config import Config
@@ -61,7 +59,7 @@ def emit_reconciled(
             "source": source,
             "repairs": repairs,
         }
-        line = orjson.dumps(event) + b"\n"
+        line = protocol.event_line(event)
         for sink in list(engine.sinks):
             sink(event, line)
 

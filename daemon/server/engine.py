@@ -113,7 +113,7 @@ class Entry:
         """The findings as a JSON array, rendered once, on the first query that needs it."""
         line = self.findings_line
         if line is None:
-            line = self.findings_line = orjson.dumps([f.as_dict() for f in self.findings])
+            line = self.findings_line = protocol.findings_json(self.findings)
         return line
 
     @property
@@ -686,7 +686,7 @@ class Engine:
             event.update(extra)  # type: ignore[typeddict-item]
         if finding is not None:
             event["finding"] = finding.as_dict()
-        line = orjson.dumps(event) + b"\n"
+        line = protocol.event_line(event)
         self.counters["events"] += 1
         ws = self.workspaces.get(entry.workspace)
         if ws is not None and not ws.checked:

@@ -20,7 +20,16 @@ from daemon.flags import HelpRequested
 from daemon.formats.epic import epic_state_file
 from daemon.ids import normalize_epic_id, normalize_story_id
 from daemon.query import Output, from_argv
-from daemon.server.protocol import answer_body, cli_frame, error_body, error_of, field, finish
+from daemon.server.protocol import (
+    answer_body,
+    cli_frame,
+    error_body,
+    error_of,
+    field,
+    findings_json,
+    finish,
+    reply,
+)
 from daemon.server.service import Daemon
 from daemon.server.transport import Connection, Transport
 
@@ -76,7 +85,7 @@ class Server(Transport):
     def op_ping(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
         body = {"ok": True, "version": __version__, "pid": os.getpid(),
                 "instance": self.engine.instance}
-        return finish(orjson.dumps(body)[:-1], self.clock(), suffix)
+        return reply(body, self.clock(), suffix)
 
     def _target(self, path: str, request: dict[str, object]) -> Target:
         """What a resume request names (epic and story, or state file and unit)."""
@@ -134,8 +143,8 @@ class Server(Transport):
             return answers.with_detectors(path, result, self.engine.detect)
 
         def render(answer: answers.Answer) -> bytes:
-            findings = orjson.dumps([f.as_dict() for f in answer.findings])
-            return finish(answer_body(answer.line, findings, b"direct", None), self.clock(), suffix)
+            body = answer_body(answer.line, findings_json(answer.findings), b"direct", None)
+            return finish(body, self.clock(), suffix)
 
         return self.later(daemon.executor.submit(read), render, suffix)
 
@@ -150,7 +159,7 @@ class Server(Transport):
         self.daemon.auto_watch(path)
 
         def render(view: dict[str, object]) -> bytes:
-            return finish(orjson.dumps({"ok": True, "view": view})[:-1], self.clock(), suffix)
+            return reply({"ok": True, "view": view}, self.clock(), suffix)
 
         timeout = self.daemon.options.lock_timeout
         future = self.daemon.executor.submit(epic_view, path, epic, timeout)
@@ -225,7 +234,7 @@ class Server(Transport):
         warm = self.daemon.warm_progress()
         if warm["warming"]:
             body["warm"] = warm  # the list may be partial until the warm-up ends
-        return finish(orjson.dumps(body)[:-1], self.clock(), suffix)
+        return reply(body, self.clock(), suffix)
 
     def _declines(self, path: str) -> str | None:
         """Why a query may not start watching `path` (the auto_watch rules), or None."""
@@ -245,14 +254,12 @@ class Server(Transport):
         if field(request, "auto", bool, default=False):
             reason = self._declines(path)
             if reason is not None:
-                body = orjson.dumps(
-                    {"ok": True, "workspace": path, "watching": False, "reason": reason}
-                )
-                return finish(body[:-1], self.clock(), suffix)
+                body = {"ok": True, "workspace": path, "watching": False, "reason": reason}
+                return reply(body, self.clock(), suffix)
 
         def render(units: int) -> bytes:
-            body = orjson.dumps({"ok": True, "workspace": path, "watching": True, "units": units})
-            return finish(body[:-1], self.clock(), suffix)
+            body = {"ok": True, "workspace": path, "watching": True, "units": units}
+            return reply(body, self.clock(), suffix)
 
         return self.later(self.daemon.watch(path), render, suffix)
 
@@ -262,8 +269,8 @@ class Server(Transport):
         path = self.daemon.canonical(request.get("workspace"))
 
         def render(was: bool) -> bytes:
-            body = orjson.dumps({"ok": True, "workspace": path, "watching": False, "was": was})
-            return finish(body[:-1], self.clock(), suffix)
+            body = {"ok": True, "workspace": path, "watching": False, "was": was}
+            return reply(body, self.clock(), suffix)
 
         return self.later(self.daemon.unwatch(path), render, suffix)
 
@@ -291,8 +298,7 @@ class Server(Transport):
             conn.replayed_tail = {
                 line for line in replay if orjson.loads(line)["generation"] == last
             }
-        reply = finish(orjson.dumps(answer)[:-1], self.clock(), suffix)
-        return reply + b"".join(replay)
+        return reply(answer, self.clock(), suffix) + b"".join(replay)
 
     def op_stats(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
         daemon = self.daemon
@@ -316,7 +322,7 @@ class Server(Transport):
             "limits": self.limits(),
             "warm": daemon.warm_progress(),
         }
-        return finish(orjson.dumps(body)[:-1], self.clock(), suffix)
+        return reply(body, self.clock(), suffix)
 
     def limits(self) -> dict[str, object]:
         """The limits in force (after any reload), in the configuration's units."""
@@ -353,7 +359,7 @@ class Server(Transport):
             return plan_request(path, request, cfg or config.load())
 
         def render(body: dict[str, object]) -> bytes:
-            return finish(orjson.dumps({"ok": True, **body})[:-1], self.clock(), suffix)
+            return reply({"ok": True, **body}, self.clock(), suffix)
 
         return self.later(self.daemon.executor.submit(plan), render, suffix)
 
@@ -362,7 +368,7 @@ class Server(Transport):
 
         path = self._watched(request)
         files = reconciled_notice(self.engine, path)
-        return finish(orjson.dumps({"ok": True, "events": files})[:-1], self.clock(), suffix)
+        return reply({"ok": True, "events": files}, self.clock(), suffix)
 
 
 

@@ -9,10 +9,13 @@ then closed by `finish` with the clock and the id.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 import orjson
 
 from daemon import __version__
 from daemon.errors import StorydError, UsageError
+from daemon.model import Finding
 
 __all__ = [
     "EX_NOPERM",
@@ -20,9 +23,12 @@ __all__ = [
     "cli_frame",
     "error_body",
     "error_of",
+    "event_line",
     "field",
+    "findings_json",
     "finish",
     "id_suffix",
+    "reply",
 ]
 
 EX_NOPERM = 77
@@ -59,6 +65,21 @@ def error_body(code: int, name: str, message: str) -> bytes:
 def error_of(exc: StorydError) -> bytes:
     """The body of an error answer for a storyd error."""
     return error_body(exc.code, exc.name, exc.message)
+
+
+def reply(body: Mapping[str, object], clock: bytes, suffix: bytes) -> bytes:
+    """A whole answer line from a JSON object whose first key is `ok`."""
+    return finish(orjson.dumps(body)[:-1], clock, suffix)
+
+
+def event_line(event: Mapping[str, object]) -> bytes:
+    """A subscriber's event line."""
+    return orjson.dumps(event) + b"\n"
+
+
+def findings_json(findings: Iterable[Finding]) -> bytes:
+    """The findings of an answer as a JSON array (the wire form of each)."""
+    return orjson.dumps([f.as_dict() for f in findings])
 
 
 def answer_body(
