@@ -35,6 +35,7 @@ NAME = "unrecorded-commit"
 DEFAULT_SCAN_DEPTH = 200
 DEFAULT_MIN_ID_LENGTH = 8
 _SUBJECT = 72
+_WORD = re.compile(r"[\w-]+")
 _SHOWN_FILES = 3
 
 
@@ -104,12 +105,22 @@ def _named(story: Unit, context: Context, scope: _Scope) -> list[Finding]:
     pending = {t.id: t for t in story.tasks if not t.done and searchable(t.id, min_length)}
     if not pending:
         return []
-    ids = sorted(pending, key=len, reverse=True)
-    pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, ids)) + r")(?![\w-])")
     newest: dict[str, Commit] = {}
-    for commit in scope.commits():
-        for task_id in pattern.findall(commit.message):
-            newest.setdefault(task_id, commit)
+    if all(_WORD.fullmatch(task_id) for task_id in pending):
+        # An id made of word characters and hyphens is named exactly when it is one of
+        # the message's maximal such runs: a set lookup in words split once per commit,
+        # instead of a regex compiled for every unit (0.5 s of a 2,000-unit pass).
+        ids = set(pending)
+        for commit in scope.commits():
+            for task_id in ids & commit.words():
+                newest.setdefault(task_id, commit)
+    else:
+        ids_by_length = sorted(pending, key=len, reverse=True)
+        alternatives = "|".join(map(re.escape, ids_by_length))
+        pattern = re.compile(r"(?<![\w-])(" + alternatives + r")(?![\w-])")
+        for commit in scope.commits():
+            for task_id in pattern.findall(commit.message):
+                newest.setdefault(task_id, commit)
     findings = []
     for task in story.tasks:
         if task.id not in newest:

@@ -337,6 +337,23 @@ class TestUnrecorded:
         found = check(UNRECORDED, story, repo.path, options={"min_id_length": 4})
         assert codes(found) == [("unrecorded", "step-3")]
 
+    @pytest.mark.parametrize("other", ["T.9.1", "step 3"])  # ids outside [\w-]: the regex path
+    def test_word_ids_and_other_ids_are_named_alike(
+        self, repo: GitRepo, check: Check, other: str
+    ) -> None:
+        """Ids made of word characters and hyphens are found as whole words of the message
+        (split once per commit); the same boundaries as the regex used for other ids."""
+        repo.commit(f"x{tid(1)} {tid(2)}-b a_{tid(3)} ({tid(4)}) {tid(5)}: {other}.", {"a": "1\n"})
+        ids = [tid(1), tid(2), tid(3), tid(4), tid(5)]
+        story = unit(*(task(i, done=False) for i in ids))
+        assert codes(check(UNRECORDED, story, repo.path)) == [
+            ("unrecorded", tid(4)), ("unrecorded", tid(5)),
+        ]
+        with_other = unit(*(task(i, done=False) for i in [*ids, other]))  # the regex path
+        assert codes(check(UNRECORDED, with_other, repo.path, options={"min_id_length": 3})) == [
+            ("unrecorded", tid(4)), ("unrecorded", tid(5)), ("unrecorded", other),
+        ]
+
     def test_no_repository(self, tmp_path: Path, check: Check) -> None:
         assert check(UNRECORDED, unit(task(tid(1), done=False)), tmp_path) == []
 

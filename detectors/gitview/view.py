@@ -7,6 +7,7 @@ cache stays true.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from collections import OrderedDict
@@ -35,18 +36,27 @@ _FIELD = "\x1f"
 _RECORD = "\x1e"
 
 T = TypeVar("T")
+_WORD = re.compile(r"[\w-]+")
 
 
 class Commit:
     """One commit of a scan: its sha, committer time, message and (when asked) paths."""
 
-    __slots__ = ("message", "paths", "sha", "time")
+    __slots__ = ("_words", "message", "paths", "sha", "time")
 
     def __init__(self, sha: str, time: int, message: str, paths: tuple[str, ...] = ()) -> None:
         self.sha = sha
         self.time = time
         self.message = message
         self.paths = paths
+        self._words: frozenset[str] | None = None
+
+    def words(self) -> frozenset[str]:
+        """The message's maximal runs of word characters and hyphens (task ids, story ids),
+        split once per commit: a scan's commits are shared by every unit of a tip."""
+        if self._words is None:
+            self._words = frozenset(_WORD.findall(self.message))
+        return self._words
 
     def __repr__(self) -> str:
         return f"Commit({self.sha[:12]!r}, {self.time})"
