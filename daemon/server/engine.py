@@ -12,7 +12,7 @@ last good entries, each with an `unreadable` finding saying since when, until it
 parses again. Only a deleted file removes its units.
 
 A write to a state file costs what changed, not the file: the daemon parses with
-orjson (daemon/server/fastjson.py); a story whose node in the parsed file is identical to the
+orjson (daemon/server/fastjson.py); a unit whose node in the parsed file is identical to the
 last read's (a 16-byte digest per unit, `FileState.prints`) keeps its unit object, so
 it is neither built, nor answered, nor checked again; any other unit whose data is the
 same as its cached entry's (`model.same_data`) keeps its entry, rendered bytes and
@@ -495,7 +495,7 @@ class Engine:
         reuse = reuse and state.unreadable_since is None  # else every entry loses a finding
         state.unreadable_since = None
         state.unreadable_reason = None
-        storytime.pin(ws.path)  # one look at git for every story of this file
+        storytime.pin(ws.path)  # one look at git for every unit of this file
         try:
             self._rebuild(ws, state, units, reuse=reuse)
         finally:
