@@ -150,6 +150,25 @@ class TestDriftAndResolved:
             engine.scan(ws)  # the Runner turns this into a finding; the raw callback raises
 
 
+class TestPasses:
+    def test_a_recheck_is_one_pass_even_when_a_detector_raises(
+        self, space: tuple[Engine, Workspace, Path]
+    ) -> None:
+        engine, ws, _root = space
+        calls: list[bool] = []
+        engine.on_pass = calls.append
+        engine.recheck(ws)
+        assert calls == [True, False]
+
+        def broken(_ws: str, _unit: Unit, _answer: Answer) -> tuple[Finding, ...]:
+            raise RuntimeError("boom")
+
+        engine.detect = broken
+        with pytest.raises(RuntimeError):
+            engine.recheck(ws)
+        assert calls == [True, False, True, False]
+
+
 class TestRemoveWorkspace:
     """Defect 7: unwatch emitted no `removed` events and did not move the clock."""
 

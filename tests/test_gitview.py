@@ -25,6 +25,7 @@ from detectors.gitview import (
     close_views,
     find_root,
     git_context,
+    hold_tips,
     open_view,
     refresh_views,
     view_for,
@@ -286,6 +287,39 @@ class TestRefs:
         assert not view_of(repo).is_shallow()
         clone = repo.clone(tmp_path / "shallow", "--depth", "1")
         assert view_of(clone).is_shallow()
+
+
+class TestHeldTips:
+    """hold_tips: one pass over many units sees one state of the refs, read once."""
+
+    def test_a_held_tip_is_read_once_and_released_afresh(
+        self, repo: GitRepo, view_of: OpenView
+    ) -> None:
+        first = repo.commit("one")
+        view = view_of(repo)
+        view.hold_tips(True)
+        assert view.tip_sha("main") == first
+        asked = view.stats["lookups"]
+        second = repo.commit("two")
+        assert view.tip_sha("main") == first  # the pass's state of the refs
+        assert view.tip_sha("nope") is None and view.tip_sha("nope") is None
+        assert view.stats["lookups"] == asked + 1  # main once, nope once
+        view.hold_tips(False)
+        assert view.tip_sha("main") == second  # afresh again
+
+    def test_the_registry_holds_views_opened_during_the_pass(self, repo: GitRepo) -> None:
+        first = repo.commit("one", {"a": "1\n"})
+        local: dict[str, object] = {}
+        try:
+            hold_tips(local, True)
+            view = view_for(local, str(repo.path))
+            assert view is not None and view.tip_sha("main") == first
+            repo.commit("two", {"a": "2\n"})
+            assert view.tip_sha("main") == first
+            hold_tips(local, False)
+            assert view.tip_sha("main") == repo.head()
+        finally:
+            close_views(local)
 
 
 class TestPaths:

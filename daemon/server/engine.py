@@ -262,6 +262,9 @@ class Engine:
         self.detect = detect
         self.git_busy: Callable[[str], bool] = lambda _workspace: False
         self.on_git_busy: Callable[[str], None] = lambda _workspace: None
+        # called with True before a pass over a workspace's units and False after it
+        # (wiring.tips_held_by: the detectors' git views read each tip once per pass)
+        self.on_pass: Callable[[bool], None] = lambda _on: None
         self.instance = os.urandom(4).hex()
         self.generation = 0
         self.lost_before = 0
@@ -528,10 +531,12 @@ class Engine:
         """Re-run staleness and detectors on every unit (after a git change); no file reads."""
         storytime.pin(ws.path)
         try:
+            self.on_pass(True)
             for state in list(ws.files.values()):
                 units = [e.unit for k in state.keys if (e := ws.entries.get((state.relpath, k)))]
                 self._rebuild(ws, state, units, force=True)
         finally:
+            self.on_pass(False)
             storytime.unpin(ws.path)
 
     def _build(

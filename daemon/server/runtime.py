@@ -54,7 +54,7 @@ class Runtime:
     def run(self, socket_flag: str, workspaces: list[str]) -> int:
         """Serve until stopped; the exit code."""
         from daemon.server import notify
-        from daemon.server.wiring import build_detect
+        from daemon.server.wiring import build_detect, tips_held_by
 
         # Plugins load before the socket is touched: a broken one leaves nothing behind.
         detect, runner = build_detect(self.cfg, self.settings.staleness)
@@ -72,6 +72,7 @@ class Runtime:
             raise
         try:
             self.daemon = Daemon(self.settings, detect)
+            self.daemon.engine.on_pass = tips_held_by(runner)
             self.server = Server(self.daemon)
             sinks = notify.attach(self.daemon.engine, self.cfg)
             from daemon.reconcile import auto as reconcile_auto  # issue 11: auto-apply
@@ -188,7 +189,7 @@ class Runtime:
 
     def _swap_detectors(self, cfg: Config) -> None:
         """New detector settings: rebuild the runner, recheck every unit, keep the files cached."""
-        from daemon.server.wiring import build_detect
+        from daemon.server.wiring import build_detect, tips_held_by
 
         assert self.daemon is not None
         engine = self.daemon.engine
@@ -201,6 +202,7 @@ class Runtime:
 
         def swap() -> None:
             engine.detect = detect
+            engine.on_pass = tips_held_by(runner)
             for ws in list(engine.workspaces.values()):
                 engine.recheck(ws)
             if old_runner is not None:

@@ -5,6 +5,8 @@ daemon-less commands (`status`, `check` and `list` read directly when no daemon 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from daemon import answers
@@ -15,7 +17,7 @@ if TYPE_CHECKING:
     from daemon.model import Finding, Unit
     from detectors import Runner
 
-__all__ = ["build_detect", "scan_directly"]
+__all__ = ["build_detect", "scan_directly", "tips_held_by"]
 
 
 def build_detect(cfg: Config, staleness: str) -> tuple[Detect, Runner]:
@@ -37,16 +39,31 @@ def build_detect(cfg: Config, staleness: str) -> tuple[Detect, Runner]:
     return detect, runner
 
 
+def tips_held_by(runner: Runner) -> Callable[[bool], None]:
+    """The engine's pass hook: during a pass over many units, the runner's git views read
+    each tip once (detectors.gitview.hold_tips)."""
+    from detectors.gitview import hold_tips
+
+    def hold(on: bool) -> None:
+        with suppress(TimeoutError):  # a stuck worker is replaced; the new one holds nothing
+            runner.submit(lambda local: hold_tips(local, on))
+
+    return hold
+
+
 def scan_directly(workspaces: list[str], cfg: Config, staleness: str | None = None) -> list[Entry]:
     """Every unit of the workspaces, read now in this process, detectors included."""
     mode = staleness or cfg.staleness
     options = answers.Options(cfg.limits.lock_timeout, mode)
     detect, runner = build_detect(cfg, mode)
     engine = Engine(options, detect=detect)
+    hold = tips_held_by(runner)
+    hold(True)  # one pass over every unit: one look at each tip
     try:
         for path in workspaces:
             if os.path.isdir(path):
                 engine.scan(engine.add_workspace(os.path.realpath(path)))
         return engine.entries()
     finally:
+        hold(False)
         runner.close()

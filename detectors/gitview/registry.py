@@ -17,10 +17,19 @@ from detectors.gitview.view import DEFAULT_WALK_LIMIT, GitView
 if TYPE_CHECKING:
     from daemon.model import Unit
 
-__all__ = ["close_views", "find_root", "git_context", "open_view", "refresh_views", "view_for"]
+__all__ = [
+    "close_views",
+    "find_root",
+    "git_context",
+    "hold_tips",
+    "open_view",
+    "refresh_views",
+    "view_for",
+]
 
 _LOCAL_KEY = "storyd.gitviews"
 _NO_GIT_KEY = "storyd.git-unavailable"
+_HOLD_KEY = "storyd.hold-tips"
 
 
 def find_root(workspace: str) -> str | None:
@@ -86,6 +95,8 @@ def view_for(local: dict[str, object], workspace: str) -> GitView | None:
     view = open_view(root)
     if view is not None:
         views[root] = view
+        if local.get(_HOLD_KEY):
+            view.hold_tips(True)
     return view
 
 
@@ -103,6 +114,14 @@ def git_context(
     except GitError:
         git = None
     return Context(workspace, {}, git, envelope, tip=unit.branch, staleness=staleness)
+
+
+def hold_tips(local: dict[str, object], on: bool) -> None:
+    """Every view of this thread (and every view it opens meanwhile) reads each tip once
+    until `hold_tips(local, False)`: see GitView.hold_tips."""
+    local[_HOLD_KEY] = on
+    for view in _views(local).values():
+        view.hold_tips(on)
 
 
 def refresh_views(local: dict[str, object]) -> None:
