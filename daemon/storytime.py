@@ -4,15 +4,22 @@ The seed compares the story file's mtime with each DONE task's completedAt. Afte
 clone or a checkout every file has a fresh mtime, so every DONE task looks stale. In
 git mode (the default) a story file that git tracks and that is unmodified dates from
 its last commit, when that is earlier than its mtime. `mtime` mode is the seed's
-literal rule.
+literal rule. `MODES` is the one spelling of the two modes.
 
-This is the only place the rule lives: `storyd resume`, the daemon's envelopes and
-the staleness detector (when it is given no envelope) all ask `git_commit_time`.
+This is the only place the rule lives. Every envelope is made by daemon.answers.answer
+(`storyd resume`'s direct read, the daemon's cache, and the commands that read without
+a daemon), which hands daemon.envelope.stale_warnings a `git_commit_time` to call; the
+staleness detector restates the envelope's warnings.
 Git is asked only when mtime alone would warn, through `git` subprocesses (no
-GitPython: this sits on `storyd resume`'s start-up path): one file at a time, two
-short calls (status, log -1), memoised on the file's stat and the repository's stamp;
-or, in the daemon (`enable_batching`), one `git status` and one `git log --name-only`
-pass per workspace (`prime`) that answer every story file, redone when the stamp moves.
+GitPython: this sits on `storyd resume`'s start-up path):
+
+    per file   two short calls (status, log -1), memoised on the file's stat and the
+               repository's stamp (the index's stat and the commit HEAD resolves to)
+    batched    the daemon (`enable_batching`, git mode only): one `git status` and one
+               `git log --name-only` pass per workspace (`prime`), redone when the stamp
+               moves (`pin` reads the stamp once for a whole state file); a path the pass
+               cannot vouch for (ignored, absent, or changed since it began) is asked
+               per file
 """
 
 from __future__ import annotations
@@ -21,7 +28,10 @@ import os
 import time
 
 __all__ = [
+    "DEFAULT_MODE",
+    "GIT",
     "MODES",
+    "MTIME",
     "enable_batching",
     "git_commit_time",
     "mtime_seconds",
@@ -30,7 +40,10 @@ __all__ = [
     "unpin",
 ]
 
-MODES = ("git", "mtime")
+GIT = "git"  # a tracked, clean story file dates from its last commit
+MTIME = "mtime"  # the seed's literal rule: the story file's mtime
+MODES = (GIT, MTIME)
+DEFAULT_MODE = GIT
 _GIT_TIMEOUT = 5.0
 _BATCH_TIMEOUT = 60.0
 _MEMO_SIZE = 65536

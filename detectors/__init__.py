@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from daemon import storytime
 from daemon.errors import SetupError
 from daemon.model import OWN_DETECTORS, Finding, Unit
 
@@ -73,7 +74,7 @@ class Context:
         envelope: Mapping[str, object] | None,
         *,
         tip: str | None = None,
-        staleness: str = "git",
+        staleness: str = storytime.DEFAULT_MODE,
     ) -> None:
         self.workspace = workspace
         self.options = options
@@ -223,7 +224,7 @@ class Runner:
         workspace: str,
         unit: Unit,
         envelope: Mapping[str, object] | None,
-        staleness: str = "git",
+        staleness: str = storytime.DEFAULT_MODE,
     ) -> tuple[Finding, ...]:
         """Every detector's findings for one unit; failures become error findings."""
         with self._turn:

@@ -8,8 +8,10 @@ findings, so the direct read, the socket answer and the findings always agree.
 
     stale   warning   "Story file modified after task <ID> DONE" (the seed's text)
 
-Given no envelope (a plugin host that has none; the daemon always passes one) it asks
-the same rule itself: daemon.storytime, the one place the rule lives.
+Every storyd caller passes the envelope (the daemon's engine, `resume --detail`,
+`status`, `check`, `reconcile`). A host that calls the detector with no envelope gets
+the same answer from the same rule: `_recompute` asks daemon.storytime, as
+daemon.answers.answer does. It never asks the git view.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def _recompute(story: Unit, context: Context, done: list[Task]) -> list[str]:
     workspace, relpath = context.workspace, story.story_file
     mtime = storytime.mtime_seconds(os.path.join(workspace, relpath))
     commit_time = None
-    if context.staleness == "git":
+    if context.staleness == storytime.GIT:
 
         def commit_time() -> int | None:
             return storytime.git_commit_time(workspace, relpath)

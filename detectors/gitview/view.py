@@ -274,8 +274,6 @@ class GitView:
         """Whether this is a shallow clone (its history is cut off)."""
         return os.path.isfile(os.path.join(self.common_dir, "shallow"))
 
-    # -- paths -----------------------------------------------------------------------
-
     # -- ancestry --------------------------------------------------------------------
 
     def is_ancestor(self, sha: str, tip: str) -> bool:
