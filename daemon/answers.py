@@ -39,7 +39,9 @@ class Options:
 
     __slots__ = ("lock_timeout", "staleness")
 
-    def __init__(self, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, staleness: str = "git") -> None:
+    def __init__(
+        self, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, staleness: str = storytime.DEFAULT_MODE
+    ) -> None:
         if staleness not in storytime.MODES:
             modes = ", ".join(storytime.MODES)
             msg = f"invalid staleness mode {staleness!r}: expected one of {modes}"
@@ -70,7 +72,7 @@ def answer(workspace: str, unit: Unit, options: Options) -> Answer:
     commit_time = None
     if unit.story_file and done:
         mtime = storytime.mtime_seconds(os.path.join(workspace, unit.story_file))
-        if options.staleness == "git":
+        if options.staleness == storytime.GIT:
             story_file = unit.story_file
 
             def commit_time() -> int | None:
@@ -143,7 +145,9 @@ def with_detectors(workspace: str, result: Answer, detect: Detect | None) -> Ans
     return result
 
 
-def run(query: Query, default_staleness: str = "git", detect: Detect | None = None) -> Output:
+def run(
+    query: Query, default_staleness: str = storytime.DEFAULT_MODE, detect: Detect | None = None
+) -> Output:
     """Answer a parsed query by reading the files directly; never raises.
 
     `detect` adds the detectors' findings to `--detail` output (it loads GitPython, so

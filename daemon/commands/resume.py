@@ -46,9 +46,10 @@ def _configured_staleness(path: str | None) -> str:
     caller), where the default file may be absent.
     """
     from daemon.paths import config_path
+    from daemon.storytime import DEFAULT_MODE
 
     if path is None and not os.path.exists(config_path()):
-        return "git"
+        return DEFAULT_MODE
     if path is not None and not os.path.isfile(path):
         from daemon.errors import SetupError
 
@@ -67,7 +68,9 @@ def _read_directly(query: Query) -> Output:
     try:
         staleness = _configured_staleness(query.config)
     except StorydError as exc:  # a broken config must not break the seed's contract
-        staleness = "git"
+        from daemon.storytime import DEFAULT_MODE
+
+        staleness = DEFAULT_MODE
         warnings = (f"warn: {exc.message.splitlines()[0]}; using the default staleness",)
     if not query.detail:
         output = answers.run(query, staleness)

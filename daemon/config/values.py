@@ -8,7 +8,7 @@ defaults from it). Reading the file is `loader.py`, checking it `checker.py`.
 from __future__ import annotations
 
 from daemon.errors import SetupError
-from daemon.storytime import MODES
+from daemon.storytime import DEFAULT_MODE, MODES
 
 __all__ = [
     "DEFAULT_STALENESS",
@@ -21,7 +21,7 @@ __all__ = [
     "Problem",
 ]
 
-DEFAULT_STALENESS = "git"
+DEFAULT_STALENESS = DEFAULT_MODE  # one spelling: daemon.storytime
 STALENESS_MODES = MODES  # one spelling: daemon.storytime
 SOCKET_PATH_MAX = 107  # sun_path is 108 bytes, one of them the terminating NUL
 

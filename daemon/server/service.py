@@ -131,7 +131,7 @@ class Daemon:
     def _warm(self, paths: list[str]) -> None:
         """Start-up on the refresher thread: read every workspace, then run the detectors."""
         started = time.perf_counter()
-        if self.settings.staleness == "git":
+        if self.settings.staleness == storytime.GIT:
             storytime.enable_batching()
         for path in paths:
             if path not in self.engine.workspaces:
