@@ -69,9 +69,10 @@ class TestWatchCount:
         daemon, workspace = running
         first = daemon.watcher.watched_dirs()
         (workspace / "plans" / "epic-0050" / "a" / "b").mkdir(parents=True)
-        wait_for(lambda: daemon.watcher.watched_dirs() == first + 3, 5.0, "a count of +3")
+        assert wait_for(lambda: daemon.watcher.watched_dirs() == first + 3, 5.0, "+3")
         os.rmdir(workspace / "plans" / "epic-0050" / "a" / "b")
-        wait_for(lambda: daemon.watcher.watched_dirs() == first + 2, 5.0, "a count of +2")
+        assert wait_for(lambda: daemon.watcher.watched_dirs() == first + 2, 5.0, "+2")
+        assert daemon.watcher.watched_dirs() == first + 2
 
     def test_an_unwatched_workspace_leaves_the_count(self, running: tuple[Daemon, Path]) -> None:
         daemon, workspace = running
