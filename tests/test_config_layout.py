@@ -1,21 +1,10 @@
-"""The configuration package: cheap to import, one table of defaults, one staleness list."""
+"""The configuration package: one table of defaults, one staleness list (its import cost:
+test_config_imports.py)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from daemon import config, storytime
 from daemon.server.service import Settings
-
-
-def test_importing_config_loads_no_parser() -> None:
-    """`storyd resume` imports daemon.config when a config file exists: tomllib, re and
-    difflib wait until a file is read or checked."""
-    code = "import sys, daemon.config; print(' '.join(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
-                         check=True).stdout.split()
-    assert {"tomllib", "re", "difflib"} & set(out) == set()
 
 
 def test_the_daemons_settings_default_to_the_configs_limits() -> None:
