@@ -2,21 +2,28 @@
 
 No daemon, no socket: an Engine on real files in tmp_path, so a failure here names the
 module. Detectors are plain functions handed to the engine, as `wiring` hands it the
-Runner's.
+Runner's; one class runs the real commit-in-history detector on a real Runner against a
+real git repository.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
+from git_harness import GitWorkspace, task_id
 
 from daemon.answers import Answer, Options
 from daemon.model import Finding, Unit
 from daemon.server.engine import Engine, Workspace
+from detectors import Runner
+from detectors.gitview import close_views, git_context
+from detectors.history import DETECTOR as HISTORY
 from tests.conftest import write_epic_state
 
 REL = "plans/epic-0049/execution-state.json"
@@ -113,6 +120,60 @@ class TestReading:
         assert sorted(str(e["unit"]) for e in events if e["event"] == "removed") == [S1, S2]
 
 
+    def test_a_lock_held_past_the_bound_marks_the_file_until_it_is_free(
+        self, tmp_path: Path
+    ) -> None:
+        """A writer holding flock(2) past `lock_timeout`: the last good answer stays, with
+        an unreadable finding (a drift event); once the lock is free it is resolved."""
+        root = tmp_path / "ws"
+        write_epic_state(root, "0049", {S1: PENDING})
+        engine = Engine(Options(lock_timeout=0.05, staleness="mtime"), detect=_flag_done)
+        ws = engine.add_workspace(str(root))
+        engine.scan(ws)
+        good = engine.lookup(str(root), REL, S1)
+        assert good is not None
+        events = _events(engine)
+        with open(root / REL, "rb") as writer:  # its own open file: flock(2) conflicts
+            fcntl.flock(writer, fcntl.LOCK_EX)
+            try:
+                engine.touch(ws, REL)
+            finally:
+                fcntl.flock(writer, fcntl.LOCK_UN)
+        held = engine.lookup(str(root), REL, S1)
+        assert held is not None and held.line == good.line
+        [marker] = held.findings
+        assert (marker.detector, marker.code, marker.severity) == (
+            "engine", "state-unreadable", "error"
+        )
+        assert marker.message.startswith(f"{REL} unreadable since ")
+        assert not engine.known_absent(str(root), REL)  # a miss reads directly meanwhile
+        drift = [e for e in events if e["event"] == "drift"]
+        assert [e["finding"]["code"] for e in drift] == ["state-unreadable"]  # type: ignore[index]
+        engine.touch(ws, REL)
+        free = engine.lookup(str(root), REL, S1)
+        assert free is not None and free.findings == ()
+        resolved = [e for e in events if e["event"] == "resolved"]
+        assert [e["finding"]["code"] for e in resolved] == ["state-unreadable"]  # type: ignore[index]
+        assert engine.known_absent(str(root), REL)
+
+    def test_a_file_never_read_well_has_no_units_and_is_read_directly(
+        self, tmp_path: Path
+    ) -> None:
+        root = tmp_path / "ws"
+        (root / "plans" / "epic-0049").mkdir(parents=True)
+        (root / REL).write_bytes(b'{"epic": "0049", "stori')
+        engine = Engine(Options(staleness="mtime"), detect=_flag_done)
+        events = _events(engine)
+        ws = engine.add_workspace(str(root))
+        assert engine.scan(ws) == 1
+        assert engine.entries(str(root)) == [] and events == []
+        assert engine.counters["unreadable"] == 1
+        # known, so an epic query finds its file, but never good: no cached "not there"
+        assert engine.epic_file(str(root), "0049") == REL
+        assert not engine.known_absent(str(root), REL)
+        assert engine.lookup(str(root), REL, S1) is None
+
+
 class TestDriftAndResolved:
     def test_a_new_finding_is_drift_and_a_gone_one_resolved(
         self, space: tuple[Engine, Workspace, Path]
@@ -148,6 +209,59 @@ class TestDriftAndResolved:
         ws = engine.add_workspace(str(root))
         with pytest.raises(RuntimeError):
             engine.scan(ws)  # the Runner turns this into a finding; the raw callback raises
+
+
+@pytest.fixture
+def history_runner() -> Iterator[Runner]:
+    """The real commit-in-history detector on a real Runner with real git views."""
+    runner = Runner([HISTORY], context_factory=git_context, on_exit=close_views)
+    try:
+        yield runner
+    finally:
+        runner.close()
+
+
+class TestRealDetector:
+    """Drift and resolved from commit-in-history against a real repository."""
+
+    def test_a_reset_branch_drifts_and_restoring_it_resolves(
+        self, tmp_path: Path, history_runner: Runner
+    ) -> None:
+        repo = GitWorkspace(tmp_path / "ws").init()
+        shas = repo.tasks_commits(S1, 2)
+        repo.record({S1: shas})
+        root = str(repo.path)
+
+        def detect(workspace: str, unit: Unit, answer: Answer) -> tuple[Finding, ...]:
+            return history_runner.run(workspace, unit, answer.envelope, "mtime")
+
+        engine = Engine(Options(staleness="mtime"), detect=detect)
+        ws = engine.add_workspace(root)
+        engine.scan(ws)
+        clean = engine.lookup(root, REL, S1)
+        assert clean is not None and clean.findings == ()
+        events = _events(engine)
+
+        repo.git("reset", "-q", "--hard", "HEAD~1")  # the second task's commit is gone
+        engine.recheck(ws)  # what the refresher does on a git change
+        drift = [e for e in events if e["event"] == "drift"]
+        assert [
+            (e["finding"]["detector"], e["finding"]["code"], e["finding"]["task"])  # type: ignore[index]
+            for e in drift
+        ] == [("commit-in-history", "unreachable", task_id(S1, 2))]
+        assert drift[0]["finding"]["evidence"]["commit"] == shas[1]  # type: ignore[index]
+        stale = engine.lookup(root, REL, S1)
+        assert stale is not None and stale.generation > clean.generation
+
+        del events[:]
+        repo.git("reset", "-q", "--hard", shas[1])
+        engine.recheck(ws)
+        assert [(e["event"], e["unit"]) for e in events] == [
+            ("changed", S1), ("resolved", S1)
+        ]
+        assert events[1]["finding"] == drift[0]["finding"]
+        healed = engine.lookup(root, REL, S1)
+        assert healed is not None and healed.findings == ()
 
 
 class TestPasses:
@@ -264,3 +378,52 @@ class TestReplay:
         engine.check(ws)
         assert engine.replay(start, None) is None
         assert engine.replay(engine.clock(), None) == []
+
+    def test_since_at_a_full_history_that_dropped_nothing_replays_everything(
+        self, tmp_path: Path
+    ) -> None:
+        """The cap boundary: a history exactly full has lost nothing yet."""
+        engine, _ws, _root = _capped(tmp_path, 2)
+        assert len(engine.history) == engine.history.maxlen == 2
+        assert _replayed(engine, 0, "unit") == [S1, S2]
+
+    def test_the_first_line_past_the_cap_moves_the_boundary_by_one_generation(
+        self, tmp_path: Path
+    ) -> None:
+        engine, ws, root = _capped(tmp_path, 2)
+        _write(root, {S1: DONE, S2: PENDING})
+        engine.touch(ws, REL)  # generation 3 pushes out generation 1's only line
+        assert engine.generation == 3
+        assert _replayed(engine, 0) is None
+        assert _replayed(engine, 1) == [2, 3]
+        assert _replayed(engine, 2) == [3]
+
+    def test_since_older_than_the_whole_history_starts_fresh(self, tmp_path: Path) -> None:
+        engine, ws, root = _capped(tmp_path, 2)
+        for stories in ({S1: DONE, S2: PENDING}, {S1: DONE, S2: DONE}, {S1: PENDING, S2: DONE}):
+            _write(root, stories)
+            engine.touch(ws, REL)
+        oldest_kept = engine.history[0][0]
+        assert oldest_kept > 2  # every line of generations 1 and 2 is gone
+        for since in range(oldest_kept - 1):
+            assert _replayed(engine, since) is None, since
+        assert _replayed(engine, oldest_kept - 1) == [oldest_kept, oldest_kept + 1]
+
+
+def _capped(tmp_path: Path, lines: int) -> tuple[Engine, Workspace, Path]:
+    """An engine without detectors (one event line per generation) whose history holds
+    `lines` lines, after a first scan of two pending units (generations 1 and 2)."""
+    root = tmp_path / "ws"
+    write_epic_state(root, "0049", {S1: PENDING, S2: PENDING})
+    engine = Engine(Options(staleness="mtime"))
+    engine.history = deque(maxlen=lines)
+    ws = engine.add_workspace(str(root))
+    engine.scan(ws)
+    assert engine.generation == 2
+    return engine, ws, root
+
+
+def _replayed(engine: Engine, since: int, field: str = "generation") -> list[object] | None:
+    """One field of each line `replay` gives after generation `since`, or None (fresh)."""
+    lines = engine.replay(f"{engine.instance}:{since}", None)
+    return None if lines is None else [orjson.loads(line)[field] for line in lines]
