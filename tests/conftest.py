@@ -42,9 +42,9 @@ def storyd_path() -> str:
 def leaked_threads(before: set[threading.Thread], grace: float = 2.0) -> list[str]:
     """Threads started since `before` that are still alive after `grace` seconds.
 
-    Daemon threads count too: every thread storyd starts (refresher, detector worker,
-    read pool, watchdog's observer and emitters) is a daemon thread, so skipping them
-    would check nothing.
+    Daemon threads count too: storyd's refresher, detector worker and watchdog's observer
+    and emitters are daemon threads (only the read pool's, from concurrent.futures, are
+    not), so skipping them would check almost nothing.
     """
     deadline = time.monotonic() + grace
     leaked = [t for t in threading.enumerate() if t not in before and t.is_alive()]

@@ -119,13 +119,6 @@ class TestDaemonThreads:
             still = _stopped_cleanly(daemon, before)
         assert still == [], f"Daemon.stop left threads running: {still}"
 
-    @pytest.mark.xfail(
-        strict=True,
-        raises=AssertionError,
-        reason="the warm-up outlives Daemon.stop and goes on watching on the stopped "
-        "observer (daemon/server/service.py: Daemon.stop, _warm); a watch scheduled while "
-        "the observer is still ending starts an emitter thread nobody stops",
-    )
     def test_stop_during_the_warm_up_leaves_no_watch_and_no_thread(
         self, tmp_path: Path, before: set[threading.Thread]
     ) -> None:

@@ -134,6 +134,8 @@ class Daemon:
         if self.settings.staleness == storytime.GIT:
             storytime.enable_batching()
         for path in paths:
+            if not self.refresher.should_keep_running():
+                return  # stopped mid-way: watch nothing more
             if path not in self.engine.workspaces:
                 continue  # unwatched meanwhile
             try:
@@ -143,6 +145,8 @@ class Daemon:
             self.warm.read += 1
         read_ms = round((time.perf_counter() - started) * 1000, 3)
         for path in paths:
+            if not self.refresher.should_keep_running():
+                return
             ws = self.engine.workspaces.get(path)
             if ws is not None:
                 try:

@@ -294,6 +294,8 @@ class Watcher:
         self._watches: dict[str, dict[str, ObservedWatch]] = {}
         self._counts: dict[str, int] = {}  # watched directories per workspace (recount)
         self._dirty: set[str] = set()  # workspaces whose count is out of date
+        self._stopped = False  # a watch scheduled on a stopped observer would start a
+        # thread nobody stops
         self._lock = threading.Lock()
         self.roots = sorted({root for a in engine.adapters for root in a.roots})
         self._top = {root.split("/")[0] for root in self.roots}
@@ -303,7 +305,9 @@ class Watcher:
         self.observer.start()
 
     def stop(self) -> None:
-        """Stop watching everything."""
+        """Stop watching everything; later `watch` calls schedule nothing."""
+        with self._lock:
+            self._stopped = True
         self.observer.stop()
         self.observer.join(timeout=5)
 
@@ -334,6 +338,8 @@ class Watcher:
     def watch(self, workspace: str) -> None:
         """Watch a workspace's root (non-recursive), its format roots and its git refs."""
         with self._lock:
+            if self._stopped:
+                return
             watches = self._watches.setdefault(workspace, {})
             handler = _Handler(self, workspace)
             if "top" not in watches:
@@ -347,7 +353,7 @@ class Watcher:
         when that changed the watches, the count is redone on the refresher's next tick."""
         with self._lock:
             watches = self._watches.get(workspace)
-            if watches is not None:
+            if watches is not None and not self._stopped:
                 before = set(watches)
                 handler = _Handler(self, workspace)
                 self._ensure_roots(workspace, watches, handler)
