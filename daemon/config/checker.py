@@ -11,14 +11,14 @@ import os
 
 from daemon.config.lines import Lines
 from daemon.config.values import (
-    _HOOK_TIMEOUT,
-    _NOTIFY_KEYS,
-    _RECONCILE_KEYS,
-    _TOP_KEYS,
     DEFAULT_STALENESS,
+    HOOK_TIMEOUT,
     LIMITS,
+    NOTIFY_KEYS,
+    RECONCILE_KEYS,
     SOCKET_PATH_MAX,
     STALENESS_MODES,
+    TOP_KEYS,
     Config,
     Limits,
     Notify,
@@ -166,7 +166,7 @@ class Checker(Lines):
     # the document ------------------------------------------------------------------------
 
     def config(self, document: dict[str, object]) -> Config:
-        self.unknown(document, _TOP_KEYS, "")
+        self.unknown(document, TOP_KEYS, "")
         config = Config()
         if "socket" in document:
             config.socket = self.socket(document["socket"])
@@ -214,7 +214,7 @@ class Checker(Lines):
         return found
 
     def notify(self, table: dict[str, object]) -> Notify:
-        self.unknown(table, _NOTIFY_KEYS, "notify.")
+        self.unknown(table, NOTIFY_KEYS, "notify.")
         notify = Notify()
         if "log" in table:
             notify.log = self.boolean("notify.log", table["log"], True)
@@ -224,7 +224,7 @@ class Checker(Lines):
             notify.hook = self.hook(table["hook"])
         if "hook_timeout" in table:
             notify.hook_timeout = self.number(
-                "notify.hook_timeout", table["hook_timeout"], (float, *_HOOK_TIMEOUT)
+                "notify.hook_timeout", table["hook_timeout"], (float, *HOOK_TIMEOUT)
             )
         return notify
 
@@ -233,7 +233,7 @@ class Checker(Lines):
         """[reconcile] auto: a list of repair codes (see docs/reconcile.md)."""
         from daemon.reconcile.repairs import repair_codes
 
-        self.unknown(table, _RECONCILE_KEYS, "reconcile.")
+        self.unknown(table, RECONCILE_KEYS, "reconcile.")
         value = table.get("auto", [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             self.problem("reconcile.auto", f"expected an array of strings, got {kind_name(value)}")

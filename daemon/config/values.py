@@ -12,8 +12,13 @@ from daemon.storytime import DEFAULT_MODE, MODES
 
 __all__ = [
     "DEFAULT_STALENESS",
+    "HOOK_TIMEOUT",
     "LIMITS",
+    "NOTIFY_KEYS",
+    "RECONCILE_KEYS",
+    "SOCKET_PATH_MAX",
     "STALENESS_MODES",
+    "TOP_KEYS",
     "Config",
     "ConfigError",
     "Limits",
@@ -35,8 +40,9 @@ LIMITS: dict[str, tuple[type, float, float, float]] = {
     "max_subscribers": (int, 256, 1, 65_536),
     "subscriber_buffer": (int, 1024 * 1024, 4096, 1024 * 1024 * 1024),
 }
-_HOOK_TIMEOUT = (10.0, 0.1, 3600.0)
-_TOP_KEYS = (
+HOOK_TIMEOUT = (10.0, 0.1, 3600.0)  # notify.hook_timeout: default, lowest, highest
+# The keys each table may hold (limits: LIMITS); the checker names any other as unknown.
+TOP_KEYS = (
     "auto_watch",
     "detectors",
     "limits",
@@ -46,8 +52,8 @@ _TOP_KEYS = (
     "staleness",
     "workspaces",
 )
-_RECONCILE_KEYS = ("auto",)
-_NOTIFY_KEYS = ("desktop", "hook", "hook_timeout", "log")
+RECONCILE_KEYS = ("auto",)
+NOTIFY_KEYS = ("desktop", "hook", "hook_timeout", "log")
 
 
 class Problem:
@@ -129,7 +135,7 @@ class Notify:
         log: bool = True,
         desktop: bool = True,
         hook: list[str] | None = None,
-        hook_timeout: float = _HOOK_TIMEOUT[0],
+        hook_timeout: float = HOOK_TIMEOUT[0],
     ) -> None:
         self.log = log
         self.desktop = desktop
