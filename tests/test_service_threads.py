@@ -68,8 +68,14 @@ class TestWatchCount:
     ) -> None:
         daemon, workspace = running
         first = daemon.watcher.watched_dirs()
-        (workspace / "plans" / "epic-0050" / "a" / "b").mkdir(parents=True)
-        assert wait_for(lambda: daemon.watcher.watched_dirs() == first + 3, 5.0, "+3")
+        # one folder at a time: watchdog 7.1's recursive watch warns (RuntimeWarning, an
+        # error under pytest, which kills its emitter thread) when `mkdir -p` creates a
+        # folder inside one it is still adding
+        folder = workspace / "plans"
+        for added, name in enumerate(("epic-0050", "a", "b"), start=1):
+            folder /= name
+            folder.mkdir()
+            wait_for(lambda n=added: daemon.watcher.watched_dirs() == first + n, 5.0, f"+{added}")
         os.rmdir(workspace / "plans" / "epic-0050" / "a" / "b")
         assert wait_for(lambda: daemon.watcher.watched_dirs() == first + 2, 5.0, "+2")
         assert daemon.watcher.watched_dirs() == first + 2
