@@ -165,3 +165,53 @@ class TestAliases:
             assert dict(daemon.aliases) == {f"{workspace}/./d/..": os.path.realpath(workspace)}
         finally:
             daemon.stop()
+
+
+class TestWatchOwnership:
+    """The watches are the refresher's: watchdog's dispatcher only queues work for it.
+
+    The dispatcher calls our handlers inside the observer's lock. When a handler took the
+    watcher's lock, and the refresher held that lock around `observer.schedule` or
+    `unschedule` (its tick adds or drops the watch of a format root that came or went),
+    each thread waited for the other's lock for ever: no refresh, no scan, no unwatch
+    again, and `stats` on the event loop hung on the watcher's lock too.
+    """
+
+    def test_a_format_root_that_comes_and_goes_never_stops_the_refresher(
+        self, tmp_path: Path
+    ) -> None:
+        workspace = tmp_path / "ws"
+        write_epic_state(workspace, "0049", STORY)
+        # a tick every millisecond: the refresher's ensure_roots races each event
+        daemon = Daemon(Settings(staleness="mtime", verify_interval=0.001))
+        daemon.start([str(workspace)])
+        try:
+            wait_for(lambda: daemon.warm.done, 10.0, "the warm-up")
+            root = Path(os.path.realpath(workspace)) / "agent-output"  # a format root
+            for toggle in range(1, 401):  # before the fix: stuck within 50 in every run
+                root.mkdir()
+                root.rmdir()
+                if toggle % 25 == 0:
+                    _assert_answers(daemon, f"after {toggle} toggles")
+            # and the root that stays is watched: one more folder in the count
+            base = daemon.watcher.watched_dirs()
+            root.mkdir()
+            wait_for(lambda: daemon.watcher.watched_dirs() == base + 1, 5.0, "the root's watch")
+        finally:
+            daemon.stop()
+
+
+def _assert_answers(daemon: Daemon, when: str) -> None:
+    """The refresher runs a call, and the watch count `stats` reads answers, in bounded time."""
+    ran = threading.Event()
+    daemon.refresher.call(ran.set)
+    assert ran.wait(5.0), f"the refresher is stuck {when}"
+    counted = threading.Event()
+
+    def count() -> None:  # on its own thread: a hung read must not hang the test
+        daemon.watcher.watched_dirs()
+        counted.set()
+
+    reader = threading.Thread(target=count, name="fake-loop", daemon=True)
+    reader.start()
+    assert counted.wait(5.0), f"watched_dirs() is stuck {when}"

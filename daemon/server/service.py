@@ -94,6 +94,7 @@ class Daemon:
         self.engine.on_git_busy = self.refresher.request_git
         self.watcher = Watcher(self.engine, self.refresher)
         self.refresher.on_tick = self._tick
+        self.refresher.before_scan = self._roots_changed
         self.executor = ThreadPoolExecutor(4, thread_name_prefix="storyd-direct")
         # spellings of workspace paths -> canonical path; the event loop adds (canonical),
         # the refresher removes (unwatch): both under the lock
@@ -170,10 +171,18 @@ class Daemon:
         self.refresher.join(timeout=5)
         self.executor.shutdown(wait=True, cancel_futures=True)
 
+    def _roots_changed(self, path: str) -> None:
+        """Before a scan the watcher asked for (a folder came or went in a watched tree):
+        watch format roots that appeared, drop vanished ones, count again (refresher)."""
+        self.watcher.ensure_roots(path)
+        self.watcher.recount()
+
     def _tick(self) -> None:
+        """The refresher's verification tick: new or vanished format roots, and the
+        watch count (recounted here, off the event loop: `stats` only reads it)."""
         for path in list(self.engine.workspaces):
             self.watcher.ensure_roots(path)
-        self.watcher.recount()  # off the event loop: `stats` only reads the counts
+        self.watcher.recount()
 
     # -- workspaces ----------------------------------------------------------
 

@@ -12,6 +12,12 @@ see a format root appear) and a recursive watch on each format root that exists.
 watchdog drops inotify's overflow event silently (its issue #654), so a periodic
 verification (inode, size, mtime of every known state file, plus a slower full
 rescan) keeps the cache honest whatever was missed.
+
+The watches are the refresher's: only that thread schedules and unschedules them, and
+only it walks the watched trees to count their folders. watchdog's dispatcher thread
+calls our handlers while it holds the observer's lock, so a lock of ours taken there
+and held around `schedule` on the refresher deadlocked the two threads; the handlers
+therefore touch no watch state and only queue work for the refresher.
 """
 
 from __future__ import annotations
@@ -86,6 +92,8 @@ class Refresher(threading.Thread):
         self.git_busy: Callable[[str], bool] = lambda _ws: False
         self.on_git_change: Callable[[Workspace], None] = engine.recheck
         self.on_tick: Callable[[], None] = lambda: None
+        # a workspace's watched trees gained or lost a folder: fix its watches before the scan
+        self.before_scan: Callable[[str], None] = lambda _ws: None
 
     def should_keep_running(self) -> bool:
         """False once stop() was called."""
@@ -204,6 +212,7 @@ class Refresher(threading.Thread):
         ws = self.engine.workspaces.get(workspace)
         if ws is None:
             return
+        self.before_scan(workspace)
         started = time.perf_counter()
         files = self.engine.scan(ws, lost=lost)
         self.log.info(
@@ -283,7 +292,14 @@ class _GitHandler(FileSystemEventHandler):
 
 
 class Watcher:
-    """watchdog watches for the workspaces' format roots and git directories."""
+    """watchdog watches for the workspaces' format roots and git directories.
+
+    Owned by the refresher thread: `watch`, `ensure_roots`, `unwatch` and `recount` run
+    there and nowhere else (`stop`, on the thread that stops the daemon, only sets a flag
+    under `_stop_lock`). `route` runs on watchdog's dispatcher thread and only marks a
+    workspace (under `_marks_lock`, which is held for nothing else) and queues a scan;
+    `watched_dirs` runs on the event loop and reads one int.
+    """
 
     def __init__(self, engine: Engine, refresher: Refresher) -> None:
         self.engine = engine
@@ -293,10 +309,14 @@ class Watcher:
         self.log = log.get("watcher")
         self._watches: dict[str, dict[str, ObservedWatch]] = {}
         self._counts: dict[str, int] = {}  # watched directories per workspace (recount)
+        self._total = 0  # sum of _counts, rebound whole: what `stats` reads
         self._dirty: set[str] = set()  # workspaces whose count is out of date
-        self._stopped = False  # a watch scheduled on a stopped observer would start a
-        # thread nobody stops
-        self._lock = threading.Lock()
+        self._marks_lock = threading.Lock()  # guards _dirty only; never held around a call
+        # a watch scheduled on a stopped observer would start a thread nobody stops:
+        # `stop` (main thread) sets _stopped, and the refresher schedules, under
+        # _stop_lock (never taken on watchdog's dispatcher thread)
+        self._stopped = False
+        self._stop_lock = threading.Lock()
         self.roots = sorted({root for a in engine.adapters for root in a.roots})
         self._top = {root.split("/")[0] for root in self.roots}
 
@@ -306,7 +326,7 @@ class Watcher:
 
     def stop(self) -> None:
         """Stop watching everything; later `watch` calls schedule nothing."""
-        with self._lock:
+        with self._stop_lock:
             self._stopped = True
         self.observer.stop()
         self.observer.join(timeout=5)
@@ -314,30 +334,35 @@ class Watcher:
     def watched_dirs(self) -> int:
         """How many directories carry an inotify watch (for `doctor` and `stats`).
 
-        The last count, kept per workspace: no tree is walked here, so `stats` on the
-        event loop never waits for a walk or for the lock during one. Counts are made
-        by `recount` on the thread that changed the watches.
+        The last count: no tree is walked and no lock is taken here, so `stats` on the
+        event loop never waits for a walk, nor for the refresher changing watches.
+        Counts are made by `recount` on the refresher.
         """
-        with self._lock:
-            return sum(self._counts.values())
+        return self._total
+
+    def _mark(self, workspace: str) -> None:
+        """The workspace's watched trees changed: count them again at the next recount."""
+        with self._marks_lock:
+            self._dirty.add(workspace)
 
     def recount(self, workspace: str | None = None) -> None:
         """Count the watched directories of `workspace`, or of every workspace whose
-        watched trees gained or lost a directory since the last count. The walk runs
-        outside the lock, on a snapshot of the watches."""
-        with self._lock:
+        watched trees gained or lost a directory since the last count (refresher)."""
+        with self._marks_lock:
             names = [workspace] if workspace is not None else sorted(self._dirty)
             self._dirty.difference_update(names)
-            snapshot = {w: list(self._watches[w]) for w in names if w in self._watches}
-        counts = {w: _count_watched_dirs(w, keys) for w, keys in snapshot.items()}
-        with self._lock:
-            for w, count in counts.items():
-                if w in self._watches:
-                    self._counts[w] = count
+        counted = False
+        for w in names:
+            keys = self._watches.get(w)
+            if keys is not None:
+                self._counts[w] = _count_watched_dirs(w, list(keys))
+                counted = True
+        if counted:
+            self._total = sum(self._counts.values())
 
     def watch(self, workspace: str) -> None:
         """Watch a workspace's root (non-recursive), its format roots and its git refs."""
-        with self._lock:
+        with self._stop_lock:
             if self._stopped:
                 return
             watches = self._watches.setdefault(workspace, {})
@@ -349,9 +374,10 @@ class Watcher:
         self.recount(workspace)
 
     def ensure_roots(self, workspace: str) -> None:
-        """Add watches for format roots created since the last look (nested ones included);
-        when that changed the watches, the count is redone on the refresher's next tick."""
-        with self._lock:
+        """Add watches for format roots created since the last look (nested ones included)
+        and drop those of roots that vanished (refresher); a change is counted again at
+        the next `recount`."""
+        with self._stop_lock:
             watches = self._watches.get(workspace)
             if watches is not None and not self._stopped:
                 before = set(watches)
@@ -359,7 +385,7 @@ class Watcher:
                 self._ensure_roots(workspace, watches, handler)
                 self._ensure_git(workspace, watches, handler)
                 if set(watches) != before:
-                    self._dirty.add(workspace)
+                    self._mark(workspace)
 
     def _schedule(
         self,
@@ -407,16 +433,20 @@ class Watcher:
                 self.observer.unschedule(watch)
 
     def unwatch(self, workspace: str) -> None:
-        """Remove every watch of a workspace."""
-        with self._lock:
-            watches = self._watches.pop(workspace, {})
-            self._counts.pop(workspace, None)
+        """Remove every watch of a workspace (refresher)."""
+        watches = self._watches.pop(workspace, {})
+        for key in list(watches):
+            self._unschedule(watches, key)
+        self._counts.pop(workspace, None)
+        self._total = sum(self._counts.values())
+        with self._marks_lock:
             self._dirty.discard(workspace)
-            for key in list(watches):
-                self._unschedule(watches, key)
 
     def route(self, workspace: str, relpath: str, event: FileSystemEvent) -> None:
-        """Send one event to the refresher: a state path, a git change, or a root change."""
+        """Send one event to the refresher: a state path, a git change, or a root change.
+
+        On watchdog's dispatcher thread, inside the observer's lock: queue, never wait
+        for the refresher (which may be waiting for that lock in `schedule`)."""
         if relpath == ".git" or relpath.startswith(".git/"):
             return  # the git directories have their own handler
         top = relpath.split("/", 1)[0]
@@ -425,9 +455,8 @@ class Watcher:
             and top in self._top
             and event.event_type in ("created", "deleted", "moved")
         ):
-            with self._lock:
-                self._dirty.add(workspace)  # a watched tree gained or lost a directory
-            self.ensure_roots(workspace)
+            self._mark(workspace)  # a watched tree gained or lost a directory
+            # the refresher fixes the watches (`before_scan`), then scans
             self.refresher.request_scan(
                 workspace, lost=event.event_type != "created" or "/" not in relpath
             )
