@@ -648,3 +648,35 @@ class TestSquashLanded:
         self.squash(repo, f"feat({STORY}): the whole story")
         assert reconcile(env, repo, "--apply").returncode == 0
         assert path.read_text(encoding="utf-8") == text
+
+
+def test_auto_reconcile_waits_the_lock_timeout_a_reload_set(
+    repo: GitWorkspace, unrecorded: tuple[Path, str, str]
+) -> None:
+    """The auto-reconciler reads the daemon's lock_timeout as a reload left it (the engine's
+    options), not the one in the configuration it was started with: a writer holding the
+    lock makes it give up after the new 0.2 s, not the old 30 s."""
+    from daemon_harness import exclusively_locked, wait_for
+
+    from daemon.answers import Options
+    from daemon.errors import LockTimeout
+    from daemon.reconcile.auto import AutoReconciler
+    from daemon.server.engine import Engine
+
+    path, _text, _t2 = unrecorded
+    cfg = Config(reconcile_auto=["unrecorded"])
+    cfg.limits.lock_timeout = 30.0
+    engine = Engine(Options(30.0, "mtime"))
+    auto = AutoReconciler(engine, cfg)
+    writer = subprocess.Popen(["flock", "-x", str(path), "sleep", "30"])
+    try:
+        wait_for(lambda: exclusively_locked(path), message="flock(1) to take the lock")
+        engine.options.lock_timeout = 0.2  # what Runtime._apply does on SIGHUP
+        began = time.monotonic()
+        with pytest.raises(LockTimeout):
+            auto.reconcile(str(repo.path), STATE)
+        assert time.monotonic() - began < 10
+    finally:
+        writer.kill()
+        writer.wait()
+        auto.close()

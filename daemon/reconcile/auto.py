@@ -166,7 +166,7 @@ class AutoReconciler:
         from daemon.reconcile.apply import apply
 
         selection = Selection(state_file=state_file)
-        timeout = self.cfg.limits.lock_timeout
+        timeout = self.engine.options.lock_timeout  # the daemon's, as a reload left it
 
         def plan_now() -> Plan:
             return make_plan(workspace, selection, self.cfg, self.codes, timeout)
