@@ -39,6 +39,7 @@ __all__ = [
     "DetectorError",
     "Runner",
     "load",
+    "unit_context",
 ]
 
 ENTRY_POINT_GROUP = "storyd.detectors"
@@ -266,6 +267,17 @@ class Runner:
         return findings
 
 
+def unit_context(
+    workspace: str,
+    unit: Unit,
+    envelope: Mapping[str, object] | None,
+    staleness: str,
+    git: GitView | None = None,
+) -> Context:
+    """A unit's context: the unit's own branch as the tip when its format names one."""
+    return Context(workspace, {}, git, envelope, tip=unit.branch, staleness=staleness)
+
+
 def _plain_context(
     local: dict[str, object],
     workspace: str,
@@ -273,7 +285,7 @@ def _plain_context(
     envelope: Mapping[str, object] | None,
     staleness: str,
 ) -> Context:
-    return Context(workspace, {}, None, envelope, tip=unit.branch, staleness=staleness)
+    return unit_context(workspace, unit, envelope, staleness)
 
 
 def _failure(name: str, what: str) -> Finding:

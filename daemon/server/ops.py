@@ -329,7 +329,7 @@ class Server(Transport):
         settings = self.settings
         return {
             "max_workspaces": settings.max_workspaces,
-            "max_line_bytes": self.max_line,
+            "max_line_bytes": settings.max_line_bytes,
             "lock_timeout": self.daemon.options.lock_timeout,
             "verify_interval": self.daemon.refresher.verify_interval,
             "settle_ms": round(self.daemon.refresher.settle * 1000),

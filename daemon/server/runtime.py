@@ -227,9 +227,7 @@ class Runtime:
         self.daemon.refresher.configure(
             settle=settings.settle, verify_interval=settings.verify_interval
         )
-        settings.max_line_bytes = limits.max_line_bytes
-        if self.server is not None:
-            self.server.max_line = limits.max_line_bytes
+        settings.max_line_bytes = limits.max_line_bytes  # the transport reads it per chunk
         from daemon.server import notify
 
         notify.reconfigure(self.daemon.engine, cfg)

@@ -186,7 +186,7 @@ class Connection(asyncio.Protocol):
             return
         buf = self.buffer + data if self.buffer else data
         start = 0
-        limit = self.server.max_line
+        limit = self.server.settings.max_line_bytes  # read per chunk: a reload may change it
         while not self.closing:
             end = buf.find(b"\n", start)
             if end < 0:
@@ -211,7 +211,7 @@ class Connection(asyncio.Protocol):
     # -- replies -------------------------------------------------------------
 
     def _line_too_long(self) -> None:
-        message = f"line longer than {self.server.max_line} bytes; discarded"
+        message = f"line longer than {self.server.settings.max_line_bytes} bytes; discarded"
         self.push(finish(error_body(64, "EX_USAGE", message), self.server.clock(), b""))
 
     def push(self, item: bytes | asyncio.Future[bytes]) -> None:
@@ -299,7 +299,6 @@ class Transport:
 
     def __init__(self, settings: Settings, *, max_connections: int = 1024) -> None:
         self.settings = settings
-        self.max_line = settings.max_line_bytes
         self.max_connections = max_connections
         self.connections: set[Connection] = set()
         self.subscribers: set[Connection] = set()

@@ -10,7 +10,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from daemon.errors import GitError
-from detectors import Context
+from detectors import Context, unit_context
 from detectors.gitview.errors import _git_module, _translated
 from detectors.gitview.view import DEFAULT_WALK_LIMIT, GitView
 
@@ -113,7 +113,7 @@ def git_context(
         git = view_for(local, workspace)
     except GitError:
         git = None
-    return Context(workspace, {}, git, envelope, tip=unit.branch, staleness=staleness)
+    return unit_context(workspace, unit, envelope, staleness, git)
 
 
 def hold_tips(local: dict[str, object], on: bool) -> None:
