@@ -41,7 +41,9 @@ from daemon.server.engine import Engine, Workspace
 
 __all__ = ["Refresher", "Watcher"]
 
-_BUSY_POLL = 0.1  # how often to look whether a git operation has finished
+# how often to look whether a git operation has finished: a fallback, as the end is an
+# event (the marker's removal) that watchdog delivers
+_BUSY_POLL = 1.0
 _IGNORED_EVENTS = frozenset(("opened", "closed_no_write"))
 # a write has ended: closed after writing, renamed or moved into place, or created
 # (a file moved in from outside the watch arrives as created)
@@ -86,6 +88,8 @@ class Refresher(threading.Thread):
         self._early: set[tuple[str, str]] = set()  # due at once, on a write's end
         self._scans: dict[str, bool] = {}
         self._git: dict[str, float] = {}
+        self._git_busy_at: dict[str, float] = {}  # when a workspace was last seen mid-operation
+        self.busy_poll = _BUSY_POLL
         self._calls: list[Callable[[], None]] = []
         self._stopping = False
         self._ticks = 0
@@ -159,9 +163,7 @@ class Refresher(threading.Thread):
                 now = time.monotonic()
                 next_verify = began + self.verify_interval  # read afresh: reload may change it
                 due_paths = [k for k, t in self._paths.items() if now - t >= self.settle]
-                settled = [w for w, t in self._git.items() if now - t >= self.git_settle]
-                busy = {w for w in settled if self.git_busy(w)}  # mid-rebase: wait for the end
-                due_git = [w for w in settled if w not in busy]
+                due_git, busy = self._settled_git(now)
                 verify = now >= next_verify
                 if due_paths or self._scans or due_git or self._calls or verify:
                     paths = []
@@ -177,12 +179,33 @@ class Refresher(threading.Thread):
                     return paths, scans, due_git, calls, verify
                 deadlines = [t + self.settle for t in self._paths.values()]
                 deadlines += [
-                    now + _BUSY_POLL if w in busy else t + self.git_settle
+                    now + self.busy_poll if w in busy else t + self.git_settle
                     for w, t in self._git.items()
                 ]
                 deadlines.append(next_verify)
                 self._cond.wait(max(0.001, min(deadlines) - now))
         return [], {}, [], [], False
+
+    def _settled_git(self, now: float) -> tuple[list[str], set[str]]:
+        """Workspaces due for a recheck, and those mid-operation (under `_cond`).
+
+        A workspace found mid-operation (rebase, merge, ...) waits for its end. The end is
+        an event (the marker's removal), due one settle window later like any other; when
+        the poll sees the end before that event arrives, it waits one settle window from
+        then, so the late event joins the same recheck instead of causing a second.
+        """
+        settled = [w for w, t in self._git.items() if now - t >= self.git_settle]
+        busy = {w for w in settled if self.git_busy(w)}
+        due = []
+        for ws in settled:
+            looked = self._git_busy_at.pop(ws, None)
+            if ws in busy:
+                self._git_busy_at[ws] = now
+            elif looked is not None and self._git[ws] <= looked:  # ended, no event yet
+                self._git[ws] = now
+            else:
+                due.append(ws)
+        return due, busy
 
     def run(self) -> None:
         while self.should_keep_running():
@@ -283,12 +306,25 @@ class _GitHandler(FileSystemEventHandler):
         self.workspace = workspace
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.event_type in _IGNORED_EVENTS:
-            return
-        leaf = os.fsdecode(event.src_path).rsplit("/", 1)[-1]
-        if leaf.endswith(".lock") and leaf != "index.lock":
-            return  # ref lock files come and go inside every ref update
-        self.refresher.request_git(self.workspace)
+        if git_event_matters(event):
+            self.refresher.request_git(self.workspace)
+
+
+def git_event_matters(event: FileSystemEvent) -> bool:
+    """Whether a git-directory event can change what a recheck reads (refs, HEAD, index),
+    or says a git operation began or ended.
+
+    Judged by the path the event leaves behind: a lock renamed onto `refs/heads/main` is
+    the ref's update. Not: ref lock files coming and going inside an update, and a
+    folder's own `modified` (watchdog adds one beside each child's event).
+    """
+    if event.event_type in _IGNORED_EVENTS:
+        return False
+    if event.is_directory and event.event_type == "modified":
+        return False
+    moved_to = getattr(event, "dest_path", "") if event.event_type == "moved" else ""
+    leaf = os.fsdecode(moved_to or event.src_path).rsplit("/", 1)[-1]
+    return leaf == "index.lock" or not leaf.endswith(".lock")
 
 
 class Watcher:
