@@ -104,6 +104,21 @@ def toml_list(items: list[str]) -> str:
     return "[" + ", ".join(json.dumps(i) for i in items) + "]"
 
 
+def with_hook_and_desktop(spawn_daemon: Spawn, repo: GitWorkspace,
+                          tmp_path: Path) -> tuple[DaemonProcess, Path, Path]:
+    """A daemon on `repo` with a recording hook and a capturing `notify-send` on its PATH;
+    returns it with the hook's and notify-send's record files."""
+    record, argv_record = tmp_path / "hook.out", tmp_path / "notify-send.out"
+    hook = append_stdin_hook(tmp_path / "hook.py", record)
+    fake_notify_send(tmp_path / "fakebin", argv_record)
+    write_config(tmp_path, "[notify]\ndesktop = true\n"
+                           f"hook = {toml_list(hook)}\nhook_timeout = 10\n")
+    proc = spawn_daemon([repo.path], start=False)
+    proc.env["PATH"] = f"{tmp_path / 'fakebin'}{os.pathsep}{proc.env['PATH']}"
+    proc.start()
+    return proc, record, argv_record
+
+
 def via_daemon(proc: DaemonProcess, workspace: Path, *args: str) -> Done:
     """`storyd resume` in the workspace, asserting the daemon answered it from its cache."""
     before = proc.stats()
@@ -371,14 +386,7 @@ class TestNotifySinks:
                                                 two_tasks: tuple[str, str],
                                                 tmp_path: Path) -> None:
         _, t2 = two_tasks
-        record, argv_record = tmp_path / "hook.out", tmp_path / "notify-send.out"
-        hook = append_stdin_hook(tmp_path / "hook.py", record)
-        fake_notify_send(tmp_path / "fakebin", argv_record)
-        write_config(tmp_path, "[notify]\ndesktop = true\n"
-                               f"hook = {toml_list(hook)}\nhook_timeout = 10\n")
-        proc = spawn_daemon([repo.path], start=False)
-        proc.env["PATH"] = f"{tmp_path / 'fakebin'}{os.pathsep}{proc.env['PATH']}"
-        proc.start()
+        proc, record, argv_record = with_hook_and_desktop(spawn_daemon, repo, tmp_path)
         with EventStream(proc) as events:
             repo.git("commit", "-q", "--amend", "-m", f"{T2} step 2, reworded")
             _, drift = events.wait(kind("drift"))
@@ -398,6 +406,54 @@ class TestNotifySinks:
             assert json.loads(lines[1])[1] == f"storyd: {STORY} back in sync"
         assert proc.wait_log("hook_delivered", unit=STORY)["duration_ms"] >= 0  # type: ignore[operator]
         assert not [e for e in proc.log_events() if e["event"] in ("hook_failed", "desktop_failed")]
+
+    def test_a_start_sums_up_the_drift_already_there(self, spawn_daemon: Spawn,
+                                                     repo: GitWorkspace,
+                                                     two_tasks: tuple[str, str],
+                                                     tmp_path: Path) -> None:
+        _, t2 = two_tasks
+        repo.git("commit", "-q", "--amend", "-m", f"{T2} step 2, reworded")  # while stopped
+        proc, record, argv_record = with_hook_and_desktop(spawn_daemon, repo, tmp_path)
+        workspace = str(repo.path.resolve())
+        found = proc.wait_log("first_look", workspace=workspace)
+        assert (found["units"], found["units_with_findings"]) == (1, 1), found
+        assert (found["errors"], found["warnings"]) == (0, 1), found  # rewritten: a warning
+        (summary,) = lines_of(argv_record, 1)
+        assert json.loads(summary)[1:] == [
+            f"storyd: 1 unit out of step in {workspace}",
+            "1 warning in 1 of 1 units, found when storyd began watching. "
+            "`storyd status` lists them.",
+        ]
+        with EventStream(proc) as events:
+            repo.git("reset", "-q", "--hard", t2)  # a change as it happens: delivered as ever
+            _, resolved = events.wait(kind("resolved"))
+        assert calls_of(record, 1) == [[resolved]], "the hook ran for the start's findings"
+        assert json.loads(lines_of(argv_record, 2)[1])[1] == f"storyd: {STORY} back in sync"
+        logged = [e["event"] for e in proc.log_events() if e.get("unit") == STORY]
+        assert logged.count("drift") == 0 and logged.count("resolved") == 1, logged
+
+    def test_a_workspace_watched_later_is_summed_up_too(self, spawn_daemon: Spawn,
+                                                        repo: GitWorkspace,
+                                                        two_tasks: tuple[str, str],
+                                                        tmp_path: Path) -> None:
+        repo.git("commit", "-q", "--amend", "-m", f"{T2} step 2, reworded")
+        record = tmp_path / "hook.out"
+        hook = append_stdin_hook(tmp_path / "hook.py", record)
+        write_config(tmp_path, f"[notify]\ndesktop = false\nhook = {toml_list(hook)}\n")
+        proc = spawn_daemon([])
+        workspace = str(repo.path.resolve())
+        with EventStream(proc) as events:
+            answer = proc.request({"op": "watch", "workspace": workspace})
+            assert (answer["watching"], answer["units"]) == (True, 1), answer
+            events.wait(kind("drift"), message="subscribers still get the unit's findings")
+        found = proc.wait_log("first_look", workspace=workspace)
+        assert (found["units_with_findings"], found["warnings"]) == (1, 1), found
+        repo.write(f"src/{STORY}/later.txt", "x\n")
+        repo.git("add", "-A")
+        with EventStream(proc) as events:
+            repo.git("commit", "-q", "-m", f"{task_id(STORY, 3)} step 3")  # unrecorded
+            _, drift = events.wait(kind("drift", task=task_id(STORY, 3)))
+        assert calls_of(record, 1) == [[drift]], "the hook ran for the first look's findings"
 
     def test_a_failing_hook_is_logged(self, spawn_daemon: Spawn, repo: GitWorkspace,
                                       two_tasks: tuple[str, str], tmp_path: Path) -> None:

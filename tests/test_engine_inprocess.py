@@ -20,7 +20,7 @@ from git_harness import GitWorkspace, task_id
 
 from daemon.answers import Answer, Options
 from daemon.model import Finding, Unit
-from daemon.server.engine import Engine, Workspace
+from daemon.server.engine import Engine, FirstLook, Workspace
 from detectors import Runner
 from detectors.gitview import close_views, git_context
 from detectors.history import DETECTOR as HISTORY
@@ -281,6 +281,58 @@ class TestPasses:
         with pytest.raises(RuntimeError):
             engine.recheck(ws)
         assert calls == [True, False, True, False]
+
+
+class TestFirstLook:
+    """A workspace's first read (and a warm-up's detectors' pass) is its first look: its
+    events report what was there, and its end is announced once, with what it found."""
+
+    def _engine(self, found: list[FirstLook]) -> Engine:
+        engine = Engine(Options(staleness="mtime"), detect=_flag_done)
+        engine.on_first_look = found.append
+        return engine
+
+    def test_a_watch_ends_its_first_look_with_the_first_scan(self, tmp_path: Path) -> None:
+        root = tmp_path / "ws"
+        write_epic_state(root, "0049", {S1: DONE, S2: PENDING})
+        found: list[FirstLook] = []
+        engine = self._engine(found)
+        ws = engine.add_workspace(str(root))
+        looking: list[bool] = []
+        engine.sinks.append(lambda event, _line: looking.append(engine.in_first_look(ws.path)))
+        assert engine.in_first_look(ws.path) is True
+        engine.scan(ws)
+        assert looking and all(looking), "the first scan's events are the first look's"
+        assert found == [FirstLook(ws.path, 2, 1, {"warning": 1})]
+        assert engine.in_first_look(ws.path) is False
+        looking.clear()
+        _write(root, {S1: DONE, S2: DONE})
+        engine.touch(ws, REL)
+        assert looking and not any(looking), "a later change is not the first look"
+        engine.scan(ws, lost=True)
+        assert len(found) == 1, "announced once"
+
+    def test_a_warm_up_ends_it_after_the_detectors_pass(self, tmp_path: Path) -> None:
+        root = tmp_path / "ws"
+        write_epic_state(root, "0049", {S1: DONE, S2: DONE})
+        found: list[FirstLook] = []
+        engine = self._engine(found)
+        ws = engine.add_workspace(str(root), checked=False)
+        engine.scan(ws)
+        assert found == [] and engine.in_first_look(ws.path), "the detectors have not run"
+        engine.check(ws)
+        assert found == [FirstLook(ws.path, 2, 2, {"warning": 2})]
+        assert engine.in_first_look(ws.path) is False
+
+    def test_a_workspace_removed_mid_look_announces_nothing(self, tmp_path: Path) -> None:
+        root = tmp_path / "ws"
+        write_epic_state(root, "0049", {S1: DONE})
+        found: list[FirstLook] = []
+        engine = self._engine(found)
+        ws = engine.add_workspace(str(root), checked=False)
+        engine.scan(ws)
+        assert engine.remove_workspace(ws.path) is True
+        assert found == [] and engine.in_first_look(ws.path) is False
 
 
 class TestRemoveWorkspace:

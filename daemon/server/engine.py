@@ -26,8 +26,9 @@ import os
 import sys
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from hashlib import blake2b
 from typing import TYPE_CHECKING
 
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from daemon.formats.base import Reuse
     from daemon.wire import Envelope, EventKind, UnitEvent, UnitSummary
 
-__all__ = ["Engine", "Entry", "Workspace"]
+__all__ = ["Engine", "Entry", "FirstLook", "Workspace"]
 
 Detect = Callable[[str, Unit, "answers.Answer"], tuple[Finding, ...]]
 Sink = Callable[[Mapping[str, object], bytes], None]  # unit events, and reconcile's
@@ -220,19 +221,33 @@ class FileState:
         self.unreadable_reason: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class FirstLook:
+    """What a workspace's first look found: its units, how many have findings, and the
+    findings by severity (`error`, `warning`, `info`)."""
+
+    workspace: str
+    units: int
+    units_with_findings: int
+    severities: dict[str, int]
+
+
 class Workspace:
     """One watched workspace and its entries.
 
     `checked` is False while a start-up warm-up has read the files but the detectors
     have not yet run: the entries hold the envelopes, not yet every finding.
+    `first_look` is True until the workspace's first full read (and, in a warm-up, its
+    detectors' pass) ends: its events are what storyd found, not what just happened.
     """
 
-    __slots__ = ("checked", "checking", "entries", "files", "path", "story_index")
+    __slots__ = ("checked", "checking", "entries", "files", "first_look", "path", "story_index")
 
     def __init__(self, path: str, *, checked: bool = True) -> None:
         self.path = path
         self.checked = checked
         self.checking = False
+        self.first_look = True
         self.files: dict[str, FileState] = {}
         self.entries: dict[tuple[str, str], Entry] = {}
         # story file -> the (state file, unit) keys that name it; a tuple, as it is
@@ -265,6 +280,8 @@ class Engine:
         # called with True before a pass over a workspace's units and False after it
         # (wiring.tips_held_by: the detectors' git views read each tip once per pass)
         self.on_pass: Callable[[bool], None] = lambda _on: None
+        # called once per workspace when its first look ends, with what it found
+        self.on_first_look: Callable[[FirstLook], None] = lambda _found: None
         self.instance = os.urandom(4).hex()
         self.generation = 0
         self.lost_before = 0
@@ -368,6 +385,23 @@ class Engine:
             finally:
                 ws.checked = True  # a failing detector must not leave it uncached for good
         ws.checked = True
+        self._end_first_look(ws)
+
+    def in_first_look(self, workspace: str) -> bool:
+        """Whether a workspace's first look is under way: its events report what storyd
+        found there (the state at start-up or at a new watch), not a change as it happens."""
+        ws = self.workspaces.get(workspace)
+        return ws is not None and ws.first_look
+
+    def _end_first_look(self, ws: Workspace) -> None:
+        if not ws.first_look:
+            return
+        ws.first_look = False
+        entries = list(ws.entries.values())
+        severities = Counter(f.severity for e in entries for f in e.findings)
+        with_findings = sum(1 for e in entries if e.findings)
+        found = FirstLook(ws.path, len(entries), with_findings, dict(severities))
+        self.on_first_look(found)
 
     def remove_workspace(self, path: str) -> bool:
         """Forget a workspace and its entries; True if it was tracked.
@@ -416,6 +450,8 @@ class Engine:
                 self.refresh(ws, relpath, adapter, reuse=not reread)
         if lost:
             self.lost_before = self.generation
+        if ws.checked:  # a warm-up's first look ends with its detectors' pass (`check`)
+            self._end_first_look(ws)
         return len(found)
 
     def owners(self, ws: Workspace, relpath: str) -> list[tuple[str, Adapter]]:
@@ -508,9 +544,7 @@ class Engine:
         return True
 
     @staticmethod
-    def _reuser(
-        ws: Workspace, state: FileState, prints: dict[str, bytes], *, reuse: bool
-    ) -> Reuse:
+    def _reuser(ws: Workspace, state: FileState, prints: dict[str, bytes], *, reuse: bool) -> Reuse:
         """The `reuse` callback of one read: record each node's digest in `prints` and,
         with `reuse`, hand back the cached unit of a node that has not changed."""
         known = state.prints

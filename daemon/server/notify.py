@@ -7,6 +7,12 @@ they finish, so a 50-commit rebase is one recheck): `notify-send` when present
 (else skipped with a single debug log), and the hook: an argv list from config, run
 with no shell, the unit's events as JSON lines on stdin, under a timeout, failures
 logged.
+
+A workspace's first look (start-up, or a workspace watched later) reports what was
+already there, not drift as it happens: its events are logged at debug level, and
+when it ends one `first_look` line and, if it found warnings or errors, one desktop
+notification sum it up. The hook is not run for it (a restart would otherwise run it
+once per unit with findings: thousands of processes at 10,000 stories).
 """
 
 from __future__ import annotations
@@ -16,19 +22,21 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, TypedDict
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypeAlias, TypedDict
 
 from daemon.server import log
 
 if TYPE_CHECKING:
     from daemon.config import Config
-    from daemon.server.engine import Engine
+    from daemon.server.engine import Engine, FirstLook
 
 __all__ = ["Sinks", "attach", "reconfigure"]
 
 _KINDS = frozenset(("drift", "resolved"))
 _WINDOW = 0.3
+# the notifier's queue: a unit event with its line, a first look's summary, or the end
+_Item: TypeAlias = "tuple[Mapping[str, object], bytes] | FirstLook | None"
 
 
 class Sinks:
@@ -50,9 +58,9 @@ class Sinks:
         self.window = window
         self.log = log.get("notify")
         self.counters = {"delivered": 0, "hook_failures": 0}
-        self._queue: queue.SimpleQueue[tuple[Mapping[str, object], bytes] | None] = (
-            queue.SimpleQueue()
-        )
+        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        # whether a workspace's first look is under way (engine.in_first_look)
+        self.in_first_look: Callable[[str], bool] = lambda _workspace: False
         self._notify_send: str | None = shutil.which("notify-send") if desktop else None
         self._desktop_skip_logged = False
         self._thread = threading.Thread(target=self._run, name="storyd-notify", daemon=True)
@@ -73,11 +81,13 @@ class Sinks:
     def __call__(self, event: Mapping[str, object], line: bytes) -> None:
         if event["event"] not in _KINDS:
             return
+        found_at_first_look = self.in_first_look(str(event["workspace"]))
         if self.log_events:
             finding = event.get("finding")
             if not isinstance(finding, dict):
                 finding = {}
-            self.log.info(
+            emit = self.log.debug if found_at_first_look else self.log.info
+            emit(
                 str(event["event"]),
                 workspace=event["workspace"],
                 state_file=event["stateFile"],
@@ -86,8 +96,25 @@ class Sinks:
                 code=finding.get("code"),
                 message=finding.get("message"),
             )
-        if self.desktop or self.hook:
+        if (self.desktop or self.hook) and not found_at_first_look:
             self._queue.put((event, line))
+
+    def first_look(self, found: FirstLook) -> None:
+        """A workspace's first look ended: one log line, and one desktop notification
+        when it found warnings or errors."""
+        errors, warnings = found.severities.get("error", 0), found.severities.get("warning", 0)
+        if self.log_events:
+            self.log.info(
+                "first_look",
+                workspace=found.workspace,
+                units=found.units,
+                units_with_findings=found.units_with_findings,
+                errors=errors,
+                warnings=warnings,
+                info=found.severities.get("info", 0),
+            )
+        if self.desktop and (errors or warnings):
+            self._queue.put(found)
 
     def close(self) -> None:
         """Deliver what is queued, then stop the thread."""
@@ -111,7 +138,13 @@ class Sinks:
                     stopping = True
                     break
                 batch.append(item)
-            for unit_events in _by_unit(batch).values():
+            events = []
+            for item in batch:
+                if isinstance(item, tuple):
+                    events.append(item)
+                else:
+                    self._desktop_first_look(item)
+            for unit_events in _by_unit(events).values():
                 self._deliver(unit_events)
 
     def _deliver(self, events: list[tuple[Mapping[str, object], bytes]]) -> None:
@@ -123,10 +156,7 @@ class Sinks:
             self._run_hook(first, b"".join(line for _, line in events))
 
     def _desktop(self, first: Mapping[str, object], events: list[Mapping[str, object]]) -> None:
-        if self._notify_send is None:
-            if not self._desktop_skip_logged:
-                self._desktop_skip_logged = True
-                self.log.debug("desktop_skipped", reason="notify-send not found on PATH")
+        if not self._can_notify():
             return
         drift = sum(1 for e in events if e["event"] == "drift")
         resolved = len(events) - drift
@@ -138,8 +168,34 @@ class Sinks:
         lines = [f"{e['event']}: {_message(e)}" for e in events[:5]]
         if len(events) > 5:
             lines.append(f"… and {len(events) - 5} more ({drift} drift, {resolved} resolved)")
-        argv = [self._notify_send, "--app-name=storyd", title, "\n".join(lines)]
-        self._spawn("desktop", argv, None)
+        self._notify(title, "\n".join(lines))
+
+    def _desktop_first_look(self, found: FirstLook) -> None:
+        if not self._can_notify():
+            return
+        errors, warnings = found.severities.get("error", 0), found.severities.get("warning", 0)
+        some = found.units_with_findings
+        title = f"storyd: {some} unit{'s' * (some != 1)} out of step in {found.workspace}"
+        counts = " and ".join(
+            _count(n, noun) for n, noun in ((errors, "error"), (warnings, "warning")) if n
+        )
+        body = (
+            f"{counts} in {some} of {found.units} units, found when storyd began watching. "
+            "`storyd status` lists them."
+        )
+        self._notify(title, body)
+
+    def _can_notify(self) -> bool:
+        if self._notify_send is None:
+            if not self._desktop_skip_logged:
+                self._desktop_skip_logged = True
+                self.log.debug("desktop_skipped", reason="notify-send not found on PATH")
+            return False
+        return True
+
+    def _notify(self, title: str, body: str) -> None:
+        assert self._notify_send is not None
+        self._spawn("desktop", [self._notify_send, "--app-name=storyd", title, body], None)
 
     def _run_hook(self, first: Mapping[str, object], payload: bytes) -> None:
         assert self.hook is not None
@@ -188,6 +244,10 @@ def _by_unit(
     return grouped
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def _message(event: Mapping[str, object]) -> object:
     """The message of a drift or resolved event's finding."""
     finding = event["finding"]
@@ -217,6 +277,8 @@ def _settings(cfg: Config) -> _Settings:
 def attach(engine: Engine, cfg: Config) -> Sinks:
     """Create the sinks from the configuration and register them with the engine."""
     sinks = Sinks(**_settings(cfg))
+    sinks.in_first_look = engine.in_first_look
+    engine.on_first_look = sinks.first_look
     engine.sinks.append(sinks)
     return sinks
 
