@@ -71,8 +71,10 @@ def measure(tree: Path, workspaces: list[Path], story: tuple[Path, str], scratch
     began = time.monotonic()
     # cwd=tree: `python -m` puts the working directory first on sys.path, ahead of
     # PYTHONPATH, so run from anywhere else the daemon would import that tree instead.
-    proc = subprocess.Popen(argv, env=env, cwd=tree, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = scratch / "serve.log"  # its lines up to warm: what a start costs the journal
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(argv, env=env, cwd=tree, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err)
     result: dict[str, object] = {}
     try:
         first = None
@@ -98,6 +100,7 @@ def measure(tree: Path, workspaces: list[Path], story: tuple[Path, str], scratch
         result["warm"] = warm
         result["read"] = read
         result["rss_kb"] = rss_kb(proc.pid) if warm is not None else None
+        result["log_lines"] = len(log.read_bytes().splitlines()) if warm is not None else None
         result["write"] = write_to_visible(sock, *story) if warm is not None else None
     finally:
         proc.terminate()
@@ -146,6 +149,8 @@ def fmt(value: object, unit: str) -> str:
         return f"{float(value) * 1000:.0f} ms"  # type: ignore[arg-type]
     if unit == "s":
         return f"{float(value):.2f} s"  # type: ignore[arg-type]
+    if unit == "lines":
+        return f"{int(value):,}"  # type: ignore[call-overload]
     return f"{int(value) / 1024:.0f} MB"  # type: ignore[call-overload]
 
 
@@ -168,12 +173,14 @@ def main() -> int:
     args = parser.parse_args()
     trees = [(name, Path(d).resolve()) for name, _, d in (t.partition("=") for t in args.tree)]
     shapes = [(1, int(s)) for s in args.sizes.split(",") if s]
-    shapes += [tuple(int(x) for x in s.split("x")) for s in args.spaces.split(",") if s]
+    for space in (s for s in args.spaces.split(",") if s):
+        count, _, stories = space.partition("x")
+        shapes.append((int(count), int(stories)))
     print(f"load average before: {os.getloadavg()}", flush=True)
     print(f"inotify budget (fs.inotify.max_user_watches): {_max_watches()}")
     print("| stories | daemon | first answer | envelopes cached | detectors done (warm) "
-          "| RSS | write-to-visible | watched dirs |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| RSS | write-to-visible | watched dirs | log lines |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for count, stories in shapes:
         shape = f"{count}x{stories}" if count > 1 else str(stories)
         root = Path(tempfile.mkdtemp(prefix="storyd-warm-"))
@@ -187,7 +194,7 @@ def main() -> int:
             time.sleep(1.1)  # the files' ctime is now before any daemon's status pass
             for name, tree in trees:
                 if f"{name}:{shape}" in args.skip:
-                    print(f"| {shape} | {name} | skipped | | | | | |", flush=True)
+                    print(f"| {shape} | {name} | skipped | | | | | | |", flush=True)
                     continue
                 scratch = Path(tempfile.mkdtemp(prefix="storyd-run-", dir=root))
                 (scratch / "run").mkdir(mode=0o700)
@@ -196,7 +203,8 @@ def main() -> int:
                 print(f"| {shape} | {name} | {fmt(found['first'], 'ms')} | "
                       f"{fmt(found['read'], 's')} | {fmt(found['warm'], 's')} | "
                       f"{fmt(found['rss_kb'], 'kb')} | "
-                      f"{fmt(found['write'], 'ms')} | {found.get('watches', '-')} |", flush=True)
+                      f"{fmt(found['write'], 'ms')} | {found.get('watches', '-')} | "
+                      f"{fmt(found['log_lines'], 'lines')} |", flush=True)
         finally:
             shutil.rmtree(root, ignore_errors=True)
     print(f"load average after: {os.getloadavg()}")
