@@ -322,6 +322,47 @@ class TestHeldTips:
             close_views(local)
 
 
+    def test_the_checked_out_branch_is_read_once_per_pass(
+        self, repo: GitRepo, view_of: OpenView
+    ) -> None:
+        repo.commit("one")
+        view = view_of(repo)
+        view.hold_tips(True)
+        assert view.current_branch() == "main"
+        repo.git("checkout", "-q", "-b", "topic")
+        assert view.current_branch() == "main"  # the pass's HEAD
+        view.hold_tips(False)
+        assert view.current_branch() == "topic"  # afresh once the pass ends
+        repo.git("checkout", "-q", "--detach")
+        assert view.current_branch() is None
+        view.hold_tips(True)
+        assert view.current_branch() is None and view.head_name() == "HEAD"
+        repo.git("checkout", "-q", "main")
+        assert view.current_branch() is None  # a detached HEAD is held as such
+        view.hold_tips(False)
+        assert view.current_branch() == "main"
+
+    def test_a_workspace_root_is_found_once_per_pass(
+        self, repo: GitRepo, tmp_path: Path
+    ) -> None:
+        repo.commit("one")
+        inner = repo.path / "plans"
+        inner.mkdir()
+        local: dict[str, object] = {}
+        try:
+            hold_tips(local, True)
+            assert view_for(local, str(inner)) is not None
+            nested = GitRepo(inner).init()  # a repository appears inside, mid-pass
+            nested.commit("nested")
+            view = view_for(local, str(inner))
+            assert view is not None and view.tip_sha("main") == repo.head()
+            hold_tips(local, False)
+            view = view_for(local, str(inner))
+            assert view is not None and view.tip_sha("main") == nested.head()
+        finally:
+            close_views(local)
+
+
 class TestPaths:
     """The staleness rule has one home, daemon.storytime: its answer in every path state."""
 

@@ -30,6 +30,7 @@ __all__ = [
 _LOCAL_KEY = "storyd.gitviews"
 _NO_GIT_KEY = "storyd.git-unavailable"
 _HOLD_KEY = "storyd.hold-tips"
+_ROOTS_KEY = "storyd.held-roots"  # workspace -> its work tree, during a held pass
 
 
 def find_root(workspace: str) -> str | None:
@@ -79,7 +80,13 @@ def view_for(local: dict[str, object], workspace: str) -> GitView | None:
     None when it is not in a repository or git is unavailable."""
     if local.get(_NO_GIT_KEY):
         return None
-    root = find_root(workspace)
+    roots = local.get(_ROOTS_KEY)
+    if isinstance(roots, dict):  # a held pass: each workspace's root is found once
+        if workspace not in roots:
+            roots[workspace] = find_root(workspace)
+        root = roots[workspace]
+    else:
+        root = find_root(workspace)
     if root is None:
         return None
     views = _views(local)
@@ -120,6 +127,10 @@ def hold_tips(local: dict[str, object], on: bool) -> None:
     """Every view of this thread (and every view it opens meanwhile) reads each tip once
     until `hold_tips(local, False)`: see GitView.hold_tips."""
     local[_HOLD_KEY] = on
+    if on:
+        local[_ROOTS_KEY] = {}
+    else:
+        local.pop(_ROOTS_KEY, None)
     for view in _views(local).values():
         view.hold_tips(on)
 
