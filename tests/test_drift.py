@@ -104,16 +104,16 @@ def toml_list(items: list[str]) -> str:
     return "[" + ", ".join(json.dumps(i) for i in items) + "]"
 
 
-def with_hook_and_desktop(spawn_daemon: Spawn, repo: GitWorkspace,
-                          tmp_path: Path) -> tuple[DaemonProcess, Path, Path]:
-    """A daemon on `repo` with a recording hook and a capturing `notify-send` on its PATH;
-    returns it with the hook's and notify-send's record files."""
+def with_hook_and_desktop(spawn_daemon: Spawn, repo: GitWorkspace, tmp_path: Path, *,
+                          watched: bool = True) -> tuple[DaemonProcess, Path, Path]:
+    """A daemon (on `repo` when `watched`) with a recording hook and a capturing
+    `notify-send` on its PATH; returns it with the hook's and notify-send's records."""
     record, argv_record = tmp_path / "hook.out", tmp_path / "notify-send.out"
     hook = append_stdin_hook(tmp_path / "hook.py", record)
     fake_notify_send(tmp_path / "fakebin", argv_record)
     write_config(tmp_path, "[notify]\ndesktop = true\n"
                            f"hook = {toml_list(hook)}\nhook_timeout = 10\n")
-    proc = spawn_daemon([repo.path], start=False)
+    proc = spawn_daemon([repo.path] if watched else [], start=False)
     proc.env["PATH"] = f"{tmp_path / 'fakebin'}{os.pathsep}{proc.env['PATH']}"
     proc.start()
     return proc, record, argv_record
@@ -416,7 +416,7 @@ class TestNotifySinks:
         proc, record, argv_record = with_hook_and_desktop(spawn_daemon, repo, tmp_path)
         workspace = str(repo.path.resolve())
         found = proc.wait_log("first_look", workspace=workspace)
-        assert (found["units"], found["units_with_findings"]) == (1, 1), found
+        assert (found["units"], found["units_with_findings"], found["at_start"]) == (1, 1, True)
         assert (found["errors"], found["warnings"]) == (0, 1), found  # rewritten: a warning
         (summary,) = lines_of(argv_record, 1)
         assert json.loads(summary)[1:] == [
@@ -437,23 +437,24 @@ class TestNotifySinks:
                                                         two_tasks: tuple[str, str],
                                                         tmp_path: Path) -> None:
         repo.git("commit", "-q", "--amend", "-m", f"{T2} step 2, reworded")
-        record = tmp_path / "hook.out"
-        hook = append_stdin_hook(tmp_path / "hook.py", record)
-        write_config(tmp_path, f"[notify]\ndesktop = false\nhook = {toml_list(hook)}\n")
-        proc = spawn_daemon([])
+        proc, record, argv_record = with_hook_and_desktop(spawn_daemon, repo, tmp_path,
+                                                          watched=False)
         workspace = str(repo.path.resolve())
         with EventStream(proc) as events:
             answer = proc.request({"op": "watch", "workspace": workspace})
             assert (answer["watching"], answer["units"]) == (True, 1), answer
             events.wait(kind("drift"), message="subscribers still get the unit's findings")
         found = proc.wait_log("first_look", workspace=workspace)
-        assert (found["units_with_findings"], found["warnings"]) == (1, 1), found
+        assert (found["units_with_findings"], found["warnings"], found["at_start"]) == (
+            1, 1, False), found
         repo.write(f"src/{STORY}/later.txt", "x\n")
         repo.git("add", "-A")
         with EventStream(proc) as events:
             repo.git("commit", "-q", "-m", f"{task_id(STORY, 3)} step 3")  # unrecorded
             _, drift = events.wait(kind("drift", task=task_id(STORY, 3)))
         assert calls_of(record, 1) == [[drift]], "the hook ran for the first look's findings"
+        (notification,) = lines_of(argv_record, 1)  # the drift's; none for the watch
+        assert json.loads(notification)[1] == f"storyd: {STORY} drifted from git"
 
     def test_a_failing_hook_is_logged(self, spawn_daemon: Spawn, repo: GitWorkspace,
                                       two_tasks: tuple[str, str], tmp_path: Path) -> None:

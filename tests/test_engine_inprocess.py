@@ -321,7 +321,7 @@ class TestFirstLook:
         engine.scan(ws)
         assert found == [] and engine.in_first_look(ws.path), "the detectors have not run"
         engine.check(ws)
-        assert found == [FirstLook(ws.path, 2, 2, {"warning": 2})]
+        assert found == [FirstLook(ws.path, 2, 2, {"warning": 2}, at_start=True)]
         assert engine.in_first_look(ws.path) is False
 
     def test_a_workspace_removed_mid_look_announces_nothing(self, tmp_path: Path) -> None:

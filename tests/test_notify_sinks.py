@@ -52,7 +52,7 @@ def _notifications(record: Path) -> list[list[str]]:
 class TestFirstLookSummary:
     def test_warnings_and_errors_give_one_notification(self, desktop: Path) -> None:
         sinks = Sinks(desktop=True, window=0.01)
-        sinks.first_look(FirstLook(WS, 40, 3, {"error": 2, "warning": 5, "info": 1}))
+        sinks.first_look(FirstLook(WS, 40, 3, {"error": 2, "warning": 5, "info": 1}, True))
         sinks.close()
         assert _notifications(desktop) == [
             [
@@ -63,10 +63,13 @@ class TestFirstLookSummary:
             ]
         ]
 
-    def test_info_alone_or_nothing_found_stays_in_the_log(self, desktop: Path) -> None:
+    def test_info_alone_nothing_found_or_a_later_watch_stays_in_the_log(
+        self, desktop: Path
+    ) -> None:
         sinks = Sinks(desktop=True, window=0.01)
-        sinks.first_look(FirstLook(WS, 40, 2, {"info": 2}))
-        sinks.first_look(FirstLook(WS, 40, 0, {}))
+        sinks.first_look(FirstLook(WS, 40, 2, {"info": 2}, at_start=True))
+        sinks.first_look(FirstLook(WS, 40, 0, {}, at_start=True))
+        sinks.first_look(FirstLook(WS, 40, 3, {"error": 2}, at_start=False))  # asked for
         sinks.close()
         assert _notifications(desktop) == []
 

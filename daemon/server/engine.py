@@ -223,13 +223,15 @@ class FileState:
 
 @dataclass(frozen=True, slots=True)
 class FirstLook:
-    """What a workspace's first look found: its units, how many have findings, and the
-    findings by severity (`error`, `warning`, `info`)."""
+    """What a workspace's first look found: its units, how many have findings, the
+    findings by severity (`error`, `warning`, `info`), and whether it was the start-up's
+    warm-up (not a workspace watched later, at someone's request)."""
 
     workspace: str
     units: int
     units_with_findings: int
     severities: dict[str, int]
+    at_start: bool = False
 
 
 class Workspace:
@@ -385,7 +387,7 @@ class Engine:
             finally:
                 ws.checked = True  # a failing detector must not leave it uncached for good
         ws.checked = True
-        self._end_first_look(ws)
+        self._end_first_look(ws, at_start=True)
 
     def in_first_look(self, workspace: str) -> bool:
         """Whether a workspace's first look is under way: its events report what storyd
@@ -393,14 +395,14 @@ class Engine:
         ws = self.workspaces.get(workspace)
         return ws is not None and ws.first_look
 
-    def _end_first_look(self, ws: Workspace) -> None:
+    def _end_first_look(self, ws: Workspace, *, at_start: bool = False) -> None:
         if not ws.first_look:
             return
         ws.first_look = False
         entries = list(ws.entries.values())
         severities = Counter(f.severity for e in entries for f in e.findings)
         with_findings = sum(1 for e in entries if e.findings)
-        found = FirstLook(ws.path, len(entries), with_findings, dict(severities))
+        found = FirstLook(ws.path, len(entries), with_findings, dict(severities), at_start)
         self.on_first_look(found)
 
     def remove_workspace(self, path: str) -> bool:

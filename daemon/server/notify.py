@@ -10,9 +10,9 @@ logged.
 
 A workspace's first look (start-up, or a workspace watched later) reports what was
 already there, not drift as it happens: its events are logged at debug level, and
-when it ends one `first_look` line and, if it found warnings or errors, one desktop
-notification sum it up. The hook is not run for it (a restart would otherwise run it
-once per unit with findings: thousands of processes at 10,000 stories).
+when it ends one `first_look` line sums it up, with, at start-up, one desktop
+notification if it found warnings or errors. The hook is not run for it (a restart
+would otherwise run it once per unit with findings: thousands at 10,000 stories).
 """
 
 from __future__ import annotations
@@ -100,8 +100,9 @@ class Sinks:
             self._queue.put((event, line))
 
     def first_look(self, found: FirstLook) -> None:
-        """A workspace's first look ended: one log line, and one desktop notification
-        when it found warnings or errors."""
+        """A workspace's first look ended: one log line, and at start-up one desktop
+        notification when it found warnings or errors (a workspace watched later was
+        asked for by someone who sees the answer)."""
         errors, warnings = found.severities.get("error", 0), found.severities.get("warning", 0)
         if self.log_events:
             self.log.info(
@@ -112,8 +113,9 @@ class Sinks:
                 errors=errors,
                 warnings=warnings,
                 info=found.severities.get("info", 0),
+                at_start=found.at_start,
             )
-        if self.desktop and (errors or warnings):
+        if self.desktop and found.at_start and (errors or warnings):
             self._queue.put(found)
 
     def close(self) -> None:
