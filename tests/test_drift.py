@@ -416,7 +416,7 @@ class TestNotifySinks:
         proc, record, argv_record = with_hook_and_desktop(spawn_daemon, repo, tmp_path)
         workspace = str(repo.path.resolve())
         found = proc.wait_log("first_look", workspace=workspace)
-        assert (found["units"], found["units_with_findings"], found["at_start"]) == (1, 1, True)
+        assert (found["units"], found["units_out_of_step"], found["at_start"]) == (1, 1, True)
         assert (found["errors"], found["warnings"]) == (0, 1), found  # rewritten: a warning
         (summary,) = lines_of(argv_record, 1)
         assert json.loads(summary)[1:] == [
@@ -445,7 +445,7 @@ class TestNotifySinks:
             assert (answer["watching"], answer["units"]) == (True, 1), answer
             events.wait(kind("drift"), message="subscribers still get the unit's findings")
         found = proc.wait_log("first_look", workspace=workspace)
-        assert (found["units_with_findings"], found["warnings"], found["at_start"]) == (
+        assert (found["units_out_of_step"], found["warnings"], found["at_start"]) == (
             1, 1, False), found
         repo.write(f"src/{STORY}/later.txt", "x\n")
         repo.git("add", "-A")

@@ -324,6 +324,20 @@ class TestFirstLook:
         assert found == [FirstLook(ws.path, 2, 2, {"warning": 2}, at_start=True)]
         assert engine.in_first_look(ws.path) is False
 
+    def test_a_unit_with_only_info_is_not_out_of_step(self, tmp_path: Path) -> None:
+        root = tmp_path / "ws"
+        write_epic_state(root, "0049", {S1: DONE, S2: PENDING})
+
+        def info_or_warning(workspace: str, unit: Unit, answer: Answer) -> tuple[Finding, ...]:
+            severity = "warning" if unit.tasks[0].done else "info"
+            return (Finding("probe", "note", severity, f"{unit.key} noted"),)
+
+        found: list[FirstLook] = []
+        engine = Engine(Options(staleness="mtime"), detect=info_or_warning)
+        engine.on_first_look = found.append
+        engine.scan(engine.add_workspace(str(root)))
+        assert found == [FirstLook(str(root), 2, 1, {"warning": 1, "info": 1})]
+
     def test_a_workspace_removed_mid_look_announces_nothing(self, tmp_path: Path) -> None:
         root = tmp_path / "ws"
         write_epic_state(root, "0049", {S1: DONE})

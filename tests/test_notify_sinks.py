@@ -67,7 +67,7 @@ class TestFirstLookSummary:
         self, desktop: Path
     ) -> None:
         sinks = Sinks(desktop=True, window=0.01)
-        sinks.first_look(FirstLook(WS, 40, 2, {"info": 2}, at_start=True))
+        sinks.first_look(FirstLook(WS, 40, 0, {"info": 2}, at_start=True))
         sinks.first_look(FirstLook(WS, 40, 0, {}, at_start=True))
         sinks.first_look(FirstLook(WS, 40, 3, {"error": 2}, at_start=False))  # asked for
         sinks.close()

@@ -51,6 +51,7 @@ __all__ = ["Engine", "Entry", "FirstLook", "Workspace"]
 Detect = Callable[[str, Unit, "answers.Answer"], tuple[Finding, ...]]
 Sink = Callable[[Mapping[str, object], bytes], None]  # unit events, and reconcile's
 _HISTORY = 10_000
+_OUT_OF_STEP = frozenset(("warning", "error"))  # the severities a first look sums up
 
 
 def _now_iso(stamp: float) -> str:
@@ -223,13 +224,13 @@ class FileState:
 
 @dataclass(frozen=True, slots=True)
 class FirstLook:
-    """What a workspace's first look found: its units, how many have findings, the
-    findings by severity (`error`, `warning`, `info`), and whether it was the start-up's
-    warm-up (not a workspace watched later, at someone's request)."""
+    """What a workspace's first look found: its units, how many are out of step (have a
+    warning or an error), the findings by severity (`error`, `warning`, `info`), and
+    whether it was the start-up's warm-up (not a workspace watched later, on request)."""
 
     workspace: str
     units: int
-    units_with_findings: int
+    units_out_of_step: int
     severities: dict[str, int]
     at_start: bool = False
 
@@ -401,8 +402,8 @@ class Engine:
         ws.first_look = False
         entries = list(ws.entries.values())
         severities = Counter(f.severity for e in entries for f in e.findings)
-        with_findings = sum(1 for e in entries if e.findings)
-        found = FirstLook(ws.path, len(entries), with_findings, dict(severities), at_start)
+        out_of_step = sum(1 for e in entries if any(f.severity in _OUT_OF_STEP for f in e.findings))
+        found = FirstLook(ws.path, len(entries), out_of_step, dict(severities), at_start)
         self.on_first_look(found)
 
     def remove_workspace(self, path: str) -> bool:

@@ -109,7 +109,7 @@ class Sinks:
                 "first_look",
                 workspace=found.workspace,
                 units=found.units,
-                units_with_findings=found.units_with_findings,
+                units_out_of_step=found.units_out_of_step,
                 errors=errors,
                 warnings=warnings,
                 info=found.severities.get("info", 0),
@@ -176,7 +176,7 @@ class Sinks:
         if not self._can_notify():
             return
         errors, warnings = found.severities.get("error", 0), found.severities.get("warning", 0)
-        some = found.units_with_findings
+        some = found.units_out_of_step
         title = f"storyd: {some} unit{'s' * (some != 1)} out of step in {found.workspace}"
         counts = " and ".join(
             _count(n, noun) for n, noun in ((errors, "error"), (warnings, "warning")) if n
