@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+
+import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
@@ -28,4 +31,22 @@ def test_demo_runs_every_query_and_stops_cleanly(run_storyd: Run) -> None:
     reconcile = next(s for s in sections if s.startswith("storyd reconcile"))
     assert "(exit 1)" in reconcile  # changes proposed, nothing written
     assert "+          \"status\": \"DONE\"," in reconcile
-    assert "daemon stopped (exit 0)" in out
+    assert "daemon stopped (exit 0); its log and the workspace's copy are removed" in out
+
+
+def test_demo_keep_leaves_the_log_with_one_first_look_line(run_storyd: Run) -> None:
+    done = run_storyd("demo", "--workspace", str(ROOT / "demo"), "--keep", cwd=ROOT,
+                      timeout=120)
+    out = done.stdout.decode()
+    assert done.returncode == 0, out + done.stderr.decode()
+    last = out.rstrip().rsplit("\n", 1)[-1]
+    log_path, _, ws = last.removeprefix("daemon stopped (exit 0); its log: ").partition(
+        "; the workspace: ")
+    try:
+        assert Path(ws, "plans").is_dir(), last
+        events = [orjson.loads(line) for line in Path(log_path).read_bytes().splitlines()]
+        (first_look,) = [e for e in events if e["event"] == "first_look"]
+        assert first_look["at_start"] is True and first_look["units_out_of_step"] >= 1
+        assert not [e for e in events if e["event"] == "drift"], "a drift line per finding"
+    finally:
+        shutil.rmtree(Path(log_path).parent, ignore_errors=True)

@@ -189,7 +189,10 @@ def main(argv: list[str]) -> int:
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(timeout=15)
-    sys.stdout.write(f"\ndaemon stopped (exit {daemon.returncode}); its log: {log_path}\n")
-    if not flags.get("keep"):
+    if flags.get("keep"):
+        where = f"its log: {log_path}; the workspace: {ws}"
+    else:
         shutil.rmtree(root, ignore_errors=True)
+        where = "its log and the workspace's copy are removed (`storyd demo --keep` keeps them)"
+    sys.stdout.write(f"\ndaemon stopped (exit {daemon.returncode}); {where}\n")
     return 0 if daemon.returncode == 0 else 1
