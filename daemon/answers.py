@@ -1,24 +1,25 @@
-"""The one code path that turns a state file into answers.
+"""Answer a resume query by reading the files now: `storyd resume --direct`.
 
-The CLI's direct read, the daemon's refresh and the daemon's cache-miss read all come
-through here, so the socket and the fallback cannot disagree.
+The reading itself is daemon/pipeline.py, which the daemon's refresh and its cache-miss
+reads use too, so the socket and the fallback cannot disagree. `direct` is the whole
+direct answer (configured staleness, detectors for --detail) that the CLI's fallback and
+the Python client's share.
 """
 
 from __future__ import annotations
 
 import os
 
-from daemon import envelope, storytime
-from daemon.errors import DataError, StorydError, StoryNotInState, UsageError
+from daemon import storytime
+from daemon.errors import StorydError, StoryNotInState, UsageError
 from daemon.formats import builtin, detect
-from daemon.formats.base import Adapter, Source
-from daemon.locking import DEFAULT_LOCK_TIMEOUT
-from daemon.model import DONE, Finding, Unit
+from daemon.model import Finding, Unit
+from daemon.pipeline import Answer, Options, answer, contained, inside, read_units
 from daemon.query import Output, Query
 
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/model.py
 if TYPE_CHECKING:
-    from daemon.server.engine import Detect
+    from daemon.pipeline import Detect
     from daemon.wire import Envelope
 
 __all__ = [
@@ -26,6 +27,9 @@ __all__ = [
     "Options",
     "answer",
     "detail_line",
+    "direct",
+    "pick",
+    "read_units",
     "resolve_state_file",
     "resume_epic",
     "resume_unit",
@@ -34,60 +38,7 @@ __all__ = [
 ]
 
 
-class Options:
-    """How to read: the lock bound and the staleness mode (`git` or `mtime`)."""
-
-    __slots__ = ("lock_timeout", "staleness")
-
-    def __init__(
-        self, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, staleness: str = storytime.DEFAULT_MODE
-    ) -> None:
-        if staleness not in storytime.MODES:
-            modes = ", ".join(storytime.MODES)
-            msg = f"invalid staleness mode {staleness!r}: expected one of {modes}"
-            raise UsageError(msg)
-        self.lock_timeout = lock_timeout
-        self.staleness = staleness
-
-
-class Answer:
-    """One unit's answer: the envelope, its rendered line, stderr warnings and findings."""
-
-    __slots__ = ("envelope", "findings", "line", "unit", "warnings")
-
-    def __init__(self, unit: Unit, env: Envelope, findings: tuple[Finding, ...]) -> None:
-        self.unit = unit
-        self.envelope = env
-        self.line = envelope.render(env)
-        self.warnings = envelope.status_warnings(unit)
-        self.findings = findings
-
-
-def answer(workspace: str, unit: Unit, options: Options) -> Answer:
-    """Compute one unit's envelope: the seed's Steps 3-6 (staleness included)."""
-    if unit.error:
-        raise DataError(unit.error)
-    done = [t for t in unit.tasks if t.bucket == DONE]
-    mtime = None
-    commit_time = None
-    if unit.story_file and done:
-        mtime = storytime.mtime_seconds(os.path.join(workspace, unit.story_file))
-        if options.staleness == storytime.GIT:
-            story_file = unit.story_file
-
-            def commit_time() -> int | None:
-                return storytime.git_commit_time(workspace, story_file)
-
-    stale = envelope.stale_warnings(done, mtime, commit_time)
-    return Answer(unit, envelope.build(unit, stale), unit.findings)
-
-
-def read_units(workspace: str, adapter: Adapter, relpath: str, options: Options) -> list[Unit]:
-    """Every unit of one state file, read under the writers' lock."""
-    return adapter.load(Source(workspace, options.lock_timeout), relpath)
-
-
-def _pick(units: list[Unit], key: str | None, relpath: str, missing: str) -> Unit:
+def pick(units: list[Unit], key: str | None, relpath: str, missing: str) -> Unit:
     if key is None:
         if len(units) == 1:
             return units[0]
@@ -107,18 +58,20 @@ def resume_epic(workspace: str, epic_id: str, story_id: str, options: Options) -
     adapter = builtin("epic")
     relpath = epic_state_file(workspace, epic_id)
     units = read_units(workspace, adapter, relpath, options)
-    unit = _pick(units, story_id, relpath, "Story not in execution-state.json")
+    unit = pick(units, story_id, relpath, "Story not in execution-state.json")
     return answer(workspace, unit, options)
 
 
 def resolve_state_file(workspace: str, state_file: str) -> str:
-    """A state file given as a path, made workspace-relative; it may not leave the workspace."""
-    base = os.path.realpath(workspace)
-    full = os.path.realpath(os.path.join(base, state_file))
-    if full != base and not full.startswith(base + os.sep):
+    """A state file given as a path, made workspace-relative by the one rule
+    (`pipeline.inside`), and not a link that leads out of the workspace."""
+    if "\0" in state_file or "\0" in workspace:
+        raise UsageError("a path may not contain a NUL byte")
+    relpath = inside(workspace, state_file)
+    if relpath is None or not contained(workspace, relpath):
         msg = f"{state_file}: outside the workspace {workspace}"
         raise UsageError(msg)
-    return os.path.relpath(full, base).replace(os.sep, "/")
+    return relpath
 
 
 def resume_unit(workspace: str, state_file: str, key: str | None, options: Options) -> Answer:
@@ -126,7 +79,7 @@ def resume_unit(workspace: str, state_file: str, key: str | None, options: Optio
     relpath = resolve_state_file(workspace, state_file)
     adapter = detect(relpath)
     units = read_units(workspace, adapter, relpath, options)
-    unit = _pick(units, key, relpath, f"unit {key!r} not in {relpath}")
+    unit = pick(units, key, relpath, f"unit {key!r} not in {relpath}")
     return answer(workspace, unit, options)
 
 
@@ -167,3 +120,51 @@ def run(
         return Output(70, b"", (f"internal error: {type(exc).__name__}: {exc}",))
     line = detail_line(result.envelope, result.findings, "direct") if query.detail else result.line
     return Output(0, line, tuple(result.warnings))
+
+
+def _configured_staleness(path: str | None) -> str:
+    """The configuration's staleness mode; without a file, `git` (and no config module import).
+
+    A --config file that does not exist is an error here (reported as a warning by the
+    caller), where the default file may be absent.
+    """
+    from daemon.paths import config_path
+
+    if path is None and not os.path.exists(config_path()):
+        return storytime.DEFAULT_MODE
+    if path is not None and not os.path.isfile(path):
+        from daemon.errors import SetupError
+
+        raise SetupError(f"--config {path}: no such file")
+    from daemon import config
+
+    return config.load_staleness(path)
+
+
+def direct(query: Query) -> Output:
+    """`storyd resume --direct`: the direct read in the configured staleness mode, with
+    the detectors for --detail. The CLI's fallback and the Python client's are this one
+    call, so neither can answer differently from the other."""
+    warnings: tuple[str, ...] = ()
+    try:
+        staleness = _configured_staleness(query.config)
+    except StorydError as exc:  # a broken config must not break the seed's contract
+        staleness = storytime.DEFAULT_MODE
+        warnings = (f"warn: {exc.message.splitlines()[0]}; using the default staleness",)
+    if not query.detail:
+        output = run(query, staleness)
+    else:
+        from daemon.server.wiring import build_detect
+
+        try:
+            from daemon import config
+
+            detect, runner = build_detect(config.load(query.config), query.staleness or staleness)
+        except StorydError as exc:
+            return Output(exc.code, b"", (exc.message,))
+        try:
+            output = run(query, staleness, detect)
+        finally:
+            runner.close()
+    output.stderr = warnings + output.stderr
+    return output

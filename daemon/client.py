@@ -180,26 +180,25 @@ class Client:
 
 
 def _direct_answer(workspace: str, fields: dict[str, object]) -> dict[str, object]:
-    from daemon import answers
-    from daemon.errors import StorydError
-    from daemon.ids import normalize_epic_id, normalize_story_id
+    """The daemon's `resume` answer, read here: the same request rules (`from_request`)
+    and the same direct read as `storyd resume --direct --detail` (configured staleness,
+    detectors), so the fallback cannot answer differently from the CLI's."""
+    from daemon.answers import direct
+    from daemon.errors import StorydError, name_of
+    from daemon.jsonio import loads
+    from daemon.query import from_request
 
-    options = answers.Options(float(fields.get("lockTimeout", 5.0)))  # type: ignore[arg-type]
     try:
-        if "stateFile" in fields:
-            unit = fields.get("unit")
-            result = answers.resume_unit(
-                workspace, str(fields["stateFile"]), None if unit is None else str(unit), options
-            )
-        else:
-            epic = normalize_epic_id(str(fields.get("epic", "")))
-            story = normalize_story_id(str(fields.get("story", "")))
-            result = answers.resume_epic(workspace, epic, story, options)
+        query = from_request(fields, workspace)
     except StorydError as exc:
         return {"ok": False, "error": {"code": exc.code, "name": exc.name, "message": exc.message}}
-    return {
-        "ok": True,
-        "envelope": result.envelope,
-        "findings": [f.as_dict() for f in result.findings],
-        "source": "direct",
-    }
+    lock_timeout = fields.get("lockTimeout")
+    if isinstance(lock_timeout, int | float) and not isinstance(lock_timeout, bool):
+        query.lock_timeout = float(lock_timeout)
+    output = direct(query)
+    if output.code != 0:
+        message = output.stderr[-1] if output.stderr else "no answer"
+        return {"ok": False, "error": {"code": output.code, "name": name_of(output.code),
+                                       "message": message}}
+    body = loads(output.stdout)
+    return {"ok": True, **body}

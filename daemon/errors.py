@@ -38,6 +38,7 @@ __all__ = [
     "StoryNotInState",
     "StorydError",
     "UsageError",
+    "name_of",
 ]
 
 
@@ -107,3 +108,11 @@ class GitError(StorydError):
 
     code = 70
     name = "GIT_ERROR"
+
+
+def name_of(code: int) -> str:
+    """The protocol's error name for an exit code (INTERNAL_ERROR for any other)."""
+    for cls in (StateFileMissing, StoryNotInState, UsageError, DataError, LockTimeout, SetupError):
+        if cls.code == code:
+            return cls.name
+    return StorydError.name

@@ -38,13 +38,20 @@ _MAX_DELAY = 0.01
 class LockedRead:
     """What one locked read saw: the bytes and the identity of the file they came from."""
 
-    __slots__ = ("data", "inode", "mtime_ns", "size")
+    __slots__ = ("ctime_ns", "data", "inode", "mtime_ns", "size")
 
     def __init__(self, data: bytes, st: os.stat_result) -> None:
         self.data = data
         self.inode = (st.st_dev, st.st_ino)
         self.mtime_ns = st.st_mtime_ns
+        self.ctime_ns = st.st_ctime_ns
         self.size = st.st_size
+
+    @property
+    def signature(self) -> tuple[int, int, int, int, int]:
+        """The file's identity as `daemon.pipeline.signature` states it (fstat, under the lock)."""
+        dev, ino = self.inode
+        return (dev, ino, self.size, self.mtime_ns, self.ctime_ns)
 
 
 def _open_regular(path: str, name: str) -> int:

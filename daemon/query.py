@@ -14,7 +14,7 @@ from daemon.ids import normalize_epic_id, normalize_story_id
 from daemon.locking import DEFAULT_LOCK_TIMEOUT
 from daemon.storytime import MODES
 
-__all__ = ["ABOUT", "FLAGS", "USAGE", "Output", "Query", "from_argv"]
+__all__ = ["ABOUT", "FLAGS", "USAGE", "Output", "Query", "from_argv", "from_request"]
 
 USAGE = (
     "usage: --story-id <id> --epic-id <id> [--workspace <dir>] [--detail] [--direct]\n"
@@ -118,6 +118,9 @@ def from_argv(argv: list[str], cwd: str) -> Query:
                 raise UsageError(f"missing --{name}\n{USAGE}")
     elif story is not None or epic is not None:
         raise UsageError(f"--state-file replaces --story-id and --epic-id\n{USAGE}")
+    for name, value in flags.items():
+        if isinstance(value, str) and "\0" in value:
+            raise UsageError(f"--{name} may not contain a NUL byte\n{USAGE}")
     if flags.get("unit") is not None and state_file is None:
         raise UsageError(f"--unit goes with --state-file\n{USAGE}")
     staleness = flags.get("staleness")
@@ -143,6 +146,35 @@ def from_argv(argv: list[str], cwd: str) -> Query:
         staleness=None if staleness is None else str(staleness),
         config=None if flags.get("config") is None else os.path.join(cwd, str(flags["config"])),
     )
+
+
+def _text(request: dict[str, object], name: str, *, required: bool = False) -> str | None:
+    value = request.get(name)
+    if value is None:
+        if required:
+            raise UsageError(f"missing field {name!r}")
+        return None
+    if not isinstance(value, str):
+        raise UsageError(f"field {name!r} must be a string, not {type(value).__name__}")
+    if "\0" in value:
+        raise UsageError(f"field {name!r} may not contain a NUL byte")
+    return value
+
+
+def from_request(request: dict[str, object], workspace: str) -> Query:
+    """A socket `resume` request (or the Python client's call) as a Query: the same
+    fields, checks and id rules as `from_argv`; `workspace` is already canonical."""
+    state_file = _text(request, "stateFile")
+    unit = _text(request, "unit")
+    if state_file is None:
+        epic = normalize_epic_id(str(_text(request, "epic", required=True)))
+        story = normalize_story_id(str(_text(request, "story", required=True)))
+        if unit is not None:
+            raise UsageError("field 'unit' goes with 'stateFile'")
+        return Query(workspace, epic=epic, story=story, detail=True)
+    if request.get("epic") is not None or request.get("story") is not None:
+        raise UsageError("field 'stateFile' replaces 'epic' and 'story'")
+    return Query(workspace, state_file=state_file, unit=unit, detail=True)
 
 
 class Output:

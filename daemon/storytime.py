@@ -37,6 +37,7 @@ __all__ = [
     "mtime_seconds",
     "pin",
     "prime",
+    "stamp_files",
     "unpin",
 ]
 
@@ -146,6 +147,56 @@ def _repo_stamp(workspace: str) -> tuple[object, ...] | None:
     if head is None:
         return None
     return (index.st_mtime_ns, index.st_size, index.st_ino, head)
+
+
+def _git_dir(workspace: str) -> str | None:
+    """The workspace's git directory: `.git`, or where a worktree's `.git` file points."""
+    dotgit = os.path.join(workspace, ".git")
+    if os.path.isdir(dotgit):
+        return dotgit
+    try:
+        with open(dotgit, "rb") as f:
+            text = f.read(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not text.startswith("gitdir: "):
+        return None
+    return os.path.normpath(os.path.join(workspace, text[8:].strip()))
+
+
+def stamp_files(workspace: str) -> tuple[tuple[str, tuple[int, int, int, int, int] | None], ...]:
+    """The files git's answers about a workspace depend on, with their signatures: the
+    index, HEAD, the ref HEAD names and packed-refs (absolute paths). A cached answer
+    that asked git is served only while they are unchanged (daemon/pipeline.py)."""
+    gitdir = _git_dir(workspace)
+    if gitdir is None:
+        return ()
+    common = gitdir  # a worktree keeps its index and HEAD, and shares refs
+    try:
+        with open(os.path.join(gitdir, "commondir"), "rb") as f:
+            common = os.path.join(gitdir, f.read(4096).decode("utf-8", "replace").strip())
+    except OSError:
+        pass
+    paths = [os.path.join(gitdir, "index"), os.path.join(gitdir, "HEAD")]
+    paths.append(os.path.join(common, "packed-refs"))
+    try:
+        with open(os.path.join(gitdir, "HEAD"), "rb") as f:
+            head = f.read(512).strip()
+        if head.startswith(b"ref: "):
+            paths.append(os.path.join(common, head[5:].decode("utf-8", "replace")))
+    except OSError:
+        pass
+    found = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            sig: tuple[int, int, int, int, int] | None = (
+                st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+            )
+        except (OSError, ValueError):
+            sig = None
+        found.append((path, sig))
+    return tuple(found)
 
 
 def _from_batch(workspace: str, relpath: str) -> object:

@@ -146,7 +146,7 @@ class TestReading:
             "engine", "state-unreadable", "error"
         )
         assert marker.message.startswith(f"{REL} unreadable since ")
-        assert not engine.known_absent(str(root), REL)  # a miss reads directly meanwhile
+        assert not engine.known_absent(str(root), REL, "story-0049-0099")  # a miss reads directly meanwhile
         drift = [e for e in events if e["event"] == "drift"]
         assert [e["finding"]["code"] for e in drift] == ["state-unreadable"]  # type: ignore[index]
         engine.touch(ws, REL)
@@ -154,7 +154,7 @@ class TestReading:
         assert free is not None and free.findings == ()
         resolved = [e for e in events if e["event"] == "resolved"]
         assert [e["finding"]["code"] for e in resolved] == ["state-unreadable"]  # type: ignore[index]
-        assert engine.known_absent(str(root), REL)
+        assert engine.known_absent(str(root), REL, "story-0049-0099")
 
     def test_a_file_never_read_well_has_no_units_and_is_read_directly(
         self, tmp_path: Path
@@ -170,7 +170,7 @@ class TestReading:
         assert engine.counters["unreadable"] == 1
         # known, so an epic query finds its file, but never good: no cached "not there"
         assert engine.epic_file(str(root), "0049") == REL
-        assert not engine.known_absent(str(root), REL)
+        assert not engine.known_absent(str(root), REL, "story-0049-0099")
         assert engine.lookup(str(root), REL, S1) is None
 
 

@@ -483,6 +483,10 @@ class TestEquivalence:
             rel = epic_relpath(epic)
             wait_for(lambda: len([u for u in proc.units(ws) if u["stateFile"] == rel]) == len(ids),
                      message=f"the daemon to cache {rel}")
+            # a file read just after its write is racy (not served from the cache) until
+            # the refresher reads it again, a settle window later
+            wait_for(lambda: proc.request(resume_request(ws, next(iter(ids)), epic)).get("source")
+                     in ("cache", None), message=f"{rel} served from the cache")
             for story in [*ids, f"story-{epic}-0999"]:
                 args = ("--story-id", story, "--epic-id", epic)
                 expected = run_storyd_cli("resume", "--direct", *args, env=proc.env, cwd=ws)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from daemon.errors import DataError
+from daemon.errors import DataError, StateFileMissing
 from daemon.jsonio import JSONError, dumps, kind, loads, value_start
 from daemon.locking import DEFAULT_LOCK_TIMEOUT, read_locked
 from daemon.model import DONE, PENDING, Finding, Task, Unit
@@ -31,13 +31,20 @@ __all__ = [
 
 
 class Source:
-    """Where an adapter reads from: one workspace, with the lock bound to use."""
+    """Where an adapter reads from: one workspace, with the lock bound to use.
 
-    __slots__ = ("lock_timeout", "workspace")
+    Every file it reads or probes is recorded in `seen` (workspace-relative path ->
+    its signature when read, None when absent): the answers built from this read
+    depend on exactly those files, and the daemon re-checks them on every cache hit
+    (daemon/pipeline.py, "read your writes").
+    """
+
+    __slots__ = ("lock_timeout", "seen", "workspace")
 
     def __init__(self, workspace: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
         self.workspace = workspace
         self.lock_timeout = lock_timeout
+        self.seen: dict[str, tuple[int, int, int, int, int] | None] = {}
 
     def path(self, relpath: str) -> str:
         """The absolute path of a workspace-relative path."""
@@ -45,11 +52,25 @@ class Source:
 
     def read(self, relpath: str, name: str = "") -> bytes:
         """The file's bytes, read under the writers' shared flock(2) lock."""
-        return read_locked(self.path(relpath), self.lock_timeout, name).data
+        try:
+            got = read_locked(self.path(relpath), self.lock_timeout, name)
+        except StateFileMissing:
+            self.seen[relpath] = None
+            raise
+        self.seen[relpath] = got.signature
+        return got.data
 
     def exists(self, relpath: str) -> bool:
         """Whether a workspace-relative path exists."""
-        return os.path.exists(self.path(relpath))
+        try:
+            st = os.stat(self.path(relpath))
+        except (OSError, ValueError):
+            self.seen.setdefault(relpath, None)
+            return False
+        self.seen.setdefault(
+            relpath, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        )
+        return True
 
 
 def load_json_object(data: bytes, relpath: str) -> dict[str, object]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from daemon.errors import StorydError, UsageError
 from daemon.reconcile.gather import Selection
 from daemon.reconcile.plan import Plan
-from daemon.server import log, protocol
+from daemon.server import log
 
 if TYPE_CHECKING:
     from daemon.config import Config
@@ -47,11 +47,10 @@ def emit_reconciled(
             if isinstance(repairs, list)
             else []
         )
-        generation = engine.generation
         event: dict[str, object] = {
             "event": "reconciled",
-            "clock": f"{engine.instance}:{generation}",
-            "generation": generation,
+            "clock": "",  # set with the generation when published
+            "generation": 0,
             "workspace": workspace,
             "stateFile": item.get("stateFile"),
             "unit": units[0] if units else None,
@@ -59,9 +58,7 @@ def emit_reconciled(
             "source": source,
             "repairs": repairs,
         }
-        line = protocol.event_line(event)
-        for sink in list(engine.sinks):
-            sink(event, line)
+        engine.log.publish_new(event)  # a generation of its own: `since` replays it
 
 
 def plan_request(workspace: str, request: dict[str, object], cfg: Config) -> dict[str, object]:

@@ -12,7 +12,7 @@ from daemon.errors import LockTimeout, StorydError, StoryNotInState
 from daemon.formats import builtin, detect
 from daemon.formats.epic import epic_state_file
 from daemon.model import Finding, Unit
-from daemon.server.engine import Engine
+from daemon.pipeline import find_state_files
 from daemon.server.wiring import build_detect
 
 __all__ = ["Selection", "gather"]
@@ -66,8 +66,9 @@ def _read(workspace: str, selection: Selection, options: answers.Options) -> lis
         if not picked:
             raise StoryNotInState("Story not in execution-state.json")
         return picked
-    engine = Engine(options)
-    found = engine.find_state_files(engine.add_workspace(workspace))
+    from daemon.formats import all_adapters
+
+    found = find_state_files(workspace, all_adapters())
     units = []
     for relpath, adapter in sorted(found.items()):
         try:

@@ -1,232 +1,99 @@
-"""The cache of pre-rendered answers, refreshed from files and diffed into events.
+"""The cache's writer: reads state files through the pipeline, installs per-file snapshots
+in the store, and publishes what changed to the event log.
 
-One refresher thread calls `refresh`, `scan`, `verify`, `recheck` and
-`remove_workspace`; the server's event loop only reads (`lookup`, `epic_file`,
-`entries`). A lookup is a dict get with no lock; structural changes happen under
-`_lock`. An entry's data never changes once built (a change builds a new entry); the one
-field written later is `findings_line`, the findings' JSON rendered on the first query,
-which any thread may fill in: two racing renders write the same bytes.
+One refresher thread calls `refresh`, `scan`, `verify`, `recheck`, `check` and
+`remove_workspace`; the server's event loop and the direct-read pool only read
+(`serve`, `known_absent`, `epic_file`, `summaries`) and, for a miss, `read_now`.
 
-A state file that cannot be read (torn JSON, a lock held past the bound) keeps its
-last good entries, each with an `unreadable` finding saying since when, until it
-parses again. Only a deleted file removes its units.
+Three rules keep every answer one a direct read would give (docs/design.md):
+- A file's units change all at once: the refresher builds a new `Snapshot` off to the
+  side and installs it with one assignment (store.py).
+- A cached entry answers only while the files it was read from still match `os.stat`
+  and its read was not racy (`Snapshot.serves`); else the query reads directly.
+- The last good read of a file is never lost: every read of a file, the refresher's
+  and the pool's, runs under that file's lock and a good one becomes the file's last
+  good read (`read_now`), which a torn file's answers then come from.
 
-A write to a state file costs what changed, not the file: the daemon parses with
-orjson (daemon/server/fastjson.py); a unit whose node in the parsed file is identical to the
-last read's (a 16-byte digest per unit, `FileState.prints`) keeps its unit object, so
-it is neither built, nor answered, nor checked again; any other unit whose data is the
-same as its cached entry's (`model.same_data`) keeps its entry, rendered bytes and
-findings. A change to a companion (story file, journal), a rescan or a git change
-rebuilds every unit of the file as before.
+A write to a state file costs what changed, not the file: a unit whose node in the
+parsed file is identical to the last read's (a 16-byte digest per unit,
+`Snapshot.prints`) keeps its unit object, so it is neither built, nor answered, nor
+checked again; any other unit whose data is the same as its cached entry's
+(`model.same_data`) keeps its entry, rendered bytes and findings. A change to a
+companion (story file, journal), a rescan or a git change rebuilds every unit of the
+file.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from hashlib import blake2b
 from typing import TYPE_CHECKING
 
-import orjson
-
-from daemon import answers, storytime
-from daemon.errors import DataError, LockTimeout, StateFileMissing, StorydError
+from daemon import pipeline, storytime
+from daemon.errors import DataError, StateFileMissing, StorydError
 from daemon.formats import Adapter, all_adapters
-from daemon.formats.base import Source
 from daemon.formats.epic import epic_file_among
 from daemon.model import OWN_DETECTORS, Finding, Unit, same_data
-from daemon.server import fastjson, protocol
+from daemon.pipeline import Answer, FileRead, Options, find_state_files
+from daemon.server import fastjson
+from daemon.server.events import EventLog, Sink
+from daemon.server.store import Deps, Entry, Snapshot, Workspace
 
 if TYPE_CHECKING:
+    from collections import deque
+
     from daemon.formats.base import Reuse
-    from daemon.wire import Envelope, EventKind, UnitEvent, UnitSummary
+    from daemon.pipeline import Detect
+    from daemon.wire import EventKind, UnitEvent, UnitSummary
 
 __all__ = ["Engine", "Entry", "FirstLook", "Workspace"]
 
-Detect = Callable[[str, Unit, "answers.Answer"], tuple[Finding, ...]]
-Sink = Callable[[Mapping[str, object], bytes], None]  # unit events, and reconcile's
-_HISTORY = 10_000
 _OUT_OF_STEP = frozenset(("warning", "error"))  # the severities a first look sums up
+_FILE_LOCKS = 64
 
 
 def _now_iso(stamp: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp))
 
 
-class Entry:
-    """One unit's cached answer: the envelope line and the rest of the answer pre-rendered.
-
-    Only the envelope line is stored rendered (about 6 KB a unit less than keeping
-    every form). The findings' JSON is rendered on the unit's first query and kept from
-    then on: rendered for every unit up front, it doubled what the Finding objects cost
-    (11 MB at 10,000 stories, see docs/benchmarks.md), and rendered on every query it
-    cost each answer about 14 µs. Repeated strings (statuses, dates, paths) are interned.
-    """
-
-    __slots__ = (
-        "error",
-        "findings",
-        "findings_line",
-        "generation",
-        "key",
-        "line",
-        "resume_point",
-        "state_file",
-        "unit",
-        "warnings",
-        "workspace",
-    )
-
-    def __init__(
-        self,
-        workspace: str,
-        unit: Unit,
-        answer: answers.Answer | None,
-        error: StorydError | None,
-        findings: tuple[Finding, ...],
-        generation: int,
-    ) -> None:
-        self.workspace = workspace
-        self.unit = unit
-        self.state_file = unit.state_file
-        self.key = unit.key
-        self.error = error
-        self.findings = findings
-        self.findings_line = b"[]" if not findings else None  # rendered on first query
-        self.generation = generation
-        self.line = answer.line if answer else b""
-        self.resume_point = str(answer.envelope["resumePoint"]) if answer else None
-        self.warnings = tuple(answer.warnings) if answer else ()
-        _intern_unit(unit)
-
-    @property
-    def answer_body(self) -> bytes:
-        """The `resume` answer without its clock, id and closing brace."""
-        if self.error is not None:
-            return protocol.error_of(self.error)
-        return protocol.answer_body(self.line, self.findings_json(), b"cache", self.generation)
-
-    def findings_json(self) -> bytes:
-        """The findings as a JSON array, rendered once, on the first query that needs it."""
-        line = self.findings_line
-        if line is None:
-            line = self.findings_line = protocol.findings_json(self.findings)
-        return line
-
-    @property
-    def cli_body(self) -> bytes:
-        """The `resume-cli` reply: exactly what `storyd resume` prints, and its exit code."""
-        if self.error is not None:
-            return protocol.cli_frame(self.error.code, b"", (self.error.message,))
-        return protocol.cli_frame(0, self.line, self.warnings)
-
-    @property
-    def envelope(self) -> Envelope | None:
-        """The envelope as a dict (parsed from the line; for `--detail` and detectors)."""
-        return orjson.loads(self.line) if self.line else None
-
-    def summary(self, *, detail: bool = False) -> UnitSummary:
-        """The unit's progress, as `list` and `changed` events show it (detail: findings too)."""
-        tasks = self.unit.tasks
-        done = sum(1 for t in tasks if t.done)
-        worst = max(
-            (("info", "warning", "error").index(f.severity) for f in self.findings), default=-1
-        )
-        return {
-            # a format's labels (epic, story, ...) first, so none can mask a field below
-            **self.unit.labels,  # type: ignore[typeddict-item]
-            "workspace": self.workspace,
-            "format": self.unit.format,
-            "stateFile": self.state_file,
-            "unit": self.key,
-            "done": done,
-            "total": len(tasks),
-            "resumePoint": self.resume_point,
-            "findings": len(self.findings),
-            "worst": ("info", "warning", "error")[worst] if worst >= 0 else None,
-            "generation": self.generation,
-            "error": self.error.message if self.error else None,
-            **({"findingList": [f.as_dict() for f in self.findings]} if detail else {}),
-        }
-
-
-def _intern_unit(unit: Unit) -> None:
-    """Share the strings that repeat across units and tasks (statuses, dates, paths)."""
-    intern = sys.intern
-    unit.state_file = intern(unit.state_file)
-    unit.format = intern(unit.format)
-    for task in unit.tasks:
-        task.status = intern(task.status)
-        task.bucket = intern(task.bucket)
-        if isinstance(task.completed_at, str):
-            task.completed_at = intern(task.completed_at)
-
-
 class Draft:
     """A freshly computed answer, compared with the cached entry before it replaces it."""
 
-    __slots__ = ("answer", "error", "findings", "unit")
+    __slots__ = ("answer", "deps", "error", "findings", "racy", "unit")
 
     def __init__(
         self,
         unit: Unit,
-        answer: answers.Answer | None,
+        answer: Answer | None,
         error: StorydError | None,
         findings: tuple[Finding, ...],
+        deps: Deps = (),
+        racy: bool = False,
     ) -> None:
         self.unit = unit
         self.answer = answer
         self.error = error
         self.findings = findings
+        self.deps = deps
+        self.racy = racy
 
     def answers_as(self, entry: Entry) -> bool:
         """Whether this draft would answer exactly as `entry` does."""
         line = self.answer.line if self.answer else b""
         warnings = tuple(self.answer.warnings) if self.answer else ()
-        return (
-            line == entry.line
-            and warnings == entry.warnings
-            and self.findings == entry.findings
-            and (self.error.message if self.error else None)
-            == (entry.error.message if entry.error else None)
-        )
-
-
-class FileState:
-    """What the engine knows of one state file: identity at last read, and health."""
-
-    __slots__ = (
-        "adapter",
-        "keys",
-        "prints",
-        "relpath",
-        "signature",
-        "unreadable_reason",
-        "unreadable_since",
-    )
-
-    def __init__(self, relpath: str, adapter: Adapter) -> None:
-        self.relpath = relpath
-        self.adapter = adapter
-        self.signature: tuple[int, int, int, int] | None = None
-        self.keys: list[str] = []
-        # unit key -> digest of the node its unit was built from (formats with many
-        # units per file); a node with the same digest next time reuses the unit
-        self.prints: dict[str, bytes] = {}
-        self.unreadable_since: float | None = None
-        self.unreadable_reason: str | None = None
+        return entry.answers_as(line, warnings, self.findings, self.error)
 
 
 @dataclass(frozen=True, slots=True)
 class FirstLook:
-    """What a workspace's first look found: its units, how many are out of step (have a
-    warning or an error), the findings by severity (`error`, `warning`, `info`), and
-    whether it was the start-up's warm-up (not a workspace watched later, on request)."""
+    """What a workspace's first (or last) look found: its units, how many are out of
+    step (have a warning or an error), the findings by severity (`error`, `warning`,
+    `info`), and whether it was the start-up's warm-up (not a workspace watched later)."""
 
     workspace: str
     units: int
@@ -235,47 +102,34 @@ class FirstLook:
     at_start: bool = False
 
 
-class Workspace:
-    """One watched workspace and its entries.
-
-    `checked` is False while a start-up warm-up has read the files but the detectors
-    have not yet run: the entries hold the envelopes, not yet every finding.
-    `first_look` is True until the workspace's first full read (and, in a warm-up, its
-    detectors' pass) ends: its events are what storyd found, not what just happened.
-    """
-
-    __slots__ = ("checked", "checking", "entries", "files", "first_look", "path", "story_index")
-
-    def __init__(self, path: str, *, checked: bool = True) -> None:
-        self.path = path
-        self.checked = checked
-        self.checking = False
-        self.first_look = True
-        self.files: dict[str, FileState] = {}
-        self.entries: dict[tuple[str, str], Entry] = {}
-        # story file -> the (state file, unit) keys that name it; a tuple, as it is
-        # nearly always one key (a set per story file cost 2 MB at 10,000 stories)
-        self.story_index: dict[str, tuple[tuple[str, str], ...]] = {}
+def _look(ws: Workspace, entries: list[Entry], at_start: bool) -> FirstLook:
+    severities = Counter(f.severity for e in entries for f in e.findings)
+    out_of_step = sum(1 for e in entries if any(f.severity in _OUT_OF_STEP for f in e.findings))
+    return FirstLook(ws.path, len(entries), out_of_step, dict(severities), at_start)
 
 
-def _signature(path: str) -> tuple[int, int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+class _Pass:
+    """What one pass over a state file's units shares: git's stamp files and when they
+    were looked at (a unit whose staleness asked git depends on them)."""
+
+    __slots__ = ("git_deps", "git_racy", "started")
+
+    def __init__(self, workspace: str) -> None:
+        self.started = time.time_ns()
+        self.git_deps = storytime.stamp_files(workspace)
+        self.git_racy = any(pipeline.is_racy(sig, self.started) for _p, sig in self.git_deps)
 
 
 class Engine:
-    """Workspaces, their entries, the generation clock and the event history."""
+    """Workspaces and their snapshots, the event log, and the refresh policy."""
 
     def __init__(
         self,
-        options: answers.Options | None = None,
+        options: Options | None = None,
         adapters: list[Adapter] | None = None,
         detect: Detect | None = None,
     ) -> None:
-        self.options = options or answers.Options()
+        self.options = options or Options()
         self.adapters = adapters if adapters is not None else all_adapters()
         self.detect = detect
         self.git_busy: Callable[[str], bool] = lambda _workspace: False
@@ -285,26 +139,62 @@ class Engine:
         self.on_pass: Callable[[bool], None] = lambda _on: None
         # called once per workspace when its first look ends, with what it found
         self.on_first_look: Callable[[FirstLook], None] = lambda _found: None
-        self.instance = os.urandom(4).hex()
-        self.generation = 0
-        self.lost_before = 0
+        # called once per workspace when an unwatch has removed its units
+        self.on_last_look: Callable[[FirstLook], None] = lambda _found: None
+        self.log = EventLog()
         self.workspaces: dict[str, Workspace] = {}
-        self.history: deque[tuple[int, str, bytes]] = deque(maxlen=_HISTORY)
-        self.sinks: list[Sink] = []
-        self.counters = {"refreshes": 0, "unreadable": 0, "events": 0, "checked": 0}
+        self._leaving: dict[str, Workspace] = {}  # unwatched, their units still leaving
+        self.counters = {"refreshes": 0, "unreadable": 0, "checked": 0}
         self._lock = threading.Lock()
+        self._file_locks = [threading.Lock() for _ in range(_FILE_LOCKS)]
+        self._last_good: dict[tuple[str, str], FileRead] = {}
         fastjson.install()
 
-    # -- reading -------------------------------------------------------------
+    # -- the event log's face (kept for callers of 0.1's engine) --------------
+
+    @property
+    def instance(self) -> str:
+        """This run's identity, the first half of every clock."""
+        return self.log.instance
+
+    @property
+    def generation(self) -> int:
+        """The newest generation."""
+        return self.log.generation
+
+    @property
+    def sinks(self) -> list[Sink]:
+        """Who receives every event (subscribers' transport, notifications, ...)."""
+        return self.log.sinks
+
+    @property
+    def history(self) -> deque[tuple[int, str, bytes]]:
+        """The lines kept for replay."""
+        return self.log.history
+
+    @history.setter
+    def history(self, value: deque[tuple[int, str, bytes]]) -> None:
+        self.log.history = value
+
+    @property
+    def lost_before(self) -> int:
+        """The newest generation a replay cannot give."""
+        return self.log.lost_before
 
     def clock(self) -> str:
         """`<instance>:<generation>`, carried by every answer and event."""
-        return f"{self.instance}:{self.generation}"
+        return self.log.clock()
+
+    def replay(self, since: str, workspace: str | None) -> list[bytes] | None:
+        """Event lines after clock `since`, or None when they cannot all be replayed."""
+        return self.log.replay(since, workspace)
+
+    # -- reading (any thread) -------------------------------------------------
 
     def lookup(
         self, workspace: str, state_file: str, key: str, *, checked: bool = True
     ) -> Entry | None:
-        """The cached entry of one unit, or None (never touches the disk).
+        """The cached entry of one unit, or None; no look at the disk (events, tests).
 
         With `checked` (the default) an entry whose detectors have not run yet (warm-up)
         is not an answer: the caller reads directly, findings included.
@@ -312,7 +202,26 @@ class Engine:
         ws = self.workspaces.get(workspace)
         if ws is None or (checked and not ws.checked):
             return None
-        return ws.entries.get((state_file, key))
+        return ws.entry(state_file, key)
+
+    def serve(
+        self, workspace: str, state_file: str, key: str, *, checked: bool = True
+    ) -> Entry | None:
+        """The entry that may answer a query now, or None: the query reads directly.
+
+        Like `lookup`, and only while every file the entry was read from is unchanged
+        since (one `stat` each) and its read was not racy: read your writes.
+        """
+        ws = self.workspaces.get(workspace)
+        if ws is None or (checked and not ws.checked):
+            return None
+        snap = ws.files.get(state_file)
+        if snap is None:
+            return None
+        entry = snap.entries.get(key)
+        if entry is None or not snap.serves(workspace, entry):
+            return None
+        return entry
 
     def epic_file(self, workspace: str, epic_id: str) -> str | None:
         """An epic's state file from the files the cache knows (no disk, for the query
@@ -325,15 +234,52 @@ class Engine:
     def sole_unit(self, workspace: str, state_file: str) -> str | None:
         """The key of a state file's only unit (a single-unit file needs no `unit`)."""
         ws = self.workspaces.get(workspace)
-        state = ws.files.get(state_file) if ws else None
-        return state.keys[0] if state is not None and len(state.keys) == 1 else None
+        snap = ws.files.get(state_file) if ws else None
+        return snap.keys[0] if snap is not None and len(snap.keys) == 1 else None
 
-    def known_absent(self, workspace: str, state_file: str) -> bool:
-        """Whether the file was read, is readable now, and so surely lacks a unit that
-        `lookup` did not find (the answer is STORY_NOT_IN_STATE with no disk read)."""
+    def known_absent(self, workspace: str, state_file: str, key: str) -> bool:
+        """Whether the file surely lacks `key` now: read well, unchanged since, and its
+        units (all installed at once) do not include it. Then the answer is
+        STORY_NOT_IN_STATE with no disk read."""
         ws = self.workspaces.get(workspace)
-        state = ws.files.get(state_file) if ws else None
-        return bool(state and state.signature and state.unreadable_since is None)
+        snap = ws.files.get(state_file) if ws else None
+        return bool(
+            snap is not None
+            and snap.error is None
+            and snap.unreadable_since is None
+            and key not in snap.entries
+            and snap.fresh(workspace)
+        )
+
+    def stale_files(self, workspace: str | None = None) -> list[tuple[str, Snapshot]]:
+        """The snapshots whose files changed since they were read (or whose read was
+        racy): a `list` reads them again before it answers."""
+        spaces = self._spaces(workspace)
+        return [
+            (ws.path, snap)
+            for ws in spaces
+            for snap in list(ws.files.values())
+            if not snap.fresh(ws.path)
+        ]
+
+    def unreadable(self, workspace: str | None = None) -> list[dict[str, object]]:
+        """State files whose latest read failed: never read well, or torn since."""
+        found: list[dict[str, object]] = []
+        for ws in self._spaces(workspace):
+            for relpath, snap in sorted(ws.files.items()):
+                error = snap.error.message if snap.error else snap.unreadable_reason
+                if error is None:
+                    continue
+                since = snap.unreadable_since
+                found.append({
+                    "workspace": ws.path,
+                    "stateFile": relpath,
+                    "format": snap.adapter.name,
+                    "error": error,
+                    "since": _now_iso(since) if since is not None else None,
+                    "units": len(snap.keys),
+                })
+        return found
 
     def summaries(
         self, workspace: str | None = None, *, detail: bool = False, in_flight: bool = False
@@ -355,24 +301,76 @@ class Engine:
         return {
             "refreshes": self.counters["refreshes"],
             "unreadable": self.counters["unreadable"],
-            "events": self.counters["events"],
+            "events": self.log.count,
             "workspaces": sorted(path for path, _ in spaces),
-            "units": (units := sum(len(ws.entries) for _, ws in spaces)),
+            "units": (units := sum(ws.units for _, ws in spaces)),
             "stories": units,  # the same count under its 0.1 name, kept for old clients
             "generation": self.generation,
         }
 
+    def _spaces(self, workspace: str | None) -> list[Workspace]:
+        if workspace is None:
+            return list(self.workspaces.values())
+        ws = self.workspaces.get(workspace)
+        return [ws] if ws is not None else []
+
     def entries(self, workspace: str | None = None) -> list[Entry]:
         """A snapshot of the entries, of one workspace or of all."""
-        with self._lock:
-            spaces = (
-                [self.workspaces[workspace]]
-                if workspace in self.workspaces
-                else ([] if workspace else list(self.workspaces.values()))
-            )
-            return [e for ws in spaces for e in ws.entries.values()]
+        return [
+            e
+            for ws in self._spaces(workspace)
+            for snap in list(ws.files.values())
+            for e in snap.entries.values()
+        ]
 
-    # -- workspaces ----------------------------------------------------------
+    # -- reading a file now (refresher and pool) ------------------------------
+
+    def _file_lock(self, workspace: str, relpath: str) -> threading.Lock:
+        return self._file_locks[hash((workspace, relpath)) % _FILE_LOCKS]
+
+    def read(
+        self, workspace: str, relpath: str, adapter: Adapter, reuse: Reuse | None = None
+    ) -> FileRead:
+        """Read one state file under its lock; a good read becomes its last good read.
+
+        Every read of a file, the refresher's and the pool's, runs under the same lock,
+        so reads of one file end in the order of what they saw: the last good read is
+        always the newest good one.
+        """
+        with self._file_lock(workspace, relpath):
+            got = pipeline.read_file(workspace, adapter, relpath, self.options, reuse)
+            if got.error is None and workspace in self.workspaces:
+                self._last_good[(workspace, relpath)] = got
+            elif isinstance(got.error, StateFileMissing):
+                self._last_good.pop((workspace, relpath), None)
+            return got
+
+    def read_now(self, workspace: str, relpath: str, adapter: Adapter) -> tuple[FileRead, str | None]:
+        """A cache miss's read: the file as it is now, or, when it does not parse or its
+        lock is held past the bound, its last good read and why (None: read well)."""
+        got = self.read(workspace, relpath, adapter)
+        if isinstance(got.error, DataError) or got.error is not None and got.error.code == 75:
+            good = self._last_good.get((workspace, relpath))
+            if good is not None:
+                return good, got.error.message
+        return got, None
+
+    def unreadable_finding(self, relpath: str, reason: str, since: float) -> Finding:
+        """The finding a last good answer carries while its file is unreadable."""
+        message = (
+            f"{relpath} unreadable since {_now_iso(since)}: {reason}; "
+            "serving the last good answer"
+        )
+        return Finding("engine", "state-unreadable", "error", message)
+
+    def unreadable_since(self, workspace: str, relpath: str) -> float:
+        """Since when a file has been unreadable, as the cache knows it (else now)."""
+        ws = self.workspaces.get(workspace)
+        snap = ws.files.get(relpath) if ws else None
+        since = snap.unreadable_since if snap is not None else None
+        return since if since is not None else time.time()
+
+    # -- workspaces -----------------------------------------------------------
 
     def add_workspace(self, path: str, *, checked: bool = True) -> Workspace:
         """Start tracking a workspace (call `scan` next; `checked=False`: `check` after)."""
@@ -396,63 +394,65 @@ class Engine:
         ws = self.workspaces.get(workspace)
         return ws is not None and ws.first_look
 
+    def in_last_look(self, workspace: str) -> bool:
+        """Whether an unwatch is removing a workspace's units: its events say the units
+        leave the view, not that anything was resolved."""
+        return workspace in self._leaving
+
     def _end_first_look(self, ws: Workspace, *, at_start: bool = False) -> None:
         if not ws.first_look:
             return
         ws.first_look = False
-        entries = list(ws.entries.values())
-        severities = Counter(f.severity for e in entries for f in e.findings)
-        out_of_step = sum(1 for e in entries if any(f.severity in _OUT_OF_STEP for f in e.findings))
-        found = FirstLook(ws.path, len(entries), out_of_step, dict(severities), at_start)
-        self.on_first_look(found)
+        entries = [e for snap in list(ws.files.values()) for e in snap.entries.values()]
+        self.on_first_look(_look(ws, entries, at_start))
 
     def remove_workspace(self, path: str) -> bool:
         """Forget a workspace and its entries; True if it was tracked.
 
-        Each unit leaves as a deleted file's units do: a `removed` event (and `resolved`
-        for each of its findings) at a generation of its own, so a `subscribe {since}`
-        client replays them and drops the units too.
+        The workspace leaves the view at once (one assignment: queries read directly
+        from then on); then each unit leaves as a deleted file's units do: a `removed`
+        event (and `resolved` for each of its findings) at a generation of its own, so a
+        `subscribe {since}` client replays them and drops the units too.
         """
-        ws = self.workspaces.get(path)
-        if ws is None:
-            return False
-        for state_file, key in sorted(ws.entries):
-            self._remove_entry(ws, state_file, key)
         with self._lock:
-            self.workspaces.pop(path, None)
+            ws = self.workspaces.pop(path, None)
+            if ws is None:
+                return False
+            ws.last_look = True
+            self._leaving[path] = ws
+        try:
+            entries = [e for snap in list(ws.files.values()) for e in snap.entries.values()]
+            for entry in sorted(entries, key=lambda e: (e.state_file, e.key)):
+                self._emit_removed(entry)
+            for key in [k for k in self._last_good if k[0] == path]:
+                self._last_good.pop(key, None)
+        finally:
+            self._leaving.pop(path, None)
+        self.on_last_look(_look(ws, entries, False))
         return True
 
     def find_state_files(self, ws: Workspace) -> dict[str, Adapter]:
         """Every state file of every format in a workspace."""
-        source = Source(ws.path)
-        found: dict[str, Adapter] = {}
-        for adapter in self.adapters:
-            for relpath in adapter.find(source):
-                found.setdefault(relpath, adapter)
-        return found
+        return find_state_files(ws.path, self.adapters)
 
     def scan(self, ws: Workspace, *, lost: bool = False, reread: bool = True) -> int:
         """Find every state file of a workspace, read them, and drop those that vanished.
 
         `lost` says events may have been missed (an overflow, a vanished folder), so
         subscribers asking to replay from before now get a fresh list instead. Without
-        `reread` (the periodic rescan), a known file is read again only when its inode,
-        size or mtime changed, or when its format's findings depend on the clock.
+        `reread` (the periodic rescan), a known file is read again only when it changed
+        since its read (or the read was racy), or when its format's findings depend on
+        the clock.
         """
         found = self.find_state_files(ws)
         for relpath in [r for r in ws.files if r not in found]:
             self._drop_file(ws, relpath)
         for relpath, adapter in found.items():
-            state = ws.files.get(relpath)
-            if (
-                reread
-                or state is None
-                or adapter.time_sensitive
-                or _signature(os.path.join(ws.path, relpath)) != state.signature
-            ):
+            snap = ws.files.get(relpath)
+            if reread or snap is None or adapter.time_sensitive or not snap.fresh(ws.path):
                 self.refresh(ws, relpath, adapter, reuse=not reread)
         if lost:
-            self.lost_before = self.generation
+            self.log.mark_lost()
         if ws.checked:  # a warm-up's first look ends with its detectors' pass (`check`)
             self._end_first_look(ws)
         return len(found)
@@ -465,9 +465,9 @@ class Engine:
             if owner is not None:
                 owners.append((owner, adapter))
         for state_file, _key in ws.story_index.get(relpath, ()):
-            state = ws.files.get(state_file)
-            if state is not None:
-                owners.append((state_file, state.adapter))
+            snap = ws.files.get(state_file)
+            if snap is not None:
+                owners.append((state_file, snap.adapter))
         return owners
 
     def touch(self, ws: Workspace, relpath: str, *, tentative: bool = False) -> bool:
@@ -490,15 +490,23 @@ class Engine:
         return complete
 
     def verify(self, ws: Workspace) -> int:
-        """Cheap check of every known state file (inode, size, mtime); refresh on change."""
+        """Cheap check of every known state file (its files' stat); refresh on change."""
         changed = 0
-        for relpath, state in list(ws.files.items()):
-            if _signature(os.path.join(ws.path, relpath)) != state.signature:
+        for relpath, snap in list(ws.files.items()):
+            if not snap.fresh(ws.path):
                 changed += 1
-                self.refresh(ws, relpath, state.adapter, reuse=True)
+                self.refresh(ws, relpath, snap.adapter, reuse=True)
         return changed
 
-    # -- refreshing ----------------------------------------------------------
+    def racy(self, ws: Workspace, relpath: str) -> bool:
+        """Whether a changed path's state files were read racily (read them again soon)."""
+        for state_file, _adapter in self.owners(ws, relpath):
+            snap = ws.files.get(state_file)
+            if snap is not None and (snap.racy or snap.racy_units):
+                return True
+        return False
+
+    # -- refreshing (the refresher thread) ------------------------------------
 
     def refresh(
         self,
@@ -509,48 +517,37 @@ class Engine:
         reuse: bool = False,
         tentative: bool = False,
     ) -> bool:
-        """Re-read one state file and rebuild its entries; emit what changed.
+        """Re-read one state file and install its new snapshot; emit what changed.
 
         With `reuse` (the state file itself changed, nothing else), a unit whose data is
         unchanged keeps its entry as it is: no staleness read, render or detectors.
         False when `tentative` and the file did not parse (nothing was changed).
         """
         self.counters["refreshes"] += 1
-        state = ws.files.get(relpath) or FileState(relpath, adapter)
-        signature = _signature(os.path.join(ws.path, relpath))
+        old = ws.files.get(relpath)
+        healthy = old is not None and old.error is None and old.unreadable_since is None
         prints: dict[str, bytes] = {}
-        try:
-            units = adapter.load_reusing(
-                Source(ws.path, self.options.lock_timeout),
-                relpath,
-                self._reuser(ws, state, prints, reuse=reuse and state.unreadable_since is None),
-            )
-        except StateFileMissing:
-            self._drop_file(ws, relpath)
+        got = self.read(ws.path, relpath, adapter, self._reuser(old, prints, reuse=reuse and healthy))
+        error = got.error
+        if isinstance(error, StateFileMissing) or (error is not None and error.code == 64):
+            self._drop_file(ws, relpath)  # gone, or a link out of the workspace
             return True
-        except (DataError, LockTimeout) as exc:
-            if tentative and isinstance(exc, DataError):
+        if error is not None:
+            if tentative and isinstance(error, DataError):
                 return False
-            self._mark_unreadable(ws, state, exc)
+            self._mark_unreadable(ws, relpath, adapter, old, got)
             return True
-        state.signature = signature
-        reuse = reuse and state.unreadable_since is None  # else every entry loses a finding
-        state.unreadable_since = None
-        state.unreadable_reason = None
-        storytime.pin(ws.path)  # one look at git for every unit of this file
-        try:
-            self._rebuild(ws, state, units, reuse=reuse)
-        finally:
-            storytime.unpin(ws.path)
-        state.prints = prints  # after the entries: a digest always names its entry's unit
-        ws.files[relpath] = state  # after the entries: a known file means its units are in
+        assert got.units is not None
+        self._install(ws, relpath, adapter, got.deps, got.racy, got.units, old,
+                      reuse=reuse and healthy, prints=prints)
         return True
 
     @staticmethod
-    def _reuser(ws: Workspace, state: FileState, prints: dict[str, bytes], *, reuse: bool) -> Reuse:
+    def _reuser(old: Snapshot | None, prints: dict[str, bytes], *, reuse: bool) -> Reuse:
         """The `reuse` callback of one read: record each node's digest in `prints` and,
         with `reuse`, hand back the cached unit of a node that has not changed."""
-        known = state.prints
+        known = old.prints if old is not None else {}
+        entries = old.entries if old is not None else {}
 
         def reuse_unit(key: str, node: dict[str, object]) -> Unit | None:
             # repr, not a JSON dump: exact for every value either parser yields
@@ -559,34 +556,51 @@ class Engine:
             prints[key] = digest
             if not reuse or known.get(key) != digest:
                 return None
-            entry = ws.entries.get((state.relpath, key))
+            entry = entries.get(key)
             return entry.unit if entry is not None else None
 
         return reuse_unit
 
     def recheck(self, ws: Workspace) -> None:
         """Re-run staleness and detectors on every unit (after a git change); no file reads."""
-        storytime.pin(ws.path)
+        self.on_pass(True)
         try:
-            self.on_pass(True)
-            for state in list(ws.files.values()):
-                units = [e.unit for k in state.keys if (e := ws.entries.get((state.relpath, k)))]
-                self._rebuild(ws, state, units, force=True)
+            for relpath, snap in list(ws.files.items()):
+                if snap.error is not None:
+                    continue
+                units = [snap.entries[k].unit for k in snap.keys]
+                self._install(ws, relpath, snap.adapter, snap.deps, snap.racy, units, snap,
+                              force=True, prints=snap.prints,
+                              unreadable=(snap.unreadable_since, snap.unreadable_reason))
         finally:
             self.on_pass(False)
-            storytime.unpin(ws.path)
 
     def _build(
-        self, ws: Workspace, unit: Unit, extra: tuple[Finding, ...], git_busy: bool, force: bool
+        self,
+        ws: Workspace,
+        unit: Unit,
+        extra: tuple[Finding, ...],
+        git_busy: bool,
+        force: bool,
+        old: Entry | None,
+        look: _Pass,
     ) -> Draft:
+        story = unit.story_file
+        story_sig = pipeline.signature(os.path.join(ws.path, story)) if story else None
         try:
-            answer = answers.answer(ws.path, unit, self.options)
+            answer = pipeline.answer(ws.path, unit, self.options)
         except StorydError as exc:
             return Draft(unit, None, exc, unit.findings + extra)
+        deps: Deps = ()
+        racy = False
+        if story:
+            deps = ((story, story_sig),)
+            if answer.asked_git:
+                deps += look.git_deps
+                racy = look.git_racy or pipeline.is_racy(story_sig, look.started)
         findings = unit.findings + extra
         if self.detect is None or not (ws.checked or ws.checking):
-            return Draft(unit, answer, None, findings)
-        old = ws.entries.get((unit.state_file, unit.key))
+            return Draft(unit, answer, None, findings, deps, racy)
         kept = tuple(f for f in old.findings if f.detector not in OWN_DETECTORS) if old else ()
         if git_busy:
             # Mid-rebase every rewritten commit looks unreachable: keep the detectors'
@@ -600,103 +614,115 @@ class Engine:
         else:
             self.counters["checked"] += 1
             findings += self.detect(ws.path, unit, answer)
-        return Draft(unit, answer, None, findings)
+        return Draft(unit, answer, None, findings, deps, racy)
 
-    def _unreadable_finding(self, state: FileState) -> tuple[Finding, ...]:
-        if state.unreadable_since is None:
-            return ()
-        since = _now_iso(state.unreadable_since)
-        message = (
-            f"{state.relpath} unreadable since {since}: {state.unreadable_reason}; "
-            "serving the last good answer"
-        )
-        return (Finding("engine", "state-unreadable", "error", message),)
-
-    def _rebuild(
+    def _install(
         self,
         ws: Workspace,
-        state: FileState,
+        relpath: str,
+        adapter: Adapter,
+        deps: Deps,
+        racy: bool,
         units: Iterable[Unit],
+        old: Snapshot | None,
         *,
         force: bool = False,
         reuse: bool = False,
+        prints: Mapping[str, bytes] | None = None,
+        unreadable: tuple[float | None, str | None] = (None, None),
     ) -> None:
-        """Rebuild a file's entries; `force` reruns the detectors on unchanged units too;
+        """Build a file's new snapshot off to the side, install it with one assignment,
+        then publish what changed. `force` reruns the detectors on unchanged units too;
         `reuse` keeps the entry of a unit whose data is unchanged, untouched."""
-        extra = self._unreadable_finding(state)
+        since, reason = unreadable
+        extra = (self.unreadable_finding(relpath, str(reason), since),) if since else ()
         busy = self.detect is not None and self.git_busy(ws.path)
-        keys = []
-        for unit in units:
-            keys.append(unit.key)
-            if reuse and self._unchanged(ws, unit):
-                continue
-            self._store(ws, self._build(ws, unit, extra, busy, force))
-        kept = set(keys)
-        for key in [k for k in state.keys if k not in kept]:
-            self._remove_entry(ws, state.relpath, key)
-        state.keys = keys
+        previous = old.entries if old is not None else {}
+        entries: dict[str, Entry] = {}
+        changed: list[tuple[Entry, Entry | None]] = []
+        storytime.pin(ws.path)  # one look at git for every unit of this file
+        try:
+            look = _Pass(ws.path)
+            for unit in units:
+                prev = previous.get(unit.key)
+                if reuse and prev is not None and prev.error is None and not prev.racy and (
+                    prev.unit is unit or same_data(prev.unit, unit)
+                ):
+                    entries[unit.key] = prev
+                    continue
+                draft = self._build(ws, unit, extra, busy, force, prev, look)
+                if prev is not None and draft.answers_as(prev):
+                    if prev.unit is not unit:  # same answer from a re-read: keep units current
+                        prev.unit = unit
+                    if prev.deps != draft.deps or prev.racy != draft.racy:
+                        prev = _with_deps(prev, draft.deps, draft.racy)
+                    entries[unit.key] = prev
+                    continue
+                entry = Entry(ws.path, unit, draft.answer, draft.error, draft.findings,
+                              self.log.advance(), draft.deps, draft.racy)
+                entries[unit.key] = entry
+                changed.append((entry, prev))
+        finally:
+            storytime.unpin(ws.path)
+        gone = [e for k, e in previous.items() if k not in entries]
+        snap = Snapshot(relpath, adapter, deps, racy, entries, prints=prints,
+                        unreadable_since=since, unreadable_reason=reason)
+        with self._lock:
+            ws.files[relpath] = snap  # the one assignment: old units or new, never half
+            self._index(ws, relpath, [e for e, _ in changed], gone)
+        for entry, prev in changed:
+            self._emit_change(entry, prev)
+        for entry in gone:
+            self._emit_removed(entry)
 
     @staticmethod
-    def _unchanged(ws: Workspace, unit: Unit) -> bool:
-        """Whether a unit's cached entry was built from the same data (and without error)."""
-        old = ws.entries.get((unit.state_file, unit.key))
-        if old is None or old.error is not None:
-            return False
-        return old.unit is unit or same_data(old.unit, unit)
-
-    def _store(self, ws: Workspace, draft: Draft) -> None:
-        unit = draft.unit
-        old = ws.entries.get((unit.state_file, unit.key))
-        if old is not None and draft.answers_as(old):
-            if old.unit is not unit:  # same answer from a re-read: keep units current
-                old.unit = unit
-            return
-        with self._lock:
-            self.generation += 1
-            entry = Entry(ws.path, unit, draft.answer, draft.error, draft.findings, self.generation)
-            pair = (unit.state_file, unit.key)
-            ws.entries[pair] = entry
-            if unit.story_file:
-                known = ws.story_index.get(unit.story_file, ())
+    def _index(ws: Workspace, relpath: str, added: list[Entry], gone: list[Entry]) -> None:
+        """Keep the story-file index in step with a file's new snapshot (under the lock)."""
+        for entry in added:
+            story = entry.unit.story_file
+            if story:
+                pair = (relpath, entry.key)
+                known = ws.story_index.get(story, ())
                 if pair not in known:
-                    ws.story_index[unit.story_file] = (*known, pair)
-        self._emit_change(entry, old)
-
-    def _remove_entry(self, ws: Workspace, state_file: str, key: str) -> None:
-        with self._lock:
-            old = ws.entries.pop((state_file, key), None)
-            if old is None:
-                return
-            self.generation += 1
-            generation = self.generation
-            story_file = old.unit.story_file
-            if story_file:
-                pair = (state_file, key)
-                left = tuple(p for p in ws.story_index.get(story_file, ()) if p != pair)
+                    ws.story_index[story] = (*known, pair)
+        for entry in gone:
+            story = entry.unit.story_file
+            if story:
+                pair = (relpath, entry.key)
+                left = tuple(p for p in ws.story_index.get(story, ()) if p != pair)
                 if left:
-                    ws.story_index[story_file] = left
+                    ws.story_index[story] = left
                 else:
-                    ws.story_index.pop(story_file, None)
-        self._emit("removed", old, generation)
-        for finding in old.findings:
-            self._emit("resolved", old, generation, finding)
+                    ws.story_index.pop(story, None)
 
     def _drop_file(self, ws: Workspace, relpath: str) -> None:
-        state = ws.files.pop(relpath, None)
-        if state is not None:
-            for key in state.keys:
-                self._remove_entry(ws, relpath, key)
+        with self._lock:
+            snap = ws.files.pop(relpath, None)
+            if snap is not None:
+                self._index(ws, relpath, [], list(snap.entries.values()))
+        self._last_good.pop((ws.path, relpath), None)
+        if snap is not None:
+            for key in snap.keys:
+                self._emit_removed(snap.entries[key])
 
-    def _mark_unreadable(self, ws: Workspace, state: FileState, exc: StorydError) -> None:
+    def _mark_unreadable(
+        self, ws: Workspace, relpath: str, adapter: Adapter, old: Snapshot | None, got: FileRead
+    ) -> None:
+        """The file's read failed: serve its last good read's units, each with a finding
+        saying since when (or, never read well, nothing: queries read it and get the error)."""
         self.counters["unreadable"] += 1
-        if state.relpath not in ws.files:
-            ws.files[state.relpath] = state  # never good: queries read directly and get the error
+        assert got.error is not None
+        good = self._last_good.get((ws.path, relpath))
+        if good is None or good.units is None:
+            snap = Snapshot(relpath, adapter, got.deps, got.racy, {}, error=got.error,
+                            unreadable_since=None)
+            with self._lock:
+                ws.files[relpath] = snap
             return
-        if state.unreadable_since is None:
-            state.unreadable_since = time.time()
-        state.unreadable_reason = exc.message
-        units = [e.unit for k in state.keys if (e := ws.entries.get((state.relpath, k)))]
-        self._rebuild(ws, state, units)
+        since = old.unreadable_since if old is not None and old.unreadable_since else time.time()
+        self._install(ws, relpath, adapter, got.deps, got.racy, good.units, old,
+                      prints=old.prints if old is not None else None,
+                      unreadable=(since, got.error.message))
 
     # -- events --------------------------------------------------------------
 
@@ -711,12 +737,18 @@ class Engine:
             if finding not in after:
                 self._emit("resolved", entry, entry.generation, finding)
 
+    def _emit_removed(self, entry: Entry) -> None:
+        generation = self.log.advance()
+        self._emit("removed", entry, generation)
+        for finding in entry.findings:
+            self._emit("resolved", entry, generation, finding)
+
     def _emit(
         self, kind: EventKind, entry: Entry, generation: int, finding: Finding | None = None
     ) -> None:
         event: UnitEvent = {
             "event": kind,
-            "clock": f"{self.instance}:{generation}",
+            "clock": "",
             "generation": generation,
             "workspace": entry.workspace,
             "stateFile": entry.state_file,
@@ -728,33 +760,16 @@ class Engine:
             event.update(extra)  # type: ignore[typeddict-item]
         if finding is not None:
             event["finding"] = finding.as_dict()
-        line = protocol.event_line(event)
-        self.counters["events"] += 1
         ws = self.workspaces.get(entry.workspace)
-        if ws is not None and not ws.checked:
-            # the start-up warm-up's first sight of every unit: not kept for replay (at
-            # 10,000 units, 4.7 MB of lines); a `since` from before it gets the full list
-            self.lost_before = max(self.lost_before, generation)
-        else:
-            if len(self.history) == self.history.maxlen:  # the oldest line is dropped now
-                self.lost_before = max(self.lost_before, self.history[0][0])
-            self.history.append((generation, entry.workspace, line))
-        for sink in list(self.sinks):
-            sink(event, line)
+        # the start-up warm-up's first sight of every unit is not kept for replay
+        self.log.publish(event, keep=ws is None or ws.checked)
 
-    def replay(self, since: str, workspace: str | None) -> list[bytes] | None:
-        """Event lines after clock `since`, or None when they cannot all be replayed."""
-        instance, _, gen_text = since.partition(":")
-        if instance != self.instance or not gen_text.isdigit():
-            return None
-        generation = int(gen_text)
-        # `lost_before`: the newest generation with a line not in the history (warm-up,
-        # or dropped at the cap); lines of later generations are all there. A clock from
-        # the future was never this instance's: the client's view cannot be trusted.
-        if generation < self.lost_before or generation > self.generation:
-            return None
-        return [
-            line
-            for gen, ws, line in list(self.history)
-            if gen > generation and (workspace is None or ws == workspace)
-        ]
+
+def _with_deps(entry: Entry, deps: Deps, racy: bool) -> Entry:
+    """The same entry (answer, findings, generation) read from files with new signatures."""
+    fresh = Entry.__new__(Entry)
+    for name in Entry.__slots__:
+        setattr(fresh, name, getattr(entry, name))
+    fresh.deps = deps
+    fresh.racy = racy
+    return fresh

@@ -17,9 +17,8 @@ from daemon import __version__, answers
 from daemon.config import Config
 from daemon.errors import StorydError, StoryNotInState, UsageError
 from daemon.flags import HelpRequested
-from daemon.formats.epic import epic_state_file
-from daemon.ids import normalize_epic_id, normalize_story_id
-from daemon.query import Output, from_argv
+from daemon.ids import normalize_epic_id
+from daemon.query import Output, Query, from_argv, from_request
 from daemon.server.protocol import (
     answer_body,
     cli_frame,
@@ -31,26 +30,27 @@ from daemon.server.protocol import (
     reply,
 )
 from daemon.server.service import Daemon
+from daemon.server.store import Entry
 from daemon.server.transport import Connection, Transport
+from daemon.wire import UnitSummary
 
-__all__ = ["Server", "Target"]
-
-
-class Target:
-    """What a `resume` request names: the state file, the unit (None: ask the file),
-    the epic when it named one, and the message for a unit that is not there."""
-
-    __slots__ = ("epic", "key", "missing", "relpath")
-
-    def __init__(self, relpath: str, key: str | None, missing: str, epic: str | None) -> None:
-        self.relpath = relpath
-        self.key = key
-        self.missing = missing
-        self.epic = epic
+__all__ = ["Server"]
 
 
 def _frame(output: Output) -> bytes:
     return cli_frame(output.code, output.stdout, output.stderr)
+
+
+def _cli_reply(hit: Entry | StoryNotInState, detail: bool) -> bytes:
+    """A `resume-cli` hit, framed: exactly what `storyd resume` prints."""
+    if isinstance(hit, StoryNotInState):
+        return _frame(Output(hit.code, b"", (hit.message,)))
+    if not detail:
+        return hit.cli_body
+    if hit.error is not None:
+        return _frame(Output(hit.error.code, b"", (hit.error.message,)))
+    line = answers.detail_line(hit.envelope, hit.findings, "cache")  # type: ignore[arg-type]
+    return _frame(Output(0, line, hit.warnings))
 
 
 class Server(Transport):
@@ -87,30 +87,23 @@ class Server(Transport):
                 "instance": self.engine.instance}
         return reply(body, self.clock(), suffix)
 
-    def _target(self, path: str, request: dict[str, object]) -> Target:
-        """What a resume request names (epic and story, or state file and unit)."""
-        state_file = field(request, "stateFile", str)
-        if state_file is None:
-            epic = normalize_epic_id(str(field(request, "epic", str, required=True)))
-            story = normalize_story_id(str(field(request, "story", str, required=True)))
-            return Target(self._epic_file(path, epic), story,
-                          "Story not in execution-state.json", epic)
-        unit = field(request, "unit", str)
-        relpath = _relative(path, str(state_file))
-        if unit is None and relpath:
-            unit = self.engine.sole_unit(path, relpath)
-        return Target(
-            relpath or str(state_file),
-            None if unit is None else str(unit),
-            f"unit {unit!r} not in {relpath}",
-            None,
-        )
+    def _hit(self, path: str, query: Query) -> Entry | StoryNotInState | None:
+        """What the cache may answer now: the unit's entry, a unit surely not in its
+        file, or None (read directly).
 
-    def _epic_file(self, path: str, epic: str) -> str:
-        """The epic's state file: from the cache's known files, or (before the workspace
-        is read) from the folder itself."""
-        known = self.engine.epic_file(path, epic)
-        return known if known is not None else epic_state_file(path, epic)
+        An entry answers only while its files are as it read them (`Engine.serve`: read
+        your writes); an absent unit only while its file is (`known_absent`).
+        """
+        engine = self.engine
+        target = self.daemon.target(path, query)
+        if target.key is None:
+            return None
+        entry = engine.serve(path, target.relpath, target.key, checked=query.detail)
+        if entry is not None:
+            return entry
+        if engine.known_absent(path, target.relpath, target.key):
+            return StoryNotInState(target.missing)
+        return None
 
     def op_resume(
         self, conn: Connection, request: dict[str, object], suffix: bytes
@@ -118,35 +111,25 @@ class Server(Transport):
         daemon = self.daemon
         daemon.counters["queries"] += 1
         path = daemon.canonical(request.get("workspace"))
-        target = self._target(path, request)
-        key = target.key
-        entry = self.engine.lookup(path, target.relpath, key) if key is not None else None
-        if entry is not None:
+        query = from_request(request, path)
+        hit = self._hit(path, query)
+        if hit is not None:
             daemon.counters["hits"] += 1
-            return finish(entry.answer_body, self.clock(), suffix)
-        if key is not None and self.engine.known_absent(path, target.relpath):
-            daemon.counters["hits"] += 1
-            return finish(error_of(StoryNotInState(target.missing)), self.clock(), suffix)
+            body = error_of(hit) if isinstance(hit, StoryNotInState) else hit.answer_body
+            return finish(body, self.clock(), suffix)
         daemon.counters["misses"] += 1
         daemon.auto_watch(path)
-        if daemon.watching(path):
-            daemon.refresher.request(path, target.relpath)
-        state_file = request.get("stateFile")
-        unit = request.get("unit")
-
-        def read() -> answers.Answer:
-            if target.epic is not None:
-                result = answers.resume_epic(path, target.epic, str(key), daemon.options)
-            else:
-                unit_key = None if unit is None else str(unit)
-                result = answers.resume_unit(path, str(state_file), unit_key, daemon.options)
-            return answers.with_detectors(path, result, self.engine.detect)
 
         def render(answer: answers.Answer) -> bytes:
-            body = answer_body(answer.line, findings_json(answer.findings), b"direct", None)
+            # read directly, but the same answer as an installed generation: say which
+            unit = answer.unit
+            entry = self.engine.lookup(path, unit.state_file, unit.key, checked=False)
+            same = entry is not None and entry.line == answer.line
+            generation = entry.generation if same and entry is not None else None
+            body = answer_body(answer.line, findings_json(answer.findings), b"direct", generation)
             return finish(body, self.clock(), suffix)
 
-        return self.later(daemon.executor.submit(read), render, suffix)
+        return self.later(daemon.executor.submit(daemon.read_answer, path, query), render, suffix)
 
     def op_epic(
         self, conn: Connection, request: dict[str, object], suffix: bytes
@@ -185,56 +168,70 @@ class Server(Transport):
             return _frame(Output(0, exc.text().encode()))
         except UsageError as exc:
             return _frame(Output(exc.code, b"", (exc.message,)))
-        same_mode = (query.staleness or daemon.settings.staleness) == daemon.settings.staleness
-        entry = None
-        if same_mode:
-            try:
-                path = daemon.canonical(query.workspace)
-            except StorydError:
-                path = None
-            if path is not None:
-                if query.state_file is None:
-                    relpath: str | None = self._epic_file(path, str(query.epic))
-                    key = query.story
-                else:
-                    target = self._target(
-                        path, {"stateFile": query.state_file, "unit": query.unit}
-                    )
-                    relpath, key = target.relpath, target.key
-                entry = (
-                    self.engine.lookup(path, relpath, key, checked=query.detail)
-                    if key and relpath
-                    else None
-                )
-                if entry is None:
-                    daemon.auto_watch(path)
-        if entry is not None:
-            daemon.counters["hits"] += 1
-            if not query.detail:
-                return entry.cli_body
-            if entry.error is not None:
-                return _frame(Output(entry.error.code, b"", (entry.error.message,)))
-            line = answers.detail_line(entry.envelope, entry.findings, "cache")  # type: ignore[arg-type]
-            return _frame(Output(0, line, entry.warnings))
-        daemon.counters["misses"] += 1
         default = daemon.settings.staleness
-        future = daemon.executor.submit(answers.run, query, default, self.engine.detect)
-        return self.later(future, _frame, suffix)
+
+        def read_directly() -> asyncio.Future[bytes]:
+            future = daemon.executor.submit(answers.run, query, default, self.engine.detect)
+            return self.later(future, _frame, suffix)
+
+        if (query.staleness or default) != default:  # not the cache's mode: read that way
+            daemon.counters["misses"] += 1
+            return read_directly()
+        try:
+            path = daemon.canonical(query.workspace)
+            hit = self._hit(path, query)
+        except StorydError:  # the direct read says it in its own words, as the CLI would
+            daemon.counters["misses"] += 1
+            return read_directly()
+        if hit is not None:
+            daemon.counters["hits"] += 1
+            return _cli_reply(hit, query.detail)
+        daemon.counters["misses"] += 1
+        daemon.auto_watch(path)
+
+        def read() -> Output:
+            try:
+                result = daemon.read_answer(path, query)
+            except StorydError as exc:
+                if exc.code in (2, 65, 75):  # the last good read lacks it; never read well
+                    return Output(exc.code, b"", (exc.message,))
+                return answers.run(query, default, self.engine.detect)  # in the CLI's words
+            if query.detail:
+                line = answers.detail_line(result.envelope, result.findings, "direct")
+                return Output(0, line, tuple(result.warnings))
+            return Output(0, result.line, tuple(result.warnings))
+
+        return self.later(daemon.executor.submit(read), _frame, suffix)
 
     def _workspace_filter(self, request: dict[str, object]) -> str | None:
         raw = request.get("workspace")
         return None if raw is None else self.daemon.canonical(raw)
 
-    def op_list(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
+    def op_list(
+        self, conn: Connection, request: dict[str, object], suffix: bytes
+    ) -> bytes | asyncio.Future[bytes]:
         workspace = self._workspace_filter(request)
         in_flight = bool(field(request, "inFlight", bool, default=False))
         detail = bool(field(request, "detail", bool, default=False))
-        units = self.engine.summaries(workspace, detail=detail, in_flight=in_flight)
-        body: dict[str, object] = {"ok": True, "units": units}
-        warm = self.daemon.warm_progress()
-        if warm["warming"]:
-            body["warm"] = warm  # the list may be partial until the warm-up ends
-        return reply(body, self.clock(), suffix)
+
+        def render(units: list[UnitSummary]) -> bytes:
+            body: dict[str, object] = {"ok": True, "units": units}
+            unreadable = self.engine.unreadable(workspace)
+            if unreadable:
+                body["unreadable"] = unreadable
+            warm = self.daemon.warm_progress()
+            if warm["warming"]:
+                body["warm"] = warm  # the list may be partial until the warm-up ends
+            return reply(body, self.clock(), suffix)
+
+        def summaries(_synced: object = None) -> bytes:
+            return render(self.engine.summaries(workspace, detail=detail, in_flight=in_flight))
+
+        stale = self.engine.stale_files(workspace)
+        if not stale:
+            return summaries()
+        # read your writes: the files changed since their read are read again first
+        return self.later(self.daemon.sync(stale), summaries, suffix)
 
     def _declines(self, path: str) -> str | None:
         """Why a query may not start watching `path` (the auto_watch rules), or None."""
@@ -371,14 +368,3 @@ class Server(Transport):
         return reply({"ok": True, "events": files}, self.clock(), suffix)
 
 
-
-def _relative(workspace: str, state_file: str) -> str | None:
-    """A state file as a normalised workspace-relative path, None when it may leave it."""
-    if os.path.isabs(state_file):
-        if not state_file.startswith(workspace + "/"):
-            return None
-        state_file = state_file[len(workspace) + 1 :]
-    rel = os.path.normpath(state_file)
-    if rel.startswith("..") or rel.startswith("/") or rel == ".":
-        return None
-    return rel

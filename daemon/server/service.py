@@ -11,15 +11,25 @@ import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 
-from daemon import answers, storytime
+from typing import TYPE_CHECKING
+
+from daemon import answers, pipeline, storytime
 from daemon.config.values import DEFAULT_STALENESS, LIMITS
-from daemon.errors import StateFileMissing, UsageError
+from daemon.errors import StateFileMissing, StorydError, UsageError
+from daemon.formats import builtin, detect
+from daemon.formats.epic import epic_state_file
 from daemon.server import log
-from daemon.server.engine import Detect, Engine
+from daemon.server.engine import Engine
 from daemon.server.watcher import Refresher, Watcher, git_operation_in_progress
 
-__all__ = ["Daemon", "Settings"]
+if TYPE_CHECKING:
+    from daemon.pipeline import Detect
+    from daemon.query import Query
+    from daemon.server.store import Snapshot
+
+__all__ = ["Daemon", "Settings", "Target"]
 
 _MAX_ALIASES = 4096
 
@@ -62,6 +72,22 @@ class Settings:
         self.verify_interval = verify_interval
         self.max_subscribers = max_subscribers
         self.subscriber_buffer = subscriber_buffer
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+class Target:
+    """What a resume query names in a workspace: the state file, the unit (None: ask
+    the file) and the message for a unit that is not there."""
+
+    __slots__ = ("key", "missing", "relpath")
+
+    def __init__(self, relpath: str, key: str | None, missing: str) -> None:
+        self.relpath = relpath
+        self.key = key
+        self.missing = missing
 
 
 class Warmup:
@@ -126,43 +152,51 @@ class Daemon:
                 self.engine.add_workspace(canonical, checked=False)
                 paths.append(canonical)
         self.warm.begin(len(paths))
-        self.refresher.call(lambda: self._warm(paths))
+        self._warm(paths)
         self.refresher.start()
 
     def _warm(self, paths: list[str]) -> None:
-        """Start-up on the refresher thread: read every workspace, then run the detectors."""
+        """Queue the start-up on the refresher thread: read every workspace, then run the
+        detectors, one call per workspace and pass, so a query's urgent sync or a write
+        between them waits for one workspace at most, not the whole warm-up."""
         started = time.perf_counter()
+        timing: dict[str, float] = {}
         if self.settings.staleness == storytime.GIT:
-            storytime.enable_batching()
+            self.refresher.call(storytime.enable_batching)
         for path in paths:
-            if not self.refresher.should_keep_running():
-                return  # stopped mid-way: watch nothing more
-            if path not in self.engine.workspaces:
-                continue  # unwatched meanwhile
+            self.refresher.call(partial(self._warm_read, path))
+        self.refresher.call(lambda: timing.update(read_ms=_ms(started)))
+        for path in paths:
+            self.refresher.call(partial(self._warm_check, path))
+
+        def done() -> None:
+            self.warm.done = True
+            self.log.info(
+                "warm",
+                workspaces=len(paths),
+                units=sum(ws.units for ws in list(self.engine.workspaces.values())),
+                read_ms=timing.get("read_ms"),
+                duration_ms=_ms(started),
+            )
+
+        self.refresher.call(done)
+
+    def _warm_read(self, path: str) -> None:
+        if self.refresher.should_keep_running() and path in self.engine.workspaces:
             try:
                 self._watch_now(path)
             except Exception:
                 self.log.exception("warm_failed", workspace=path)
-            self.warm.read += 1
-        read_ms = round((time.perf_counter() - started) * 1000, 3)
-        for path in paths:
-            if not self.refresher.should_keep_running():
-                return
-            ws = self.engine.workspaces.get(path)
-            if ws is not None:
-                try:
-                    self.engine.check(ws)
-                except Exception:
-                    self.log.exception("warm_check_failed", workspace=path)
-            self.warm.checked += 1
-        self.warm.done = True
-        self.log.info(
-            "warm",
-            workspaces=len(paths),
-            units=sum(len(ws.entries) for ws in list(self.engine.workspaces.values())),
-            read_ms=read_ms,
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
-        )
+        self.warm.read += 1
+
+    def _warm_check(self, path: str) -> None:
+        ws = self.engine.workspaces.get(path)
+        if ws is not None and self.refresher.should_keep_running():
+            try:
+                self.engine.check(ws)
+            except Exception:
+                self.log.exception("warm_check_failed", workspace=path)
+        self.warm.checked += 1
 
     def stop(self) -> None:
         """Stop the threads (the socket is the server's business)."""
@@ -190,6 +224,8 @@ class Daemon:
         """A workspace path as the engine keys it (absolute, symlinks resolved)."""
         if not isinstance(raw, str) or not raw:
             raise UsageError("field 'workspace' must be a non-empty string")
+        if "\0" in raw:
+            raise UsageError("field 'workspace' may not contain a NUL byte")
         known = self.aliases.get(raw)  # a lone dict read: atomic under the GIL
         if known is not None:
             return known
@@ -203,6 +239,73 @@ class Daemon:
                 self.aliases.clear()
             self.aliases[raw] = path
         return path
+
+    # -- answering a resume query ---------------------------------------------
+
+    def target(self, path: str, query: Query) -> Target:
+        """What a query names, from the cache's view of the workspace (no disk read but
+        for an epic folder in a workspace not read yet)."""
+        if query.state_file is None:
+            epic = str(query.epic)
+            known = self.engine.epic_file(path, epic)
+            relpath = known if known is not None else epic_state_file(path, epic)
+            return Target(relpath, query.story, "Story not in execution-state.json")
+        relpath = pipeline.inside(path, query.state_file)  # lexical: only read files are cached
+        if relpath is None:
+            relpath = answers.resolve_state_file(path, query.state_file)  # says why it refuses
+        key = query.unit if query.unit is not None else self.engine.sole_unit(path, relpath)
+        return Target(relpath, key, f"unit {query.unit!r} not in {relpath}")
+
+    def read_answer(self, path: str, query: Query) -> answers.Answer:
+        """A cache miss, read now (on the pool): the file as it is, or while it is torn
+        its last good read, with a finding saying so. Detectors for --detail and `resume`."""
+        if query.state_file is None:
+            relpath = epic_state_file(path, str(query.epic))  # the disk's view, not the cache's
+            adapter = builtin("epic")
+            key: str | None = query.story
+            missing = "Story not in execution-state.json"
+        else:
+            relpath = answers.resolve_state_file(path, query.state_file)
+            adapter = detect(relpath)
+            key = query.unit
+            missing = f"unit {query.unit!r} not in {relpath}"
+        if self.watching(path):
+            got, unreadable = self.engine.read_now(path, relpath, adapter)
+            self.refresher.nudge(path, relpath)  # the cache catches up behind the answer
+        else:
+            got, unreadable = pipeline.read_file(path, adapter, relpath, self.options), None
+        if got.error is not None:
+            raise got.error
+        assert got.units is not None
+        result = pipeline.answer(path, answers.pick(got.units, key, relpath, missing), self.options)
+        if query.detail:
+            result = answers.with_detectors(path, result, self.engine.detect)
+        if unreadable is not None:
+            since = self.engine.unreadable_since(path, relpath)
+            result.findings += (self.engine.unreadable_finding(relpath, unreadable, since),)
+        return result
+
+    def sync(self, stale: list[tuple[str, Snapshot]]) -> Future[None]:
+        """Have the refresher read these files again now; resolves when all are in."""
+        by_workspace: dict[str, list[str]] = {}
+        for path, snap in stale:
+            by_workspace.setdefault(path, []).append(snap.relpath)
+        futures = [self.refresher.sync(path, rels) for path, rels in by_workspace.items()]
+        if len(futures) == 1:
+            return futures[0]
+        joined: Future[None] = Future()
+        left = [len(futures)]
+        lock = threading.Lock()
+
+        def one_done(_f: Future[None]) -> None:
+            with lock:
+                left[0] -= 1
+                if left[0] == 0:
+                    joined.set_result(None)
+
+        for future in futures:
+            future.add_done_callback(one_done)
+        return joined
 
     def _forget_aliases(self, path: str) -> None:
         """Drop every spelling of a workspace (from the refresher, while the loop adds)."""
@@ -223,16 +326,16 @@ class Daemon:
             "watch",
             workspace=path,
             files=files,
-            units=len(ws.entries),
+            units=ws.units,
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
-        return len(ws.entries)
+        return ws.units
 
     def watch(self, path: str) -> Future[int]:
         """Start watching (on the refresher thread); the future gives the unit count."""
         future: Future[int] = Future()
         if self.watching(path):
-            future.set_result(len(self.engine.workspaces[path].entries))
+            future.set_result(self.engine.workspaces[path].units)
             return future
         if len(self.engine.workspaces) >= self.settings.max_workspaces:
             msg = (
@@ -283,8 +386,8 @@ class Daemon:
             "workspaces": self.warm.total,
             "workspacesRead": self.warm.read,
             "workspacesChecked": self.warm.checked,
-            "unitsRead": sum(len(ws.entries) for ws in spaces),
-            "unitsChecked": sum(len(ws.entries) for ws in spaces if ws.checked),
+            "unitsRead": sum(ws.units for ws in spaces),
+            "unitsChecked": sum(ws.units for ws in spaces if ws.checked),
         }
 
     def uptime(self) -> float:

@@ -27,6 +27,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from functools import partial
 
 from watchdog.events import (
@@ -37,13 +38,15 @@ from watchdog.observers import Observer
 from watchdog.observers.api import ObservedWatch
 
 from daemon.server import log
-from daemon.server.engine import Engine, Workspace
+from daemon.server.engine import Engine
+from daemon.server.store import Workspace
 
 __all__ = ["Refresher", "Watcher"]
 
 # how often to look whether a git operation has finished: a fallback, as the end is an
 # event (the marker's removal) that watchdog delivers
 _BUSY_POLL = 1.0
+_RACY_RETRIES = 5  # re-reads of a racy file before the verification tick takes over
 _IGNORED_EVENTS = frozenset(("opened", "closed_no_write"))
 # a write has ended: closed after writing, renamed or moved into place, or created
 # (a file moved in from outside the watch arrives as created)
@@ -91,6 +94,7 @@ class Refresher(threading.Thread):
         self._git_busy_at: dict[str, float] = {}  # when a workspace was last seen mid-operation
         self.busy_poll = _BUSY_POLL
         self._calls: list[Callable[[], None]] = []
+        self._racy: dict[tuple[str, str], int] = {}  # racy re-reads in a row, per path
         self._stopping = False
         self._ticks = 0
         self.git_busy: Callable[[str], bool] = lambda _ws: False
@@ -122,6 +126,15 @@ class Refresher(threading.Thread):
                 self._early.discard(key)
             self._cond.notify()
 
+    def nudge(self, workspace: str, relpath: str) -> None:
+        """A query read a file the cache could not answer for: refresh it after the
+        settle window, unless a refresh is already due (a stream of queries must not
+        keep pushing a pending refresh back, as `request` does for a burst of writes)."""
+        with self._cond:
+            if (workspace, relpath) not in self._paths:
+                self._paths[(workspace, relpath)] = time.monotonic()
+                self._cond.notify()
+
     def request_scan(self, workspace: str, *, lost: bool = False) -> None:
         """Rescan a workspace (lost: events may have been missed)."""
         with self._cond:
@@ -134,11 +147,34 @@ class Refresher(threading.Thread):
             self._git[workspace] = time.monotonic()
             self._cond.notify()
 
-    def call(self, func: Callable[[], None]) -> None:
-        """Run `func` on this thread (the owner of the cache and of GitPython objects)."""
+    def call(self, func: Callable[[], None], *, urgent: bool = False) -> None:
+        """Run `func` on this thread (the owner of the cache and of GitPython objects).
+
+        Calls run one per turn of the loop, between which due refreshes run too, so a
+        long warm-up made of many calls never holds a write back. `urgent` goes first
+        (a query waiting on it)."""
         with self._cond:
-            self._calls.append(func)
+            if urgent:
+                self._calls.insert(0, func)
+            else:
+                self._calls.append(func)
             self._cond.notify()
+
+    def sync(self, workspace: str, relpaths: list[str]) -> Future[None]:
+        """Read these state files again now, before anything else queued; the future
+        resolves once their new snapshots are installed (watchman's sync, by stat)."""
+        future: Future[None] = Future()
+
+        def run() -> None:
+            try:
+                ws = self.engine.workspaces.get(workspace)
+                for relpath in relpaths if ws is not None else []:
+                    self._touch(ws, relpath, early=False)  # type: ignore[arg-type]
+            finally:
+                future.set_result(None)
+
+        self.call(run, urgent=True)
+        return future
 
     def configure(self, *, settle: float, verify_interval: float) -> None:
         """New settle window and verification interval (SIGHUP), in force from the next
@@ -175,7 +211,8 @@ class Refresher(threading.Thread):
                     for ws in due_git:
                         del self._git[ws]
                     scans, self._scans = self._scans, {}
-                    calls, self._calls = self._calls, []
+                    calls = self._calls[:1]  # one a turn: due writes go between calls
+                    del self._calls[:1]
                     return paths, scans, due_git, calls, verify
                 deadlines = [t + self.settle for t in self._paths.values()]
                 deadlines += [
@@ -243,7 +280,7 @@ class Refresher(threading.Thread):
             workspace=workspace,
             files=files,
             lost=lost,
-            units=len(ws.entries),
+            units=ws.units,
             duration_ms=_ms(started),
         )
 
@@ -252,6 +289,15 @@ class Refresher(threading.Thread):
         generation = self.engine.generation
         if not self.engine.touch(ws, relpath, tentative=early):
             self.request(ws.path, relpath)  # torn at a write's end: again once it settles
+        elif self.engine.racy(ws, relpath):
+            # read too soon after a write to trust its stat: read it again shortly (a
+            # few times; a file stamped in the future is left to the verification tick)
+            tries = self._racy.get((ws.path, relpath), 0)
+            if tries < _RACY_RETRIES:
+                self._racy[(ws.path, relpath)] = tries + 1
+                self.request(ws.path, relpath)
+        else:
+            self._racy.pop((ws.path, relpath), None)
         if self.engine.generation != generation:
             self.log.info(
                 "refresh",

@@ -10,11 +10,12 @@ from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from daemon import answers
-from daemon.server.engine import Detect, Engine, Entry
+from daemon.server.engine import Engine, Entry
 
 if TYPE_CHECKING:
     from daemon.config import Config
     from daemon.model import Finding, Unit
+    from daemon.pipeline import Detect
     from detectors import Runner
 
 __all__ = ["build_detect", "scan_directly", "tips_held_by"]

@@ -1,0 +1,270 @@
+"""The store the query path reads: per workspace, one immutable snapshot per state file.
+
+A snapshot holds every unit's entry of one state file, what they were read from (the
+files and their signatures, daemon/pipeline.py) and the file's health. The refresher
+builds a new snapshot off to the side and installs it with one assignment
+(`Workspace.files[relpath] = snapshot`), so a reader sees a file's old units or its
+new ones, never a file that is known with units missing or half rebuilt. A query takes
+one snapshot and serves from it only while its files still match `os.stat`
+(`Snapshot.fresh`): a write that finished before the query is never answered from
+before it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import orjson
+
+from daemon.pipeline import Signature, fresh
+from daemon.server import protocol
+
+if TYPE_CHECKING:
+    from daemon.errors import StorydError
+    from daemon.formats import Adapter
+    from daemon.model import Finding, Unit
+    from daemon.pipeline import Answer
+    from daemon.wire import Envelope, UnitSummary
+
+__all__ = ["Deps", "Entry", "Snapshot", "Workspace"]
+
+Deps = tuple[tuple[str, "Signature | None"], ...]
+_SEVERITIES = ("info", "warning", "error")
+
+
+class Entry:
+    """One unit's cached answer: the envelope line and the rest of the answer pre-rendered.
+
+    Only the envelope line is stored rendered (about 6 KB a unit less than keeping
+    every form). The findings' JSON is rendered on the unit's first query and kept from
+    then on (rendered up front it doubled what the findings cost; see
+    docs/benchmarks.md). `deps` are the files this unit's answer depends on beyond its
+    state file's (its story file, git's stamp when staleness asked git), `racy` says
+    one of them was too new to trust (daemon/pipeline.py).
+    """
+
+    __slots__ = (
+        "deps",
+        "error",
+        "findings",
+        "findings_line",
+        "generation",
+        "key",
+        "line",
+        "racy",
+        "resume_point",
+        "state_file",
+        "unit",
+        "warnings",
+        "workspace",
+    )
+
+    def __init__(
+        self,
+        workspace: str,
+        unit: Unit,
+        answer: Answer | None,
+        error: StorydError | None,
+        findings: tuple[Finding, ...],
+        generation: int,
+        deps: Deps = (),
+        racy: bool = False,
+    ) -> None:
+        self.workspace = workspace
+        self.unit = unit
+        self.state_file = unit.state_file
+        self.key = unit.key
+        self.error = error
+        self.findings = findings
+        self.findings_line = b"[]" if not findings else None  # rendered on first query
+        self.generation = generation
+        self.line = answer.line if answer else b""
+        self.resume_point = str(answer.envelope["resumePoint"]) if answer else None
+        self.warnings = tuple(answer.warnings) if answer else ()
+        self.deps = deps
+        self.racy = racy
+        _intern_unit(unit)
+
+    @property
+    def answer_body(self) -> bytes:
+        """The `resume` answer without its clock, id and closing brace."""
+        if self.error is not None:
+            return protocol.error_of(self.error)
+        return protocol.answer_body(self.line, self.findings_json(), b"cache", self.generation)
+
+    def findings_json(self) -> bytes:
+        """The findings as a JSON array, rendered once, on the first query that needs it."""
+        line = self.findings_line
+        if line is None:
+            line = self.findings_line = protocol.findings_json(self.findings)
+        return line
+
+    @property
+    def cli_body(self) -> bytes:
+        """The `resume-cli` reply: exactly what `storyd resume` prints, and its exit code."""
+        if self.error is not None:
+            return protocol.cli_frame(self.error.code, b"", (self.error.message,))
+        return protocol.cli_frame(0, self.line, self.warnings)
+
+    @property
+    def envelope(self) -> Envelope | None:
+        """The envelope as a dict (parsed from the line; for `--detail` and detectors)."""
+        return orjson.loads(self.line) if self.line else None
+
+    def summary(self, *, detail: bool = False) -> UnitSummary:
+        """The unit's progress, as `list` and `changed` events show it (detail: findings too)."""
+        tasks = self.unit.tasks
+        done = sum(1 for t in tasks if t.done)
+        worst = max((_SEVERITIES.index(f.severity) for f in self.findings), default=-1)
+        return {
+            # a format's labels (epic, story, ...) first, so none can mask a field below
+            **self.unit.labels,  # type: ignore[typeddict-item]
+            "workspace": self.workspace,
+            "format": self.unit.format,
+            "stateFile": self.state_file,
+            "unit": self.key,
+            "done": done,
+            "total": len(tasks),
+            "resumePoint": self.resume_point,
+            "findings": len(self.findings),
+            "worst": _SEVERITIES[worst] if worst >= 0 else None,
+            "generation": self.generation,
+            "error": self.error.message if self.error else None,
+            **({"findingList": [f.as_dict() for f in self.findings]} if detail else {}),
+        }
+
+    def answers_as(self, line: bytes, warnings: tuple[str, ...], findings: tuple[Finding, ...],
+                   error: StorydError | None) -> bool:
+        """Whether a fresh computation would answer exactly as this entry does."""
+        return (
+            line == self.line
+            and warnings == self.warnings
+            and findings == self.findings
+            and (error.message if error else None) == (self.error.message if self.error else None)
+        )
+
+
+def _intern_unit(unit: Unit) -> None:
+    """Share the strings that repeat across units and tasks (statuses, dates, paths)."""
+    intern = sys.intern
+    unit.state_file = intern(unit.state_file)
+    unit.format = intern(unit.format)
+    for task in unit.tasks:
+        task.status = intern(task.status)
+        task.bucket = intern(task.bucket)
+        if isinstance(task.completed_at, str):
+            task.completed_at = intern(task.completed_at)
+
+
+class Snapshot:
+    """One state file as last read: its entries in file order, what they were read from,
+    and its health. Never changed once installed; a change installs a new one.
+
+    `unreadable_since`/`unreadable_reason`: the file's latest read failed (torn JSON, a
+    lock held past the bound); `entries` are then the last good read's, each with a
+    finding saying so. A file never read well has no entries and `error` set.
+    """
+
+    __slots__ = (
+        "adapter",
+        "deps",
+        "entries",
+        "error",
+        "keys",
+        "prints",
+        "racy",
+        "racy_units",
+        "relpath",
+        "unreadable_reason",
+        "unreadable_since",
+    )
+
+    def __init__(
+        self,
+        relpath: str,
+        adapter: Adapter,
+        deps: Deps,
+        racy: bool,
+        entries: Mapping[str, Entry],
+        *,
+        prints: Mapping[str, bytes] | None = None,
+        unreadable_since: float | None = None,
+        unreadable_reason: str | None = None,
+        error: StorydError | None = None,
+    ) -> None:
+        self.relpath = relpath
+        self.adapter = adapter
+        self.deps = deps
+        self.racy = racy
+        self.entries = entries
+        self.keys = tuple(entries)
+        self.racy_units = any(e.racy for e in entries.values())
+        # unit key -> digest of the node its unit was built from: a node with the same
+        # digest next time reuses the unit (formats with many units per file)
+        self.prints = prints or {}
+        self.unreadable_since = unreadable_since
+        self.unreadable_reason = unreadable_reason
+        self.error = error
+
+    @property
+    def signature(self) -> Signature | None:
+        """The state file's own signature when it was read."""
+        return self.deps[0][1] if self.deps else None
+
+    def fresh(self, workspace: str) -> bool:
+        """Whether the files this snapshot was read from are unchanged (and not racy)."""
+        return not self.racy and fresh(workspace, self.deps)
+
+    def serves(self, workspace: str, entry: Entry) -> bool:
+        """Whether `entry` (one of this snapshot's) may answer a query now."""
+        return (
+            not self.racy
+            and not entry.racy
+            and fresh(workspace, self.deps)
+            and (not entry.deps or fresh(workspace, entry.deps))
+        )
+
+
+class Workspace:
+    """One watched workspace: its state files' snapshots and a story-file index.
+
+    `checked` is False while a start-up warm-up has read the files but the detectors
+    have not yet run: the entries hold the envelopes, not yet every finding.
+    `first_look` is True until the workspace's first full read (and, in a warm-up, its
+    detectors' pass) ends: its events are what storyd found, not what just happened.
+    `last_look` is True while an unwatch removes its units.
+    """
+
+    __slots__ = ("checked", "checking", "files", "first_look", "last_look", "path", "story_index")
+
+    def __init__(self, path: str, *, checked: bool = True) -> None:
+        self.path = path
+        self.checked = checked
+        self.checking = False
+        self.first_look = True
+        self.last_look = False
+        self.files: dict[str, Snapshot] = {}
+        # story file -> the (state file, unit) keys that name it; a tuple, as it is
+        # nearly always one key (a set per story file cost 2 MB at 10,000 stories)
+        self.story_index: dict[str, tuple[tuple[str, str], ...]] = {}
+
+    @property
+    def entries(self) -> dict[tuple[str, str], Entry]:
+        """Every entry, keyed (state file, unit): a new dict, built from the snapshots."""
+        return {
+            (relpath, key): entry
+            for relpath, snap in list(self.files.items())
+            for key, entry in snap.entries.items()
+        }
+
+    @property
+    def units(self) -> int:
+        """How many units the workspace's snapshots hold."""
+        return sum(len(snap.keys) for snap in list(self.files.values()))
+
+    def entry(self, state_file: str, key: str) -> Entry | None:
+        """One unit's entry, or None."""
+        snap = self.files.get(state_file)
+        return snap.entries.get(key) if snap is not None else None
