@@ -87,8 +87,8 @@ def main() -> int:
         finally:
             proc.close()
     print()
-    print(f"| checker | operations | answers checked | violations |")
-    print(f"|---|---:|---:|---:|")
+    print("| checker | operations | answers checked | violations |")
+    print("|---|---:|---:|---:|")
     print(f"| sequential model | {history.operations:,} | {history.answers:,} | "
           f"{len(history.violations)} |")
     print(f"| concurrent race ({args.race_seconds:g} s, 3 readers) | {raced.operations:,} | "

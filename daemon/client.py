@@ -201,4 +201,4 @@ def _direct_answer(workspace: str, fields: dict[str, object]) -> dict[str, objec
         return {"ok": False, "error": {"code": output.code, "name": name_of(output.code),
                                        "message": message}}
     body = loads(output.stdout)
-    return {"ok": True, **body}
+    return {"ok": True, **(body if isinstance(body, dict) else {})}

@@ -107,12 +107,9 @@ def is_racy(sig: Signature | None, read_started_ns: int) -> bool:
     return mtime > read_started_ns - margin
 
 
-def fresh(workspace: str, deps: tuple[tuple[str, Signature | None], ...]) -> bool:
-    """Whether every file an answer depends on is as it was when the answer was read."""
-    for relpath, sig in deps:
-        if signature(os.path.join(workspace, relpath)) != sig:
-            return False
-    return True
+def fresh(deps: tuple[tuple[str, Signature | None], ...]) -> bool:
+    """Whether every file an answer depends on (absolute paths) is as it was when read."""
+    return all(signature(path) == sig for path, sig in deps)
 
 
 def inside(workspace: str, name: str) -> str | None:
@@ -184,10 +181,11 @@ def answer(workspace: str, unit: Unit, options: Options) -> Answer:
 
 
 class FileRead:
-    """One read of one state file: its units (or the error), what they depend on, and
-    whether the read is racy (see the module docstring)."""
+    """One read of one state file: its units (or the error), the files they depend on
+    (absolute paths and signatures, the state file first), when the read began, and
+    `seq`, a caller's mark taken just before it (daemon/server/changes.py)."""
 
-    __slots__ = ("deps", "error", "racy", "relpath", "started_ns", "units")
+    __slots__ = ("deps", "error", "relpath", "seq", "started_ns", "units")
 
     def __init__(
         self,
@@ -202,7 +200,12 @@ class FileRead:
         self.error = error
         self.deps = deps
         self.started_ns = started_ns
-        self.racy = any(is_racy(sig, started_ns) for _path, sig in deps)
+        self.seq = 0
+
+    @property
+    def racy(self) -> bool:
+        """Whether a file it read was too new to trust its stat (see the module docstring)."""
+        return any(is_racy(sig, self.started_ns) for _path, sig in self.deps)
 
     @property
     def signature(self) -> Signature | None:
@@ -221,10 +224,10 @@ def read_file(
     with `error` (DataError, LockTimeout, StateFileMissing, or a link out of the
     workspace), never an exception of its own."""
     started = time.time_ns()
+    path = os.path.join(workspace, relpath)
     if not contained(workspace, relpath):
-        error = UsageError(f"{relpath}: outside the workspace {workspace}")
-        own = signature(os.path.join(workspace, relpath))
-        return FileRead(relpath, None, error, ((relpath, own),), started)
+        refused = UsageError(f"{relpath}: outside the workspace {workspace}")
+        return FileRead(relpath, None, refused, ((path, signature(path)),), started)
     source = Source(workspace, options.lock_timeout)
     units: list[Unit] | None = None
     error: StorydError | None = None
@@ -237,12 +240,13 @@ def read_file(
     except StorydError as exc:
         error = exc
     story_files = {u.story_file for u in units} if units else set()
-    if relpath in source.seen:
-        own = source.seen.pop(relpath)
-    else:  # the adapter failed before reading it (or read it under another name)
-        own = signature(os.path.join(workspace, relpath))
-    others = tuple(sorted((p, s) for p, s in source.seen.items() if p not in story_files))
-    return FileRead(relpath, units, error, ((relpath, own), *others), started)
+    # the adapter may have failed before reading it (or read it under another name)
+    own = source.seen.pop(relpath) if relpath in source.seen else signature(path)
+    others = tuple(
+        sorted((os.path.join(workspace, p), s) for p, s in source.seen.items()
+               if p not in story_files)
+    )
+    return FileRead(relpath, units, error, ((path, own), *others), started)
 
 
 def read_units(workspace: str, adapter: Adapter, relpath: str, options: Options) -> list[Unit]:

@@ -34,12 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+from daemon_harness import DaemonProcess, Line, atomic_write, epic_relpath
 
 from daemon import pipeline
 from daemon.formats import builtin
 from daemon.formats.base import Source
 from daemon.query import Query
-from daemon_harness import DaemonProcess, Line, atomic_write, epic_relpath
 
 __all__ = ["EPIC", "History", "Report", "race"]
 
@@ -270,8 +270,9 @@ class History:
         _git(self.ws, "reset", "-q", mode, "HEAD")
         path = self.ws / REL
         if mode == "--hard" and (not path.exists() or path.read_bytes() != before):
-            # git checks a file out by unlinking it and writing a new one: a delete
-            self.versions, self.served, self.state = [], None, "missing"
+            # git checks a file out by unlinking it and writing a new one: a delete the
+            # daemon may or may not have seen, so it may have forgotten what it served
+            self.served = None
         self.observe()
 
     def op_unwatch(self) -> None:
@@ -415,8 +416,9 @@ def race(proc: DaemonProcess, workspace: Path, seconds: float, readers: int = 3)
                 with lock:
                     report.answers += 1
                     if not floor <= got <= ceiling:
+                        what = f"version {got}" if got >= 0 else str(answer.get("error"))
                         report.violations.append(
-                            f"version {got} answered; the query was sent after version "
+                            f"{what} answered; the query was sent after version "
                             f"{floor} was written and answered before {ceiling + 1} began"
                         )
 

@@ -13,7 +13,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from consistency import EPIC, History, race
 from daemon_harness import (
     Line,
@@ -104,8 +103,8 @@ def test_no_query_during_the_warm_up_says_a_recorded_story_is_missing(
     ws = tmp_path / "ws"
     stories = {f"story-0049-{n:04d}": _story(n % 3 + 1) for n in range(1, 600)}
     write_epic(ws, "0049", stories)
-    for args in (["init", "-q"], ["add", "-A"],
-                 ["-c", "user.email=t@example.org", "-c", "user.name=t", "commit", "-q", "-m", "x"]):
+    who = ["-c", "user.email=t@example.org", "-c", "user.name=t"]
+    for args in (["init", "-q"], ["add", "-A"], [*who, "commit", "-q", "-m", "x"]):
         subprocess.run(["git", "-C", str(ws), *args], check=True, capture_output=True)
     proc = spawn_daemon([ws], start=False)
     proc.spawn()

@@ -337,7 +337,7 @@ class TestLimitsAndStats:
         assert hit["requests"] > start["requests"]  # type: ignore[operator]
 
         miss = proc.request(resume_request(other))
-        assert miss["source"] == "direct"  # (its generation, once the watch installed the same answer)
+        assert miss["source"] == "direct"  # its generation is the watch's, once installed
         after = proc.stats()
         assert after["misses"] == hit["misses"] + 1  # type: ignore[operator]
         assert after["queries"] == hit["queries"] + 1  # type: ignore[operator]

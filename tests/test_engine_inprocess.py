@@ -146,7 +146,8 @@ class TestReading:
             "engine", "state-unreadable", "error"
         )
         assert marker.message.startswith(f"{REL} unreadable since ")
-        assert not engine.known_absent(str(root), REL, "story-0049-0099")  # a miss reads directly meanwhile
+        # a miss reads directly meanwhile
+        assert not engine.known_absent(str(root), REL, "story-0049-0099")
         drift = [e for e in events if e["event"] == "drift"]
         assert [e["finding"]["code"] for e in drift] == ["state-unreadable"]  # type: ignore[index]
         engine.touch(ws, REL)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from daemon.errors import UsageError
-from daemon.query import FLAGS, USAGE, Output, Query, from_argv
+from daemon.query import FLAGS, USAGE, Output, from_argv
 
 __all__ = ["FLAGS", "USAGE", "emit", "main"]
 

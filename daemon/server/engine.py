@@ -42,13 +42,14 @@ from daemon.model import OWN_DETECTORS, Finding, Unit, same_data
 from daemon.pipeline import Answer, FileRead, Options, find_state_files
 from daemon.server import fastjson
 from daemon.server.events import EventLog, Sink
-from daemon.server.store import Deps, Entry, Snapshot, Workspace
+from daemon.server.store import Deps, Entry, Proof, Snapshot, Workspace
 
 if TYPE_CHECKING:
     from collections import deque
 
     from daemon.formats.base import Reuse
     from daemon.pipeline import Detect
+    from daemon.server.changes import Changes
     from daemon.wire import EventKind, UnitEvent, UnitSummary
 
 __all__ = ["Engine", "Entry", "FirstLook", "Workspace"]
@@ -64,7 +65,7 @@ def _now_iso(stamp: float) -> str:
 class Draft:
     """A freshly computed answer, compared with the cached entry before it replaces it."""
 
-    __slots__ = ("answer", "deps", "error", "findings", "racy", "unit")
+    __slots__ = ("answer", "error", "findings", "proof", "racy", "unit")
 
     def __init__(
         self,
@@ -72,14 +73,14 @@ class Draft:
         answer: Answer | None,
         error: StorydError | None,
         findings: tuple[Finding, ...],
-        deps: Deps = (),
+        proof: Proof | None = None,
         racy: bool = False,
     ) -> None:
         self.unit = unit
         self.answer = answer
         self.error = error
         self.findings = findings
-        self.deps = deps
+        self.proof = proof
         self.racy = racy
 
     def answers_as(self, entry: Entry) -> bool:
@@ -109,15 +110,15 @@ def _look(ws: Workspace, entries: list[Entry], at_start: bool) -> FirstLook:
 
 
 class _Pass:
-    """What one pass over a state file's units shares: git's stamp files and when they
-    were looked at (a unit whose staleness asked git depends on them)."""
+    """What one pass over a state file's units shares: the change mark and clock taken
+    before it, and git's stamp files (a unit whose staleness asked git depends on them)."""
 
-    __slots__ = ("git_deps", "git_racy", "started")
+    __slots__ = ("git_deps", "seq", "started")
 
-    def __init__(self, workspace: str) -> None:
+    def __init__(self, workspace: str, changes: Changes | None) -> None:
+        self.seq = changes.drain() if changes is not None else 0
         self.started = time.time_ns()
-        self.git_deps = storytime.stamp_files(workspace)
-        self.git_racy = any(pipeline.is_racy(sig, self.started) for _p, sig in self.git_deps)
+        self.git_deps: Deps = storytime.stamp_files(workspace)
 
 
 class Engine:
@@ -128,8 +129,11 @@ class Engine:
         options: Options | None = None,
         adapters: list[Adapter] | None = None,
         detect: Detect | None = None,
+        changes: Changes | None = None,
     ) -> None:
         self.options = options or Options()
+        # the kernel's change queue (a daemon's); without it every check is a stat
+        self.changes = changes
         self.adapters = adapters if adapters is not None else all_adapters()
         self.detect = detect
         self.git_busy: Callable[[str], bool] = lambda _workspace: False
@@ -219,9 +223,12 @@ class Engine:
         if snap is None:
             return None
         entry = snap.entries.get(key)
-        if entry is None or not snap.serves(workspace, entry):
+        if entry is None:
             return None
-        return entry
+        changes = self.changes
+        if changes is not None:
+            changes.drain()
+        return entry if snap.serves(entry, changes) else None
 
     def epic_file(self, workspace: str, epic_id: str) -> str | None:
         """An epic's state file from the files the cache knows (no disk, for the query
@@ -229,7 +236,15 @@ class Engine:
         ws = self.workspaces.get(workspace)
         if ws is None or not ws.files:
             return None
-        return epic_file_among(list(ws.files), epic_id)
+        version = ws.files_version
+        known = ws.epic_memo.get(epic_id)
+        if known is not None and known[0] == version:
+            return known[1]
+        found = epic_file_among(list(ws.files), epic_id)
+        if len(ws.epic_memo) > 1024:
+            ws.epic_memo.clear()
+        ws.epic_memo[epic_id] = (version, found)
+        return found
 
     def sole_unit(self, workspace: str, state_file: str) -> str | None:
         """The key of a state file's only unit (a single-unit file needs no `unit`)."""
@@ -243,23 +258,27 @@ class Engine:
         STORY_NOT_IN_STATE with no disk read."""
         ws = self.workspaces.get(workspace)
         snap = ws.files.get(state_file) if ws else None
+        if self.changes is not None:
+            self.changes.drain()
         return bool(
             snap is not None
             and snap.error is None
             and snap.unreadable_since is None
             and key not in snap.entries
-            and snap.fresh(workspace)
+            and snap.fresh(self.changes)
         )
 
     def stale_files(self, workspace: str | None = None) -> list[tuple[str, Snapshot]]:
         """The snapshots whose files changed since they were read (or whose read was
         racy): a `list` reads them again before it answers."""
         spaces = self._spaces(workspace)
+        if self.changes is not None:
+            self.changes.drain()
         return [
             (ws.path, snap)
             for ws in spaces
             for snap in list(ws.files.values())
-            if not snap.fresh(ws.path)
+            if not snap.fresh(self.changes)
         ]
 
     def unreadable(self, workspace: str | None = None) -> list[dict[str, object]]:
@@ -337,19 +356,30 @@ class Engine:
         so reads of one file end in the order of what they saw: the last good read is
         always the newest good one.
         """
+        changes = self.changes
         with self._file_lock(workspace, relpath):
+            seq = 0
+            if changes is not None:
+                changes.watch(os.path.dirname(os.path.join(workspace, relpath)))
+                seq = changes.drain()
             got = pipeline.read_file(workspace, adapter, relpath, self.options, reuse)
+            got.seq = seq
+            if changes is not None:  # the next read of what it read is covered
+                for path, _sig in got.deps:
+                    changes.watch(os.path.dirname(path))
             if got.error is None and workspace in self.workspaces:
                 self._last_good[(workspace, relpath)] = got
             elif isinstance(got.error, StateFileMissing):
                 self._last_good.pop((workspace, relpath), None)
             return got
 
-    def read_now(self, workspace: str, relpath: str, adapter: Adapter) -> tuple[FileRead, str | None]:
+    def read_now(
+        self, workspace: str, relpath: str, adapter: Adapter
+    ) -> tuple[FileRead, str | None]:
         """A cache miss's read: the file as it is now, or, when it does not parse or its
         lock is held past the bound, its last good read and why (None: read well)."""
         got = self.read(workspace, relpath, adapter)
-        if isinstance(got.error, DataError) or got.error is not None and got.error.code == 75:
+        if isinstance(got.error, DataError) or (got.error is not None and got.error.code == 75):
             good = self._last_good.get((workspace, relpath))
             if good is not None:
                 return good, got.error.message
@@ -374,6 +404,9 @@ class Engine:
 
     def add_workspace(self, path: str, *, checked: bool = True) -> Workspace:
         """Start tracking a workspace (call `scan` next; `checked=False`: `check` after)."""
+        if self.changes is not None:  # git's stamp files: staleness answers depend on them
+            for stamp, _sig in storytime.stamp_files(path):
+                self.changes.watch(os.path.dirname(stamp))
         with self._lock:
             return self.workspaces.setdefault(path, Workspace(path, checked=checked))
 
@@ -447,9 +480,11 @@ class Engine:
         found = self.find_state_files(ws)
         for relpath in [r for r in ws.files if r not in found]:
             self._drop_file(ws, relpath)
+        if self.changes is not None:
+            self.changes.drain()
         for relpath, adapter in found.items():
             snap = ws.files.get(relpath)
-            if reread or snap is None or adapter.time_sensitive or not snap.fresh(ws.path):
+            if reread or snap is None or adapter.time_sensitive or not snap.fresh(self.changes):
                 self.refresh(ws, relpath, adapter, reuse=not reread)
         if lost:
             self.log.mark_lost()
@@ -492,8 +527,10 @@ class Engine:
     def verify(self, ws: Workspace) -> int:
         """Cheap check of every known state file (its files' stat); refresh on change."""
         changed = 0
+        if self.changes is not None:
+            self.changes.drain()
         for relpath, snap in list(ws.files.items()):
-            if not snap.fresh(ws.path):
+            if not snap.fresh(self.changes):
                 changed += 1
                 self.refresh(ws, relpath, snap.adapter, reuse=True)
         return changed
@@ -502,7 +539,7 @@ class Engine:
         """Whether a changed path's state files were read racily (read them again soon)."""
         for state_file, _adapter in self.owners(ws, relpath):
             snap = ws.files.get(state_file)
-            if snap is not None and (snap.racy or snap.racy_units):
+            if snap is not None and snap.racy:
                 return True
         return False
 
@@ -527,7 +564,8 @@ class Engine:
         old = ws.files.get(relpath)
         healthy = old is not None and old.error is None and old.unreadable_since is None
         prints: dict[str, bytes] = {}
-        got = self.read(ws.path, relpath, adapter, self._reuser(old, prints, reuse=reuse and healthy))
+        reuser = self._reuser(old, prints, reuse=reuse and healthy)
+        got = self.read(ws.path, relpath, adapter, reuser)
         error = got.error
         if isinstance(error, StateFileMissing) or (error is not None and error.code == 64):
             self._drop_file(ws, relpath)  # gone, or a link out of the workspace
@@ -538,9 +576,13 @@ class Engine:
             self._mark_unreadable(ws, relpath, adapter, old, got)
             return True
         assert got.units is not None
-        self._install(ws, relpath, adapter, got.deps, got.racy, got.units, old,
+        self._install(ws, relpath, adapter, self._proof(got), got.units, old,
                       reuse=reuse and healthy, prints=prints)
         return True
+
+    @staticmethod
+    def _proof(got: FileRead) -> Proof:
+        return Proof(got.deps, got.seq, got.started_ns)
 
     @staticmethod
     def _reuser(old: Snapshot | None, prints: dict[str, bytes], *, reuse: bool) -> Reuse:
@@ -569,7 +611,7 @@ class Engine:
                 if snap.error is not None:
                     continue
                 units = [snap.entries[k].unit for k in snap.keys]
-                self._install(ws, relpath, snap.adapter, snap.deps, snap.racy, units, snap,
+                self._install(ws, relpath, snap.adapter, snap.proof, units, snap,
                               force=True, prints=snap.prints,
                               unreadable=(snap.unreadable_since, snap.unreadable_reason))
         finally:
@@ -585,22 +627,23 @@ class Engine:
         old: Entry | None,
         look: _Pass,
     ) -> Draft:
-        story = unit.story_file
-        story_sig = pipeline.signature(os.path.join(ws.path, story)) if story else None
+        story = os.path.join(ws.path, unit.story_file) if unit.story_file else None
+        story_sig = pipeline.signature(story) if story else None
         try:
             answer = pipeline.answer(ws.path, unit, self.options)
         except StorydError as exc:
             return Draft(unit, None, exc, unit.findings + extra)
-        deps: Deps = ()
+        proof = None
         racy = False
         if story:
-            deps = ((story, story_sig),)
+            deps: Deps = ((story, story_sig),)
             if answer.asked_git:
                 deps += look.git_deps
-                racy = look.git_racy or pipeline.is_racy(story_sig, look.started)
+            proof = Proof(deps, look.seq, look.started)
+            racy = proof.racy(self.changes)
         findings = unit.findings + extra
         if self.detect is None or not (ws.checked or ws.checking):
-            return Draft(unit, answer, None, findings, deps, racy)
+            return Draft(unit, answer, None, findings, proof, racy)
         kept = tuple(f for f in old.findings if f.detector not in OWN_DETECTORS) if old else ()
         if git_busy:
             # Mid-rebase every rewritten commit looks unreachable: keep the detectors'
@@ -614,15 +657,14 @@ class Engine:
         else:
             self.counters["checked"] += 1
             findings += self.detect(ws.path, unit, answer)
-        return Draft(unit, answer, None, findings, deps, racy)
+        return Draft(unit, answer, None, findings, proof, racy)
 
     def _install(
         self,
         ws: Workspace,
         relpath: str,
         adapter: Adapter,
-        deps: Deps,
-        racy: bool,
+        proof: Proof,
         units: Iterable[Unit],
         old: Snapshot | None,
         *,
@@ -640,9 +682,10 @@ class Engine:
         previous = old.entries if old is not None else {}
         entries: dict[str, Entry] = {}
         changed: list[tuple[Entry, Entry | None]] = []
+        racy = proof.racy(self.changes)
         storytime.pin(ws.path)  # one look at git for every unit of this file
         try:
-            look = _Pass(ws.path)
+            look = _Pass(ws.path, self.changes)
             for unit in units:
                 prev = previous.get(unit.key)
                 if reuse and prev is not None and prev.error is None and not prev.racy and (
@@ -651,23 +694,26 @@ class Engine:
                     entries[unit.key] = prev
                     continue
                 draft = self._build(ws, unit, extra, busy, force, prev, look)
+                racy |= draft.racy
                 if prev is not None and draft.answers_as(prev):
                     if prev.unit is not unit:  # same answer from a re-read: keep units current
                         prev.unit = unit
-                    if prev.deps != draft.deps or prev.racy != draft.racy:
-                        prev = _with_deps(prev, draft.deps, draft.racy)
+                    if _deps(prev.proof) != _deps(draft.proof) or prev.racy != draft.racy:
+                        prev = _with_proof(prev, draft.proof, draft.racy)
                     entries[unit.key] = prev
                     continue
                 entry = Entry(ws.path, unit, draft.answer, draft.error, draft.findings,
-                              self.log.advance(), draft.deps, draft.racy)
+                              self.log.advance(), draft.proof or _NO_PROOF, draft.racy)
                 entries[unit.key] = entry
                 changed.append((entry, prev))
         finally:
             storytime.unpin(ws.path)
         gone = [e for k, e in previous.items() if k not in entries]
-        snap = Snapshot(relpath, adapter, deps, racy, entries, prints=prints,
+        snap = Snapshot(relpath, adapter, proof, entries, racy=racy, prints=prints,
                         unreadable_since=since, unreadable_reason=reason)
         with self._lock:
+            if relpath not in ws.files:
+                ws.files_version += 1
             ws.files[relpath] = snap  # the one assignment: old units or new, never half
             self._index(ws, relpath, [e for e, _ in changed], gone)
         for entry, prev in changed:
@@ -699,6 +745,7 @@ class Engine:
         with self._lock:
             snap = ws.files.pop(relpath, None)
             if snap is not None:
+                ws.files_version += 1
                 self._index(ws, relpath, [], list(snap.entries.values()))
         self._last_good.pop((ws.path, relpath), None)
         if snap is not None:
@@ -714,13 +761,14 @@ class Engine:
         assert got.error is not None
         good = self._last_good.get((ws.path, relpath))
         if good is None or good.units is None:
-            snap = Snapshot(relpath, adapter, got.deps, got.racy, {}, error=got.error,
-                            unreadable_since=None)
+            snap = Snapshot(relpath, adapter, self._proof(got), {}, error=got.error)
             with self._lock:
+                if relpath not in ws.files:
+                    ws.files_version += 1
                 ws.files[relpath] = snap
             return
         since = old.unreadable_since if old is not None and old.unreadable_since else time.time()
-        self._install(ws, relpath, adapter, got.deps, got.racy, good.units, old,
+        self._install(ws, relpath, adapter, self._proof(got), good.units, old,
                       prints=old.prints if old is not None else None,
                       unreadable=(since, got.error.message))
 
@@ -765,11 +813,18 @@ class Engine:
         self.log.publish(event, keep=ws is None or ws.checked)
 
 
-def _with_deps(entry: Entry, deps: Deps, racy: bool) -> Entry:
+_NO_PROOF = Proof((), 0, 0)
+
+
+def _deps(proof: Proof | None) -> Deps:
+    return proof.deps if proof is not None else ()
+
+
+def _with_proof(entry: Entry, proof: Proof | None, racy: bool) -> Entry:
     """The same entry (answer, findings, generation) read from files with new signatures."""
     fresh = Entry.__new__(Entry)
     for name in Entry.__slots__:
         setattr(fresh, name, getattr(entry, name))
-    fresh.deps = deps
+    fresh.proof = proof or _NO_PROOF
     fresh.racy = racy
     return fresh

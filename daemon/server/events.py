@@ -56,9 +56,10 @@ class EventLog:
         units) the line is not kept for replay, and a `since` from before it gets the
         full list instead.
         """
-        generation = int(event["generation"])  # type: ignore[call-overload]
+        generation = event["generation"]
+        assert isinstance(generation, int)
         event["clock"] = f"{self.instance}:{generation}"
-        line = protocol.event_line(event)  # type: ignore[arg-type]
+        line = protocol.event_line(event)
         with self._lock:
             self.count += 1
             if not keep:

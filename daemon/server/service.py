@@ -12,15 +12,15 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
-
 from typing import TYPE_CHECKING
 
 from daemon import answers, pipeline, storytime
 from daemon.config.values import DEFAULT_STALENESS, LIMITS
-from daemon.errors import StateFileMissing, StorydError, UsageError
+from daemon.errors import StateFileMissing, UsageError
 from daemon.formats import builtin, detect
 from daemon.formats.epic import epic_state_file
 from daemon.server import log
+from daemon.server.changes import Changes
 from daemon.server.engine import Engine
 from daemon.server.watcher import Refresher, Watcher, git_operation_in_progress
 
@@ -111,7 +111,8 @@ class Daemon:
     def __init__(self, settings: Settings, detect: Detect | None = None) -> None:
         self.settings = settings
         self.options = answers.Options(settings.lock_timeout, settings.staleness)
-        self.engine = Engine(self.options, detect=detect)
+        self.changes = Changes()  # the kernel's change queue, drained by every query
+        self.engine = Engine(self.options, detect=detect, changes=self.changes)
         self.refresher = Refresher(
             self.engine, settle=settings.settle, verify_interval=settings.verify_interval
         )
@@ -204,6 +205,7 @@ class Daemon:
         self.watcher.stop()
         self.refresher.join(timeout=5)
         self.executor.shutdown(wait=True, cancel_futures=True)
+        self.changes.close()
 
     def _roots_changed(self, path: str) -> None:
         """Before a scan the watcher asked for (a folder came or went in a watched tree):
@@ -250,9 +252,8 @@ class Daemon:
             known = self.engine.epic_file(path, epic)
             relpath = known if known is not None else epic_state_file(path, epic)
             return Target(relpath, query.story, "Story not in execution-state.json")
-        relpath = pipeline.inside(path, query.state_file)  # lexical: only read files are cached
-        if relpath is None:
-            relpath = answers.resolve_state_file(path, query.state_file)  # says why it refuses
+        lexical = pipeline.inside(path, query.state_file)  # only files read well are cached
+        relpath = lexical or answers.resolve_state_file(path, query.state_file)  # says why
         key = query.unit if query.unit is not None else self.engine.sole_unit(path, relpath)
         return Target(relpath, key, f"unit {query.unit!r} not in {relpath}")
 

@@ -1,24 +1,24 @@
 """The store the query path reads: per workspace, one immutable snapshot per state file.
 
-A snapshot holds every unit's entry of one state file, what they were read from (the
-files and their signatures, daemon/pipeline.py) and the file's health. The refresher
-builds a new snapshot off to the side and installs it with one assignment
+A snapshot holds every unit's entry of one state file, what they were read from (a
+`Proof`: the files, their signatures, when the read began) and the file's health. The
+refresher builds a new snapshot off to the side and installs it with one assignment
 (`Workspace.files[relpath] = snapshot`), so a reader sees a file's old units or its
-new ones, never a file that is known with units missing or half rebuilt. A query takes
-one snapshot and serves from it only while its files still match `os.stat`
-(`Snapshot.fresh`): a write that finished before the query is never answered from
-before it.
+new ones, never a file that is known with units missing or half rebuilt. A query
+serves from a snapshot only while its proof holds (`Snapshot.serves`): a write that
+finished before the query is never answered from before it.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import orjson
 
-from daemon.pipeline import Signature, fresh
+from daemon.pipeline import Signature, is_racy, signature
 from daemon.server import protocol
 
 if TYPE_CHECKING:
@@ -26,12 +26,58 @@ if TYPE_CHECKING:
     from daemon.formats import Adapter
     from daemon.model import Finding, Unit
     from daemon.pipeline import Answer
+    from daemon.server.changes import Changes
     from daemon.wire import Envelope, UnitSummary
 
-__all__ = ["Deps", "Entry", "Snapshot", "Workspace"]
+__all__ = ["Deps", "Entry", "Proof", "Snapshot", "Workspace"]
 
 Deps = tuple[tuple[str, "Signature | None"], ...]
 _SEVERITIES = ("info", "warning", "error")
+
+
+class Proof:
+    """What an answer was read from: the files (absolute paths) with their signatures,
+    the change mark `seq` (daemon/server/changes.py) and the wall clock when the read
+    began. It holds while no file changed since: by the kernel's change queue where it
+    watches the file's folder, else by `stat` and git's racy rule (daemon/pipeline.py)."""
+
+    __slots__ = ("deps", "folders", "seq", "started")
+
+    def __init__(self, deps: Deps, seq: int, started: int) -> None:
+        self.deps = deps
+        self.folders = tuple(sys.intern(os.path.dirname(path)) for path, _sig in deps)
+        self.seq = seq
+        self.started = started
+
+    def holds(self, changes: Changes | None) -> bool:
+        """Whether every file is as it was read (call `changes.drain()` first)."""
+        for (path, sig), folder in zip(self.deps, self.folders, strict=True):
+            if changes is not None:
+                changed = changes.changed(path, self.seq, folder)
+                if changed is not None:
+                    if changed:
+                        return False
+                    continue
+            if signature(path) != sig or is_racy(sig, self.started):
+                return False
+        return True
+
+    def racy(self, changes: Changes | None) -> bool:
+        """Whether only a later read can make it hold: a file checked by stat was too
+        new to trust (the refresher reads such a file again a moment later)."""
+        return any(
+            (changes is None or changes.changed(path, self.seq) is None)
+            and is_racy(sig, self.started)
+            for path, sig in self.deps
+        )
+
+    @property
+    def signature(self) -> Signature | None:
+        """The first file's signature (a snapshot's: its state file's)."""
+        return self.deps[0][1] if self.deps else None
+
+
+_NO_PROOF = Proof((), 0, 0)
 
 
 class Entry:
@@ -40,19 +86,18 @@ class Entry:
     Only the envelope line is stored rendered (about 6 KB a unit less than keeping
     every form). The findings' JSON is rendered on the unit's first query and kept from
     then on (rendered up front it doubled what the findings cost; see
-    docs/benchmarks.md). `deps` are the files this unit's answer depends on beyond its
-    state file's (its story file, git's stamp when staleness asked git), `racy` says
-    one of them was too new to trust (daemon/pipeline.py).
+    docs/benchmarks.md). `proof` covers the files this unit's answer depends on beyond
+    its state file's (its story file, git's stamp when staleness asked git).
     """
 
     __slots__ = (
-        "deps",
         "error",
         "findings",
         "findings_line",
         "generation",
         "key",
         "line",
+        "proof",
         "racy",
         "resume_point",
         "state_file",
@@ -69,7 +114,7 @@ class Entry:
         error: StorydError | None,
         findings: tuple[Finding, ...],
         generation: int,
-        deps: Deps = (),
+        proof: Proof = _NO_PROOF,
         racy: bool = False,
     ) -> None:
         self.workspace = workspace
@@ -83,8 +128,8 @@ class Entry:
         self.line = answer.line if answer else b""
         self.resume_point = str(answer.envelope["resumePoint"]) if answer else None
         self.warnings = tuple(answer.warnings) if answer else ()
-        self.deps = deps
-        self.racy = racy
+        self.proof = proof
+        self.racy = racy  # its proof needed a later read when it was built
         _intern_unit(unit)
 
     @property
@@ -169,13 +214,12 @@ class Snapshot:
 
     __slots__ = (
         "adapter",
-        "deps",
         "entries",
         "error",
         "keys",
         "prints",
+        "proof",
         "racy",
-        "racy_units",
         "relpath",
         "unreadable_reason",
         "unreadable_since",
@@ -185,10 +229,10 @@ class Snapshot:
         self,
         relpath: str,
         adapter: Adapter,
-        deps: Deps,
-        racy: bool,
+        proof: Proof,
         entries: Mapping[str, Entry],
         *,
+        racy: bool = False,
         prints: Mapping[str, bytes] | None = None,
         unreadable_since: float | None = None,
         unreadable_reason: str | None = None,
@@ -196,11 +240,10 @@ class Snapshot:
     ) -> None:
         self.relpath = relpath
         self.adapter = adapter
-        self.deps = deps
-        self.racy = racy
+        self.proof = proof
         self.entries = entries
         self.keys = tuple(entries)
-        self.racy_units = any(e.racy for e in entries.values())
+        self.racy = racy  # it, or an entry, needed a later read when it was installed
         # unit key -> digest of the node its unit was built from: a node with the same
         # digest next time reuses the unit (formats with many units per file)
         self.prints = prints or {}
@@ -211,20 +254,16 @@ class Snapshot:
     @property
     def signature(self) -> Signature | None:
         """The state file's own signature when it was read."""
-        return self.deps[0][1] if self.deps else None
+        return self.proof.signature
 
-    def fresh(self, workspace: str) -> bool:
-        """Whether the files this snapshot was read from are unchanged (and not racy)."""
-        return not self.racy and fresh(workspace, self.deps)
+    def fresh(self, changes: Changes | None) -> bool:
+        """Whether the files this snapshot was read from are unchanged since."""
+        return self.proof.holds(changes)
 
-    def serves(self, workspace: str, entry: Entry) -> bool:
+    def serves(self, entry: Entry, changes: Changes | None) -> bool:
         """Whether `entry` (one of this snapshot's) may answer a query now."""
-        return (
-            not self.racy
-            and not entry.racy
-            and fresh(workspace, self.deps)
-            and (not entry.deps or fresh(workspace, entry.deps))
-        )
+        return self.proof.holds(changes) and entry.proof.holds(changes)
+
 
 
 class Workspace:
@@ -237,7 +276,17 @@ class Workspace:
     `last_look` is True while an unwatch removes its units.
     """
 
-    __slots__ = ("checked", "checking", "files", "first_look", "last_look", "path", "story_index")
+    __slots__ = (
+        "checked",
+        "checking",
+        "epic_memo",
+        "files",
+        "files_version",
+        "first_look",
+        "last_look",
+        "path",
+        "story_index",
+    )
 
     def __init__(self, path: str, *, checked: bool = True) -> None:
         self.path = path
@@ -246,6 +295,10 @@ class Workspace:
         self.first_look = True
         self.last_look = False
         self.files: dict[str, Snapshot] = {}
+        # which files there are changes `files_version`; an epic's state file found
+        # among them is remembered with the version it was found at
+        self.files_version = 0
+        self.epic_memo: dict[str, tuple[int, str]] = {}
         # story file -> the (state file, unit) keys that name it; a tuple, as it is
         # nearly always one key (a set per story file cost 2 MB at 10,000 stories)
         self.story_index: dict[str, tuple[tuple[str, str], ...]] = {}
