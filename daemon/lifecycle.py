@@ -36,10 +36,12 @@ PORTUGUESE = {
     "Concluida": "COMPLETE",
     "Falha": "FAILED",
     "Bloqueada": "BLOCKED",
+    "Refinada": "PENDING",
 }
 """Its own words, as it spells them (x-epic-map: `Pendente`, `Planejada`, `Em Andamento`,
 `Concluída`, `Falha`, `Bloqueada`; full-protocol.md also writes `Concluida`), which its
-schemaVersion 2.0.0 state files carry as story statuses."""
+schemaVersion 2.0.0 state files carry as story statuses, and `refinada` (refined, ready
+to run: its refinement gate, epic 0071's state file)."""
 VOCABULARY: dict[str, str] = {
     **{word: word for word in ENGLISH},
     **{word.upper(): meaning for word, meaning in PORTUGUESE.items()},
