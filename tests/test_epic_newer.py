@@ -260,8 +260,8 @@ def test_plans_wins_over_the_older_copy_and_says_so(tmp_path: Path, run_storyd: 
 
 def test_daemon_watches_the_older_location(spawn_daemon: Spawn, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    ws.mkdir()
-    proc = spawn_daemon([ws])  # docs/ appears later: the top-level watch sees it
+    (ws / "docs").mkdir(parents=True)  # docs/ first, as in a real repository
+    proc = spawn_daemon([ws])
     lay("docs-stories-epic-0013.json", ws, root="docs/stories")
     argv = ("resume", "--epic-id", "13", "--story-id", "story-0013-0002", "--timeout", "5000")
     direct = run_storyd_cli(*argv, "--direct", env=proc.env, cwd=ws)
