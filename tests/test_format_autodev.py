@@ -95,6 +95,25 @@ class TestForms:
             "progress": "2/11 (18%)",
         }
 
+    def test_extra_key_is_not_swallowed(
+        self, workspace: Callable[[str], Path], run_storyd: Run
+    ) -> None:
+        """A one-line file with a field of the writer's own after `cycle` (`tracker: jira`)."""
+        ws = workspace("greenfield-plan")
+        write(ws, EX1 + " tracker: jira\n")
+        unit = load(ws)
+        assert unit.resume_point == PLAN_POINT
+        assert unit.labels["cycle"] == "1" and unit.labels["tracker"] == "jira"
+        assert [(f.code, f.severity) for f in unit.findings] == [("extra-field", "info")]
+        assert "tracker: 'jira'" in unit.findings[0].message
+        detail = run_storyd("resume", "--state-file", STATE, "--detail", "--direct", cwd=ws)
+        assert detail.returncode == 0
+        assert [f["code"] for f in orjson.loads(detail.stdout)["findings"]] == ["extra-field"]
+        # the same field between known ones, and a mid-word colon in a name, stay as before
+        top, _, _ = parse_state("flow: greenfield tracker: jira step: 3 name: Plan: review")
+        assert top == {"flow": "greenfield", "+tracker": "jira", "step": "3",
+                       "name": "Plan: review"}
+
     def test_one_line_fields(self) -> None:
         top, sub, scalar = parse_state(EX1)
         assert top == {

@@ -91,6 +91,23 @@ def _key_at(line: str, i: int) -> tuple[str, int] | None:
     return None
 
 
+_ONE_TOKEN = frozenset(("flow", "status", "retry_count", "cycle", "phase"))
+"""Fields whose value is one word: an unknown `word: ` after it starts a field of its own
+(`cycle: 1 tracker: jira` is cycle 1 plus `tracker`), rather than running into it."""
+
+
+def _other_key_at(line: str, i: int) -> tuple[str, int] | None:
+    """An unknown `identifier: ` (a writer's own field) starting at `i`, after whitespace."""
+    if not i or not line[i - 1].isspace() or not (line[i].isalpha() or line[i] == "_"):
+        return None
+    j = i
+    while j < len(line) and (line[j].isalnum() or line[j] in "_-"):
+        j += 1
+    if j < len(line) and line[j] == ":" and (j + 1 == len(line) or line[j + 1] in " \t"):
+        return "+" + line[i:j], j + 1
+    return None
+
+
 def _pairs(line: str) -> list[tuple[str, str, bool]]:
     """(key, raw value, first on its line) for every `key: value` in one line.
 
@@ -103,6 +120,8 @@ def _pairs(line: str) -> list[tuple[str, str, bool]]:
     i = 0
     while i < len(line):
         found = _key_at(line, i)
+        if found is None and (key in _ONE_TOKEN or (key or "").startswith("+")):
+            found = _other_key_at(line, i)
         if found is None:
             i += 1
             continue
@@ -153,6 +172,9 @@ def parse_state(text: str) -> tuple[dict[str, str], dict[str, str] | None, str |
             if key == "name" and in_sub and sub is not None:
                 dedented = first and block_indent is not None and indent < block_indent
                 in_sub = not dedented and "name" not in sub
+            if key.startswith("+"):
+                top.setdefault(key, value)  # a field of the writer's own, kept as written
+                continue
             if key in _SUB_KEYS or (key == "name" and in_sub):
                 sub = {} if sub is None else sub
                 sub[key] = value
@@ -281,6 +303,10 @@ class _State:
         self.sub, why = _sub_step(sub, scalar)
         self.retry_count = self._count(top, "retry_count", 0, 0)
         self.cycle = self._count(top, "cycle", 1, 1)
+        self.extra = {k[1:]: v for k, v in top.items() if k.startswith("+")}
+        for field, value in self.extra.items():
+            message = f"field {field}: {value!r} is not in the seed's template; kept, not read"
+            self.findings.append(finding("extra-field", "info", message))
         if self.sub is None:
             message = f"{why}; resume falls back to the folder scan"
             self.findings.append(finding("unparsable-sub-step", "warning", message, self.task_id))
@@ -332,6 +358,7 @@ class AutodevAdapter(Adapter):
         }
         if state.sub is not None:
             labels["sub_step"] = f"{state.sub['phase']}:{state.sub['name']}"
+        labels.update(state.extra)
         if not state.done and (state.step is None or state.step < 1):
             error = f"{relpath}: step {state.step_text!r} is neither a step number nor done"
             return [Unit("autodev", relpath, "autodev", (), labels=labels, error=error)]
