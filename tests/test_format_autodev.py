@@ -93,6 +93,7 @@ class TestForms:
             "retry_count": "0",
             "sub_step": "4:architecture-review-risk-assessment",
             "progress": "2/11 (18%)",
+            "flow_table": "seed 003 (11 steps)",
         }
 
     def test_extra_key_is_not_swallowed(
@@ -473,3 +474,58 @@ class TestCli:
         assert (done.returncode, done.stdout) == (65, b"")
         assert b"no autodev state found" in done.stderr
         assert b"Traceback" not in done.stderr
+
+
+FLOW_17 = "\n".join(
+    ["# Greenfield flow", "", "## Step Reference Table", "", "| Step | Name | Skill |",
+     "|------|------|-------|"]
+    + [f"| {n} | {name} | x |" for n, name in [
+        ("1", "Problem"), ("2", "Research"), ("3", "Plan"), ("4", "UI Design"),
+        ("5", "Decompose"), ("6", "Test Spec"), ("7", "Implement"), ("8", "Run Tests"),
+        ("9", "Review"), ("10", "Security"), ("11", "Performance"), ("12", "Docs"),
+        ("13", "Deploy"), ("14", "Smoke"), ("15", "Release"), ("16", "Retrospective"),
+        ("16.5", "Handoff"), ("17", "Done")]]
+    + ["", "## Auto-Chain Rules", "| From | To |", "|---|---|", "| 1 | 2 |"]
+) + "\n"
+
+
+class TestFlowTable:
+    """The workspace's own flows/<flow>.md Step Reference Table counts the progress."""
+
+    def flow(self, ws: Path, text: str = FLOW_17, folder: str = ".claude") -> None:
+        path = ws / folder / "skills" / "autodev" / "flows" / "greenfield.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    def test_longer_flow_counts_on_its_own_table(
+        self, workspace: Callable[[str], Path], run_storyd: Run
+    ) -> None:
+        ws = workspace("greenfield-plan")
+        write(ws, EX1.replace("step: 3 name: Plan", "step: 7 name: Implement") + "\n")
+        assert load(ws).labels["progress"] == "6/11 (54%)"  # the seed's count
+        self.flow(ws)
+        unit = load(ws)
+        assert unit.labels["progress"] == "6/18 (33%)"
+        assert unit.labels["flow_table"] == ".claude/skills/autodev/flows/greenfield.md (18 steps)"
+        assert unit.resume_point == "greenfield/step-7:architecture-review-risk-assessment"
+        assert [t.id for t in unit.tasks][-3:] == ["step-16", "step-16.5", "step-17"]
+        detail = run_storyd("resume", "--state-file", STATE, "--detail", "--direct", cwd=ws)
+        [table] = [f for f in orjson.loads(detail.stdout)["findings"] if f["code"] == "flow-table"]
+        assert table["severity"] == "info"
+        assert "greenfield.md's Step Reference Table (18 steps: 1..17)" in table["message"]
+
+    def test_half_step_is_a_step(self, workspace: Callable[[str], Path]) -> None:
+        ws = workspace("greenfield-plan")
+        self.flow(ws, folder=".cursor")
+        write(ws, EX1.replace("step: 3 name: Plan status: in_progress",
+                              "step: 16.5 name: Handoff status: completed") + "\n")
+        unit = load(ws)
+        assert unit.resume_point == "greenfield/step-17"
+        assert unit.labels["progress"] == "17/18 (94%)"
+
+    def test_a_table_without_the_step_is_said(self, workspace: Callable[[str], Path]) -> None:
+        ws = workspace("greenfield-plan")
+        self.flow(ws, FLOW_17.replace("| 3 | Plan | x |\n", ""))
+        unit = load(ws)
+        assert unit.labels["progress"] == "2/11 (18%)"
+        assert [f.code for f in unit.findings] == ["flow-table-mismatch"]

@@ -297,6 +297,8 @@ class _State:
         self.steps = FLOW_STEPS.get(self.flow)
         self.step, label = _step_number(top.get("step", ""))
         self.step_text = top.get("step", "") if self.step is None else str(self.step)
+        self.step_token = (top.get("step", "").split() or [""])[0].rstrip(":")
+        self.implement = IMPLEMENT_STEP
         self.done = self.step_text.strip().lower() == "done"
         self.name = top.get("name", "") or label
         self.status = _status(top.get("status"))
@@ -347,7 +349,12 @@ class AutodevAdapter(Adapter):
         return STATE_PATH if relpath.startswith(f"{DOCS}/") else None
 
     def load(self, source: Source, relpath: str) -> list[Unit]:
+        from daemon.formats.flowtable import find_flow_table
+
         state = _State(source.read(relpath))
+        table = find_flow_table(source, state.flow)
+        if table is not None and (state.done or state.step_token in table.steps):
+            return [self._by_table(source, relpath, state, table)]
         labels = {
             "flow": state.flow,
             "step": state.step_text,
@@ -367,6 +374,14 @@ class AutodevAdapter(Adapter):
         findings.extend(self._rules(state))
         findings.extend(self._cross_check(source, state))
         labels["progress"] = progress(tasks)
+        if state.steps is not None:
+            labels["flow_table"] = f"seed 003 ({state.steps} steps)"
+        if table is not None:
+            message = (
+                f"{table.path} lists steps {', '.join(table.steps)}, without step "
+                f"{state.step_token}; progress is counted on the seed's {state.flow} steps"
+            )
+            findings.append(finding("flow-table-mismatch", "warning", message))
         return [
             Unit(
                 "autodev",
@@ -378,6 +393,68 @@ class AutodevAdapter(Adapter):
                 labels=labels,
             )
         ]
+
+    def _by_table(self, source: Source, relpath: str, state: _State, table: object) -> Unit:
+        """The unit when the workspace carries the flow's Step Reference Table: its steps
+        (a `16.5` included) are the tasks, and a flow-table info finding says so."""
+        steps: list[str] = table.steps  # type: ignore[attr-defined]
+        names: list[str] = table.names  # type: ignore[attr-defined]
+        current = len(steps) if state.done else steps.index(state.step_token)
+        tasks = [Task(f"step-{s}", "completed", DONE, extra={"inferred": True})
+                 for s in steps[:current]]
+        if not state.done:
+            task, unknown = make_task(
+                f"step-{steps[current]}", state.status, done=_DONE, pending=_PENDING,
+                default="not_started",
+                extra={"name": state.name or names[current], "sub_step": state.sub,
+                       "retry_count": state.retry_count, "cycle": state.cycle},
+            )
+            if unknown is not None:
+                state.findings.append(unknown)
+            tasks.append(task)
+            tasks.extend(Task(f"step-{s}", "not_started", PENDING, extra={"inferred": True})
+                         for s in steps[current + 1 :])
+        state.steps = len(steps)
+        state.step = current + 1  # the position, for the rules and the cross-check
+        implement = [i for i, n in enumerate(names) if n.strip().lower() == "implement"]
+        if implement:
+            state.implement = implement[0] + 1
+        findings = state.findings
+        findings.extend(self._rules(state))
+        findings.extend(self._cross_check(source, state))
+        message = (
+            f"progress counted on {table.path}'s Step Reference Table ({len(steps)} steps: "  # type: ignore[attr-defined]
+            f"{steps[0]}..{steps[-1]}), not the seed's {FLOW_STEPS.get(state.flow, '?')}"
+        )
+        findings.append(finding("flow-table", "info", message))
+        labels = {
+            "flow": state.flow, "step": state.step_token if not state.done else "done",
+            "name": state.name or ("" if state.done else names[current]),
+            "status": state.status or "", "cycle": str(state.cycle),
+            "retry_count": str(state.retry_count),
+            "flow_table": f"{table.path} ({len(steps)} steps)",  # type: ignore[attr-defined]
+            **state.extra,
+        }
+        if state.sub is not None:
+            labels["sub_step"] = f"{state.sub['phase']}:{state.sub['name']}"
+        labels["progress"] = progress(tasks)
+        if state.done:
+            point = ALL_DONE
+        else:
+            finished = tasks[current].bucket == DONE
+            if finished and current + 1 == len(steps):
+                point = ALL_DONE
+            else:
+                label = steps[current + 1] if finished else steps[current]
+                point = f"{state.flow}/step-{label}"
+                if not finished and state.sub is not None:
+                    point += f":{state.sub['name']}"
+                status = (state.status or "not_started").lower()
+                phase = state.sub["phase"] if state.sub is not None else 0
+                started = current > 0 or status != "not_started" or phase != 0
+                point = resume_point(tasks, point, started=started)
+        return Unit("autodev", relpath, "autodev", tuple(tasks), resume_point=point,
+                    findings=tuple(findings), labels=labels)
 
     @staticmethod
     def _tasks(state: _State) -> list[Task]:
@@ -473,7 +550,7 @@ class AutodevAdapter(Adapter):
             )
             findings.append(finding("docs-disagree", "warning", message))
         if state.flow == "existing-code":
-            last = state.cycle if (state.step or 0) > IMPLEMENT_STEP else state.cycle - 1
+            last = state.cycle if (state.step or 0) > state.implement else state.cycle - 1
             names = [f.rsplit("/", 1)[-1] for f in files]
             for cycle in range(1, last + 1):
                 suffix = f"_cycle{cycle}.md"
