@@ -199,7 +199,7 @@ def _external_entries(value: object) -> list[dict[str, object]]:
         value = value.get("epics")
     if not isinstance(value, list):
         return []
-    entries = []
+    entries: list[dict[str, object]] = []
     for item in value:
         if isinstance(item, str):
             entries.append({"id": item})
@@ -243,7 +243,7 @@ def _levels(rows: list[dict[str, object]]) -> dict[str, int]:
     """Each story's Kahn phase (x-internal-epic-build-plan: roots are phase 0)."""
     ids = [str(r["id"]) for r in rows]
     deps = {
-        str(r["id"]): [str(d) for d in r["dependsOn"] if str(d) in ids]  # type: ignore[attr-defined]
+        str(r["id"]): [str(d) for d in r["dependsOn"] if str(d) in ids]
         if isinstance(r["dependsOn"], list)
         else []
         for r in rows
@@ -305,9 +305,8 @@ def epic_view(
     epic_external = _external_entries(top.get("externalDependencies"))
     for row, (_, node) in zip(rows, nodes, strict=True):
         row["dependsOn"] = _dependencies(row, inverse.get(str(row["id"]), []))
-        row["external"] = [
-            str(e["id"]) for e in epic_external + _external_entries(node.get("externalDependencies"))
-        ]
+        own = _external_entries(node.get("externalDependencies"))
+        row["external"] = [str(e["id"]) for e in epic_external + own]
     external_why: dict[str, str | None] = {}
     for entry in epic_external + [
         e for _, n in nodes for e in _external_entries(n.get("externalDependencies"))
@@ -326,7 +325,11 @@ def epic_view(
             if status == "PENDING" and deps is None:
                 deps = []  # a pending story without recorded dependencies has none
             why = lifecycle.blocked_reason(deps, statuses, on_base, no_merge=no_merge)
-            outside = [external_why[e] for e in row["external"] if external_why.get(e)]  # type: ignore[attr-defined]
+            outside = [
+                why_not
+                for e in row["external"]  # type: ignore[attr-defined]
+                if (why_not := external_why.get(e)) is not None
+            ]
             if outside:
                 why = "; ".join(([why] if why else []) + ["waiting for " + ", ".join(outside)])
             if why is None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 __all__ = [
     "MAX_RETRIES",
     "VOCABULARY",
-    "canonical",
     "blocked_reason",
+    "canonical",
     "finished_reason",
     "norm",
     "reclassify_story",
@@ -23,9 +23,22 @@ MAX_RETRIES = 2
 """resume-workflow.md: `MAX_RETRIES` defaults to 2."""
 
 ENGLISH = (
-    "PENDING", "IN_PROGRESS", "PARTIAL", "SUCCESS", "COMPLETE", "COMPLETED", "DONE", "MERGED",
-    "PR_CREATED", "PR_PENDING_REVIEW", "PR_APPROVED", "PR_MERGED", "FAILED", "BLOCKED",
-    "DEFERRED", "UNKNOWN",
+    "PENDING",
+    "IN_PROGRESS",
+    "PARTIAL",
+    "SUCCESS",
+    "COMPLETE",
+    "COMPLETED",
+    "DONE",
+    "MERGED",
+    "PR_CREATED",
+    "PR_PENDING_REVIEW",
+    "PR_APPROVED",
+    "PR_MERGED",
+    "FAILED",
+    "BLOCKED",
+    "DEFERRED",
+    "UNKNOWN",
 )
 """The producer's state-file statuses (x-epic-implement, resume-workflow.md; the seed)."""
 PORTUGUESE = {
@@ -57,8 +70,16 @@ SEED_DONE = frozenset(("DONE", "MERGED", "COMPLETE"))
 """Seed 000's own DONE bucket (`done`, `merged`, `complete`, `Concluída`): the envelope's."""
 
 SEED_TASK_PENDING = frozenset(
-    ("PENDING", "IN_PROGRESS", "PR_CREATED", "PR_APPROVED", "PR_MERGED", "FAILED", "BLOCKED",
-     "UNKNOWN")
+    (
+        "PENDING",
+        "IN_PROGRESS",
+        "PR_CREATED",
+        "PR_APPROVED",
+        "PR_MERGED",
+        "FAILED",
+        "BLOCKED",
+        "UNKNOWN",
+    )
 )
 """Seed 000's PENDING bucket (after `canonical`). SUCCESS, DEFERRED and the like are no
 task status of the seed's: a task carrying one stays unknown (a warning), as before."""

@@ -251,9 +251,9 @@ def test_plans_wins_over_the_older_copy_and_says_so(tmp_path: Path, run_storyd: 
     [twin] = [f for f in detail["findings"] if f["code"] == "epic-in-two-places"]
     assert twin["severity"] == "info"
     assert "docs/stories/epic-0013/execution-state.json" in twin["message"]
-    old = json.loads(run_storyd("resume", "--state-file", "docs/stories/epic-0013/execution-state.json",
-                                "--unit", "story-0013-0001", "--detail", "--direct",
-                                cwd=tmp_path).stdout)
+    old_file = "docs/stories/epic-0013/execution-state.json"
+    old = json.loads(run_storyd("resume", "--state-file", old_file, "--unit", "story-0013-0001",
+                                "--detail", "--direct", cwd=tmp_path).stdout)
     [twin] = [f for f in old["findings"] if f["code"] == "epic-in-two-places"]
     assert "plans/epic-0013/execution-state.json also exists" in twin["message"]
 

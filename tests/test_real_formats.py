@@ -183,7 +183,8 @@ class TestRealSessions:
             "3_5": {"status": "complete"},
             "4": {"status": "in_progress", "sub_step": "phase_1"},
         }
-        state.write_bytes(orjson.dumps({"schema_version": "3.0", "current_step": 4, "steps": steps}))
+        doc = {"schema_version": "3.0", "current_step": 4, "steps": steps}
+        state.write_bytes(orjson.dumps(doc))
         assert resume(run_storyd, ws, session_state("p"))["resumePoint"] == "step-4:phase_1"
 
 

@@ -24,6 +24,10 @@ from daemon.formats.common import (
 from daemon.jsonio import conflict_marker, utf16_without_bom
 from daemon.model import DONE, PENDING, Finding, Task, Unit
 
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/model.py
+if TYPE_CHECKING:
+    from daemon.formats.flowtable import FlowTable
+
 __all__ = ["ADAPTER", "FLOW_STEPS", "AutodevAdapter", "parse_state"]
 
 STATE_PATH = "_docs/_autodev_state.md"
@@ -394,26 +398,35 @@ class AutodevAdapter(Adapter):
             )
         ]
 
-    def _by_table(self, source: Source, relpath: str, state: _State, table: object) -> Unit:
+    def _by_table(self, source: Source, relpath: str, state: _State, table: FlowTable) -> Unit:
         """The unit when the workspace carries the flow's Step Reference Table: its steps
         (a `16.5` included) are the tasks, and a flow-table info finding says so."""
-        steps: list[str] = table.steps  # type: ignore[attr-defined]
-        names: list[str] = table.names  # type: ignore[attr-defined]
+        steps, names = table.steps, table.names
         current = len(steps) if state.done else steps.index(state.step_token)
-        tasks = [Task(f"step-{s}", "completed", DONE, extra={"inferred": True})
-                 for s in steps[:current]]
+        tasks = [
+            Task(f"step-{s}", "completed", DONE, extra={"inferred": True}) for s in steps[:current]
+        ]
         if not state.done:
             task, unknown = make_task(
-                f"step-{steps[current]}", state.status, done=_DONE, pending=_PENDING,
+                f"step-{steps[current]}",
+                state.status,
+                done=_DONE,
+                pending=_PENDING,
                 default="not_started",
-                extra={"name": state.name or names[current], "sub_step": state.sub,
-                       "retry_count": state.retry_count, "cycle": state.cycle},
+                extra={
+                    "name": state.name or names[current],
+                    "sub_step": state.sub,
+                    "retry_count": state.retry_count,
+                    "cycle": state.cycle,
+                },
             )
             if unknown is not None:
                 state.findings.append(unknown)
             tasks.append(task)
-            tasks.extend(Task(f"step-{s}", "not_started", PENDING, extra={"inferred": True})
-                         for s in steps[current + 1 :])
+            tasks.extend(
+                Task(f"step-{s}", "not_started", PENDING, extra={"inferred": True})
+                for s in steps[current + 1 :]
+            )
         state.steps = len(steps)
         state.step = current + 1  # the position, for the rules and the cross-check
         implement = [i for i, n in enumerate(names) if n.strip().lower() == "implement"]
@@ -423,16 +436,18 @@ class AutodevAdapter(Adapter):
         findings.extend(self._rules(state))
         findings.extend(self._cross_check(source, state))
         message = (
-            f"progress counted on {table.path}'s Step Reference Table ({len(steps)} steps: "  # type: ignore[attr-defined]
+            f"progress counted on {table.path}'s Step Reference Table ({len(steps)} steps: "
             f"{steps[0]}..{steps[-1]}), not the seed's {FLOW_STEPS.get(state.flow, '?')}"
         )
         findings.append(finding("flow-table", "info", message))
         labels = {
-            "flow": state.flow, "step": state.step_token if not state.done else "done",
+            "flow": state.flow,
+            "step": state.step_token if not state.done else "done",
             "name": state.name or ("" if state.done else names[current]),
-            "status": state.status or "", "cycle": str(state.cycle),
+            "status": state.status or "",
+            "cycle": str(state.cycle),
             "retry_count": str(state.retry_count),
-            "flow_table": f"{table.path} ({len(steps)} steps)",  # type: ignore[attr-defined]
+            "flow_table": f"{table.path} ({len(steps)} steps)",
             **state.extra,
         }
         if state.sub is not None:
@@ -453,8 +468,15 @@ class AutodevAdapter(Adapter):
                 phase = state.sub["phase"] if state.sub is not None else 0
                 started = current > 0 or status != "not_started" or phase != 0
                 point = resume_point(tasks, point, started=started)
-        return Unit("autodev", relpath, "autodev", tuple(tasks), resume_point=point,
-                    findings=tuple(findings), labels=labels)
+        return Unit(
+            "autodev",
+            relpath,
+            "autodev",
+            tuple(tasks),
+            resume_point=point,
+            findings=tuple(findings),
+            labels=labels,
+        )
 
     @staticmethod
     def _tasks(state: _State) -> list[Task]:
