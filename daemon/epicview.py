@@ -11,13 +11,14 @@ commit `Merge pull request #N`, a squash `... (#N)`).
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
 from daemon import lifecycle
 from daemon.errors import StorydError
 from daemon.formats.base import Source, load_json_object
-from daemon.formats.epic import epic_state_file, epic_state_files, story_nodes
+from daemon.formats.epic import epic_state_file, epic_state_files, other_place, story_nodes
 from daemon.locking import DEFAULT_LOCK_TIMEOUT
 
 __all__ = ["Evidence", "epic_view", "render_text"]
@@ -289,6 +290,14 @@ def _sequence(top: dict[str, object], rows: list[dict[str, object]]) -> list[str
     return order + [str(r["id"]) for r in sorted(rows, key=key) if str(r["id"]) not in order]
 
 
+def _older_copy(workspace: str, relpath: str) -> str | None:
+    """The same epic under docs/stories/ when plans/ holds the one read (not read)."""
+    other = other_place(relpath)
+    if other is None or not relpath.startswith("plans/"):
+        return None
+    return other if os.path.isfile(os.path.join(workspace, other)) else None
+
+
 def epic_view(
     workspace: str, epic_id: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
 ) -> dict[str, object]:
@@ -354,6 +363,7 @@ def epic_view(
     return {
         "epic": epic_id,
         "stateFile": relpath,
+        "olderCopy": _older_copy(workspace, relpath),
         "baseBranch": evidence.base,
         "mergeMode": _merge_mode(top),
         "mode": "sequential" if order is not None else "parallel",
@@ -373,6 +383,8 @@ def epic_view(
 def render_text(view: dict[str, object]) -> str:
     """The human form: one line per story, then the executable and blocked lists."""
     lines = [f"epic {view['epic']}  {view['stateFile']}  base: {view['baseBranch'] or '-'}"]
+    if view.get("olderCopy"):
+        lines.append(f"  also kept at {view['olderCopy']} (the older location; not read)")
     for row in view["stories"]:  # type: ignore[attr-defined]
         merged = row["merged"]
         proof = f"  merged: {merged['commit'][:12]} ({merged['how']})" if merged else ""

@@ -236,6 +236,7 @@ def test_older_location_is_read(tmp_path: Path, run_storyd: Run) -> None:
     assert status.stdout.count(b"docs/stories/epic-0013/execution-state.json") >= 26
     view = epic_json(run_storyd, tmp_path, "13")
     assert view["stateFile"] == "docs/stories/epic-0013/execution-state.json"
+    assert view["olderCopy"] is None
 
 
 def test_plans_wins_over_the_older_copy_and_says_so(tmp_path: Path, run_storyd: Run) -> None:
@@ -246,6 +247,9 @@ def test_plans_wins_over_the_older_copy_and_says_so(tmp_path: Path, run_storyd: 
     newer.write_text(json.dumps(data), "utf-8")
     view = epic_json(run_storyd, tmp_path, "13")
     assert view["stateFile"] == "plans/epic-0013/execution-state.json"
+    assert view["olderCopy"] == "docs/stories/epic-0013/execution-state.json"
+    text = run_storyd("epic", "--epic-id", "13", "--direct", cwd=tmp_path).stdout
+    assert b"also kept at docs/stories/epic-0013/execution-state.json (the older" in text
     detail = json.loads(run_storyd("resume", "--epic-id", "13", "--story-id", "story-0013-0001",
                                    "--detail", "--direct", cwd=tmp_path).stdout)
     [twin] = [f for f in detail["findings"] if f["code"] == "epic-in-two-places"]
