@@ -135,7 +135,8 @@ def choose_epic_file(found: list[str], epic_id: str) -> str:
 def epic_file_among(relpaths: list[str], epic_id: str) -> str:
     """The epic's state file among known workspace-relative paths (no disk: the daemon's
     query path), by the same rule as `epic_state_file`."""
-    found = sorted(r for r in relpaths if "epic-" in r and is_epic_file_of(r, epic_id))
+    prefixes = tuple(f"{root}/epic-{epic_id}" for root in ROOTS)
+    found = sorted(r for r in relpaths if r.startswith(prefixes) and is_epic_file_of(r, epic_id))
     found.sort(key=lambda r: not r.startswith(ROOT + "/"))
     return choose_epic_file(found, epic_id)
 
