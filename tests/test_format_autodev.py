@@ -351,7 +351,7 @@ class TestRules:
     @pytest.mark.parametrize(
         ("replace", "code"),
         [
-            (("step: 3", "step: 12"), "step-out-of-range"),
+            (("step: 3", "step: 18"), "step-out-of-range"),  # beyond every version
             (("flow: greenfield", "flow: brownfield"), "unknown-flow"),
             (("flow: greenfield ", ""), "missing-field"),
             (("status: in_progress ", ""), "missing-field"),
@@ -501,8 +501,9 @@ class TestFlowTable:
         self, workspace: Callable[[str], Path], run_storyd: Run
     ) -> None:
         ws = workspace("greenfield-plan")
+        write(ws, EX1.replace("step: 3 name: Plan", "step: 7 name: Run Tests") + "\n")
+        assert load(ws).labels["progress"] == "6/11 (54%)"  # the seed's (2026-04) table
         write(ws, EX1.replace("step: 3 name: Plan", "step: 7 name: Implement") + "\n")
-        assert load(ws).labels["progress"] == "6/11 (54%)"  # the seed's count
         self.flow(ws)
         unit = load(ws)
         assert unit.labels["progress"] == "6/18 (33%)"
@@ -529,3 +530,38 @@ class TestFlowTable:
         unit = load(ws)
         assert unit.labels["progress"] == "2/11 (18%)"
         assert [f.code for f in unit.findings] == ["flow-table-mismatch"]
+
+
+class TestProducerTables:
+    """Without a flow file, the producer's versions (azaion's autodev skill) decide when
+    the file proves a later one: the step's name, or a step only a later table has."""
+
+    @pytest.mark.parametrize(
+        ("step", "name", "progress", "table"),
+        [
+            ("7", "Run Tests", "6/11 (54%)", "seed 003 (11 steps)"),
+            ("7", "Implement", "6/18 (33%)", "producer greenfield 2026-06 (18 steps)"),
+            ("7", "", "6/11 (54%)", "seed 003 (11 steps)"),
+            ("13", "", "12/18 (66%)", "producer greenfield 2026-06 (18 steps)"),
+            ("16.5", "Release", "16/18 (88%)", "producer greenfield 2026-06 (18 steps)"),
+        ],
+    )
+    def test_greenfield_versions(
+        self, workspace: Callable[[str], Path], step: str, name: str, progress: str, table: str
+    ) -> None:
+        ws = workspace("greenfield-plan")
+        pointer = f"step: {step}" + (f" name: {name}" if name else "")
+        write(ws, EX1.replace("step: 3 name: Plan", pointer) + "\n")
+        unit = load(ws)
+        assert (unit.labels["progress"], unit.labels["flow_table"]) == (progress, table)
+        if table.startswith("producer"):
+            [found] = [f for f in unit.findings if f.code == "flow-table"]
+            assert "gps-denied-onboard" in found.message and "chosen because" in found.message
+
+    def test_meta_repo_half_step(self, workspace: Callable[[str], Path]) -> None:
+        ws = workspace("meta-repo-review")
+        text = (ws / STATE).read_text().replace("step: 2", "step: 2.5")
+        write(ws, text)
+        unit = load(ws)
+        assert unit.labels["flow_table"] == "producer meta-repo 2026-05 (8 steps)"
+        assert unit.resume_point.startswith("meta-repo/step-2.5")

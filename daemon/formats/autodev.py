@@ -353,12 +353,19 @@ class AutodevAdapter(Adapter):
         return STATE_PATH if relpath.startswith(f"{DOCS}/") else None
 
     def load(self, source: Source, relpath: str) -> list[Unit]:
-        from daemon.formats.flowtable import find_flow_table
+        from daemon.formats.flowtable import find_flow_table, producer_table
 
         state = _State(source.read(relpath))
         table = find_flow_table(source, state.flow)
         if table is not None and (state.done or state.step_token in table.steps):
             return [self._by_table(source, relpath, state, table)]
+        known = (
+            None
+            if table is not None or state.done
+            else (producer_table(state.flow, state.step_token, state.name))
+        )
+        if known is not None:
+            return [self._by_table(source, relpath, state, known)]
         labels = {
             "flow": state.flow,
             "step": state.step_text,
@@ -436,7 +443,7 @@ class AutodevAdapter(Adapter):
         findings.extend(self._rules(state))
         findings.extend(self._cross_check(source, state))
         message = (
-            f"progress counted on {table.path}'s Step Reference Table ({len(steps)} steps: "
+            f"progress counted on {table.origin} ({len(steps)} steps: "
             f"{steps[0]}..{steps[-1]}), not the seed's {FLOW_STEPS.get(state.flow, '?')}"
         )
         findings.append(finding("flow-table", "info", message))
