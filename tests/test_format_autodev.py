@@ -532,6 +532,32 @@ class TestFlowTable:
         assert [f.code for f in unit.findings] == ["flow-table-mismatch"]
 
 
+EXISTING_SPLIT = "\n".join(
+    # the shape of azaion/satellite-provider's flows/existing-code.md (2026-04-22): the
+    # Step Reference Table split into Phase A and Phase B sub-tables, more tables after it
+    ["# Existing Code Workflow", "", "## Step Reference Table", "",
+     "### Phase A — One-time baseline setup", "",
+     "| Step | Name | Sub-Skill | Internal SubSteps |", "|------|------|------|------|"]
+    + [f"| {n} | step {n} | x | y |" for n in range(1, 9)]
+    + ["", "### Phase B — Feature cycle (loops back to Step 9 after Step 17)", "",
+       "| Step | Name | Sub-Skill | Internal SubSteps |", "|------|------|------|------|"]
+    + [f"| {n} | {'Implement' if n == '10' else 'step ' + n} | x | y |"
+       for n in [*map(str, range(9, 17)), "16.5", "17"]]
+    + ["", "## Detection Rules", "", "| Step | Condition |", "|---|---|", "| 40 | never |"]
+) + "\n"
+
+
+def test_split_step_reference_table(workspace: Callable[[str], Path]) -> None:
+    ws = workspace("existing-code-cycle3")
+    path = ws / ".cursor" / "skills" / "autodev" / "flows" / "existing-code.md"
+    path.parent.mkdir(parents=True)
+    path.write_text(EXISTING_SPLIT)
+    unit = load(ws)
+    assert unit.labels["flow_table"] == ".cursor/skills/autodev/flows/existing-code.md (18 steps)"
+    assert [t.id for t in unit.tasks][-3:] == ["step-16", "step-16.5", "step-17"]
+    assert "flow-table-mismatch" not in codes(unit)
+
+
 class TestProducerTables:
     """Without a flow file, the producer's versions (azaion's autodev skill) decide when
     the file proves a later one: the step's name, or a step only a later table has."""

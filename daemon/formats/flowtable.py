@@ -165,24 +165,49 @@ def _step(cell: str) -> str | None:
     return None
 
 
+def _section(text: str) -> list[str]:
+    """The lines under the "Step Reference Table" heading, to the next heading of its level
+    or above (existing-code splits the table into Phase A and Phase B sub-tables); the
+    whole text when there is no such heading."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        level = len(line) - len(line.lstrip("#"))
+        if level and "step reference table" in line.lower():
+            end = next(
+                (
+                    j
+                    for j in range(i + 1, len(lines))
+                    if 0 < len(lines[j]) - len(lines[j].lstrip("#")) <= level
+                ),
+                len(lines),
+            )
+            return lines[i + 1 : end]
+    return lines
+
+
 def parse_step_table(text: str) -> tuple[list[str], list[str]]:
-    """(step labels, names) from the first markdown table whose header has a Step column."""
+    """(step labels, names) from the tables with a Step column under the "Step Reference
+    Table" heading (else from the first such table in the file)."""
+    section = _section(text)
+    whole = len(section) == len(text.splitlines())
     column = None
     steps: list[str] = []
     names: list[str] = []
-    for line in text.splitlines():
+    for line in section:
         cells = _cells(line)
         if cells is None:
-            if steps:
-                break  # the table ended
+            if steps and whole:
+                break  # no heading to bound it: the first table only
             column = None
             continue
         if column is None:
             heads = [c.lower() for c in cells]
             column = next((i for i, h in enumerate(heads) if h in ("step", "#", "step #")), None)
+            if column is None:
+                column = -1  # a table without a Step column: skipped
             continue
-        if column >= len(cells) or set(cells[column]) <= set("-: "):
-            continue  # the separator row
+        if column < 0 or column >= len(cells) or set(cells[column]) <= set("-: "):
+            continue  # the separator row, or not a step table
         label = _step(cells[column])
         if label is not None and label not in steps:
             steps.append(label)
