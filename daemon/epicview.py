@@ -11,12 +11,14 @@ commit `Merge pull request #N`, a squash `... (#N)`).
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
 from daemon import lifecycle
+from daemon.errors import StorydError
 from daemon.formats.base import Source, load_json_object
-from daemon.formats.epic import epic_state_file, story_nodes
+from daemon.formats.epic import epic_state_file, epic_state_files, other_place, story_nodes
 from daemon.locking import DEFAULT_LOCK_TIMEOUT
 
 __all__ = ["Evidence", "epic_view", "render_text"]
@@ -73,10 +75,18 @@ class Evidence:
         return None
 
 
-def _names(story_id: str, pr: object) -> list[str]:
+def _names(story_id: str, pr: object, task_prs: object = None) -> list[str]:
+    """The ids a merge commit may name: the story, its PR, its tasks' PRs (`taskPrs`,
+    schemaVersion 2.0.0: task id to a PR number or to {prNumber}, or a list of those)."""
     names = [story_id]
-    if isinstance(pr, int) and not isinstance(pr, bool):
-        names.append(f"#{pr}")
+    numbers = [pr]
+    values = task_prs.values() if isinstance(task_prs, dict) else task_prs
+    if isinstance(values, (list, type({}.values()))):
+        for value in values:
+            numbers.append(value.get("prNumber") if isinstance(value, dict) else value)
+    for number in numbers:
+        if isinstance(number, int) and not isinstance(number, bool) and f"#{number}" not in names:
+            names.append(f"#{number}")
     return names
 
 
@@ -105,7 +115,7 @@ def _tasks(node: dict[str, object], evidence: Evidence) -> list[dict[str, object
 
 def _story(story_id: str, node: dict[str, object], evidence: Evidence) -> dict[str, object]:
     pr = node.get("prNumber")
-    landed = evidence.landed(node.get("commitSha"), _names(story_id, pr))
+    landed = evidence.landed(node.get("commitSha"), _names(story_id, pr, node.get("taskPrs")))
     status, reason = lifecycle.reclassify_story(
         node.get("status"),
         node.get("retries", 0),
@@ -119,6 +129,7 @@ def _story(story_id: str, node: dict[str, object], evidence: Evidence) -> dict[s
             status, reason = derived
     deps = node.get("blockedBy", node.get("dependencies"))
     return {
+        "title": node.get("title") if isinstance(node.get("title"), str) else None,
         "id": story_id,
         "recorded": node.get("status"),
         "status": status,
@@ -160,6 +171,133 @@ def _breaker(top: dict[str, object]) -> dict[str, object] | None:
     }
 
 
+def _inverse_blocks(nodes: list[tuple[str, dict[str, object]]]) -> dict[str, list[str]]:
+    """schemaVersion 2.0.0's `blocks` (S blocks T), read as T's dependency on S."""
+    inverse: dict[str, list[str]] = {}
+    for story, node in nodes:
+        blocks = node.get("blocks")
+        if isinstance(blocks, list):
+            for target in blocks:
+                inverse.setdefault(str(target), []).append(story)
+    return inverse
+
+
+def _dependencies(row: dict[str, object], inverse: list[str]) -> object:
+    """`blockedBy` (else `dependencies`) plus the stories whose `blocks` name this one."""
+    deps = row["blockedBy"]
+    if not inverse:
+        return deps
+    recorded = deps if isinstance(deps, list) else []
+    if deps is not None and not isinstance(deps, list):
+        return deps  # not a list: blocked_reason says so
+    return [*recorded, *(s for s in inverse if s not in recorded)]
+
+
+def _external_entries(value: object) -> list[dict[str, object]]:
+    """`externalDependencies` as written: {"epics": [...]} or a list; entries are objects
+    with an `id` (EPIC-0063) or bare ids."""
+    if isinstance(value, dict):
+        value = value.get("epics")
+    if not isinstance(value, list):
+        return []
+    entries: list[dict[str, object]] = []
+    for item in value:
+        if isinstance(item, str):
+            entries.append({"id": item})
+        elif isinstance(item, dict) and isinstance(item.get("id"), str):
+            entries.append(item)
+    return entries
+
+
+def _epic_digits(name: str) -> str | None:
+    digits = "".join(c for c in name if c.isdigit())
+    return digits.zfill(4) if digits and len(digits) <= 4 else None
+
+
+def _external_state(workspace: str, entry: dict[str, object], lock_timeout: float) -> str | None:
+    """Why an external (blocking) epic dependency is unmet, None when it is met: the other
+    epic's state file in this workspace says every story of it is finished."""
+    if entry.get("blocking") is False:
+        return None
+    name = str(entry["id"])
+    if lifecycle.canonical(entry.get("status")) in lifecycle.FINISHED_STATUSES:
+        return None
+    digits = _epic_digits(name)
+    found = epic_state_files(workspace, digits) if digits else []
+    if not found:
+        return f"external {name} (no state file of it in this workspace)"
+    try:
+        top = load_json_object(Source(workspace, lock_timeout).read(found[0], found[0]), found[0])
+        nodes = [n for _, n in story_nodes(top, found[0]) if isinstance(n, dict)]
+    except StorydError as exc:  # unreadable or locked: named, never raised
+        return f"external {name} ({found[0]} unreadable: {exc})"
+    done = 0
+    for node in nodes:
+        status, _ = lifecycle.reclassify_story(node.get("status"), 0, node.get("prMergeStatus"))
+        done += status == "SUCCESS"
+    if nodes and done == len(nodes):
+        return None
+    return f"external {name} ({done} of {len(nodes)} stories finished in {found[0]})"
+
+
+def _levels(rows: list[dict[str, object]]) -> dict[str, int]:
+    """Each story's Kahn phase (x-internal-epic-build-plan: roots are phase 0)."""
+    ids = [str(r["id"]) for r in rows]
+    deps = {
+        str(r["id"]): [str(d) for d in r["dependsOn"] if str(d) in ids]
+        if isinstance(r["dependsOn"], list)
+        else []
+        for r in rows
+    }
+    level: dict[str, int] = {}
+    while len(level) < len(ids):
+        phase = [i for i in ids if i not in level and all(d in level for d in deps[i])]
+        if not phase:  # a cycle: the rest after everything else
+            phase = [i for i in ids if i not in level]
+        depth = max(level.values(), default=-1) + 1
+        level.update((i, depth) for i in phase)
+    return level
+
+
+def is_sequential(top: dict[str, object]) -> bool:
+    """Whether the epic runs one story at a time: `"mode": "sequential"` (flowVersion 2+),
+    or the older `"mode": {"sequential": true}` / `{"parallel": false}`."""
+    mode = top.get("mode")
+    if isinstance(mode, str):
+        return mode.strip().lower() == "sequential"
+    if isinstance(mode, dict):
+        return mode.get("sequential") is True or mode.get("parallel") is False
+    return False
+
+
+def _sequence(top: dict[str, object], rows: list[dict[str, object]]) -> list[str] | None:
+    """The order stories run in when the epic is sequential, else None (all at once):
+    `executionOrder` as recorded, then the rest by recorded `phase`, Kahn phase, id."""
+    recorded = top.get("executionOrder")
+    if not is_sequential(top) and not isinstance(recorded, list):
+        return None
+    ids = [str(r["id"]) for r in rows]
+    order = [str(i) for i in recorded if str(i) in ids] if isinstance(recorded, list) else []
+    order = list(dict.fromkeys(order))
+    level = _levels(rows)
+
+    def key(row: dict[str, object]) -> tuple[int, int, str]:
+        phase = row.get("phase")
+        story = str(row["id"])
+        recorded_phase = phase if isinstance(phase, int) and not isinstance(phase, bool) else None
+        return (level[story] if recorded_phase is None else recorded_phase, level[story], story)
+
+    return order + [str(r["id"]) for r in sorted(rows, key=key) if str(r["id"]) not in order]
+
+
+def _older_copy(workspace: str, relpath: str) -> str | None:
+    """The same epic under docs/stories/ when plans/ holds the one read (not read)."""
+    other = other_place(relpath)
+    if other is None or not relpath.startswith("plans/"):
+        return None
+    return other if os.path.isfile(os.path.join(workspace, other)) else None
+
+
 def epic_view(
     workspace: str, epic_id: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
 ) -> dict[str, object]:
@@ -172,34 +310,71 @@ def epic_view(
         rows = [_story(k, n, evidence) for k, n in nodes]
     finally:
         evidence.close()
+    inverse = _inverse_blocks(nodes)
+    epic_external = _external_entries(top.get("externalDependencies"))
+    for row, (_, node) in zip(rows, nodes, strict=True):
+        row["dependsOn"] = _dependencies(row, inverse.get(str(row["id"]), []))
+        own = _external_entries(node.get("externalDependencies"))
+        row["external"] = [str(e["id"]) for e in epic_external + own]
+    external_why: dict[str, str | None] = {}
+    for entry in epic_external + [
+        e for _, n in nodes for e in _external_entries(n.get("externalDependencies"))
+    ]:
+        if str(entry["id"]) not in external_why or external_why[str(entry["id"])] is None:
+            external_why[str(entry["id"])] = _external_state(workspace, entry, lock_timeout)
     statuses = {str(r["id"]): str(r["status"]) for r in rows}
     on_base = {str(r["id"]): _on_base(r, n) for r, (_, n) in zip(rows, nodes, strict=True)}
     no_merge = _merge_mode(top) == "no-merge"
-    executable: list[str] = []
+    ready: list[str] = []
     blocked: list[dict[str, object]] = []
     for row in rows:
         story, status = str(row["id"]), str(row["status"])
         if status in ("BLOCKED", "PENDING"):
-            deps = row["blockedBy"]
+            deps = row["dependsOn"]
             if status == "PENDING" and deps is None:
                 deps = []  # a pending story without recorded dependencies has none
             why = lifecycle.blocked_reason(deps, statuses, on_base, no_merge=no_merge)
+            outside = [
+                why_not
+                for e in row["external"]  # type: ignore[attr-defined]
+                if (why_not := external_why.get(e)) is not None
+            ]
+            if outside:
+                why = "; ".join(([why] if why else []) + ["waiting for " + ", ".join(outside)])
             if why is None:
                 row["status"] = "PENDING"
-                executable.append(story)
+                ready.append(story)
             else:
                 row["status"] = "BLOCKED" if status == "BLOCKED" else status
                 blocked.append({"id": story, "reason": why})
         elif status != "SUCCESS":
             blocked.append({"id": story, "reason": f"{status}: {row['reason']}"})
+    order = _sequence(top, rows)
+    queued: list[dict[str, object]] = []
+    executable = ready
+    if order is not None:
+        first = [s for s in order if s in ready][:1]
+        executable = first
+        queued = [
+            {"id": s, "reason": f"sequential: runs after {first[0]}"}
+            for s in order
+            if s in ready and s not in first
+        ]
     return {
         "epic": epic_id,
         "stateFile": relpath,
+        "olderCopy": _older_copy(workspace, relpath),
         "baseBranch": evidence.base,
         "mergeMode": _merge_mode(top),
+        "mode": "sequential" if order is not None else "parallel",
+        "order": order,
         "circuitBreaker": _breaker(top),
+        "externalDependencies": [
+            {"id": k, "met": v is None, "reason": v} for k, v in external_why.items()
+        ],
         "stories": rows,
         "executable": executable,
+        "queued": queued,
         "blocked": blocked,
         "finished": [r["id"] for r in rows if r["status"] == "SUCCESS"],
     }
@@ -208,12 +383,17 @@ def epic_view(
 def render_text(view: dict[str, object]) -> str:
     """The human form: one line per story, then the executable and blocked lists."""
     lines = [f"epic {view['epic']}  {view['stateFile']}  base: {view['baseBranch'] or '-'}"]
+    if view.get("olderCopy"):
+        lines.append(f"  also kept at {view['olderCopy']} (the older location; not read)")
     for row in view["stories"]:  # type: ignore[attr-defined]
         merged = row["merged"]
         proof = f"  merged: {merged['commit'][:12]} ({merged['how']})" if merged else ""
         lines.append(f"  {row['id']:<18} {row['status']:<17} {row['reason']}{proof}")
     executable = view["executable"]
-    lines.append("executable next: " + (", ".join(executable) or "none"))  # type: ignore[arg-type]
+    how = "  (sequential: one story at a time)" if view.get("mode") == "sequential" else ""
+    lines.append("executable next: " + (", ".join(executable) or "none") + how)  # type: ignore[arg-type]
+    for item in view.get("queued") or []:  # type: ignore[attr-defined]
+        lines.append(f"queued: {item['id']}: {item['reason']}")
     for item in view["blocked"]:  # type: ignore[attr-defined]
         lines.append(f"blocked: {item['id']}: {item['reason']}")
     breaker = view["circuitBreaker"]

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 __all__ = [
     "MAX_RETRIES",
+    "VOCABULARY",
     "blocked_reason",
+    "canonical",
     "finished_reason",
     "norm",
     "reclassify_story",
@@ -20,14 +22,97 @@ __all__ = [
 MAX_RETRIES = 2
 """resume-workflow.md: `MAX_RETRIES` defaults to 2."""
 
+ENGLISH = (
+    "PENDING",
+    "IN_PROGRESS",
+    "PARTIAL",
+    "SUCCESS",
+    "COMPLETE",
+    "COMPLETED",
+    "DONE",
+    "MERGED",
+    "PR_CREATED",
+    "PR_PENDING_REVIEW",
+    "PR_APPROVED",
+    "PR_MERGED",
+    "FAILED",
+    "BLOCKED",
+    "DEFERRED",
+    "UNKNOWN",
+)
+"""The producer's state-file statuses (x-epic-implement, resume-workflow.md; the seed)."""
+PORTUGUESE = {
+    "Pendente": "PENDING",
+    "Planejada": "PENDING",
+    "Em Andamento": "IN_PROGRESS",
+    "Concluída": "COMPLETE",
+    "Concluida": "COMPLETE",
+    "Falha": "FAILED",
+    "Bloqueada": "BLOCKED",
+    "Refinada": "PENDING",
+}
+"""Its own words, as it spells them (x-epic-map: `Pendente`, `Planejada`, `Em Andamento`,
+`Concluída`, `Falha`, `Bloqueada`; full-protocol.md also writes `Concluida`), which its
+schemaVersion 2.0.0 state files carry as story statuses, and `refinada` (refined, ready
+to run: its refinement gate, epic 0071's state file)."""
+VOCABULARY: dict[str, str] = {
+    **{word: word for word in ENGLISH},
+    **{word.upper(): meaning for word, meaning in PORTUGUESE.items()},
+}
+"""THE status table: every story or task status the producer writes (upper case) and the
+English status it means. The epic adapter's task buckets, `storyd epic`'s
+reclassification and the `unknown-story-status` finding all read it."""
+
+TASK_DONE = frozenset(("DONE", "MERGED", "COMPLETE", "SUCCESS", "PR_MERGED"))
+"""Statuses (after `canonical`) in seed 000's DONE bucket, plus the producer's PR_MERGED
+and SUCCESS (resume-workflow.md Step 1b)."""
+SEED_DONE = frozenset(("DONE", "MERGED", "COMPLETE"))
+"""Seed 000's own DONE bucket (`done`, `merged`, `complete`, `Concluída`): the envelope's."""
+
+SEED_TASK_PENDING = frozenset(
+    (
+        "PENDING",
+        "IN_PROGRESS",
+        "PR_CREATED",
+        "PR_APPROVED",
+        "PR_MERGED",
+        "FAILED",
+        "BLOCKED",
+        "UNKNOWN",
+    )
+)
+"""Seed 000's PENDING bucket (after `canonical`). SUCCESS, DEFERRED and the like are no
+task status of the seed's: a task carrying one stays unknown (a warning), as before."""
+
+
+def task_buckets() -> tuple[frozenset[str], frozenset[str]]:
+    """(done, pending) task statuses in lower case, for `make_task`, from VOCABULARY."""
+    spellings = [(k, v) for k, v in VOCABULARY.items()]
+    spellings += [(k.replace(" ", "_"), v) for k, v in VOCABULARY.items() if " " in k]
+    done = frozenset(k.lower() for k, v in spellings if v in SEED_DONE)
+    pending = frozenset(k.lower() for k, v in spellings if v in SEED_TASK_PENDING)
+    return done, pending
+
+
+def story_words() -> list[str]:
+    """The vocabulary as the producer spells it, for messages."""
+    return [*ENGLISH, *PORTUGUESE]
+
+
+def story_status_known(status: object) -> bool:
+    """Whether a story's recorded status is in the vocabulary (a missing one is PENDING)."""
+    return _missing(status) or canonical(status) is not None
+
+
+def _missing(status: object) -> bool:
+    """No status recorded (null, false, blank): the producer's PENDING."""
+    return status is None or status is False or (isinstance(status, str) and not status.strip())
+
+
 FINISHED_STATUSES = frozenset(("SUCCESS", "COMPLETE", "COMPLETED", "PR_MERGED", "DONE", "MERGED"))
 """Story statuses the producer never re-executes (PR_MERGED is reclassified to SUCCESS)."""
 _PR_WAITING = frozenset(("PR_CREATED", "PR_PENDING_REVIEW", "PR_APPROVED"))
 _TO_PENDING = frozenset(("IN_PROGRESS", "PARTIAL"))
-# The seed's DONE bucket (done, merged, complete, Concluída) plus the producer's PR_MERGED
-_TASK_DONE = frozenset(
-    ("DONE", "PR_MERGED", "MERGED", "COMPLETE", "SUCCESS", "CONCLUÍDA", "CONCLUIDA")
-)
 
 
 def norm(status: object) -> str:
@@ -35,9 +120,27 @@ def norm(status: object) -> str:
     return status.strip().upper() if isinstance(status, str) else ""
 
 
+def canonical(status: object) -> str | None:
+    """The English status a recorded one means (`Pendente` is PENDING), None if unknown.
+
+    Trimmed, NFC, case-insensitive; `Em Andamento`, `EM_ANDAMENTO` and `em-andamento`
+    are one status. A missing status (None) is not unknown: the caller decides.
+    """
+    text = norm(status)
+    if not text.isascii():
+        import unicodedata
+
+        text = unicodedata.normalize("NFC", text)
+    found = VOCABULARY.get(text)
+    if found is None and (" " in text or "-" in text or "_" in text):
+        found = VOCABULARY.get(" ".join(text.replace("_", " ").replace("-", " ").split()))
+        found = found or VOCABULARY.get("_".join(text.replace("-", " ").split()))
+    return found
+
+
 def finished_reason(status: object, pr_merge_status: object = None) -> str | None:
     """Why a story's own record says it is finished, or None when it does not."""
-    if norm(status) in FINISHED_STATUSES:
+    if canonical(status) in FINISHED_STATUSES:
         return f"status {status!r}"
     if norm(pr_merge_status) == "MERGED":
         return "prMergeStatus 'MERGED'"
@@ -53,7 +156,14 @@ def reclassify_story(
     max_retries: int = MAX_RETRIES,
 ) -> tuple[str, str]:
     """(new status, why) per resume-workflow.md Step 1; `merged` is git's word on the PR."""
-    current = norm(status) or "PENDING"
+    if _missing(status):
+        current = "PENDING"
+    else:
+        mapped = canonical(status)
+        if mapped is None:
+            shown = norm(status) or repr(status)
+            return shown, f"unknown status {status!r}; left as recorded"
+        current = mapped
     if current in FINISHED_STATUSES:
         return "SUCCESS", "finished; never re-executed"
     if current in _TO_PENDING:
@@ -78,8 +188,8 @@ def reclassify_story(
 
 def reclassify_task(status: object, *, merged: bool = False) -> str:
     """A task's status after resume-workflow.md Step 1b (BLOCKED is left to the caller)."""
-    current = norm(status) or "PENDING"
-    if current in _TASK_DONE:
+    current = canonical(status) or norm(status) or "PENDING"
+    if current in TASK_DONE:
         return "DONE"
     if current == "IN_PROGRESS":
         return "PENDING"

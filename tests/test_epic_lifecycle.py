@@ -235,7 +235,7 @@ def test_epic_view_via_daemon_is_the_same(spawn_daemon: Spawn, tmp_path: Path) -
 def test_epic_view_of_every_readable_real_version(tmp_path: Path) -> None:
     from daemon.epicview import epic_view
 
-    count = 0
+    count = sequential = 0
     for entry in manifest():
         if entry["expect"] != "ok":
             continue
@@ -245,11 +245,20 @@ def test_epic_view_of_every_readable_real_version(tmp_path: Path) -> None:
         stories = view["stories"]
         assert isinstance(stories, list) and stories
         executable, blocked, finished = view["executable"], view["blocked"], view["finished"]
+        queued = view["queued"]
         assert isinstance(executable, list) and isinstance(blocked, list)
-        assert isinstance(finished, list)
-        assert len(executable) + len(blocked) + len(finished) == len(stories)
+        assert isinstance(finished, list) and isinstance(queued, list)
+        assert len(executable) + len(queued) + len(blocked) + len(finished) == len(stories)
+        if view["mode"] == "sequential":
+            sequential += 1
+            assert len(executable) <= 1 and sorted(view["order"]) == sorted(  # type: ignore[arg-type]
+                r["id"] for r in stories  # type: ignore[index]
+            )
+        else:
+            assert queued == [] and view["order"] is None
         count += 1
     assert count == 130
+    assert sequential == 54  # "mode": "sequential" (13), {"parallel": false, ...} (41)
 
 
 def test_daemon_serves_slugged_folders_from_its_cache(spawn_daemon: Spawn, tmp_path: Path) -> None:

@@ -93,7 +93,27 @@ class TestForms:
             "retry_count": "0",
             "sub_step": "4:architecture-review-risk-assessment",
             "progress": "2/11 (18%)",
+            "flow_table": "seed 003 (11 steps)",
         }
+
+    def test_extra_key_is_not_swallowed(
+        self, workspace: Callable[[str], Path], run_storyd: Run
+    ) -> None:
+        """A one-line file with a field of the writer's own after `cycle` (`tracker: jira`)."""
+        ws = workspace("greenfield-plan")
+        write(ws, EX1 + " tracker: jira\n")
+        unit = load(ws)
+        assert unit.resume_point == PLAN_POINT
+        assert unit.labels["cycle"] == "1" and unit.labels["tracker"] == "jira"
+        assert [(f.code, f.severity) for f in unit.findings] == [("extra-field", "info")]
+        assert "tracker: 'jira'" in unit.findings[0].message
+        detail = run_storyd("resume", "--state-file", STATE, "--detail", "--direct", cwd=ws)
+        assert detail.returncode == 0
+        assert [f["code"] for f in orjson.loads(detail.stdout)["findings"]] == ["extra-field"]
+        # the same field between known ones, and a mid-word colon in a name, stay as before
+        top, _, _ = parse_state("flow: greenfield tracker: jira step: 3 name: Plan: review")
+        assert top == {"flow": "greenfield", "+tracker": "jira", "step": "3",
+                       "name": "Plan: review"}
 
     def test_one_line_fields(self) -> None:
         top, sub, scalar = parse_state(EX1)
@@ -331,7 +351,7 @@ class TestRules:
     @pytest.mark.parametrize(
         ("replace", "code"),
         [
-            (("step: 3", "step: 12"), "step-out-of-range"),
+            (("step: 3", "step: 18"), "step-out-of-range"),  # beyond every version
             (("flow: greenfield", "flow: brownfield"), "unknown-flow"),
             (("flow: greenfield ", ""), "missing-field"),
             (("status: in_progress ", ""), "missing-field"),
@@ -454,3 +474,120 @@ class TestCli:
         assert (done.returncode, done.stdout) == (65, b"")
         assert b"no autodev state found" in done.stderr
         assert b"Traceback" not in done.stderr
+
+
+FLOW_17 = "\n".join(
+    ["# Greenfield flow", "", "## Step Reference Table", "", "| Step | Name | Skill |",
+     "|------|------|-------|"]
+    + [f"| {n} | {name} | x |" for n, name in [
+        ("1", "Problem"), ("2", "Research"), ("3", "Plan"), ("4", "UI Design"),
+        ("5", "Decompose"), ("6", "Test Spec"), ("7", "Implement"), ("8", "Run Tests"),
+        ("9", "Review"), ("10", "Security"), ("11", "Performance"), ("12", "Docs"),
+        ("13", "Deploy"), ("14", "Smoke"), ("15", "Release"), ("16", "Retrospective"),
+        ("16.5", "Handoff"), ("17", "Done")]]
+    + ["", "## Auto-Chain Rules", "| From | To |", "|---|---|", "| 1 | 2 |"]
+) + "\n"
+
+
+class TestFlowTable:
+    """The workspace's own flows/<flow>.md Step Reference Table counts the progress."""
+
+    def flow(self, ws: Path, text: str = FLOW_17, folder: str = ".claude") -> None:
+        path = ws / folder / "skills" / "autodev" / "flows" / "greenfield.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    def test_longer_flow_counts_on_its_own_table(
+        self, workspace: Callable[[str], Path], run_storyd: Run
+    ) -> None:
+        ws = workspace("greenfield-plan")
+        write(ws, EX1.replace("step: 3 name: Plan", "step: 7 name: Run Tests") + "\n")
+        assert load(ws).labels["progress"] == "6/11 (54%)"  # the seed's (2026-04) table
+        write(ws, EX1.replace("step: 3 name: Plan", "step: 7 name: Implement") + "\n")
+        self.flow(ws)
+        unit = load(ws)
+        assert unit.labels["progress"] == "6/18 (33%)"
+        assert unit.labels["flow_table"] == ".claude/skills/autodev/flows/greenfield.md (18 steps)"
+        assert unit.resume_point == "greenfield/step-7:architecture-review-risk-assessment"
+        assert [t.id for t in unit.tasks][-3:] == ["step-16", "step-16.5", "step-17"]
+        detail = run_storyd("resume", "--state-file", STATE, "--detail", "--direct", cwd=ws)
+        [table] = [f for f in orjson.loads(detail.stdout)["findings"] if f["code"] == "flow-table"]
+        assert table["severity"] == "info"
+        assert "greenfield.md's Step Reference Table (18 steps: 1..17)" in table["message"]
+
+    def test_half_step_is_a_step(self, workspace: Callable[[str], Path]) -> None:
+        ws = workspace("greenfield-plan")
+        self.flow(ws, folder=".cursor")
+        write(ws, EX1.replace("step: 3 name: Plan status: in_progress",
+                              "step: 16.5 name: Handoff status: completed") + "\n")
+        unit = load(ws)
+        assert unit.resume_point == "greenfield/step-17"
+        assert unit.labels["progress"] == "17/18 (94%)"
+
+    def test_a_table_without_the_step_is_said(self, workspace: Callable[[str], Path]) -> None:
+        ws = workspace("greenfield-plan")
+        self.flow(ws, FLOW_17.replace("| 3 | Plan | x |\n", ""))
+        unit = load(ws)
+        assert unit.labels["progress"] == "2/11 (18%)"
+        assert [f.code for f in unit.findings] == ["flow-table-mismatch"]
+
+
+EXISTING_SPLIT = "\n".join(
+    # the shape of azaion/satellite-provider's flows/existing-code.md (2026-04-22): the
+    # Step Reference Table split into Phase A and Phase B sub-tables, more tables after it
+    ["# Existing Code Workflow", "", "## Step Reference Table", "",
+     "### Phase A — One-time baseline setup", "",
+     "| Step | Name | Sub-Skill | Internal SubSteps |", "|------|------|------|------|"]
+    + [f"| {n} | step {n} | x | y |" for n in range(1, 9)]
+    + ["", "### Phase B — Feature cycle (loops back to Step 9 after Step 17)", "",
+       "| Step | Name | Sub-Skill | Internal SubSteps |", "|------|------|------|------|"]
+    + [f"| {n} | {'Implement' if n == '10' else 'step ' + n} | x | y |"
+       for n in [*map(str, range(9, 17)), "16.5", "17"]]
+    + ["", "## Detection Rules", "", "| Step | Condition |", "|---|---|", "| 40 | never |"]
+) + "\n"
+
+
+def test_split_step_reference_table(workspace: Callable[[str], Path]) -> None:
+    ws = workspace("existing-code-cycle3")
+    path = ws / ".cursor" / "skills" / "autodev" / "flows" / "existing-code.md"
+    path.parent.mkdir(parents=True)
+    path.write_text(EXISTING_SPLIT)
+    unit = load(ws)
+    assert unit.labels["flow_table"] == ".cursor/skills/autodev/flows/existing-code.md (18 steps)"
+    assert [t.id for t in unit.tasks][-3:] == ["step-16", "step-16.5", "step-17"]
+    assert "flow-table-mismatch" not in codes(unit)
+
+
+class TestProducerTables:
+    """Without a flow file, the producer's versions (azaion's autodev skill) decide when
+    the file proves a later one: the step's name, or a step only a later table has."""
+
+    @pytest.mark.parametrize(
+        ("step", "name", "progress", "table"),
+        [
+            ("7", "Run Tests", "6/11 (54%)", "seed 003 (11 steps)"),
+            ("7", "Implement", "6/18 (33%)", "producer greenfield 2026-06 (18 steps)"),
+            ("7", "", "6/11 (54%)", "seed 003 (11 steps)"),
+            ("13", "", "12/18 (66%)", "producer greenfield 2026-06 (18 steps)"),
+            ("16.5", "Release", "16/18 (88%)", "producer greenfield 2026-06 (18 steps)"),
+        ],
+    )
+    def test_greenfield_versions(
+        self, workspace: Callable[[str], Path], step: str, name: str, progress: str, table: str
+    ) -> None:
+        ws = workspace("greenfield-plan")
+        pointer = f"step: {step}" + (f" name: {name}" if name else "")
+        write(ws, EX1.replace("step: 3 name: Plan", pointer) + "\n")
+        unit = load(ws)
+        assert (unit.labels["progress"], unit.labels["flow_table"]) == (progress, table)
+        if table.startswith("producer"):
+            [found] = [f for f in unit.findings if f.code == "flow-table"]
+            assert "gps-denied-onboard" in found.message and "chosen because" in found.message
+
+    def test_meta_repo_half_step(self, workspace: Callable[[str], Path]) -> None:
+        ws = workspace("meta-repo-review")
+        text = (ws / STATE).read_text().replace("step: 2", "step: 2.5")
+        write(ws, text)
+        unit = load(ws)
+        assert unit.labels["flow_table"] == "producer meta-repo 2026-05 (8 steps)"
+        assert unit.resume_point.startswith("meta-repo/step-2.5")

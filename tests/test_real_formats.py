@@ -107,6 +107,18 @@ REAL_SESSIONS = {
             "staleWarnings": [],
         },
     ),
+    # current_step 4 (IaC Plan started) while Governance (3_5) is pending: the writer's
+    # workflow-graph.json makes step 4 wait for gate 2.5, so Governance runs first
+    "real-step-4-governance-pending": (
+        "nordic-foods",
+        {
+            "resumePoint": "step-3_5",
+            "tasksCompleted": null_shas("step-1", "step-2", "step-3"),
+            "tasksPending": ["step-3_5", "step-4", "step-5", "step-6", "step-7"],
+            "lastCommitSha": None,
+            "staleWarnings": [],
+        },
+    ),
     "real-step-3.5-skipped-ahead": (
         "e2e-ralph-loop",
         {
@@ -139,6 +151,7 @@ class TestRealSessions:
             ("real-step-3.5-v1", ["schema-migrated"]),
             ("real-v2-out-of-order", ["schema-migrated"]),
             ("real-template", []),
+            ("real-step-4-governance-pending", ["prerequisite-pending"]),
         ],
     )
     def test_findings(self, name: str, codes: list[str], tmp_path: Path) -> None:
@@ -146,6 +159,33 @@ class TestRealSessions:
         ws = copy_fixture(FIXTURES / "session" / name, tmp_path / name)
         unit = load_one(SESSION, ws, session_state(project))
         assert sorted(f.code for f in unit.findings) == codes
+
+
+    def test_passed_over_governance_is_said(self, tmp_path: Path, run_storyd: Run) -> None:
+        name = "real-step-4-governance-pending"
+        ws = copy_fixture(FIXTURES / "session" / name, tmp_path / name)
+        detail = resume(run_storyd, ws, session_state("nordic-foods"), "--detail")
+        [found] = detail["findings"]  # type: ignore[misc]
+        assert (found["code"], found["severity"], found["task"]) == (  # type: ignore[index]
+            "prerequisite-pending", "info", "step-3_5")
+        assert found["message"].startswith("current_step is 4 but step-3_5 is still pending")  # type: ignore[index]
+
+    def test_optional_design_is_not_waited_for(self, tmp_path: Path, run_storyd: Run) -> None:
+        """Step 3 (Design) is optional in the graph: current_step 4 with 3 pending and
+        3_5 complete resumes at step 4."""
+        ws = tmp_path / "ws"
+        state = ws / session_state("p")
+        state.parent.mkdir(parents=True)
+        steps = {
+            "1": {"status": "complete"},
+            "2": {"status": "complete"},
+            "3": {"status": "pending"},
+            "3_5": {"status": "complete"},
+            "4": {"status": "in_progress", "sub_step": "phase_1"},
+        }
+        doc = {"schema_version": "3.0", "current_step": 4, "steps": steps}
+        state.write_bytes(orjson.dumps(doc))
+        assert resume(run_storyd, ws, session_state("p"))["resumePoint"] == "step-4:phase_1"
 
 
 class TestStepOrder:

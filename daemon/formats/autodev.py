@@ -24,6 +24,10 @@ from daemon.formats.common import (
 from daemon.jsonio import conflict_marker, utf16_without_bom
 from daemon.model import DONE, PENDING, Finding, Task, Unit
 
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/model.py
+if TYPE_CHECKING:
+    from daemon.formats.flowtable import FlowTable
+
 __all__ = ["ADAPTER", "FLOW_STEPS", "AutodevAdapter", "parse_state"]
 
 STATE_PATH = "_docs/_autodev_state.md"
@@ -91,6 +95,23 @@ def _key_at(line: str, i: int) -> tuple[str, int] | None:
     return None
 
 
+_ONE_TOKEN = frozenset(("flow", "status", "retry_count", "cycle", "phase"))
+"""Fields whose value is one word: an unknown `word: ` after it starts a field of its own
+(`cycle: 1 tracker: jira` is cycle 1 plus `tracker`), rather than running into it."""
+
+
+def _other_key_at(line: str, i: int) -> tuple[str, int] | None:
+    """An unknown `identifier: ` (a writer's own field) starting at `i`, after whitespace."""
+    if not i or not line[i - 1].isspace() or not (line[i].isalpha() or line[i] == "_"):
+        return None
+    j = i
+    while j < len(line) and (line[j].isalnum() or line[j] in "_-"):
+        j += 1
+    if j < len(line) and line[j] == ":" and (j + 1 == len(line) or line[j + 1] in " \t"):
+        return "+" + line[i:j], j + 1
+    return None
+
+
 def _pairs(line: str) -> list[tuple[str, str, bool]]:
     """(key, raw value, first on its line) for every `key: value` in one line.
 
@@ -103,6 +124,8 @@ def _pairs(line: str) -> list[tuple[str, str, bool]]:
     i = 0
     while i < len(line):
         found = _key_at(line, i)
+        if found is None and (key in _ONE_TOKEN or (key or "").startswith("+")):
+            found = _other_key_at(line, i)
         if found is None:
             i += 1
             continue
@@ -153,6 +176,9 @@ def parse_state(text: str) -> tuple[dict[str, str], dict[str, str] | None, str |
             if key == "name" and in_sub and sub is not None:
                 dedented = first and block_indent is not None and indent < block_indent
                 in_sub = not dedented and "name" not in sub
+            if key.startswith("+"):
+                top.setdefault(key, value)  # a field of the writer's own, kept as written
+                continue
             if key in _SUB_KEYS or (key == "name" and in_sub):
                 sub = {} if sub is None else sub
                 sub[key] = value
@@ -275,12 +301,18 @@ class _State:
         self.steps = FLOW_STEPS.get(self.flow)
         self.step, label = _step_number(top.get("step", ""))
         self.step_text = top.get("step", "") if self.step is None else str(self.step)
+        self.step_token = (top.get("step", "").split() or [""])[0].rstrip(":")
+        self.implement = IMPLEMENT_STEP
         self.done = self.step_text.strip().lower() == "done"
         self.name = top.get("name", "") or label
         self.status = _status(top.get("status"))
         self.sub, why = _sub_step(sub, scalar)
         self.retry_count = self._count(top, "retry_count", 0, 0)
         self.cycle = self._count(top, "cycle", 1, 1)
+        self.extra = {k[1:]: v for k, v in top.items() if k.startswith("+")}
+        for field, value in self.extra.items():
+            message = f"field {field}: {value!r} is not in the seed's template; kept, not read"
+            self.findings.append(finding("extra-field", "info", message))
         if self.sub is None:
             message = f"{why}; resume falls back to the folder scan"
             self.findings.append(finding("unparsable-sub-step", "warning", message, self.task_id))
@@ -321,7 +353,19 @@ class AutodevAdapter(Adapter):
         return STATE_PATH if relpath.startswith(f"{DOCS}/") else None
 
     def load(self, source: Source, relpath: str) -> list[Unit]:
+        from daemon.formats.flowtable import find_flow_table, producer_table
+
         state = _State(source.read(relpath))
+        table = find_flow_table(source, state.flow)
+        if table is not None and (state.done or state.step_token in table.steps):
+            return [self._by_table(source, relpath, state, table)]
+        known = (
+            None
+            if table is not None or state.done
+            else (producer_table(state.flow, state.step_token, state.name))
+        )
+        if known is not None:
+            return [self._by_table(source, relpath, state, known)]
         labels = {
             "flow": state.flow,
             "step": state.step_text,
@@ -332,6 +376,7 @@ class AutodevAdapter(Adapter):
         }
         if state.sub is not None:
             labels["sub_step"] = f"{state.sub['phase']}:{state.sub['name']}"
+        labels.update(state.extra)
         if not state.done and (state.step is None or state.step < 1):
             error = f"{relpath}: step {state.step_text!r} is neither a step number nor done"
             return [Unit("autodev", relpath, "autodev", (), labels=labels, error=error)]
@@ -340,6 +385,14 @@ class AutodevAdapter(Adapter):
         findings.extend(self._rules(state))
         findings.extend(self._cross_check(source, state))
         labels["progress"] = progress(tasks)
+        if state.steps is not None:
+            labels["flow_table"] = f"seed 003 ({state.steps} steps)"
+        if table is not None:
+            message = (
+                f"{table.path} lists steps {', '.join(table.steps)}, without step "
+                f"{state.step_token}; progress is counted on the seed's {state.flow} steps"
+            )
+            findings.append(finding("flow-table-mismatch", "warning", message))
         return [
             Unit(
                 "autodev",
@@ -351,6 +404,86 @@ class AutodevAdapter(Adapter):
                 labels=labels,
             )
         ]
+
+    def _by_table(self, source: Source, relpath: str, state: _State, table: FlowTable) -> Unit:
+        """The unit when the workspace carries the flow's Step Reference Table: its steps
+        (a `16.5` included) are the tasks, and a flow-table info finding says so."""
+        steps, names = table.steps, table.names
+        current = len(steps) if state.done else steps.index(state.step_token)
+        tasks = [
+            Task(f"step-{s}", "completed", DONE, extra={"inferred": True}) for s in steps[:current]
+        ]
+        if not state.done:
+            task, unknown = make_task(
+                f"step-{steps[current]}",
+                state.status,
+                done=_DONE,
+                pending=_PENDING,
+                default="not_started",
+                extra={
+                    "name": state.name or names[current],
+                    "sub_step": state.sub,
+                    "retry_count": state.retry_count,
+                    "cycle": state.cycle,
+                },
+            )
+            if unknown is not None:
+                state.findings.append(unknown)
+            tasks.append(task)
+            tasks.extend(
+                Task(f"step-{s}", "not_started", PENDING, extra={"inferred": True})
+                for s in steps[current + 1 :]
+            )
+        state.steps = len(steps)
+        state.step = current + 1  # the position, for the rules and the cross-check
+        implement = [i for i, n in enumerate(names) if n.strip().lower() == "implement"]
+        if implement:
+            state.implement = implement[0] + 1
+        findings = state.findings
+        findings.extend(self._rules(state))
+        findings.extend(self._cross_check(source, state))
+        message = (
+            f"progress counted on {table.origin} ({len(steps)} steps: "
+            f"{steps[0]}..{steps[-1]}), not the seed's {FLOW_STEPS.get(state.flow, '?')}"
+        )
+        findings.append(finding("flow-table", "info", message))
+        labels = {
+            "flow": state.flow,
+            "step": state.step_token if not state.done else "done",
+            "name": state.name or ("" if state.done else names[current]),
+            "status": state.status or "",
+            "cycle": str(state.cycle),
+            "retry_count": str(state.retry_count),
+            "flow_table": f"{table.path} ({len(steps)} steps)",
+            **state.extra,
+        }
+        if state.sub is not None:
+            labels["sub_step"] = f"{state.sub['phase']}:{state.sub['name']}"
+        labels["progress"] = progress(tasks)
+        if state.done:
+            point = ALL_DONE
+        else:
+            finished = tasks[current].bucket == DONE
+            if finished and current + 1 == len(steps):
+                point = ALL_DONE
+            else:
+                label = steps[current + 1] if finished else steps[current]
+                point = f"{state.flow}/step-{label}"
+                if not finished and state.sub is not None:
+                    point += f":{state.sub['name']}"
+                status = (state.status or "not_started").lower()
+                phase = state.sub["phase"] if state.sub is not None else 0
+                started = current > 0 or status != "not_started" or phase != 0
+                point = resume_point(tasks, point, started=started)
+        return Unit(
+            "autodev",
+            relpath,
+            "autodev",
+            tuple(tasks),
+            resume_point=point,
+            findings=tuple(findings),
+            labels=labels,
+        )
 
     @staticmethod
     def _tasks(state: _State) -> list[Task]:
@@ -446,7 +579,7 @@ class AutodevAdapter(Adapter):
             )
             findings.append(finding("docs-disagree", "warning", message))
         if state.flow == "existing-code":
-            last = state.cycle if (state.step or 0) > IMPLEMENT_STEP else state.cycle - 1
+            last = state.cycle if (state.step or 0) > state.implement else state.cycle - 1
             names = [f.rsplit("/", 1)[-1] for f in files]
             for cycle in range(1, last + 1):
                 suffix = f"_cycle{cycle}.md"

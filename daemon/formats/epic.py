@@ -33,19 +33,10 @@ __all__ = [
 
 STATE_NAME = "execution-state.json"
 ROOT = "plans"
-_DONE = frozenset(("done", "merged", "complete", "concluída", "concluida"))
-_PENDING = frozenset(
-    (
-        "pending",
-        "in_progress",
-        "pr_created",
-        "pr_approved",
-        "pr_merged",
-        "failed",
-        "blocked",
-        "unknown",
-    )
-)
+OLD_ROOT = "docs/stories"
+"""The producer kept epics in docs/stories/epic-XXXX/ until it moved them to plans/."""
+ROOTS = (ROOT, OLD_ROOT)
+_DONE, _PENDING = lifecycle.task_buckets()  # the one status table, daemon/lifecycle.py
 _DIGITS = frozenset("0123456789")
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/model.py
 if TYPE_CHECKING:
@@ -97,19 +88,24 @@ def epic_of_folder(name: str) -> str | None:
 
 
 def epic_state_files(workspace: str, epic_id: str) -> list[str]:
-    """Every plans/epic-<id>[-slug]/execution-state.json of one epic, sorted."""
-    try:
-        names = os.listdir(os.path.join(workspace, ROOT))
-    except OSError:
-        return []
+    """Every <root>/epic-<id>[-slug]/execution-state.json of one epic, plans/ first."""
+    found: list[str] = []
     prefix = f"epic-{epic_id}"
-    return sorted(
-        f"{ROOT}/{name}/{STATE_NAME}"
-        for name in names
-        if name.startswith(prefix)
-        and epic_of_folder(name) == epic_id
-        and os.path.isfile(os.path.join(workspace, ROOT, name, STATE_NAME))
-    )
+    for root in ROOTS:
+        try:
+            names = os.listdir(os.path.join(workspace, root))
+        except OSError:
+            continue
+        found.extend(
+            sorted(
+                f"{root}/{name}/{STATE_NAME}"
+                for name in names
+                if name.startswith(prefix)
+                and epic_of_folder(name) == epic_id
+                and os.path.isfile(os.path.join(workspace, root, name, STATE_NAME))
+            )
+        )
+    return found
 
 
 def epic_state_file(workspace: str, epic_id: str) -> str:
@@ -122,31 +118,52 @@ def epic_state_file(workspace: str, epic_id: str) -> str:
 
 
 def choose_epic_file(found: list[str], epic_id: str) -> str:
-    """The one of `found` (the epic's state files, sorted), the seed's path when there is
-    none; UsageError (exit 64) naming both when two folders claim the epic."""
-    if len(found) > 1:
-        msg = f"epic {epic_id} is claimed by {len(found)} folders: {', '.join(found)}"
+    """The one of `found` (the epic's state files), the seed's path when there is none.
+
+    plans/ wins over the older docs/stories/ (the units of both say so, finding
+    `epic-in-two-places`); two folders claiming the epic under one root is a UsageError
+    (exit 64) naming them.
+    """
+    current = [f for f in found if f.startswith(ROOT + "/")]
+    candidates = current or found
+    if len(candidates) > 1:
+        msg = f"epic {epic_id} is claimed by {len(candidates)} folders: {', '.join(candidates)}"
         raise UsageError(msg)
-    return found[0] if found else f"{ROOT}/epic-{epic_id}/{STATE_NAME}"
+    return candidates[0] if candidates else f"{ROOT}/epic-{epic_id}/{STATE_NAME}"
 
 
 def epic_file_among(relpaths: list[str], epic_id: str) -> str:
     """The epic's state file among known workspace-relative paths (no disk: the daemon's
     query path), by the same rule as `epic_state_file`."""
-    prefix = f"{ROOT}/epic-{epic_id}"
-    found = [r for r in relpaths if r.startswith(prefix) and is_epic_file_of(r, epic_id)]
-    return choose_epic_file(sorted(found), epic_id)
+    prefixes = tuple(f"{root}/epic-{epic_id}" for root in ROOTS)
+    found = sorted(r for r in relpaths if r.startswith(prefixes) and is_epic_file_of(r, epic_id))
+    found.sort(key=lambda r: not r.startswith(ROOT + "/"))
+    return choose_epic_file(found, epic_id)
+
+
+def _split(relpath: str) -> tuple[str, str, str] | None:
+    """(root, epic folder, leaf) of <root>/<folder>/<leaf> for a root in ROOTS, else None."""
+    for root in ROOTS:
+        if relpath.startswith(root + "/"):
+            rest = relpath[len(root) + 1 :].split("/")
+            if len(rest) == 2:
+                return root, rest[0], rest[1]
+    return None
 
 
 def is_epic_file_of(relpath: str, epic_id: str) -> bool:
-    """Whether a workspace-relative path is plans/epic-<id>[-slug]/execution-state.json."""
-    parts = relpath.split("/")
-    return (
-        len(parts) == 3
-        and parts[0] == ROOT
-        and parts[2] == STATE_NAME
-        and epic_of_folder(parts[1]) == epic_id
-    )
+    """Whether a workspace-relative path is <root>/epic-<id>[-slug]/execution-state.json."""
+    parts = _split(relpath)
+    return parts is not None and parts[2] == STATE_NAME and epic_of_folder(parts[1]) == epic_id
+
+
+def other_place(relpath: str) -> str | None:
+    """The same epic folder under the other root (plans/ <-> docs/stories/)."""
+    parts = _split(relpath)
+    if parts is None:
+        return None
+    other = OLD_ROOT if parts[0] == ROOT else ROOT
+    return f"{other}/{parts[1]}/{parts[2]}"
 
 
 def _story_list(top: dict[str, object], stories: list[object], relpath: str) -> list[Entry]:
@@ -206,6 +223,35 @@ def _finished(story_id: str, node: dict[str, object], tasks: list[Task]) -> Find
     return finding("story-finished", "info", message)
 
 
+def _story_status(story_id: str, node: dict[str, object]) -> Finding | None:
+    """The `unknown-story-status` finding: a story status outside the producer's vocabulary
+    (daemon/lifecycle.py VOCABULARY), which `storyd epic` cannot classify."""
+    status = node.get("status")
+    if lifecycle.story_status_known(status):
+        return None
+    message = (
+        f"{story_id}: story status {status!r} is not one the producer writes "
+        f"({', '.join(lifecycle.story_words())}); storyd epic leaves it as recorded "
+        "and will not run the story until it is one of those"
+    )
+    return finding("unknown-story-status", "warning", message)
+
+
+def _twin(relpath: str, other: str) -> Finding:
+    """The `epic-in-two-places` finding, for the units of either copy."""
+    if relpath.startswith(ROOT + "/"):
+        message = (
+            f"this epic is also kept at {other}, the producer's older location; "
+            f"--epic-id reads this file ({relpath})"
+        )
+    else:
+        message = (
+            f"{other} also exists and is the one --epic-id reads; this file, in the "
+            "producer's older location, is read only by --state-file"
+        )
+    return finding("epic-in-two-places", "info", message)
+
+
 def _labels(epic_dir: str, story_id: str, node: dict[str, object]) -> dict[str, str]:
     epic = epic_of_folder(epic_dir.rsplit("/", 1)[-1]) or ""
     labels = {"epic": sys.intern(epic), "story": story_id}  # one epic string, not one a story
@@ -235,6 +281,9 @@ def _unit(relpath: str, epic_dir: str, story_id: str, node: dict[str, object]) -
     done_story = _finished(story_id, node, tasks) if error is None else None
     if done_story is not None:
         findings.append(done_story)
+    unknown = _story_status(story_id, node)
+    if unknown is not None:
+        findings.append(unknown)
     return Unit(
         "epic",
         relpath,
@@ -251,17 +300,15 @@ class EpicAdapter(Adapter):
     """plans/epic-XXXX[-slug]/execution-state.json, one unit per story."""
 
     name = "epic"
-    convention = "x-internal-story-resume, plans/epic-XXXX[-slug]/execution-state.json"
-    roots = (ROOT,)
+    convention = (
+        "x-internal-story-resume, plans/epic-XXXX[-slug]/execution-state.json "
+        "(or the older docs/stories/epic-XXXX/)"
+    )
+    roots = ROOTS
 
     def matches(self, relpath: str) -> bool:
-        parts = relpath.split("/")
-        return (
-            len(parts) == 3
-            and parts[0] == ROOT
-            and epic_of_folder(parts[1]) is not None
-            and parts[2] == STATE_NAME
-        )
+        parts = _split(relpath)
+        return parts is not None and parts[2] == STATE_NAME and epic_of_folder(parts[1]) is not None
 
     def owner(self, relpath: str) -> str | None:
         folder, _, leaf = relpath.rpartition("/")
@@ -277,12 +324,18 @@ class EpicAdapter(Adapter):
 
     def load_reusing(self, source: Source, relpath: str, reuse: Reuse | None) -> list[Unit]:
         top = load_json_object(source.read(relpath, STATE_NAME), relpath)
+        other = other_place(relpath)
+        twin = _twin(relpath, other) if other is not None and source.exists(other) else None
         units = []
         for story_id, node in story_nodes(top, relpath):
             unit = reuse(story_id, node) if reuse is not None and isinstance(node, dict) else None
+            if unit is not None and any(f.code == "epic-in-two-places" for f in unit.findings):
+                unit = None  # built when the other copy existed: build afresh either way
             if unit is None:
                 unit = _unit_or_error(relpath, story_id, node)
                 _locate_story_file(source, unit)
+                if twin is not None:
+                    unit.findings = (*unit.findings, twin)
             units.append(unit)
         return units
 

@@ -35,6 +35,9 @@ _OLD_SCHEMAS = frozenset(("1.0", "2.0"))
 _OBSOLETE_TOP = ("lock", "stale_threshold_ms")
 _DONE = frozenset(("complete", "skipped"))
 _PENDING = frozenset(("pending", "in_progress"))
+OPTIONAL_STEPS = frozenset(("step-3",))
+"""Steps the writer's workflow graph marks optional (`"name": "Design (optional)"`):
+no later step waits for them."""
 _VOCABULARY = ("pending", "in_progress", "complete", "skipped")
 
 
@@ -230,7 +233,14 @@ class SessionAdapter(Adapter):
             message = f"steps {names} are all in_progress; only one agent runs at a time"
             findings.append(finding("several-in-progress", "warning", message))
         current = _current_key(top.get("current_step"))
-        point = self._pointer(tasks, running, current)
+        point, passed_over = self._pointer(tasks, running, current)
+        if point is not None and passed_over is not None:
+            message = (
+                f"current_step is {current} but {point.id} is still {point.status}; "
+                f"the workflow runs {point.id} before {passed_over.id} "
+                f"(workflow-graph.json), so the resume point is {point.id}"
+            )
+            findings.append(finding("prerequisite-pending", "info", message, point.id))
         started = bool(running) or any(sub_steps.values())
         labels = {
             "project": project,
@@ -255,13 +265,28 @@ class SessionAdapter(Adapter):
         ]
 
     @staticmethod
-    def _pointer(tasks: list[Task], running: list[Task], current: str | None) -> Task | None:
-        """The step to resume: current_step if unfinished, else the first in_progress step,
-        else the first unfinished one. `current_step` 3.5 names step `3_5` too."""
+    def _pointer(
+        tasks: list[Task], running: list[Task], current: str | None
+    ) -> tuple[Task | None, Task | None]:
+        """(the step to resume, the current step it stands in for).
+
+        current_step if unfinished, else the first in_progress step, else the first
+        unfinished one; `current_step` 3.5 names step `3_5` too. When the current step
+        is unfinished but a step its writer's workflow graph puts before it is not done,
+        that step: apex's workflow-graph.json makes step 4 wait for gate 2.5 (Governance,
+        `3_5`), and every step wait for the ones before it, except the optional Design
+        (step 3). The writer stores the integer 3 for `3_5`, so `current_step` 4 is the
+        first sign that Governance was passed over.
+        """
         active = [t for t in tasks if t.bucket != DONE]
         rank = None if current is None else step_rank(current)
         named = next((t for t in active if rank is not None and step_rank(t.id[5:]) == rank), None)
-        return named or (running[0] if running else None) or (active[0] if active else None)
+        if named is not None and rank is not None:
+            for task in active:
+                before = step_rank(task.id[5:])
+                if before is not None and before < rank and task.id not in OPTIONAL_STEPS:
+                    return task, named
+        return named or (running[0] if running else None) or (active[0] if active else None), None
 
     @staticmethod
     def _label(task: Task, sub_steps: dict[str, str | None]) -> str:

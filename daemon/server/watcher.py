@@ -494,6 +494,21 @@ class Watcher:
             if watch is not None and not os.path.isdir(path):
                 self._unschedule(watches, key)  # vanished: re-added when it returns
             self._schedule(watches, key, handler, path, recursive=True)
+            if "/" in root:
+                self._watch_parent(workspace, watches, handler, root)
+
+    def _watch_parent(
+        self, workspace: str, watches: dict[str, ObservedWatch], handler: _Handler, root: str
+    ) -> None:
+        """A nested root (docs/stories, .claude/plans) whose top folder exists first: watch
+        that folder's own entries (not its tree), so the root's creation is an event and
+        not a wait for the next verification tick."""
+        key = f"parent:{root}"
+        parent = os.path.join(workspace, root.rsplit("/", 1)[0])
+        if os.path.isdir(os.path.join(workspace, root)) or not os.path.isdir(parent):
+            self._unschedule(watches, key)  # the root's own watch covers it now (or no parent)
+            return
+        self._schedule(watches, key, handler, parent, recursive=False)
 
     def _ensure_git(
         self, workspace: str, watches: dict[str, ObservedWatch], handler: _Handler
