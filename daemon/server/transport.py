@@ -20,6 +20,7 @@ import asyncio
 import os
 import signal
 import socket
+import stat
 import struct
 import time
 from collections import deque
@@ -53,15 +54,47 @@ class AlreadyRunning(StorydError):
 
 
 def _prepare_directory(path: str) -> None:
-    """Create the socket's directory 0700, or check that an existing one is ours and private."""
+    """Create the socket's folder 0700, or check that an existing one is ours and private.
+
+    The folder is opened with O_NOFOLLOW and checked and tightened through that
+    descriptor (fstat, fchmod), so a folder path planted as a symlink (the /tmp
+    fallback is plantable by anyone) is refused rather than followed, and nothing but
+    the folder itself is ever chmod-ed. A folder of another user, and a shared sticky
+    folder such as /tmp itself, are refused without being touched.
+    """
     folder = os.path.dirname(path) or "."
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    st = os.stat(folder)
-    if st.st_uid != os.getuid():
-        msg = f"{folder} belongs to uid {st.st_uid}, not to this user; refusing to use it"
-        raise UsageError(msg)
-    if st.st_mode & 0o077:
-        os.chmod(folder, 0o700)
+    parent = os.path.dirname(os.path.abspath(folder))
+    os.makedirs(parent, exist_ok=True)
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if os.path.islink(folder):
+            msg = f"socket folder {folder} is a symlink; refusing to follow it (remove it)"
+        else:
+            msg = f"socket folder {folder} cannot be opened: {exc.strerror}"
+        raise UsageError(msg) from None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid():
+            msg = (
+                f"socket folder {folder} belongs to uid {st.st_uid}, not to this user "
+                f"(uid {os.getuid()}); refusing to use it"
+            )
+            raise UsageError(msg)
+        if st.st_mode & stat.S_ISVTX:
+            msg = (
+                f"socket folder {folder} is a shared sticky folder; "
+                "give the socket a folder of its own"
+            )
+            raise UsageError(msg)
+        if st.st_mode & 0o077:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
 
 
 def _probe(path: str) -> bool:
