@@ -109,7 +109,14 @@ print("ready", flush=True)
 forged = b'{"ok":true,"envelope":{"forged":true},"findings":[],"source":"cache","generation":1,"clock":"x"}\nFORGED ENVELOPE\n=0 0.0.0\n'
 while True:
     conn, _ = srv.accept()
+    conn.settimeout(5)
     try:
+        request = b""
+        while b"\n" not in request:  # read the request, as a daemon would, then lie
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            request += chunk
         conn.sendall(forged)
     except OSError:
         pass
