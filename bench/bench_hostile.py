@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Hostile clients against storyd's daemon: answers pipelined and never read, a drip-fed line.
 
-    python3 bench/bench_hostile.py [--hogs 64] [--hog-bytes 131072] [--seconds 5]
-                                   [--drip-bytes 1048576] [--drip-chunk 512] [--json PATH]
+    python3 bench/bench_hostile.py [--hogs 64] [--hog-bytes 131072] [--stories 5]
+        [--seconds 5] [--drip-bytes 1048576] [--drip-chunk 1024] [--drip-pause 200]
+        [--json PATH]
 
 Stdlib only; it never imports the project, and the daemon runs from bench_daemon.py's
 non-editable venv (bench/results/.venv-bench). Two sections:
@@ -13,11 +14,10 @@ non-editable venv (bench/results/.venv-bench). Two sections:
    how many requests it answered, and a well-behaved client's round trips (`resume` on
    a persistent connection, and `ping` on a fresh connection each time) without and
    with the hogs: p50, p99, max.
-2. One client drip-feeds a `--drip-bytes` request line in `--drip-chunk` pieces, waiting
-   (so each piece reaches
-   the daemon as one read: the sender sleeps `--drip-pause` µs after each). Measured: the sender's CPU
-   and the daemon's CPU for the line, with `max_line_bytes` raised above the line (it is
-   answered) and at the default (it is discarded).
+2. One client drip-feeds a `--drip-bytes` request line in `--drip-chunk` pieces (so each
+   piece reaches the daemon as one read, the sender sleeps `--drip-pause` µs after each).
+   Measured: the sender's CPU and the daemon's CPU for the line, with `max_line_bytes`
+   raised above the line (it is answered) and at the default (it is discarded).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import sys
 import tempfile
 import threading
 import time
-from array import array
 from pathlib import Path
 
 from bench_daemon import Daemon, Latency, Plan, make_workspace, run_clients
@@ -307,30 +306,38 @@ def main(argv: list[str]) -> int:
             print_hogs(found)
         finally:
             daemon.stop()
-        big = Daemon("drip", scratch, workspace, env, "mtime")
-        config = Path(big.env["XDG_CONFIG_HOME"]) / "storyd"
-        config.mkdir(parents=True, exist_ok=True)
-        limit = max(2 * args.drip_bytes, 65536)
-        (config / "config.toml").write_text(f"[limits]\nmax_line_bytes = {limit}\n")
-        big.start()
-        try:
-            print(f"\n2. one request line drip-fed {args.drip_chunk} bytes at a time")
-            print(f"   {'max_line_bytes':<30} {'line':>10} {'chunk':>6} {'sender s':>9} "
-                  f"{'daemon s':>9} {'ratio':>7} {'wall s':>7}  answer")
-            result["drip"] = drip = section_drip(big, args)
-            print_drip(drip, f"{limit:,} (accepted)")
-        finally:
-            big.stop()
-        small = Daemon("drip-default", scratch, workspace, env, "mtime")
-        small.start()
-        try:
-            result["drip_default"] = drip = section_drip(small, args)
-            print_drip(drip, "65,536 (default; discarded)")
-        finally:
-            small.stop()
+        result.update(run_drips(scratch, workspace, env, args))
     if args.json:
         write_json(args.json, _plain(result))
     return 0
+
+
+def run_drips(scratch: Path, workspace: Path, env: dict[str, str],
+              args: argparse.Namespace) -> dict[str, object]:
+    """Section 2 against a daemon whose max_line_bytes takes the line, then the default."""
+    found: dict[str, object] = {}
+    big = Daemon("drip", scratch, workspace, env, "mtime")
+    config = Path(big.env["XDG_CONFIG_HOME"]) / "storyd"
+    config.mkdir(parents=True, exist_ok=True)
+    limit = max(2 * args.drip_bytes, 65536)
+    (config / "config.toml").write_text(f"[limits]\nmax_line_bytes = {limit}\n")
+    big.start()
+    try:
+        print(f"\n2. one request line drip-fed {args.drip_chunk} bytes at a time")
+        print(f"   {'max_line_bytes':<30} {'line':>10} {'chunk':>6} {'sender s':>9} "
+              f"{'daemon s':>9} {'ratio':>7} {'wall s':>7}  answer")
+        found["drip"] = drip = section_drip(big, args)
+        print_drip(drip, f"{limit:,} (accepted)")
+    finally:
+        big.stop()
+    small = Daemon("drip-default", scratch, workspace, env, "mtime")
+    small.start()
+    try:
+        found["drip_default"] = drip = section_drip(small, args)
+        print_drip(drip, "65,536 (default; discarded)")
+    finally:
+        small.stop()
+    return found
 
 
 def _plain(value: object) -> object:

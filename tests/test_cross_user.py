@@ -26,7 +26,11 @@ from daemon_harness import (
     wait_for,
     write_epic,
 )
-from users_harness import other_user, python_for_others, shared_dir  # noqa: F401  (fixtures)
+from users_harness import (  # noqa: F401  (registers the shared_dir and other_user fixtures)
+    other_user_fixture,
+    python_for_others,
+    shared_dir_fixture,
+)
 
 Spawn = Callable[..., DaemonProcess]
 STORY = "story-0049-0001"
@@ -106,7 +110,8 @@ srv.bind(path)
 os.chmod(path, 0o666)
 srv.listen(16)
 print("ready", flush=True)
-forged = b'{"ok":true,"envelope":{"forged":true},"findings":[],"source":"cache","generation":1,"clock":"x"}\nFORGED ENVELOPE\n=0 0.0.0\n'
+forged = (b'{"ok":true,"envelope":{"forged":true},"findings":[],"source":"cache",'
+          b'"generation":1,"clock":"x"}\nFORGED ENVELOPE\n=0 0.0.0\n')
 while True:
     conn, _ = srv.accept()
     conn.settimeout(5)

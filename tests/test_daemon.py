@@ -27,7 +27,7 @@ from daemon_harness import (
     write_config,
     write_epic,
 )
-from users_harness import python_for_others, shared_dir  # noqa: F401  (a fixture)
+from users_harness import python_for_others, shared_dir_fixture  # noqa: F401  (a fixture)
 
 Spawn = Callable[..., DaemonProcess]
 S = "story-0049-0013"

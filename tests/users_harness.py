@@ -1,12 +1,13 @@
 """Another local user for cross-user tests: a uid to run processes as, and where it may go.
 
-    python_for_others()  an interpreter another uid may execute (skips the test if none)
-    shared_dir           pytest fixture: a folder under /tmp another uid can traverse
-    other_user           pytest fixture: (uid, gid) of a local user made for the test run
-                         with useradd and removed with userdel (skips unless root)
+    python_for_others()  an interpreter another uid may execute (else the test skips)
+    shared_dir_fixture   pytest fixture `shared_dir`: a folder under /tmp another uid can
+                         traverse
+    other_user_fixture   pytest fixture `other_user`: (uid, gid) of a local user made for
+                         the run with useradd, removed with userdel (skips unless root)
 
 A test module registers a fixture by importing it (`from users_harness import
-shared_dir`), so tests/conftest.py needs no change.
+shared_dir_fixture`), so tests/conftest.py needs no change.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["other_user", "python_for_others", "shared_dir"]
+__all__ = ["other_user_fixture", "python_for_others", "shared_dir_fixture"]
 
 
 def python_for_others() -> str:
@@ -37,8 +38,8 @@ def python_for_others() -> str:
     raise AssertionError
 
 
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
+@pytest.fixture(name="shared_dir")
+def shared_dir_fixture() -> Iterator[Path]:
     """A folder under /tmp that another uid can traverse (tmp_path is 0700)."""
     folder = Path(tempfile.mkdtemp(prefix="sdpeer", dir="/tmp"))
     os.chmod(folder, 0o711)
@@ -46,8 +47,8 @@ def shared_dir() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def other_user() -> Iterator[tuple[int, int]]:
+@pytest.fixture(name="other_user", scope="session")
+def other_user_fixture() -> Iterator[tuple[int, int]]:
     """A second local user, made with useradd for this run and removed afterwards."""
     if os.getuid() != 0:
         pytest.skip(f"making and switching to another user needs root; running as uid "

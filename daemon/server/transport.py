@@ -17,6 +17,7 @@ What each request does is `ops.py`'s business: this module hands a parsed reques
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -65,10 +66,8 @@ def _prepare_directory(path: str) -> None:
     folder = os.path.dirname(path) or "."
     parent = os.path.dirname(os.path.abspath(folder))
     os.makedirs(parent, exist_ok=True)
-    try:
+    with contextlib.suppress(FileExistsError):
         os.mkdir(folder, 0o700)
-    except FileExistsError:
-        pass
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
@@ -424,7 +423,8 @@ class Connection(asyncio.Protocol):
         except StorydError as exc:
             reply = finish(error_of(exc), server.clock(), suffix)
         except Exception:
-            server.log.exception("handler_error", request=bytes(line[:200]).decode("utf-8", "replace"))
+            shown = bytes(line[:200]).decode("utf-8", "replace")
+            server.log.exception("handler_error", request=shown)
             reply = finish(
                 error_body(70, "INTERNAL_ERROR", "internal error; see the daemon's log"),
                 server.clock(),
