@@ -392,8 +392,12 @@ class Connection(asyncio.Protocol):
             self.transport.close()
 
     def idle_for(self, now: float) -> float:
-        """Seconds without traffic, or 0 while subscribed or waiting on a deferred answer."""
-        if self.subscribed or self.deferred or self.closing:
+        """Seconds without traffic, or 0 while subscribed or waiting on a deferred answer.
+
+        A closing connection counts too: a one-shot client that never reads its answer
+        would otherwise hold close() (which waits for the buffer to drain) for ever.
+        """
+        if self.subscribed or self.deferred:
             return 0.0
         return now - self.active
 
