@@ -45,6 +45,7 @@ _T = TypeVar("_T")
 _MAX_PENDING = 64
 _SHUTDOWN_GRACE = 5.0
 REFUSAL_LINGER = 1.0  # seconds a refused client may take to read its line and hang up
+LINES_PER_TURN = 16  # lines one connection answers before the loop serves the others
 
 
 class AlreadyRunning(StorydError):
@@ -169,6 +170,7 @@ class Connection(asyncio.Protocol):
         self.squeezed = False  # the write mark lowered to 0 by the total bound
         self.active = 0.0  # monotonic time of the last byte in or out (the idle timeout)
         self.eof = False  # the client half-closed while its lines waited
+        self.yielded = False  # lines wait for the next loop turn (LINES_PER_TURN)
 
     # -- asyncio callbacks ---------------------------------------------------
 
@@ -264,7 +266,7 @@ class Connection(asyncio.Protocol):
         length times the number of pieces.
         """
         buf = self.buffer
-        start = 0
+        start = handled = 0
         limit = self.server.settings.max_line_bytes  # read per chunk: a reload may change it
         while not self.closing:
             if self._must_wait():
@@ -274,6 +276,15 @@ class Connection(asyncio.Protocol):
             if end < 0:
                 self.scanned = len(buf)
                 break
+            if handled == LINES_PER_TURN and self.server.loop is not None:
+                self.scanned = start  # a burst of lines: let the other connections in first
+                self.yielded = True
+                if not self.held and self.transport is not None:
+                    self.held = True  # not counted in `holds`: it is not the client's doing
+                    self.transport.pause_reading()
+                self.server.loop.call_soon(self._go_on)
+                break
+            handled += 1
             line = buf[start:end]
             start = end + 1
             self.scanned = start
@@ -321,9 +332,10 @@ class Connection(asyncio.Protocol):
         """Output drained or a deferred answer left: answer what waits, then read again."""
         if self.closing or self.subscribed or self.transport is None:
             return
+        self.yielded = False
         if self.buffer:
             self._answer_lines()
-        if self.held and not self._must_wait() and not self.closing:
+        if self.held and not self.yielded and not self.closing and not self._must_wait():
             self.held = False
             if self.eof:
                 self.close_after_replies()
