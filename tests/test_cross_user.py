@@ -102,6 +102,17 @@ class TestSocketFolder:
         assert stat.S_IMODE(os.stat(theirs).st_mode) == 0o755
 
 
+    def test_a_folder_that_cannot_be_made_is_one_line(self, tmp_path: Path) -> None:
+        blocker = tmp_path / "file"
+        blocker.write_text("not a folder\n")
+        sock = blocker / "run" / "storyd.sock"
+        done = _serve_briefly(sock, daemon_env(tmp_path, sock))
+        assert done.returncode == 64, done.stderr
+        assert done.stderr.splitlines()[0].startswith(
+            f"storyd serve: socket folder {blocker / 'run'} cannot be created: ")
+        assert "Traceback" not in done.stderr
+
+
 _FORGER = r"""
 import os, socket, sys
 path = sys.argv[1]

@@ -66,9 +66,13 @@ def _prepare_directory(path: str) -> None:
     """
     folder = os.path.dirname(path) or "."
     parent = os.path.dirname(os.path.abspath(folder))
-    os.makedirs(parent, exist_ok=True)
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(folder, 0o700)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+    except OSError as exc:
+        msg = f"socket folder {folder} cannot be created: {exc.strerror}"
+        raise UsageError(msg) from None
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
