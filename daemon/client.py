@@ -47,6 +47,10 @@ def _connect(path: str, timeout: float) -> _socket.socket:
     sock.settimeout(timeout)
     try:
         sock.connect(path)
+        from daemon.peercred import server_is_ours  # issue 24: trust only our own uid
+
+        if not server_is_ours(sock, path):
+            raise ConnectionRefusedError(f"{path} is served by another user")
     except BaseException:
         sock.close()
         raise

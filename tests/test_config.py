@@ -33,6 +33,9 @@ verify_interval = 0.5
 settle_ms = 5
 max_subscribers = 3
 subscriber_buffer = 8192
+connection_buffer = 16384
+total_buffer = 1048576
+idle_timeout = 30.5
 
 [detectors.staleness]
 enabled = false
@@ -85,7 +88,8 @@ class TestValid:
         assert cfg.limits.as_dict() == {
             "max_workspaces": 8, "max_line_bytes": 4096, "lock_timeout": 1.5,
             "verify_interval": 0.5, "settle_ms": 5, "max_subscribers": 3,
-            "subscriber_buffer": 8192,
+            "subscriber_buffer": 8192, "connection_buffer": 16384, "total_buffer": 1048576,
+            "idle_timeout": 30.5,
         }
         assert cfg.detectors == {
             "staleness": {"enabled": False, "threshold": 3}, "task-order": {"strict": True},
@@ -162,6 +166,12 @@ class TestProblems:
             ("[notify]\nhook_timeout = 0\n", "notify.hook_timeout", 2, "out of range"),
             ("limits.max_subscribers = 0\n", "limits.max_subscribers", 1, "out of range"),
             ("limits = { subscriber_buffer = 1 }\n", "limits.subscriber_buffer", 1, "range"),
+            ("[limits]\nconnection_buffer = 100\n", "limits.connection_buffer", 2,
+             "100 is out of range: expected 4096 to 1073741824"),
+            ("[limits]\nidle_timeout = 0\n", "limits.idle_timeout", 2, "0.1 to 86400"),
+            ("[limits]\ntotal_buffer = 'big'\n", "limits.total_buffer", 2, "expected an integer"),
+            ("[limits]\nconnection_buffer = 1048576\ntotal_buffer = 65536\n",
+             "limits.total_buffer", 3, "less than limits.connection_buffer (1048576)"),
             # unknown keys
             ('stalenes = "git"\n', "stalenes", 1,
              "unknown key 'stalenes' (did you mean 'staleness'?)"),

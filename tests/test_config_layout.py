@@ -17,6 +17,9 @@ def test_the_daemons_settings_default_to_the_configs_limits() -> None:
     assert settings.verify_interval == limits.verify_interval
     assert settings.max_subscribers == limits.max_subscribers
     assert settings.subscriber_buffer == limits.subscriber_buffer
+    assert settings.connection_buffer == limits.connection_buffer
+    assert settings.total_buffer == limits.total_buffer
+    assert settings.idle_timeout == limits.idle_timeout
     assert settings.staleness == config.DEFAULT_STALENESS
 
 

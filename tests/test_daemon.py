@@ -8,10 +8,8 @@ import signal
 import socket
 import stat
 import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from daemon_harness import (
     write_config,
     write_epic,
 )
+from users_harness import python_for_others, shared_dir_fixture  # noqa: F401  (a fixture)
 
 Spawn = Callable[..., DaemonProcess]
 S = "story-0049-0013"
@@ -406,29 +405,6 @@ print(json.dumps({"uid": os.getuid(), "reply": data.decode(), "ending": ending})
 """
 
 
-def _python_for_others() -> str:
-    """An interpreter another uid may run (this venv's base may live under /root)."""
-    candidates = (os.path.realpath(sys.executable), "/usr/bin/python3", "/usr/local/bin/python3")
-    for candidate in candidates:
-        if os.path.exists(candidate) and os.stat(candidate).st_mode & 0o001 and all(
-                os.stat(p).st_mode & 0o001 for p in Path(candidate).parents):
-            return candidate
-    pytest.skip("no Python interpreter that uid 65534 may execute (every one found lives "
-                "under a folder closed to other users)")
-    raise AssertionError
-
-
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A folder under /tmp that another uid can traverse (tmp_path is 0700)."""
-    folder = Path(tempfile.mkdtemp(prefix="sdpeer", dir="/tmp"))
-    os.chmod(folder, 0o711)
-    yield folder
-    import shutil
-
-    shutil.rmtree(folder, ignore_errors=True)
-
-
 class TestPeers:
     """Only the daemon's own uid may talk to it."""
 
@@ -437,7 +413,7 @@ class TestPeers:
             pytest.skip("switching to another uid needs root; these tests run as "
                         f"uid {os.getuid()}")
         proc = spawn_daemon([ws], socket_path=shared_dir / "run" / "s.sock")
-        python = _python_for_others()
+        python = python_for_others()
 
         def as_nobody() -> dict[str, object]:
             done = subprocess.run([python, "-I", "-c", _PEER, str(proc.socket)], user=65534,

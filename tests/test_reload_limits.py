@@ -39,6 +39,9 @@ max_line_bytes = 1024
 lock_timeout = 0.2
 verify_interval = 0.5
 settle_ms = 5
+connection_buffer = 65536
+total_buffer = 1048576
+idle_timeout = 120.0
 """
 
 
@@ -70,6 +73,9 @@ def test_stats_shows_the_reloaded_limits(reloaded: DaemonProcess) -> None:
         "settle_ms": 5,
         "max_subscribers": 256,
         "subscriber_buffer": 1048576,
+        "connection_buffer": 65536,
+        "total_buffer": 1048576,
+        "idle_timeout": 120.0,
     }
 
 

@@ -56,6 +56,9 @@ def _settings(flags: dict[str, object], cfg: Config) -> Settings:
         verify_interval=verify_interval,
         max_subscribers=limits.max_subscribers,
         subscriber_buffer=limits.subscriber_buffer,
+        connection_buffer=limits.connection_buffer,
+        total_buffer=limits.total_buffer,
+        idle_timeout=limits.idle_timeout,
     )
 
 

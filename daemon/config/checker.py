@@ -89,7 +89,11 @@ class Checker(Lines):
             self.problem(field, f"expected a finite number, got {value}")
             return default
         if not low <= value <= high:
-            self.problem(field, f"{value:g} is out of range: expected {low:g} to {high:g}")
+            if kind is int:  # 1073741824, not 1.07374e+09
+                shown = f"{value} is out of range: expected {int(low)} to {int(high)}"
+            else:
+                shown = f"{value:g} is out of range: expected {low:g} to {high:g}"
+            self.problem(field, shown)
             return default
         return kind(value)  # type: ignore[no-any-return]
 
@@ -198,7 +202,14 @@ class Checker(Lines):
         for name, spec in LIMITS.items():
             if name in table:
                 values[name] = self.number(f"limits.{name}", table[name], spec)
-        return Limits(**values)
+        limits = Limits(**values)
+        if limits.total_buffer < limits.connection_buffer:
+            self.problem(
+                "limits.total_buffer",
+                f"{limits.total_buffer} is less than limits.connection_buffer "
+                f"({limits.connection_buffer}): the total bounds every connection's together",
+            )
+        return limits
 
     def detectors(self, table: dict[str, object]) -> dict[str, dict[str, object]]:
         found = {}

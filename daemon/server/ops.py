@@ -314,6 +314,7 @@ class Server(Transport):
             "subscribers": len(self.subscribers),
             "droppedSubscribers": self.counters["dropped_subscribers"],
             "refusedPeers": self.counters["refused"],
+            **self.transport_stats(),
             "watchedDirs": daemon.watcher.watched_dirs(),
             "staleness": self.settings.staleness,
             "limits": self.limits(),
@@ -332,6 +333,7 @@ class Server(Transport):
             "settle_ms": round(self.daemon.refresher.settle * 1000),
             "max_subscribers": settings.max_subscribers,
             "subscriber_buffer": settings.subscriber_buffer,
+            **self.transport_limits(),
         }
 
     # -- reconcile (issue 11): a read-only plan, and the CLI apply's notice -------------

@@ -219,6 +219,11 @@ class Runtime:
         settings.auto_watch = cfg.auto_watch
         settings.max_subscribers = limits.max_subscribers
         settings.subscriber_buffer = limits.subscriber_buffer
+        # connection_buffer: from the next connection; total_buffer: the next line;
+        # idle_timeout: the next sweep
+        settings.connection_buffer = limits.connection_buffer
+        settings.total_buffer = limits.total_buffer
+        settings.idle_timeout = limits.idle_timeout
         # Each reader looks these up on every use, so they take effect at the next read,
         # request line or wait, without a restart.
         settings.lock_timeout = self.daemon.options.lock_timeout = limits.lock_timeout

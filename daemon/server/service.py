@@ -39,6 +39,8 @@ class Settings:
 
     __slots__ = (
         "auto_watch",
+        "connection_buffer",
+        "idle_timeout",
         "lock_timeout",
         "max_line_bytes",
         "max_subscribers",
@@ -46,6 +48,7 @@ class Settings:
         "settle",
         "staleness",
         "subscriber_buffer",
+        "total_buffer",
         "verify_interval",
     )
 
@@ -61,6 +64,9 @@ class Settings:
         verify_interval: float = float(LIMITS["verify_interval"][1]),
         max_subscribers: int = int(LIMITS["max_subscribers"][1]),
         subscriber_buffer: int = int(LIMITS["subscriber_buffer"][1]),
+        connection_buffer: int = int(LIMITS["connection_buffer"][1]),
+        total_buffer: int = int(LIMITS["total_buffer"][1]),
+        idle_timeout: float = float(LIMITS["idle_timeout"][1]),
     ) -> None:
         """Defaults: config.LIMITS, the one table of every limit's default and range."""
         self.staleness = staleness
@@ -72,6 +78,9 @@ class Settings:
         self.verify_interval = verify_interval
         self.max_subscribers = max_subscribers
         self.subscriber_buffer = subscriber_buffer
+        self.connection_buffer = connection_buffer
+        self.total_buffer = total_buffer
+        self.idle_timeout = idle_timeout
 
 
 def _ms(started: float) -> float:

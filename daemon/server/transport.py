@@ -5,8 +5,10 @@ answered inside one `data_received` call, with no task or coroutine per request.
 Answers leave in request order; a request that must read files (a cache miss, a
 `watch`) holds its place in the connection's queue while a thread pool works, so it
 never blocks other connections. A client that stops reading pauses only its own
-connection (asyncio's write-buffer high-water mark); a subscriber that falls further
-behind than `subscriber_buffer` bytes is dropped and can resume with `since`.
+connection: its lines wait unanswered and it is not read until its client has read
+(`limits.connection_buffer`, `limits.total_buffer`; see `Connection`); a subscriber
+that falls further behind than `subscriber_buffer` bytes is dropped and can resume
+with `since`. A connection idle for `limits.idle_timeout` is closed.
 
 What each request does is `ops.py`'s business: this module hands a parsed request to
 `Transport.ops[op]` and writes back the bytes it returns (or the future of them).
@@ -15,10 +17,13 @@ What each request does is `ops.py`'s business: this module hands a parsed reques
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
+import stat
 import struct
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -39,6 +44,8 @@ __all__ = ["AlreadyRunning", "Connection", "Op", "Transport", "bind_socket"]
 _T = TypeVar("_T")
 _MAX_PENDING = 64
 _SHUTDOWN_GRACE = 5.0
+REFUSAL_LINGER = 1.0  # seconds a refused client may take to read its line and hang up
+LINES_PER_TURN = 16  # lines one connection answers before the loop serves the others
 
 
 class AlreadyRunning(StorydError):
@@ -49,15 +56,49 @@ class AlreadyRunning(StorydError):
 
 
 def _prepare_directory(path: str) -> None:
-    """Create the socket's directory 0700, or check that an existing one is ours and private."""
+    """Create the socket's folder 0700, or check that an existing one is ours and private.
+
+    The folder is opened with O_NOFOLLOW and checked and tightened through that
+    descriptor (fstat, fchmod), so a folder path planted as a symlink (the /tmp
+    fallback is plantable by anyone) is refused rather than followed, and nothing but
+    the folder itself is ever chmod-ed. A folder of another user, and a shared sticky
+    folder such as /tmp itself, are refused without being touched.
+    """
     folder = os.path.dirname(path) or "."
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    st = os.stat(folder)
-    if st.st_uid != os.getuid():
-        msg = f"{folder} belongs to uid {st.st_uid}, not to this user; refusing to use it"
-        raise UsageError(msg)
-    if st.st_mode & 0o077:
-        os.chmod(folder, 0o700)
+    parent = os.path.dirname(os.path.abspath(folder))
+    try:
+        os.makedirs(parent, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+    except OSError as exc:
+        msg = f"socket folder {folder} cannot be created: {exc.strerror}"
+        raise UsageError(msg) from None
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if os.path.islink(folder):
+            msg = f"socket folder {folder} is a symlink; refusing to follow it (remove it)"
+        else:
+            msg = f"socket folder {folder} cannot be opened: {exc.strerror}"
+        raise UsageError(msg) from None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid():
+            msg = (
+                f"socket folder {folder} belongs to uid {st.st_uid}, not to this user "
+                f"(uid {os.getuid()}); refusing to use it"
+            )
+            raise UsageError(msg)
+        if st.st_mode & stat.S_ISVTX:
+            msg = (
+                f"socket folder {folder} is a shared sticky folder; "
+                "give the socket a folder of its own"
+            )
+            raise UsageError(msg)
+        if st.st_mode & 0o077:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
 
 
 def _probe(path: str) -> bool:
@@ -102,21 +143,38 @@ def bind_socket(path: str) -> tuple[socket.socket, fasteners.InterProcessLock, t
 
 
 class Connection(asyncio.Protocol):
-    """One client: NDJSON framing, ordered replies, and optionally an event stream."""
+    """One client: NDJSON framing, ordered replies, and optionally an event stream.
+
+    Back-pressure (docs/service.md, "Limits and failure modes"): request lines are
+    answered only while the connection's unsent output (asyncio's write buffer plus
+    answers queued behind a deferred one) stays under `limits.connection_buffer`, and,
+    once every connection's unsent output together passes `limits.total_buffer`, only
+    while the connection has nothing unsent at all. A connection that must wait keeps
+    its unanswered lines, stops being read, and goes on when its client has read.
+    """
 
     def __init__(self, server: Transport) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
-        self.buffer = b""
+        self.buffer = bytearray()
+        self.scanned = 0  # bytes at the start of `buffer` known to hold no newline
         self.discarding = False
         self.queue: deque[bytes | asyncio.Future[bytes]] = deque()
+        self.deferred = 0  # futures in `queue`
+        self.queued = 0  # bytes in `queue`
+        self.counted = 0  # this connection's share of server.unsent
         self.subscribed = False
         self.sub_workspace: str | None = None
         self.replayed_tail: set[bytes] = set()
         self.replayed_gen = -1
         self.closing = False
         self.one_shot = False
-        self.paused = False
+        self.paused = False  # asyncio's pause_writing: the write buffer is over its mark
+        self.held = False  # reading stopped until the client reads what it was sent
+        self.squeezed = False  # the write mark lowered to 0 by the total bound
+        self.active = 0.0  # monotonic time of the last byte in or out (the idle timeout)
+        self.eof = False  # the client half-closed while its lines waited
+        self.yielded = False  # lines wait for the next loop turn (LINES_PER_TURN)
 
     # -- asyncio callbacks ---------------------------------------------------
 
@@ -133,80 +191,169 @@ class Connection(asyncio.Protocol):
         if peer_uid != uid:
             self.server.counters["refused"] += 1
             message = f"peer uid {peer_uid} is not the daemon's uid {uid}; refused"
-            transport.write(
-                finish(
-                    error_body(EX_NOPERM, "EX_NOPERM", message),
-                    self.server.clock(),
-                    b"",
-                )
-            )
-            transport.close()
-            self.closing = True
+            self._refuse(error_body(EX_NOPERM, "EX_NOPERM", message))
             return
         if len(self.server.connections) >= self.server.max_connections:
-            transport.write(
-                finish(
-                    error_body(75, "EX_TEMPFAIL", "too many connections"),
-                    self.server.clock(),
-                    b"",
-                )
-            )
-            transport.close()
-            self.closing = True
+            self._refuse(error_body(75, "EX_TEMPFAIL", "too many connections"))
             return
         self.server.connections.add(self)
+        transport.set_write_buffer_limits(high=self.server.settings.connection_buffer)
+        self.active = time.monotonic()
+
+    def _refuse(self, body: bytes) -> None:
+        """Send one error line, shut down writing, and ignore the client's input until it
+        hangs up (or REFUSAL_LINGER passes): a client that sent its request first still
+        reads the line, then a clean end of file rather than a reset."""
+        transport = self.transport
+        assert transport is not None
+        self.closing = True
+        transport.write(finish(body, self.server.clock(), b""))
+        transport.write_eof()
+        if self.server.loop is not None:
+            self.server.loop.call_later(REFUSAL_LINGER, transport.abort)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
         self.server.subscribers.discard(self)
+        self.server.unsent -= self.counted
+        self.counted = 0
         for item in self.queue:
             if isinstance(item, asyncio.Future):
                 item.cancel()
         self.queue.clear()
+        self.buffer = bytearray()
 
     def eof_received(self) -> bool:
         """The client half-closed (nc -N, socat): finish the replies in flight, then close."""
         if self.subscribed:
             return False
+        if self.held and not self.closing:
+            self.eof = True  # lines still wait for the client to read; close after them
+            return True
         self.close_after_replies()
         return True
 
     def pause_writing(self) -> None:
         self.paused = True
-        if self.transport is not None and not self.subscribed:
-            self.transport.pause_reading()
+        if not self.subscribed:
+            self._hold()
 
     def resume_writing(self) -> None:
         self.paused = False
-        if self.transport is not None and not self.closing and len(self.queue) < _MAX_PENDING:
-            self.transport.resume_reading()
+        self.active = time.monotonic()
+        if self.squeezed and self.transport is not None:
+            self.squeezed = False
+            self.transport.set_write_buffer_limits(high=self.server.settings.connection_buffer)
+        self._account()
+        self._go_on()
 
     def data_received(self, data: bytes) -> None:
         if self.closing or self.subscribed:
             return
-        buf = self.buffer + data if self.buffer else data
-        start = 0
+        self.active = time.monotonic()
+        if self.discarding:  # the rest of an oversized line: look for its end only
+            end = data.find(b"\n")
+            if end < 0:
+                return
+            self.discarding = False
+            data = data[end + 1 :]
+        self.buffer += data
+        self._answer_lines()
+
+    # -- lines ---------------------------------------------------------------
+
+    def _answer_lines(self) -> None:
+        """Answer the buffered complete lines while back-pressure allows; keep the rest.
+
+        Each newline is searched for once: `scanned` marks how far the buffer is known
+        to hold none, so a line drip-fed in small pieces costs its length, not its
+        length times the number of pieces.
+        """
+        buf = self.buffer
+        start = handled = 0
         limit = self.server.settings.max_line_bytes  # read per chunk: a reload may change it
         while not self.closing:
-            end = buf.find(b"\n", start)
-            if end < 0:
+            if self._must_wait():
+                self._hold()
                 break
+            end = buf.find(b"\n", max(start, self.scanned))
+            if end < 0:
+                self.scanned = len(buf)
+                break
+            if handled == LINES_PER_TURN and self.server.loop is not None:
+                self.scanned = start  # a burst of lines: let the other connections in first
+                self.yielded = True
+                if not self.held and self.transport is not None:
+                    self.held = True  # not counted in `holds`: it is not the client's doing
+                    self.transport.pause_reading()
+                self.server.loop.call_soon(self._go_on)
+                break
+            handled += 1
             line = buf[start:end]
             start = end + 1
-            if self.discarding:
-                self.discarding = False  # the end of an oversized line
-                continue
+            self.scanned = start
             if len(line) > limit:
                 self._line_too_long()
                 continue
             self._handle(line)
-        rest = buf[start:]
-        if len(rest) > limit:
-            if not self.discarding:
-                self._line_too_long()
-                self.discarding = True
-            rest = b""
-        self.buffer = rest
+        if start:
+            del buf[:start]
+            self.scanned = max(0, self.scanned - start)
+        if self.scanned == len(buf) and len(buf) > limit:
+            # no newline in sight and already too long: answer now, drop it as it comes
+            self._line_too_long()
+            self.discarding = True
+            buf.clear()
+            self.scanned = 0
+
+    def _must_wait(self) -> bool:
+        """Whether the next line must wait for the client to read (see the class doc)."""
+        if self.paused or self.deferred >= _MAX_PENDING:
+            return True
+        transport = self.transport
+        if transport is None:
+            return True
+        settings = self.server.settings
+        if self.queued > settings.connection_buffer:
+            return True
+        mine = transport.get_write_buffer_size() + self.queued
+        if mine and self.server.unsent > settings.total_buffer:
+            self.server.recount()  # the total may be stale: drains go unreported
+            if self.server.unsent > settings.total_buffer:
+                if not self.squeezed:  # resume_writing once everything sent has been read
+                    self.squeezed = True
+                    transport.set_write_buffer_limits(high=0)
+                return True
+        return False
+
+    def _hold(self) -> None:
+        if not self.held and self.transport is not None and not self.closing:
+            self.held = True
+            self.server.counters["held"] += 1
+            self.transport.pause_reading()
+
+    def _go_on(self) -> None:
+        """Output drained or a deferred answer left: answer what waits, then read again."""
+        if self.closing or self.subscribed or self.transport is None:
+            return
+        self.yielded = False
+        if self.buffer:
+            self._answer_lines()
+        if self.held and not self.yielded and not self.closing and not self._must_wait():
+            self.held = False
+            if self.eof:
+                self.close_after_replies()
+                return
+            self.transport.resume_reading()
+
+    def _account(self) -> None:
+        """Bring this connection's share of the server's unsent total up to date."""
+        if self.transport is None:
+            return
+        size = self.transport.get_write_buffer_size() + self.queued
+        if size != self.counted:
+            self.server.unsent += size - self.counted
+            self.counted = size
 
     # -- replies -------------------------------------------------------------
 
@@ -220,29 +367,39 @@ class Connection(asyncio.Protocol):
             return
         if not self.queue and isinstance(item, bytes):
             self.transport.write(item)
+            if self.counted or self.transport.get_write_buffer_size():
+                self._account()
             return
         self.queue.append(item)
         if isinstance(item, asyncio.Future):
+            self.deferred += 1
             item.add_done_callback(lambda _f: self._flush())
-            if len(self.queue) >= _MAX_PENDING:
-                self.transport.pause_reading()
+        else:
+            self.queued += len(item)
+            self._account()
 
     def _flush(self) -> None:
         while self.queue and self.transport is not None:
             head = self.queue[0]
             if isinstance(head, asyncio.Future):
                 if not head.done():
-                    return
+                    break
                 self.queue.popleft()
+                self.deferred -= 1
                 data = b"" if head.cancelled() else head.result()
             else:
                 self.queue.popleft()
+                self.queued -= len(head)
                 data = head
             self.transport.write(data)
-        if self.transport is not None and not self.paused and not self.closing:
-            self.transport.resume_reading()
-        if self.closing and not self.queue and self.transport is not None:
+        if self.transport is None:
+            return
+        self.active = time.monotonic()
+        self._account()
+        if self.closing and not self.queue:
             self.transport.close()
+            return
+        self._go_on()
 
     def close_after_replies(self) -> None:
         """Close once every queued reply is written (one-shot `resume-cli`)."""
@@ -250,7 +407,17 @@ class Connection(asyncio.Protocol):
         if not self.queue and self.transport is not None:
             self.transport.close()
 
-    def _handle(self, line: bytes) -> None:
+    def idle_for(self, now: float) -> float:
+        """Seconds without traffic, or 0 while subscribed or waiting on a deferred answer.
+
+        A closing connection counts too: a one-shot client that never reads its answer
+        would otherwise hold close() (which waits for the buffer to drain) for ever.
+        """
+        if self.subscribed or self.deferred:
+            return 0.0
+        return now - self.active
+
+    def _handle(self, line: bytes | bytearray) -> None:
         if line.endswith(b"\r"):
             line = line[:-1]
         if not line.strip():
@@ -276,7 +443,8 @@ class Connection(asyncio.Protocol):
         except StorydError as exc:
             reply = finish(error_of(exc), server.clock(), suffix)
         except Exception:
-            server.log.exception("handler_error", request=line[:200].decode("utf-8", "replace"))
+            shown = bytes(line[:200]).decode("utf-8", "replace")
+            server.log.exception("handler_error", request=shown)
             reply = finish(
                 error_body(70, "INTERNAL_ERROR", "internal error; see the daemon's log"),
                 server.clock(),
@@ -302,7 +470,14 @@ class Transport:
         self.max_connections = max_connections
         self.connections: set[Connection] = set()
         self.subscribers: set[Connection] = set()
-        self.counters = {"requests": 0, "refused": 0, "dropped_subscribers": 0}
+        self.counters = {
+            "requests": 0,
+            "refused": 0,
+            "dropped_subscribers": 0,
+            "held": 0,
+            "idle_closed": 0,
+        }
+        self.unsent = 0  # bytes written or queued but not yet sent, all connections (approx.)
         self.log = log.get("server")
         self.loop: asyncio.AbstractEventLoop | None = None
         self.ops: dict[str, Op] = {}
@@ -310,6 +485,59 @@ class Transport:
     def clock(self) -> bytes:
         """The clock every answer carries (the subclass's)."""
         raise NotImplementedError
+
+    def recount(self) -> None:
+        """Recompute `unsent` exactly (each connection's share drifts up as buffers drain)."""
+        total = 0
+        for conn in self.connections:
+            conn.counted = 0
+            conn._account()
+            total += conn.counted
+        self.unsent = total
+
+    def transport_limits(self) -> dict[str, object]:
+        """The transport's limits in force, for `stats.limits` (the configuration's names)."""
+        settings = self.settings
+        return {
+            "connection_buffer": settings.connection_buffer,
+            "total_buffer": settings.total_buffer,
+            "idle_timeout": settings.idle_timeout,
+        }
+
+    def transport_stats(self) -> dict[str, object]:
+        """The transport's counters, for `stats`."""
+        self.recount()
+        return {
+            "unsentBytes": self.unsent,
+            "heldConnections": sum(1 for conn in self.connections if conn.held),
+            "holds": self.counters["held"],
+            "idleClosed": self.counters["idle_closed"],
+        }
+
+    def close_idle(self) -> int:
+        """Close the connections idle for longer than `limits.idle_timeout`; how many."""
+        now = time.monotonic()
+        timeout = self.settings.idle_timeout
+        closed = 0
+        for conn in list(self.connections):
+            transport = conn.transport
+            if transport is None or conn.idle_for(now) <= timeout:
+                continue
+            closed += 1
+            self.connections.discard(conn)
+            if transport.get_write_buffer_size():
+                transport.abort()  # a client that reads nothing would hold close() for ever
+            else:
+                transport.close()
+        if closed:
+            self.counters["idle_closed"] += closed
+            self.log.info("idle_closed", connections=closed, idle_timeout=timeout)
+        return closed
+
+    async def _sweep_idle(self) -> None:
+        while True:
+            await asyncio.sleep(min(max(self.settings.idle_timeout / 4, 0.05), 5.0))
+            self.close_idle()
 
     def later(
         self, future: Future[_T], render: Callable[[_T], bytes], suffix: bytes
@@ -382,8 +610,10 @@ class Transport:
             self.loop.add_signal_handler(signum, stop.set)
         sock.setblocking(False)
         server = await self.loop.create_unix_server(lambda: Connection(self), sock=sock)
+        sweeper = self.loop.create_task(self._sweep_idle())
         ready()
         await stop.wait()
+        sweeper.cancel()
         self.log.info("stopping", connections=len(self.connections))
         server.close()
         await self._drain()
