@@ -47,11 +47,11 @@ def read_payload(fd: int = 0, timeout: float = _READ_TIMEOUT) -> dict[str, objec
             chunks.append(chunk)
     except (OSError, ValueError):
         return None
-    import orjson
+    import json  # orjson's import costs a hook more than the parse saves
 
     try:
-        value = orjson.loads(b"".join(chunks))
-    except orjson.JSONDecodeError:
+        value = json.loads(b"".join(chunks))
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

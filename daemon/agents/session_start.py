@@ -71,7 +71,7 @@ def render(workspace: str, units: list[dict[str, object]], budget: int) -> str |
 
 def context(payload: dict[str, object], config: str | None, socket: str | None) -> str | None:
     """The hook's JSON answer for this payload, or None for no output."""
-    import orjson
+    import json
 
     from daemon.agents import hookio, source
 
@@ -84,4 +84,4 @@ def context(payload: dict[str, object], config: str | None, socket: str | None) 
     if text is None:
         return None
     answer = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
-    return orjson.dumps(answer).decode()
+    return json.dumps(answer, ensure_ascii=False, separators=(",", ":"))

@@ -50,7 +50,7 @@ def reason(workspace: str, lagging: list[tuple[dict[str, object], dict[str, obje
 
 def decide(payload: dict[str, object], config: str | None, socket: str | None) -> str | None:
     """The hook's JSON answer for this payload, or None for no output."""
-    import orjson
+    import json
 
     from daemon.agents import hookio, source
 
@@ -72,4 +72,8 @@ def decide(payload: dict[str, object], config: str | None, socket: str | None) -
     ]
     if not lagging:
         return None
-    return orjson.dumps({"decision": "block", "reason": reason(workspace, lagging)}).decode()
+    return json.dumps(
+        {"decision": "block", "reason": reason(workspace, lagging)},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )

@@ -252,8 +252,6 @@ class Checker(Lines):
 
     def hooks(self, table: dict[str, object]) -> Hooks:
         """[hooks]: block_stop_on (repair codes), roots (folders), context_chars."""
-        from daemon.reconcile.repairs import repair_codes
-
         self.unknown(table, HOOKS_KEYS, "hooks.")
         hooks = Hooks()
         if "block_stop_on" in table:
@@ -262,6 +260,8 @@ class Checker(Lines):
                 got = kind_name(value)
                 self.problem("hooks.block_stop_on", f"expected an array of strings, got {got}")
             else:
+                from daemon.reconcile.repairs import repair_codes  # loads the detectors
+
                 known = repair_codes()
                 for code in value:
                     if code not in known:
