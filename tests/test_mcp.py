@@ -188,3 +188,35 @@ def test_a_missing_extra_is_one_clear_line(tmp_path: Path) -> None:
     assert done.stdout == b""
     assert done.stderr.decode() == (
         "storyd mcp: the MCP server needs the mcp extra: pip install 'storyd[mcp]'\n")
+
+
+@pytest.mark.slow
+def test_a_listen_subscription_hears_the_daemons_changes(spawn_daemon: Any,
+                                                         own: tuple[Path, AgentsEnv]) -> None:
+    """`subscriptions/listen` on storyd://in-flight (the SDK's `Client.listen`, protocol
+    2026-07-28): a state-file change the daemon sees arrives as ResourceUpdated."""
+    from daemon_harness import wait_for
+    from mcp import Client
+    from mcp.shared.subscriptions import ResourceUpdated
+
+    ws, _ = own
+    daemon = spawn_daemon([ws])
+    state = ws / "plans" / "epic-0049" / "execution-state.json"
+
+    async def main() -> list[object]:
+        params = StdioServerParameters(command=STORYD, args=["mcp"], env=daemon.env, cwd=str(ws))
+        async with Client(params, mode="auto") as client:  # noqa: SIM117
+            async with client.listen(resource_subscriptions=["storyd://in-flight"]) as sub:
+                assert sub.honored.resource_subscriptions == ["storyd://in-flight"]
+                await anyio.to_thread.run_sync(lambda: wait_for(
+                    lambda: daemon.stats()["subscribers"] >= 1, 20,
+                    "the MCP server to subscribe to the daemon"))
+                data = state.read_bytes()
+                state.write_bytes(data.replace(b'"PENDING"', b'"DONE"', 1))
+                with anyio.fail_after(20):
+                    async for event in sub:
+                        return [event]
+        return []
+
+    events = anyio.run(main)
+    assert events == [ResourceUpdated(uri="storyd://in-flight")]

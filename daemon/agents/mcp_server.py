@@ -344,9 +344,13 @@ class Follower:
 
         bus = self._server._subscriptions  # the SDK's bus: MCPServer(subscriptions=...) default
         try:
+            workspace = self.setup.workspace(None)
+        except StorydError:
+            return  # no default workspace to follow (or no configuration to find it)
+        try:
             with Client(self.setup.socket, timeout=1.0) as client:
                 self._client = client
-                for event in client.subscribe():
+                for event in client.subscribe(workspace=workspace):
                     if self._stopped.is_set():
                         return
                     if event.get("event") in ("changed", "drift", "resolved", "removed"):
