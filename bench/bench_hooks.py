@@ -30,7 +30,7 @@ STORYD = str(BIN / "storyd")
 def _ms(values: list[float]) -> str:
     ordered = sorted(values)
     p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-    return f"{statistics.median(values) * 1000:8.1f} {p90 * 1000:8.1f}"
+    return f"{statistics.median(values) * 1000:9.1f} | {p90 * 1000:8.1f}"
 
 
 def _timed(argv: list[str], data: bytes, env: dict[str, str]) -> float:
