@@ -94,15 +94,15 @@ def bench_mcp(ws: Path, env: dict[str, str], runs: int, label: str) -> None:
         began = time.perf_counter()
         params = StdioServerParameters(command=STORYD, args=["mcp"], env=env, cwd=str(ws))
         with open(os.devnull, "w") as err:
-            async with stdio_client(params, errlog=err) as (read, write):
-                async with ClientSession(read, write) as client:
-                    await client.initialize()
-                    started = time.perf_counter() - began
-                    for _ in range(runs):
-                        for name, arguments in calls.items():
-                            t0 = time.perf_counter()
-                            await client.call_tool(name, arguments)
-                            times[name].append(time.perf_counter() - t0)
+            async with (stdio_client(params, errlog=err) as (read, write),
+                        ClientSession(read, write) as client):
+                await client.initialize()
+                started = time.perf_counter() - began
+                for _ in range(runs):
+                    for name, arguments in calls.items():
+                        t0 = time.perf_counter()
+                        await client.call_tool(name, arguments)
+                        times[name].append(time.perf_counter() - t0)
         return started
 
     started = anyio.run(main)

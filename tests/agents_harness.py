@@ -13,9 +13,9 @@ import subprocess
 from pathlib import Path
 
 import orjson
+from daemon_harness import STORYD, daemon_env, write_config
 
 from daemon.commands.demo import prepare
-from daemon_harness import STORYD, daemon_env, write_config
 
 __all__ = ["REPO", "AgentsEnv", "demo_workspace", "hook_payload", "run_hook"]
 

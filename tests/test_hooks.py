@@ -233,7 +233,7 @@ def test_block_stop_on_is_configurable(own: tuple[Path, AgentsEnv]) -> None:
 @pytest.mark.slow
 def test_stop_with_the_daemon_unblocks_once_reconciled(spawn_daemon: object,
                                                        own: tuple[Path, AgentsEnv]) -> None:
-    ws, env = own
+    ws, _ = own
     daemon = spawn_daemon([ws])  # type: ignore[operator]
     payload = hook_payload("Stop", ws, stop_hook_active=False)
     assert "TASK-0049-0013-004" in _reason(run_hook("stop", payload, daemon.env))

@@ -14,11 +14,11 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install '.[mcp]'")
 
-import anyio  # noqa: E402  (an mcp dependency)
-from agents_harness import AgentsEnv, demo_workspace  # noqa: E402
-from daemon_harness import STORYD, spawn_daemon_fixture  # noqa: E402
-from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
-from mcp.shared.exceptions import MCPError  # noqa: E402
+import anyio
+from agents_harness import AgentsEnv, demo_workspace
+from daemon_harness import STORYD, spawn_daemon_fixture
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
 
 spawn_daemon = spawn_daemon_fixture
 T = TypeVar("T")
@@ -33,10 +33,10 @@ def session(env: dict[str, str], cwd: Path, errlog: Path,
     async def main() -> T:
         params = StdioServerParameters(command=STORYD, args=["mcp"], env=env, cwd=str(cwd))
         with errlog.open("a") as err:
-            async with stdio_client(params, errlog=err) as (read, write):
-                async with ClientSession(read, write) as client:
-                    await client.initialize()
-                    return await work(client)
+            async with (stdio_client(params, errlog=err) as (read, write),
+                        ClientSession(read, write) as client):
+                await client.initialize()
+                return await work(client)
 
     result = anyio.run(main)
     assert "Traceback" not in errlog.read_text(), errlog.read_text()

@@ -41,9 +41,9 @@ __all__ = ["IN_FLIGHT", "build", "serve"]
 
 IN_FLIGHT = "storyd://in-flight"
 UNIT = "storyd://unit/{unit}"
-_READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False)
+_READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 _DESTRUCTIVE = ToolAnnotations(
-    readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
 )
 
 
@@ -84,14 +84,14 @@ class Setup:
 
 
 def _error(message: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=message)], isError=True)
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
 
 def _ok(text: bytes, structured: dict[str, Any]) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=text.decode("utf-8", "replace"))],
-        structuredContent=structured,
-        isError=False,
+        structured_content=structured,
+        is_error=False,
     )
 
 

@@ -3,6 +3,7 @@ MCP server in Claude Code's settings) and `--skill` (the seed skill's drop-in)."
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from daemon.errors import StorydError
@@ -48,10 +49,8 @@ def _skill(project: str | None, dry_run: bool, remove: bool) -> list[str]:
             return [f"{path}: {'absent' if old is None else 'not written by storyd; left'}"]
         if not dry_run:
             os.unlink(path)
-            try:
+            with contextlib.suppress(OSError):  # the folder holds other files: keep it
                 os.rmdir(os.path.dirname(path))
-            except OSError:
-                pass  # the folder holds other files: keep it
         return [f"{path}: {prefix}removed"]
     resume = os.path.join(os.path.dirname(_storyd()), "storyd-resume")
     text = skill_text(resume)

@@ -17,7 +17,11 @@ NAME = "x-internal-story-resume"
 _TEXT = """\
 ---
 name: x-internal-story-resume
-description: Detects the resumable state of an in-flight story from plans/epic-XXXX/execution-state.json and emits one JSON line {resumePoint, tasksCompleted, tasksPending, lastCommitSha, staleWarnings}. Read-only. Answered by storyd (storyd-resume), checked against git.
+description: >-
+  Detects the resumable state of an in-flight story from
+  plans/epic-XXXX/execution-state.json and emits one JSON line {resumePoint,
+  tasksCompleted, tasksPending, lastCommitSha, staleWarnings}. Read-only.
+  Answered by storyd (storyd-resume), checked against git.
 visibility: internal
 user-invocable: false
 allowed-tools: Bash

@@ -13,8 +13,8 @@ from daemon.config.lines import Lines
 from daemon.config.values import (
     CONTEXT_CHARS,
     DEFAULT_STALENESS,
-    HOOKS_KEYS,
     HOOK_TIMEOUT,
+    HOOKS_KEYS,
     LIMITS,
     NOTIFY_KEYS,
     RECONCILE_KEYS,
@@ -266,7 +266,8 @@ class Checker(Lines):
                 for code in value:
                     if code not in known:
                         names = ", ".join(known)
-                        self.problem("hooks.block_stop_on", f"unknown code {code!r} (known: {names})")
+                        message = f"unknown code {code!r} (known: {names})"
+                        self.problem("hooks.block_stop_on", message)
                 hooks.block_stop_on = [c for c in dict.fromkeys(value) if c in known]
         if "roots" in table:
             value = table["roots"]
@@ -276,5 +277,6 @@ class Checker(Lines):
                 hooks.roots = [os.path.realpath(os.path.expanduser(v)) for v in value]
         if "context_chars" in table:
             spec = (int, *CONTEXT_CHARS)
-            hooks.context_chars = int(self.number("hooks.context_chars", table["context_chars"], spec))
+            value = table["context_chars"]
+            hooks.context_chars = int(self.number("hooks.context_chars", value, spec))
         return hooks
