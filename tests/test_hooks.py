@@ -340,3 +340,19 @@ def test_unknown_hook_event_is_a_usage_error(shared: tuple[Path, AgentsEnv]) -> 
     done = run_hook("pre-tool-use", b"{}", env.env)
     assert done.returncode == 64
     assert b"session-start, stop, post-tool-use" in done.stderr
+
+
+def test_config_check_names_each_hooks_problem(tmp_path: Path) -> None:
+    env = AgentsEnv(tmp_path, 'block_stop_on = ["nope"]\ncontext_chars = 5\nroots = 3\nfoo = 1\n')
+    done = subprocess.run([STORYD, "config", "check"], env=env.env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 78
+    lines = [line.split(": ", 1)[1] for line in done.stdout.splitlines()]
+    assert lines == [
+        "hooks.block_stop_on: unknown code 'nope' (known: unrecorded, unreachable, "
+        "squash-merged, missing, state-not-updated, output-before-state-update, "
+        "restored-from-backup)",
+        "hooks.context_chars: 5 is out of range: expected 200 to 100000",
+        "hooks.roots: expected an array of paths, got an integer",
+        "hooks.foo: unknown key 'foo' (known: block_stop_on, context_chars, roots)",
+    ]
