@@ -184,3 +184,23 @@ def test_the_skill_answers_as_the_seed_skill(env: dict[str, str], tmp_path: Path
         "unchanged\n")
     storyd(env, "uninstall", "--skill", "--project", str(ws))
     assert not path.exists()
+
+
+def test_an_install_from_another_storyd_updates_in_place(env: dict[str, str],
+                                                         project: Path) -> None:
+    """storyd reinstalled elsewhere (another venv): the same entries get the new path,
+    none is added twice; uninstall recognises either path as storyd's."""
+    storyd(env, "install", "--claude", "--project", str(project))
+    settings_path = project / ".claude" / "settings.json"
+    moved = settings_path.read_text().replace(str(BIN / "storyd"), "'/old venv/bin/storyd'")
+    settings_path.write_text(moved)
+    done = storyd(env, "install", "--claude", "--project", str(project))
+    assert [line.split(": ", 1)[1].split(":")[0] for line in done.stdout.splitlines()] == [
+        "updated hooks.SessionStart", "updated hooks.Stop", "updated hooks.SubagentStop",
+        "updated hooks.PostToolUse", "unchanged"]
+    settings = json.loads(settings_path.read_text())
+    assert _handlers(settings, "Stop") == [(None, "notify-done"),
+                                           (None, f"{BIN / 'storyd'} hook stop")]
+    settings_path.write_text(moved)
+    storyd(env, "uninstall", "--claude", "--project", str(project))
+    assert json.loads(settings_path.read_text()) == json.loads(EXISTING)
