@@ -117,6 +117,23 @@ def test_session_start_is_silent_when_nothing_is_in_flight(tmp_path: Path) -> No
     assert (done.returncode, done.stdout) == (0, b"")
 
 
+def test_session_start_says_which_finished_stories_not_to_run_again(tmp_path: Path) -> None:
+    """A story whose own record says merged while its tasks are not all DONE: in flight by
+    its tasks, and the context carries the info finding that it must not be re-run."""
+    ws = tmp_path / "ws"
+    (ws / "plans" / "epic-0007").mkdir(parents=True)
+    (ws / "plans/epic-0007/execution-state.json").write_bytes(orjson.dumps({"stories": {
+        "story-0007-0001": {"status": "MERGED", "tasks": {
+            "TASK-0007-0001-001": {"status": "PENDING"}}},
+        "story-0007-0002": {"tasks": {"TASK-0007-0002-001": {"status": "PENDING"}}}}}))
+    env = AgentsEnv(tmp_path)
+    text = _context(run_hook("session-start", hook_payload("SessionStart", ws,
+                                                           source="startup"), env.env))
+    assert "info format/story-finished: story-0007-0001 is finished" in text
+    assert "do not re-execute this story" in text
+    assert text.count("story-finished") == 1
+
+
 # -- bad input: exit 0, no output, no traceback ---------------------------------------------
 
 BAD_STDIN: dict[str, bytes | None] = {
