@@ -20,7 +20,6 @@ server's cwd) which must lie inside the allowed roots (`[hooks] roots`).
 from __future__ import annotations
 
 import os
-import threading
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from daemon import __version__
 from daemon.agents import hookio, source
+from daemon.agents.mcp_events import Follower
 from daemon.errors import StorydError, UsageError
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ def build(setup: Setup) -> MCPServer[Any]:
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
-        follower.start(server)
+        follower.start(server, IN_FLIGHT)
         try:
             yield None
         finally:
@@ -316,55 +316,6 @@ def _reconcile(
     if apply:
         argv.append("--apply")
     return _cli(setup, argv, ok_codes=(0, 1))
-
-
-class Follower:
-    """Follows the daemon's events and publishes `ResourceUpdated` for the in-flight
-    resource, so `subscriptions/listen` clients learn when to read it again."""
-
-    def __init__(self, setup: Setup) -> None:
-        self.setup = setup
-        self._client: Any = None
-        self._thread: threading.Thread | None = None
-        self._stopped = threading.Event()
-
-    def start(self, server: MCPServer[Any]) -> None:
-        from anyio.lowlevel import current_token
-
-        self._token = current_token()
-        self._server = server
-        self._thread = threading.Thread(target=self._run, name="storyd-mcp-events", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        import anyio.from_thread
-        from mcp.shared.subscriptions import ResourceUpdated
-
-        from daemon.client import Client, DaemonUnavailable
-
-        bus = self._server._subscriptions  # the SDK's bus: MCPServer(subscriptions=...) default
-        try:
-            workspace = self.setup.workspace(None)
-        except StorydError:
-            return  # no default workspace to follow (or no configuration to find it)
-        try:
-            with Client(self.setup.socket, timeout=1.0) as client:
-                self._client = client
-                for event in client.subscribe(workspace=workspace):
-                    if self._stopped.is_set():
-                        return
-                    if event.get("event") in ("changed", "drift", "resolved", "removed"):
-                        anyio.from_thread.run(
-                            bus.publish, ResourceUpdated(uri=IN_FLIGHT), token=self._token
-                        )
-        except (DaemonUnavailable, OSError, RuntimeError, ValueError):
-            return  # no daemon: no events; resources are still read fresh on each read
-
-    def stop(self) -> None:
-        self._stopped.set()
-        client = self._client
-        if client is not None:
-            client.close()
 
 
 def serve(config: str | None, socket: str | None) -> None:
