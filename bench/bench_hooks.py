@@ -77,6 +77,34 @@ def bench_hooks(ws: Path, env: dict[str, str], runs: int, label: str) -> None:
         print(f"| {name:<36} | {_ms(values)} | {ratio:6.2f} |")
 
 
+def bench_in_process(ws: Path, env: dict[str, str], runs: int) -> None:
+    """The hooks' own work: each hook's function called in this process, imports done."""
+    from daemon.agents.post_tool_use import problem
+    from daemon.agents.session_start import context
+    from daemon.agents.stop import decide
+
+    saved = dict(os.environ)
+    os.environ.update(env)
+    payload = {"cwd": str(ws), "source": "startup", "stop_hook_active": False,
+               "tool_input": {"file_path": str(ws / "plans/epic-0049/execution-state.json")}}
+    print(f"\nhooks' own work in one process, daemon running ({runs * 5} calls each)")
+    print(f"| {'hook':<14} | median ms |   p90 ms |")
+    print(f"| {'-' * 14} | --------- | -------- |")
+    try:
+        for name, hook in (("session-start", context), ("stop", decide),
+                           ("post-tool-use", problem)):
+            assert hook(payload, None, None) is not None or name == "post-tool-use"
+            times = []
+            for _ in range(runs * 5):
+                began = time.perf_counter()
+                hook(payload, None, None)
+                times.append(time.perf_counter() - began)
+            print(f"| {name:<14} | {_ms(times)} |")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def bench_mcp(ws: Path, env: dict[str, str], runs: int, label: str) -> None:
     import anyio
     from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -146,6 +174,7 @@ def main() -> int:
                 time.sleep(0.05)
             time.sleep(1.0)  # let the warm-up and the detectors' pass finish
             bench_hooks(ws, env, args.runs, "daemon running")
+            bench_in_process(ws, env, args.runs)
             bench_mcp(ws, env, args.runs, "daemon running")
         finally:
             daemon.terminate()
