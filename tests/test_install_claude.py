@@ -204,3 +204,22 @@ def test_an_install_from_another_storyd_updates_in_place(env: dict[str, str],
     settings_path.write_text(moved)
     storyd(env, "uninstall", "--claude", "--project", str(project))
     assert json.loads(settings_path.read_text()) == json.loads(EXISTING)
+
+
+def test_doctor_reports_the_claude_setup(env: dict[str, str], tmp_path: Path) -> None:
+    home = Path(env["HOME"])
+    settings = home / ".claude" / "settings.json"
+
+    def claude_lines() -> list[str]:
+        done = subprocess.run([STORYD, "doctor"], env=env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120, check=False)
+        assert "Traceback" not in done.stderr, done.stderr
+        return [line for line in done.stdout.splitlines() if " claude: " in line]
+
+    assert claude_lines() == [f"ok   claude: {settings}: not set up (storyd install --claude)"]
+    storyd(env, "install", "--claude")
+    assert claude_lines() == [f"ok   claude: {settings}: 4 hooks with the MCP server"]
+    settings.write_text(settings.read_text().replace(str(BIN / "storyd"), "/gone/bin/storyd"))
+    assert claude_lines() == [
+        f"warn claude: {settings}: storyd's hooks run /gone/bin/storyd, which is not there; "
+        "run storyd install --claude again"]

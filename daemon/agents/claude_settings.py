@@ -16,7 +16,7 @@ import shlex
 
 from daemon.errors import DataError, StorydError
 
-__all__ = ["Change", "Target", "hook_entries", "install", "targets", "uninstall"]
+__all__ = ["Change", "Target", "hook_entries", "install", "installed", "targets", "uninstall"]
 
 SERVER = "storyd"
 # (event, matcher, hook subcommand, timeout in seconds)
@@ -240,3 +240,28 @@ def uninstall(project: str | None, dry_run: bool) -> list[Change]:
     return _finish(hooks_file, _drop_hooks(hooks_file), dry_run) + _finish(
         server_file, _drop_server(server_file), dry_run
     )
+
+
+def installed(project: str | None) -> tuple[str, list[str], str | None]:
+    """(the settings file, the storyd hook commands it holds, the MCP server's command or
+    None) for a project or the user; empty when a file is absent or unreadable."""
+    settings, servers = targets(project)
+    commands: list[str] = []
+    server = None
+    try:
+        hooks_file, server_file = Target(settings).load(), Target(servers).load()
+    except DataError:
+        return settings, commands, server
+    hooks = (hooks_file.data or {}).get("hooks")
+    if isinstance(hooks, dict):
+        for groups in hooks.values():
+            for group in groups if isinstance(groups, list) else []:
+                handlers = group.get("hooks") if isinstance(group, dict) else None
+                for handler in handlers if isinstance(handlers, list) else []:
+                    if _ours(handler):
+                        commands.append(str(handler["command"]))
+    entries = (server_file.data or {}).get("mcpServers")
+    entry = entries.get(SERVER) if isinstance(entries, dict) else None
+    if isinstance(entry, dict) and entry.get("args") == ["mcp"]:
+        server = str(entry.get("command"))
+    return settings, commands, server
