@@ -21,12 +21,14 @@ REPO = Path(__file__).resolve().parents[1]
 FORBIDDEN = frozenset((
     "argparse", "dataclasses", "git", "json", "orjson", "re", "socket", "structlog",
     "subprocess", "typing", "watchdog",
+    # optional extras and what they bring: never on the resume path (issue 19)
+    "mcp", "mcp_types", "anyio", "pydantic",
     # storyd's own heavier modules: the configuration loader, help machinery, the whole
     # long-running daemon (daemon.server and everything under it), the detectors
     "daemon.commands.completion", "daemon.commands.common", "daemon.config",
-    "daemon.server", "detectors",
+    "daemon.server", "detectors", "daemon.agents",
 ))
-PACKAGES = ("daemon.server", "detectors")  # forbidden with every module under them
+PACKAGES = ("daemon.server", "detectors", "daemon.agents", "mcp")  # forbidden with every module under them
 EPIC = "0049"
 STORY = "story-0049-0001"
 STATE = f"plans/epic-{EPIC}/execution-state.json"
@@ -116,3 +118,17 @@ def test_the_check_can_fail(workspace: Path) -> None:
                           check=False)
     assert any(line.rsplit("|", 1)[1].strip() == "json" for line in done.stderr.splitlines()
                if line.startswith("import time:"))
+
+
+def test_the_guard_sees_the_mcp_server_modules(workspace: Path) -> None:
+    """The MCP server's own import does load what the guard forbids (so a pass above means
+    the resume path stays clear of it)."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install '.[mcp]'")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c",
+                           "import daemon.agents.mcp_server"], cwd=workspace, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    names = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()
+             if line.startswith("import time:")}
+    assert {"mcp", "daemon.agents.mcp_server", "anyio"} <= names
+    assert names & FORBIDDEN

@@ -9,7 +9,7 @@ import sys
 
 from daemon.commands.common import REPORT_FLAGS, parse_prefixed, units
 
-__all__ = ["FLAGS", "main"]
+__all__ = ["FLAGS", "main", "report"]
 
 USAGE = (
     "usage: storyd check [--workspace DIR ...] [--in-flight] [--direct] [--config FILE]\n"
@@ -21,22 +21,30 @@ _NOTED = frozenset(("story-finished",))
 """Info findings check prints (without failing): facts a CI must not act against."""
 
 
-def main(argv: list[str]) -> int:
-    """0 when clean, 1 with the offending findings listed, other codes for errors."""
-    found = units(parse_prefixed(argv, FLAGS, USAGE))
+def report(units: list[dict[str, object]]) -> tuple[str, int]:
+    """What check prints for these unit summaries, and how many problems it counts."""
     problems = 0
-    for unit in found.units:
+    lines = []
+    for unit in units:
         where = f"{unit['workspace']}/{unit['stateFile']} {unit['unit']}"
         if unit.get("error"):
             problems += 1
-            sys.stdout.write(f"{where}: error: {unit['error']}\n")
+            lines.append(f"{where}: error: {unit['error']}\n")
         for finding in unit.get("findingList") or []:  # type: ignore[attr-defined]
             failing = finding["severity"] in _FAILING
             if failing or finding["code"] in _NOTED:
                 problems += failing
-                sys.stdout.write(
+                lines.append(
                     f"{where}: {finding['severity']}: {finding['detector']}/"
                     f"{finding['code']}: {finding['message']}\n"
                 )
-    sys.stdout.write(f"{len(found.units)} units, {problems} problems\n")
+    lines.append(f"{len(units)} units, {problems} problems\n")
+    return "".join(lines), problems
+
+
+def main(argv: list[str]) -> int:
+    """0 when clean, 1 with the offending findings listed, other codes for errors."""
+    found = units(parse_prefixed(argv, FLAGS, USAGE))
+    text, problems = report(found.units)
+    sys.stdout.write(text)
     return 1 if problems else 0

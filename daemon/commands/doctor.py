@@ -11,6 +11,9 @@ Each line is `ok`, `warn` or `fail`, a topic and what was found. The checks:
               already uses and what storyd watches (from stats, else estimated)
 - workspace   per workspace: a git repository? a shallow clone? state files per format
 - desktop     whether `notify-send` is on PATH for desktop notifications
+- claude      Claude Code's settings (the user's, and this folder's project): storyd's
+              hooks and MCP server, whether the storyd they run exists, and whether the
+              `mcp` extra is installed when the server is configured
 
 Exit 0, or 1 when any line is `fail`.
 """
@@ -372,6 +375,39 @@ def _check_desktop(screen: _Screen, cfg: Config | None) -> None:
         )
 
 
+def _check_claude(screen: _Screen) -> None:
+    import importlib.util
+    import shlex
+
+    from daemon.agents.claude_settings import installed
+
+    here = os.getcwd()
+    scopes = [None] + ([here] if os.path.isdir(os.path.join(here, ".claude")) else [])
+    extra = importlib.util.find_spec("mcp") is not None
+    for project in scopes:
+        settings, commands, server = installed(project)
+        if not commands and server is None:
+            screen.line(OK, "claude", f"{settings}: not set up (storyd install --claude)")
+            continue
+        programs = sorted({shlex.split(c)[0] for c in commands} | ({server} if server else set()))
+        gone = [p for p in programs if not os.access(p, os.X_OK)]
+        if gone:
+            screen.line(
+                WARN,
+                "claude",
+                f"{settings}: storyd's hooks run {', '.join(gone)}, which is not there; "
+                "run storyd install --claude again",
+            )
+        elif server is not None and not extra:
+            screen.line(
+                WARN, "claude", "the MCP server is configured but the mcp extra is not "
+                "installed: pip install 'storyd[mcp]'",
+            )  # fmt: skip
+        else:
+            where = "with the MCP server" if server else "without the MCP server"
+            screen.line(OK, "claude", f"{settings}: {len(commands)} hooks {where}")
+
+
 def main(argv: list[str]) -> int:
     """Print the report; 1 when anything failed."""
     flags = parse(argv, FLAGS, USAGE)
@@ -409,6 +445,7 @@ def main(argv: list[str]) -> int:
     for workspace in workspaces:
         _check_workspace(screen, workspace, adapters)
     _check_desktop(screen, cfg)
+    _check_claude(screen)
     counts = screen.counts
     print(f"{counts[OK]} ok, {counts[WARN]} warn, {counts[FAIL]} fail")
     return 1 if counts[FAIL] else 0

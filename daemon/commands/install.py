@@ -1,5 +1,9 @@
 """`storyd install`: write the systemd user units, and with --enable start the socket.
 
+`--claude` instead merges storyd's hooks and MCP server into Claude Code's settings
+(`--project DIR`: that project's .claude/settings.json and .mcp.json; else the user's),
+and `--skill` writes the seed skill's drop-in SKILL.md; see docs/agents.md.
+
 The templates are systemd/storyd.socket and systemd/storyd.service, the single copy.
 They are found beside the package in a source checkout or an editable install, and in
 <prefix>/share/storyd/systemd after `pip install .` (pyproject's data-files). The
@@ -34,8 +38,18 @@ __all__ = [
     "user_manager",
 ]
 
-USAGE = "usage: storyd install [--enable] [--unit-dir DIR] [--dry-run]"
-FLAGS = {"enable": SWITCH, "unit-dir": VALUE, "dry-run": SWITCH}
+USAGE = (
+    "usage: storyd install [--enable] [--unit-dir DIR] [--dry-run]\n"
+    "       storyd install --claude [--skill] [--project DIR] [--dry-run]"
+)
+FLAGS = {
+    "enable": SWITCH,
+    "unit-dir": VALUE,
+    "dry-run": SWITCH,
+    "claude": SWITCH,
+    "skill": SWITCH,
+    "project": VALUE,
+}
 UNITS = ("storyd.socket", "storyd.service")
 PLACEHOLDER = "@STORYD_BIN@"
 _TIMEOUT = 30.0
@@ -258,6 +272,18 @@ def _commands(unit_dir: str, updated: bool) -> list[list[str]]:
 def main(argv: list[str]) -> int:
     """Write the units, print the systemctl commands, and run them with --enable."""
     flags = parse(argv, FLAGS, USAGE)
+    if flags.get("claude") or flags.get("skill"):
+        if flags.get("enable") or flags.get("unit-dir"):
+            from daemon.errors import UsageError
+
+            raise UsageError(f"--enable and --unit-dir are for the systemd units\n{USAGE}")
+        from daemon.agents.setup import install
+
+        return install(flags)
+    if flags.get("project"):
+        from daemon.errors import UsageError
+
+        raise UsageError(f"--project goes with --claude or --skill\n{USAGE}")
     unit_dir = chosen_unit_dir(flags)
     dry_run = bool(flags.get("dry-run"))
     executable = storyd_executable()

@@ -1,6 +1,9 @@
 """`storyd uninstall`: stop and disable the units when a user manager is reachable, then
 remove the unit files and any enablement links left beside them.
 
+`--claude` (and `--skill`) instead take out of Claude Code's settings exactly what
+`storyd install --claude` (`--skill`) put in; see docs/agents.md.
+
 Exit codes: 0 done (also when nothing was installed), 64 bad flags, 73 a file could not
 be removed. A failing `systemctl` is reported and the files are still removed.
 """
@@ -17,12 +20,15 @@ from daemon.commands.install import (
     systemctl,
     user_manager,
 )
-from daemon.flags import VALUE, parse
+from daemon.flags import SWITCH, VALUE, parse
 
 __all__ = ["main"]
 
-USAGE = "usage: storyd uninstall [--unit-dir DIR]"
-FLAGS = {"unit-dir": VALUE}
+USAGE = (
+    "usage: storyd uninstall [--unit-dir DIR]\n"
+    "       storyd uninstall --claude [--skill] [--project DIR] [--dry-run]"
+)
+FLAGS = {"unit-dir": VALUE, "claude": SWITCH, "skill": SWITCH, "project": VALUE, "dry-run": SWITCH}
 
 
 def _enablement_links(unit_dir: str) -> list[str]:
@@ -44,7 +50,16 @@ def _enablement_links(unit_dir: str) -> list[str]:
 
 def main(argv: list[str]) -> int:
     """Stop, disable and remove the storyd user units."""
-    unit_dir = chosen_unit_dir(parse(argv, FLAGS, USAGE))
+    flags = parse(argv, FLAGS, USAGE)
+    if flags.get("claude") or flags.get("skill"):
+        from daemon.agents.setup import uninstall
+
+        return uninstall(flags)
+    if flags.get("project") or flags.get("dry-run"):
+        from daemon.errors import UsageError
+
+        raise UsageError(f"--project and --dry-run go with --claude or --skill\n{USAGE}")
+    unit_dir = chosen_unit_dir(flags)
     reachable, reason = user_manager()
     if reachable:
         if run_commands([systemctl("disable", "--now", *UNITS)]) != 0:

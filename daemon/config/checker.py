@@ -11,8 +11,10 @@ import os
 
 from daemon.config.lines import Lines
 from daemon.config.values import (
+    CONTEXT_CHARS,
     DEFAULT_STALENESS,
     HOOK_TIMEOUT,
+    HOOKS_KEYS,
     LIMITS,
     NOTIFY_KEYS,
     RECONCILE_KEYS,
@@ -20,6 +22,7 @@ from daemon.config.values import (
     STALENESS_MODES,
     TOP_KEYS,
     Config,
+    Hooks,
     Limits,
     Notify,
     Problem,
@@ -188,6 +191,8 @@ class Checker(Lines):
             config.notify = self.notify(self.table("notify", document["notify"]))
         if "reconcile" in document:
             config.reconcile_auto = self.reconcile(self.table("reconcile", document["reconcile"]))
+        if "hooks" in document:
+            config.hooks = self.hooks(self.table("hooks", document["hooks"]))
         cap = config.limits.max_workspaces
         if len(config.workspaces) > cap:
             self.problem(
@@ -256,4 +261,33 @@ class Checker(Lines):
                 self.problem("reconcile.auto", f"unknown repair code {code!r} (known: {names})")
         return [code for code in dict.fromkeys(value) if code in known]
 
+    def hooks(self, table: dict[str, object]) -> Hooks:
+        """[hooks]: block_stop_on (repair codes), roots (folders), context_chars."""
+        self.unknown(table, HOOKS_KEYS, "hooks.")
+        hooks = Hooks()
+        if "block_stop_on" in table:
+            value = table["block_stop_on"]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                got = kind_name(value)
+                self.problem("hooks.block_stop_on", f"expected an array of strings, got {got}")
+            else:
+                from daemon.reconcile.repairs import repair_codes  # loads the detectors
 
+                known = repair_codes()
+                for code in value:
+                    if code not in known:
+                        names = ", ".join(known)
+                        message = f"unknown code {code!r} (known: {names})"
+                        self.problem("hooks.block_stop_on", message)
+                hooks.block_stop_on = [c for c in dict.fromkeys(value) if c in known]
+        if "roots" in table:
+            value = table["roots"]
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                self.problem("hooks.roots", f"expected an array of paths, got {kind_name(value)}")
+            else:
+                hooks.roots = [os.path.realpath(os.path.expanduser(v)) for v in value]
+        if "context_chars" in table:
+            spec = (int, *CONTEXT_CHARS)
+            value = table["context_chars"]
+            hooks.context_chars = int(self.number("hooks.context_chars", value, spec))
+        return hooks

@@ -11,7 +11,10 @@ from daemon.errors import SetupError
 from daemon.storytime import DEFAULT_MODE, MODES
 
 __all__ = [
+    "BLOCK_STOP_ON",
+    "CONTEXT_CHARS",
     "DEFAULT_STALENESS",
+    "HOOKS_KEYS",
     "HOOK_TIMEOUT",
     "LIMITS",
     "NOTIFY_KEYS",
@@ -21,6 +24,7 @@ __all__ = [
     "TOP_KEYS",
     "Config",
     "ConfigError",
+    "Hooks",
     "Limits",
     "Notify",
     "Problem",
@@ -48,6 +52,7 @@ HOOK_TIMEOUT = (10.0, 0.1, 3600.0)  # notify.hook_timeout: default, lowest, high
 TOP_KEYS = (
     "auto_watch",
     "detectors",
+    "hooks",
     "limits",
     "notify",
     "reconcile",
@@ -57,6 +62,10 @@ TOP_KEYS = (
 )
 RECONCILE_KEYS = ("auto",)
 NOTIFY_KEYS = ("desktop", "hook", "hook_timeout", "log")
+HOOKS_KEYS = ("block_stop_on", "context_chars", "roots")
+# [hooks] block_stop_on: the finding codes that make `storyd hook stop` block (state behind git)
+BLOCK_STOP_ON = ("unrecorded", "state-not-updated", "output-before-state-update")
+CONTEXT_CHARS = (4000, 200, 100_000)  # hooks.context_chars: default, lowest, highest
 
 
 class Problem:
@@ -166,6 +175,36 @@ class Notify:
         return f"Notify({', '.join(f'{k}={v!r}' for k, v in self.as_dict().items())})"
 
 
+class Hooks:
+    """[hooks]: what the agents' hooks and `storyd mcp` do (docs/agents.md).
+
+    block_stop_on   finding codes that make the Stop hook block
+    roots           folders under which hooks and MCP may read a workspace (None: the
+                    home folder and the configured workspaces)
+    context_chars   the SessionStart context's budget in characters
+    """
+
+    __slots__ = ("block_stop_on", "context_chars", "roots")
+
+    def __init__(
+        self,
+        block_stop_on: list[str] | None = None,
+        roots: list[str] | None = None,
+        context_chars: int = CONTEXT_CHARS[0],
+    ) -> None:
+        self.block_stop_on = list(BLOCK_STOP_ON) if block_stop_on is None else block_stop_on
+        self.roots = roots
+        self.context_chars = context_chars
+
+    def as_dict(self) -> dict[str, object]:
+        """Every key by name (roots is None when unset)."""
+        return {
+            "block_stop_on": list(self.block_stop_on),
+            "roots": None if self.roots is None else list(self.roots),
+            "context_chars": self.context_chars,
+        }
+
+
 class Config:
     """The effective configuration. `path` is the file it came from, None for defaults.
 
@@ -177,11 +216,13 @@ class Config:
     detectors    dict[str, dict[str, object]]  [detectors.<name>] tables as written
     notify       Notify
     reconcile_auto list[str]  [reconcile] auto: repair codes the daemon applies on its own
+    hooks        Hooks        [hooks]: the agents' hooks and MCP server
     """
 
     __slots__ = (
         "auto_watch",
         "detectors",
+        "hooks",
         "limits",
         "notify",
         "path",
@@ -203,6 +244,7 @@ class Config:
         notify: Notify | None = None,
         path: str | None = None,
         reconcile_auto: list[str] | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         self.socket = socket
         self.staleness = staleness
@@ -213,6 +255,7 @@ class Config:
         self.notify = Notify() if notify is None else notify
         self.path = path
         self.reconcile_auto = [] if reconcile_auto is None else reconcile_auto
+        self.hooks = Hooks() if hooks is None else hooks
 
     def detector_enabled(self, name: str, default: bool = True) -> bool:
         """[detectors.<name>] enabled, else `default`."""
@@ -234,6 +277,7 @@ class Config:
             "detectors": {name: dict(table) for name, table in self.detectors.items()},
             "notify": self.notify.as_dict(),
             "reconcile": {"auto": list(self.reconcile_auto)},
+            "hooks": self.hooks.as_dict(),
         }
 
     def __eq__(self, other: object) -> bool:

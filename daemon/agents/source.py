@@ -1,0 +1,153 @@
+"""The one adapter between the agent integration and the rest of storyd.
+
+Hooks and the MCP server read units only through these functions, which call the same
+code the CLI runs (`daemon.commands.common.units` for status and check, the resume
+command's daemon-then-direct path, `daemon.cli.main` for the other commands). When the
+client, answers or resume modules change shape, this file is the one place to follow.
+"""
+
+from __future__ import annotations
+
+import threading
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from daemon.config import Config
+    from daemon.model import Unit
+    from daemon.query import Output
+
+__all__ = [
+    "Captured",
+    "committed_units",
+    "load_config",
+    "resume",
+    "run_cli",
+    "state_file_units",
+    "summaries",
+]
+
+_capture_lock = threading.Lock()
+
+
+def load_config(path: str | None) -> Config:
+    """The configuration (`path`, else the default file); ConfigError when it is broken."""
+    from daemon import config
+
+    return config.load(path)
+
+
+def summaries(
+    workspace: str,
+    *,
+    in_flight: bool,
+    socket: str | None = None,
+    config: str | None = None,
+    timeout_ms: int = 2000,
+) -> tuple[list[dict[str, object]], str]:
+    """One workspace's unit summaries with their findings (the daemon's `list`, else a
+    direct scan with the detectors), and which path answered: what `storyd status` shows."""
+    from daemon.commands.common import units
+
+    flags: dict[str, object] = {"workspace": [workspace], "timeout": str(timeout_ms)}
+    if in_flight:
+        flags["in-flight"] = True
+    if socket is not None:
+        flags["socket"] = socket
+    if config is not None:
+        flags["config"] = config
+    found = units(flags)
+    return found.units, found.source
+
+
+def state_file_units(workspace: str, relpath: str, lock_timeout: float) -> list[Unit]:
+    """Every unit of one state file, read now under its writers' lock (DataError when it
+    does not parse)."""
+    from daemon import answers
+    from daemon.formats import detect
+
+    options = answers.Options(lock_timeout)
+    return answers.read_units(workspace, detect(relpath), relpath, options)
+
+
+def committed_units(workspace: str, relpath: str) -> int | None:
+    """How many units the file holds as committed at HEAD; None when git does not track it
+    (or that version does not parse either)."""
+    import os
+    import subprocess
+    import tempfile
+
+    from daemon.errors import StorydError
+
+    try:
+        done = subprocess.run(
+            ["git", "-C", workspace, "show", f"HEAD:{relpath}"],
+            capture_output=True, timeout=5, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    with tempfile.TemporaryDirectory(prefix="storyd-head-") as copy:
+        path = os.path.join(copy, relpath)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as handle:
+            handle.write(done.stdout)
+        try:
+            return len(state_file_units(copy, relpath, 1.0))
+        except StorydError:
+            return None
+
+
+def resume(argv: list[str], cwd: str) -> Output:
+    """What `storyd resume ARGV` run in `cwd` prints and returns, without printing it."""
+    from daemon.client import ask_cli
+    from daemon.errors import UsageError
+    from daemon.paths import socket_path
+    from daemon.query import Output, from_argv
+
+    try:
+        query = from_argv(argv, cwd)
+    except UsageError as exc:
+        return Output(exc.code, b"", tuple(exc.message.split("\n")))
+    if not query.direct:
+        answered = ask_cli(socket_path(query.socket), argv, cwd, query.timeout)
+        if answered is not None:
+            return answered
+    from daemon.commands.resume import _read_directly  # the lead owns it: the one direct read
+
+    return _read_directly(query)
+
+
+class Captured:
+    """A command's exit code, stdout bytes and stderr text."""
+
+    __slots__ = ("code", "stderr", "stdout")
+
+    def __init__(self, code: int, stdout: bytes, stderr: str) -> None:
+        self.code = code
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+def run_cli(argv: list[str]) -> Captured:
+    """`storyd ARGV` run in this process with its sys.stdout and sys.stderr captured.
+
+    For commands that print through sys.stdout (status, check, epic, reconcile), not
+    `resume` (it writes to fd 1). One at a time: the streams are the process's.
+    """
+    import contextlib
+    import io
+
+    from daemon.cli import main
+
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    err = io.StringIO()
+    with _capture_lock, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # a command that exits instead of returning
+            code = exc.code if isinstance(exc.code, int) else 1
+        out.flush()
+    raw = out.buffer
+    assert isinstance(raw, io.BytesIO)
+    return Captured(code, raw.getvalue(), err.getvalue())

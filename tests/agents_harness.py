@@ -1,0 +1,66 @@
+"""Shared by the agents' tests: a prepared demo workspace, its private environment, and
+`storyd hook` run as Claude Code runs it (the hook's JSON on stdin, no shell).
+
+    demo_workspace()   the shipped demo/ copied and given its git history (storyd demo's)
+    AgentsEnv          a config home allowing the workspace's folder, a socket path
+    hook_payload()     the JSON Claude Code sends for an event
+    run_hook()         `storyd hook EVENT` with bytes on stdin
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import orjson
+from daemon_harness import STORYD, daemon_env, write_config
+
+from daemon.commands.demo import prepare
+
+__all__ = ["REPO", "AgentsEnv", "demo_workspace", "hook_payload", "run_hook"]
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def demo_workspace(folder: Path) -> Path:
+    """storyd demo's workspace in `folder`/ws: 7 units, 3 state files behind git."""
+    ws = folder / "ws"
+    prepare(str(REPO / "demo"), str(ws))
+    return ws
+
+
+class AgentsEnv:
+    """A private environment under `root`: config home, runtime dir, STORYD_SOCKET."""
+
+    def __init__(self, root: Path, hooks: str | None = None) -> None:
+        self.root = root
+        self.socket = root / "run" / "storyd.sock"
+        self.env = daemon_env(root, self.socket)
+        self.config(hooks if hooks is not None else f"roots = [{str(root)!r}]\n")
+
+    def config(self, hooks_table: str, extra: str = "") -> Path:
+        """Write config.toml with this [hooks] table body."""
+        return write_config(self.root, f"{extra}[hooks]\n{hooks_table}")
+
+
+def hook_payload(event: str, cwd: Path | str, **fields: object) -> dict[str, object]:
+    """The hook input Claude Code sends: the common fields plus the event's own."""
+    payload: dict[str, object] = {
+        "session_id": "9ecf22fa-edf8-4332-ae85-b6d5456eda64",
+        "transcript_path": "/home/user/.claude/projects/p/9ecf22fa.jsonl",
+        "cwd": str(cwd),
+        "hook_event_name": event,
+    }
+    payload.update(fields)
+    return payload
+
+
+def run_hook(event: str, stdin: bytes | dict[str, object] | None, env: dict[str, str],
+             cwd: Path | str = "/", *args: str) -> subprocess.CompletedProcess[bytes]:
+    """`storyd hook EVENT ARGS` with `stdin` (a dict is sent as JSON; None: /dev/null)."""
+    data = orjson.dumps(stdin) if isinstance(stdin, dict) else stdin
+    return subprocess.run(
+        [STORYD, "hook", event, *args], input=data,
+        stdin=subprocess.DEVNULL if data is None else None, cwd=cwd, env=env,
+        capture_output=True, timeout=60, check=False,
+    )  # fmt: skip

@@ -1,0 +1,375 @@
+"""`storyd hook session-start|stop|post-tool-use`, run as Claude Code runs them: the real
+command, the hook's JSON on stdin, against storyd demo's workspace (git history included),
+with no daemon and with a real `storyd serve`."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+from agents_harness import AgentsEnv, demo_workspace, hook_payload, run_hook
+from daemon_harness import STORYD, spawn_daemon_fixture, wait_for
+
+spawn_daemon = spawn_daemon_fixture
+
+IN_FLIGHT = {
+    "issue-42-geofencing", "autodev", "fleet-portal", "wf-fleet-portal-001",
+    "story-0049-0013", "story-0049-0014",
+}  # fmt: skip
+EPIC_STATE = "plans/epic-0049/execution-state.json"
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, AgentsEnv]:
+    """One demo workspace the read-only tests share, and an env allowing its folder."""
+    root = tmp_path_factory.mktemp("hooks")
+    return demo_workspace(root), AgentsEnv(root)
+
+
+@pytest.fixture
+def own(tmp_path: Path) -> tuple[Path, AgentsEnv]:
+    """A demo workspace of this test's own (it will be changed)."""
+    return demo_workspace(tmp_path), AgentsEnv(tmp_path)
+
+
+def _answer(done: subprocess.CompletedProcess[bytes]) -> dict[str, object]:
+    assert done.returncode == 0, done.stderr
+    assert b"Traceback" not in done.stderr, done.stderr
+    value = orjson.loads(done.stdout)
+    assert isinstance(value, dict)
+    return value
+
+
+def _context(done: subprocess.CompletedProcess[bytes]) -> str:
+    answer = _answer(done)
+    specific = answer["hookSpecificOutput"]
+    assert isinstance(specific, dict)
+    assert specific["hookEventName"] == "SessionStart"
+    text = specific["additionalContext"]
+    assert isinstance(text, str)
+    return text
+
+
+# -- session-start --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", ["startup", "resume", "compact", "clear"])
+def test_session_start_lists_the_units_in_flight(shared: tuple[Path, AgentsEnv],
+                                                 source: str) -> None:
+    ws, env = shared
+    text = _context(run_hook("session-start", hook_payload(
+        "SessionStart", ws, source=source, model="claude-sonnet-4-5"), env.env))
+    for unit in IN_FLIGHT:
+        assert f" {unit} (" in text, unit
+    assert "story-0049-0012" not in text  # all done: not in flight
+    assert "resume at phase-2-task-4, 3/5 done" in text
+    # the warnings a person must know, with the task they concern
+    assert "unrecorded-commit/unrecorded TASK-0049-0013-004" in text
+    assert "format/output-before-state-update task-002" in text
+    assert "and " not in text.splitlines()[-1][:4]  # everything fit: no "and N more"
+
+
+def test_session_start_from_a_subfolder_finds_the_workspace(
+        shared: tuple[Path, AgentsEnv]) -> None:
+    ws, env = shared
+    text = _context(run_hook("session-start", hook_payload(
+        "SessionStart", ws / "plans" / "epic-0049", source="startup"), env.env))
+    assert f"in flight in {ws}." in text
+
+
+@pytest.mark.slow
+def test_session_start_with_the_daemon_says_the_same(spawn_daemon: object,
+                                                     own: tuple[Path, AgentsEnv]) -> None:
+    ws, env = own
+    payload = hook_payload("SessionStart", ws, source="compact")
+    alone = run_hook("session-start", payload, env.env)
+    daemon = spawn_daemon()  # type: ignore[operator]
+    served = run_hook("session-start", payload, daemon.env)
+    assert served.stdout == alone.stdout
+    assert str(ws) in [u["workspace"] for u in daemon.units()]  # it asked the daemon
+
+
+def test_session_start_keeps_to_its_budget(tmp_path: Path) -> None:
+    ws = demo_workspace(tmp_path)
+    env = AgentsEnv(tmp_path, f"roots = [{str(tmp_path)!r}]\ncontext_chars = 700\n")
+    text = _context(run_hook("session-start", hook_payload("SessionStart", ws,
+                                                           source="startup"), env.env))
+    assert len(text) <= 700
+    last = text.splitlines()[-1]
+    assert last.startswith("and ") and " more (full list: storyd status --in-flight" in last
+    shown = sum(1 for line in text.splitlines() if line.startswith("- "))
+    assert 0 < shown < len(IN_FLIGHT)
+    assert f"and {len(IN_FLIGHT) - shown} more" in last
+
+
+def test_session_start_is_silent_when_nothing_is_in_flight(tmp_path: Path) -> None:
+    ws = tmp_path / "done"
+    (ws / "plans" / "epic-0001").mkdir(parents=True)
+    (ws / EPIC_STATE.replace("0049", "0001")).write_bytes(orjson.dumps({"stories": {
+        "story-0001-0001": {"tasks": {"TASK-1": {"status": "DONE", "commitSha": "a" * 40}}}}}))
+    env = AgentsEnv(tmp_path)
+    done = run_hook("session-start", hook_payload("SessionStart", ws, source="startup"),
+                    env.env)
+    assert (done.returncode, done.stdout) == (0, b"")
+
+
+def test_session_start_says_which_finished_stories_not_to_run_again(tmp_path: Path) -> None:
+    """A story whose own record says merged while its tasks are not all DONE: in flight by
+    its tasks, and the context carries the info finding that it must not be re-run."""
+    ws = tmp_path / "ws"
+    (ws / "plans" / "epic-0007").mkdir(parents=True)
+    (ws / "plans/epic-0007/execution-state.json").write_bytes(orjson.dumps({"stories": {
+        "story-0007-0001": {"status": "MERGED", "tasks": {
+            "TASK-0007-0001-001": {"status": "PENDING"}}},
+        "story-0007-0002": {"tasks": {"TASK-0007-0002-001": {"status": "PENDING"}}}}}))
+    env = AgentsEnv(tmp_path)
+    text = _context(run_hook("session-start", hook_payload("SessionStart", ws,
+                                                           source="startup"), env.env))
+    assert "info format/story-finished: story-0007-0001 is finished" in text
+    assert "do not re-execute this story" in text
+    assert text.count("story-finished") == 1
+
+
+# -- bad input: exit 0, no output, no traceback ---------------------------------------------
+
+BAD_STDIN: dict[str, bytes | None] = {
+    "no stdin": None,
+    "empty": b"",
+    "invalid JSON": b'{"cwd": ',
+    "not an object": b"[1, 2]",
+    "binary": b"\xff\xfe\x00garbage",
+    "cwd missing": orjson.dumps({"session_id": "s", "hook_event_name": "Stop"}),
+    "cwd not a string": orjson.dumps({"cwd": 42, "stop_hook_active": False}),
+    "cwd does not exist": orjson.dumps({"cwd": "/nonexistent/folder", "source": "startup"}),
+    "cwd outside the roots": orjson.dumps({"cwd": "/", "source": "startup"}),
+    "cwd with a NUL": orjson.dumps({"cwd": "/tmp\u0000x"}),
+    "tool_input not an object": orjson.dumps({"cwd": "/", "tool_input": "x"}),
+    "file_path outside the roots": orjson.dumps(
+        {"cwd": "/", "tool_input": {"file_path": "/etc/passwd"}}),
+}
+
+
+@pytest.mark.parametrize("event", ["session-start", "stop", "post-tool-use"])
+@pytest.mark.parametrize("label", list(BAD_STDIN))
+def test_bad_input_exits_0_silently(shared: tuple[Path, AgentsEnv], event: str,
+                                    label: str) -> None:
+    _, env = shared
+    done = run_hook(event, BAD_STDIN[label], env.env)
+    assert (done.returncode, done.stdout) == (0, b""), done.stderr
+    assert b"Traceback" not in done.stderr
+
+
+def test_a_workspace_outside_the_roots_is_not_read(tmp_path: Path) -> None:
+    """The demo workspace itself, with roots elsewhere: nothing about it comes out."""
+    ws = demo_workspace(tmp_path / "outside")
+    (tmp_path / "elsewhere").mkdir()
+    env = AgentsEnv(tmp_path, f"roots = [{str(tmp_path / 'elsewhere')!r}]\n")
+    for event, payload in (
+        ("session-start", hook_payload("SessionStart", ws, source="startup")),
+        ("stop", hook_payload("Stop", ws, stop_hook_active=False)),
+    ):
+        done = run_hook(event, payload, env.env)
+        assert (done.returncode, done.stdout) == (0, b""), done.stderr
+
+
+@pytest.mark.parametrize("event", ["session-start", "stop", "post-tool-use"])
+def test_a_broken_configuration_never_blocks(own: tuple[Path, AgentsEnv], event: str) -> None:
+    ws, env = own
+    env.config("roots = 5\n")
+    payload = hook_payload("Stop", ws, stop_hook_active=False,
+                           tool_input={"file_path": str(ws / EPIC_STATE)})
+    done = run_hook(event, payload, env.env)
+    assert (done.returncode, done.stdout) == (0, b""), done.stderr
+
+
+# -- stop -----------------------------------------------------------------------------------
+
+
+def _reason(done: subprocess.CompletedProcess[bytes]) -> str:
+    answer = _answer(done)
+    assert answer["decision"] == "block"
+    reason = answer["reason"]
+    assert isinstance(reason, str)
+    return reason
+
+
+@pytest.mark.parametrize("event", ["Stop", "SubagentStop"])
+def test_stop_blocks_while_the_state_lags_behind_git(shared: tuple[Path, AgentsEnv],
+                                                     event: str) -> None:
+    ws, env = shared
+    reason = _reason(run_hook("stop", hook_payload(event, ws, stop_hook_active=False), env.env))
+    sha = subprocess.run(["git", "-C", str(ws), "rev-parse", "HEAD"], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    assert "task TASK-0049-0013-004" in reason and f"commit {sha}" in reason
+    assert "task 3: format/state-not-updated" in reason  # the journal's completed task
+    assert "task task-002: format/output-before-state-update" in reason  # the checkpoint
+    fixes = [line.strip()[len("fix: "):] for line in reason.splitlines()
+             if line.strip().startswith("fix: ")]
+    assert len(fixes) == 3
+    assert all(f.startswith(f"storyd reconcile --apply --workspace {ws} ") for f in fixes)
+    assert "unreachable" not in reason  # not in block_stop_on: a rewrite is no lag
+
+
+def test_stop_hook_active_never_blocks_again(shared: tuple[Path, AgentsEnv]) -> None:
+    ws, env = shared
+    done = run_hook("stop", hook_payload("Stop", ws, stop_hook_active=True), env.env)
+    assert (done.returncode, done.stdout) == (0, b"")
+
+
+def test_the_fix_commands_it_names_end_the_block(own: tuple[Path, AgentsEnv]) -> None:
+    ws, env = own
+    payload = hook_payload("Stop", ws, stop_hook_active=False)
+    reason = _reason(run_hook("stop", payload, env.env))
+    for line in reason.splitlines():
+        if line.strip().startswith("fix: "):
+            argv = shlex.split(line.strip()[len("fix: "):])
+            assert argv[0] == "storyd"
+            done = subprocess.run([STORYD, *argv[1:]], env=env.env, capture_output=True,
+                                  timeout=60, check=False)
+            assert done.returncode == 0, done.stderr
+    after = run_hook("stop", payload, env.env)
+    assert (after.returncode, after.stdout) == (0, b""), after.stdout
+
+
+def test_block_stop_on_is_configurable(own: tuple[Path, AgentsEnv]) -> None:
+    ws, env = own
+    root = str(env.root)
+    payload = hook_payload("Stop", ws, stop_hook_active=False)
+    env.config(f"roots = [{root!r}]\nblock_stop_on = [\"unrecorded\"]\n")
+    reason = _reason(run_hook("stop", payload, env.env))
+    assert "TASK-0049-0013-004" in reason and "state-not-updated" not in reason
+    env.config(f"roots = [{root!r}]\nblock_stop_on = []\n")
+    done = run_hook("stop", payload, env.env)
+    assert (done.returncode, done.stdout) == (0, b"")
+
+
+@pytest.mark.slow
+def test_stop_with_the_daemon_unblocks_once_reconciled(spawn_daemon: object,
+                                                       own: tuple[Path, AgentsEnv]) -> None:
+    ws, _ = own
+    daemon = spawn_daemon([ws])  # type: ignore[operator]
+    payload = hook_payload("Stop", ws, stop_hook_active=False)
+    assert "TASK-0049-0013-004" in _reason(run_hook("stop", payload, daemon.env))
+    done = subprocess.run([STORYD, "reconcile", "--apply", "--workspace", str(ws)],
+                          env=daemon.env, capture_output=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+
+    def quiet() -> bool:
+        return run_hook("stop", payload, daemon.env).stdout == b""
+
+    wait_for(quiet, 20, "the daemon to see the reconciled state files")
+
+
+# -- post-tool-use --------------------------------------------------------------------------
+
+
+def _written(ws: Path, path: Path, tool: str = "Write") -> dict[str, object]:
+    tool_input: dict[str, object] = {"file_path": str(path)}
+    tool_input.update({"content": "..."} if tool == "Write" else
+                      {"old_string": "a", "new_string": "b"})
+    return hook_payload("PostToolUse", ws, tool_name=tool, tool_input=tool_input,
+                        tool_response={"filePath": str(path), "success": True})
+
+
+@pytest.mark.parametrize("tool", ["Write", "Edit", "MultiEdit"])
+def test_post_tool_use_reports_a_state_file_that_no_longer_parses(
+        own: tuple[Path, AgentsEnv], tool: str) -> None:
+    ws, env = own
+    state = ws / EPIC_STATE
+    state.write_bytes(b'{"epic": "0049", "stories": {"story-0049-0013": ')
+    done = run_hook("post-tool-use", _written(ws, state, tool), env.env)
+    assert done.returncode == 2
+    assert done.stdout == b""
+    lines = done.stderr.decode().splitlines()
+    assert len(lines) == 1, lines
+    assert EPIC_STATE in lines[0] and "line 1 column" in lines[0]
+
+
+def test_post_tool_use_reports_a_state_file_that_lost_its_units(
+        own: tuple[Path, AgentsEnv]) -> None:
+    ws, env = own
+    state = ws / EPIC_STATE
+    state.write_bytes(b'{"epic": "0049", "stories": {}}')
+    done = run_hook("post-tool-use", _written(ws, state), env.env)
+    assert done.returncode == 2
+    assert done.stderr.decode() == (
+        f"storyd: {EPIC_STATE} holds no units any more (3 at HEAD): "
+        "the edit removed them; restore them\n"
+    )
+
+
+def test_post_tool_use_names_a_unit_that_no_longer_parses(own: tuple[Path, AgentsEnv]) -> None:
+    ws, env = own
+    state = ws / ".claude/plans/issue-42-geofencing/execution-state.json"
+    state.write_bytes(b'{"tasks": "not a list"}')
+    done = run_hook("post-tool-use", _written(ws, state), env.env)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.decode().startswith("storyd: .claude/plans/issue-42-geofencing/")
+
+
+def test_post_tool_use_is_silent_for_good_files_and_other_files(
+        own: tuple[Path, AgentsEnv]) -> None:
+    ws, env = own
+    for path in (ws / EPIC_STATE, ws / "plans/epic-0049/story-0049-0013.md", ws / "README.md",
+                 ws / "memory/state/phase.json"):
+        done = run_hook("post-tool-use", _written(ws, path), env.env)
+        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b""), path
+    relative = hook_payload("PostToolUse", ws, tool_name="Write",
+                            tool_input={"file_path": EPIC_STATE})
+    (ws / EPIC_STATE).write_bytes(b"{")
+    assert run_hook("post-tool-use", relative, env.env).returncode == 2  # taken from cwd
+
+
+def test_post_tool_use_ignores_a_state_file_outside_the_roots(tmp_path: Path) -> None:
+    ws = demo_workspace(tmp_path / "outside")
+    (tmp_path / "elsewhere").mkdir()
+    env = AgentsEnv(tmp_path, f"roots = [{str(tmp_path / 'elsewhere')!r}]\n")
+    (ws / EPIC_STATE).write_bytes(b"{")
+    done = run_hook("post-tool-use", _written(ws, ws / EPIC_STATE), env.env)
+    assert (done.returncode, done.stderr) == (0, b"")
+
+
+def test_post_tool_use_waits_for_no_writer_past_its_bound(own: tuple[Path, AgentsEnv]) -> None:
+    """A writer holding flock -x: the hook says nothing rather than guess (exit 0)."""
+    ws, env = own
+    if shutil.which("flock") is None:
+        pytest.skip("needs flock(1)")
+    state = ws / EPIC_STATE
+    holder = subprocess.Popen(["flock", "-x", str(state), "sleep", "30"])
+    try:
+        from daemon_harness import exclusively_locked
+
+        wait_for(lambda: exclusively_locked(state), 10, "the writer's lock")
+        state.write_bytes(b"{")
+        done = run_hook("post-tool-use", _written(ws, state), env.env)
+        assert (done.returncode, done.stderr) == (0, b"")
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def test_unknown_hook_event_is_a_usage_error(shared: tuple[Path, AgentsEnv]) -> None:
+    _, env = shared
+    done = run_hook("pre-tool-use", b"{}", env.env)
+    assert done.returncode == 64
+    assert b"session-start, stop, post-tool-use" in done.stderr
+
+
+def test_config_check_names_each_hooks_problem(tmp_path: Path) -> None:
+    env = AgentsEnv(tmp_path, 'block_stop_on = ["nope"]\ncontext_chars = 5\nroots = 3\nfoo = 1\n')
+    done = subprocess.run([STORYD, "config", "check"], env=env.env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 78
+    lines = [line.split(": ", 1)[1] for line in done.stdout.splitlines()]
+    assert lines == [
+        "hooks.block_stop_on: unknown code 'nope' (known: unrecorded, unreachable, "
+        "squash-merged, missing, state-not-updated, output-before-state-update, "
+        "restored-from-backup)",
+        "hooks.context_chars: 5 is out of range: expected 200 to 100000",
+        "hooks.roots: expected an array of paths, got an integer",
+        "hooks.foo: unknown key 'foo' (known: block_stop_on, context_chars, roots)",
+    ]

@@ -1,0 +1,225 @@
+"""`storyd install --claude` / `uninstall --claude` and `install --skill`, as processes in
+a private HOME: merging into real settings files, idempotence, dry runs, and taking out
+only what was put in; the skill's command answers as the seed skill does."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from agents_harness import AgentsEnv, demo_workspace
+from conftest import run_reference
+from daemon_harness import BIN, STORYD
+
+EXISTING = """{
+    "permissions": {"allow": ["Bash(npm test)"]},
+    "hooks": {
+        "PostToolUse": [
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": "./lint.sh"}]}
+        ],
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-done"}]}]
+    },
+    "model": "opus",
+    "env": {"NAME": "vålue"}
+}
+"""
+MCP_EXISTING = '{"mcpServers": {"other": {"command": "other-server", "args": []}}}\n'
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """AgentsEnv's environment with HOME in tmp_path (the user scope lands there)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    return dict(AgentsEnv(tmp_path).env, HOME=str(home))
+
+
+def storyd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([STORYD, *args], env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    (folder / ".claude").mkdir(parents=True)
+    (folder / ".claude" / "settings.json").write_text(EXISTING, encoding="utf-8")
+    (folder / ".mcp.json").write_text(MCP_EXISTING, encoding="utf-8")
+    return folder
+
+
+def _handlers(settings: dict[str, object], event: str) -> list[tuple[object, str]]:
+    groups = settings["hooks"][event]  # type: ignore[index]
+    return [(g.get("matcher"), h["command"]) for g in groups for h in g["hooks"]]
+
+
+def test_install_merges_and_keeps_everything(env: dict[str, str], project: Path) -> None:
+    done = storyd(env, "install", "--claude", "--project", str(project))
+    assert done.returncode == 0, done.stderr
+    settings_path = project / ".claude" / "settings.json"
+    settings = json.loads(settings_path.read_text(encoding="utf-8"))
+    original = json.loads(EXISTING)
+    assert list(settings) == list(original)  # key order kept, nothing added at the top
+    assert list(settings["hooks"]) == ["PostToolUse", "Stop", "SessionStart", "SubagentStop"]
+    assert settings["permissions"] == original["permissions"]
+    assert settings["env"] == {"NAME": "vålue"}
+    assert '"vålue"' in settings_path.read_text(encoding="utf-8")  # not \u-escaped
+    assert settings_path.read_text().splitlines()[1].startswith('    "permissions"')  # indent 4
+    exe = str(BIN / "storyd")
+    assert _handlers(settings, "PostToolUse") == [
+        ("Bash", "./lint.sh"), ("Write|Edit|MultiEdit", f"{exe} hook post-tool-use")]
+    assert _handlers(settings, "Stop") == [(None, "notify-done"), (None, f"{exe} hook stop")]
+    assert _handlers(settings, "SubagentStop") == [(None, f"{exe} hook stop")]
+    assert _handlers(settings, "SessionStart") == [
+        ("startup|resume|clear|compact", f"{exe} hook session-start")]
+    servers = json.loads((project / ".mcp.json").read_text())["mcpServers"]
+    assert list(servers) == ["other", "storyd"]
+    assert servers["storyd"] == {"type": "stdio", "command": exe, "args": ["mcp"]}
+    lines = done.stdout.splitlines()
+    assert f"{settings_path}: added hooks.Stop: {exe} hook stop" in lines
+    assert f"{project / '.mcp.json'}: added mcpServers.storyd: {exe} mcp" in lines
+    assert len(lines) == 5
+
+
+def test_install_is_idempotent_and_dry_run_writes_nothing(env: dict[str, str],
+                                                          project: Path) -> None:
+    files = [project / ".claude" / "settings.json", project / ".mcp.json"]
+    dry = storyd(env, "install", "--claude", "--project", str(project), "--dry-run")
+    assert dry.returncode == 0
+    assert [f.read_text() for f in files] == [EXISTING, MCP_EXISTING]
+    assert all(": would: added " in line for line in dry.stdout.splitlines())
+    storyd(env, "install", "--claude", "--project", str(project))
+    first = [f.read_bytes() for f in files]
+    again = storyd(env, "install", "--claude", "--project", str(project))
+    assert [f.read_bytes() for f in files] == first
+    assert again.stdout.splitlines() == [f"{f}: unchanged" for f in files]
+
+
+def test_uninstall_takes_out_only_what_install_put_in(env: dict[str, str],
+                                                      project: Path) -> None:
+    storyd(env, "install", "--claude", "--project", str(project))
+    dry = storyd(env, "uninstall", "--claude", "--project", str(project), "--dry-run")
+    assert all(": would: removed " in line for line in dry.stdout.splitlines())
+    done = storyd(env, "uninstall", "--claude", "--project", str(project))
+    assert done.returncode == 0, done.stderr
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    assert settings == json.loads(EXISTING)
+    assert list(settings) == list(json.loads(EXISTING))
+    assert json.loads((project / ".mcp.json").read_text()) == json.loads(MCP_EXISTING)
+    again = storyd(env, "uninstall", "--claude", "--project", str(project))
+    assert "removed" not in again.stdout
+
+
+def test_a_server_named_storyd_that_is_not_ours_stays(env: dict[str, str],
+                                                      project: Path) -> None:
+    foreign = {"mcpServers": {"storyd": {"command": "/opt/x/storyd-proxy", "args": ["--x"]}}}
+    (project / ".mcp.json").write_text(json.dumps(foreign))
+    storyd(env, "uninstall", "--claude", "--project", str(project))
+    assert json.loads((project / ".mcp.json").read_text()) == foreign
+
+
+def test_user_scope_writes_the_home_files(env: dict[str, str]) -> None:
+    home = Path(env["HOME"])
+    (home / ".claude.json").write_text('{"numStartups": 3, "projects": {}}\n')
+    done = storyd(env, "install", "--claude")
+    assert done.returncode == 0, done.stderr
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    assert set(settings["hooks"]) == {"SessionStart", "Stop", "SubagentStop", "PostToolUse"}
+    user = json.loads((home / ".claude.json").read_text())
+    assert list(user) == ["numStartups", "projects", "mcpServers"]
+    storyd(env, "uninstall", "--claude")
+    assert json.loads((home / ".claude.json").read_text()) == {"numStartups": 3, "projects": {}}
+    assert not (home / ".claude" / "settings.json").exists()  # it held only storyd's hooks
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"hooks": []}'])
+def test_a_settings_file_it_cannot_merge_is_left_alone(env: dict[str, str], project: Path,
+                                                       text: str) -> None:
+    settings = project / ".claude" / "settings.json"
+    settings.write_text(text)
+    done = storyd(env, "install", "--claude", "--project", str(project))
+    assert done.returncode == 65
+    assert done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1 and str(settings) in done.stderr
+    assert settings.read_text() == text
+    assert (project / ".mcp.json").read_text() == MCP_EXISTING  # nothing written at all
+
+
+def test_flags_that_do_not_go_together(env: dict[str, str], tmp_path: Path) -> None:
+    assert storyd(env, "install", "--claude", "--enable").returncode == 64
+    assert storyd(env, "install", "--project", str(tmp_path)).returncode == 64
+    missing = storyd(env, "install", "--claude", "--project", str(tmp_path / "nope"))
+    assert missing.returncode == 64 and "not a folder" in missing.stderr
+
+
+def test_the_skill_answers_as_the_seed_skill(env: dict[str, str], tmp_path: Path) -> None:
+    """The SKILL.md's command, run as an agent runs it, prints the seed reference's bytes
+    and exit codes (in the seed's mtime staleness rule); uninstall --skill removes it."""
+    ws = demo_workspace(tmp_path)
+    AgentsEnv(tmp_path).config(f"roots = [{str(tmp_path)!r}]\n", 'staleness = "mtime"\n')
+    done = storyd(env, "install", "--skill", "--project", str(ws))
+    assert done.returncode == 0, done.stderr
+    path = ws / ".claude" / "skills" / "x-internal-story-resume" / "SKILL.md"
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("---\nname: x-internal-story-resume\n")
+    command = re.search(r"```bash\n(.+) \$ARGUMENTS\n```", text)
+    assert command is not None
+    assert command.group(1) == str(BIN / "storyd-resume")
+    seed_env = dict(env, PATH=os.environ["PATH"])
+    for args in (["--story-id", "story-0049-0013", "--epic-id", "0049"],
+                 ["--story-id=story-0049-0014", "--epic-id=49"],
+                 ["--story-id", "story-0049-0099", "--epic-id", "0049"],
+                 ["--story-id", "story-0049-0013"]):
+        ours = subprocess.run(["bash", "-c", f'{command.group(1)} "$@"', "skill", *args],
+                              cwd=ws, env=env, capture_output=True, timeout=60, check=False)
+        seed = run_reference(args, ws, seed_env)
+        assert (ours.returncode, ours.stdout) == (seed.returncode, seed.stdout), args
+    assert storyd(env, "install", "--skill", "--project", str(ws)).stdout.endswith(
+        "unchanged\n")
+    storyd(env, "uninstall", "--skill", "--project", str(ws))
+    assert not path.exists()
+
+
+def test_an_install_from_another_storyd_updates_in_place(env: dict[str, str],
+                                                         project: Path) -> None:
+    """storyd reinstalled elsewhere (another venv): the same entries get the new path,
+    none is added twice; uninstall recognises either path as storyd's."""
+    storyd(env, "install", "--claude", "--project", str(project))
+    settings_path = project / ".claude" / "settings.json"
+    moved = settings_path.read_text().replace(str(BIN / "storyd"), "'/old venv/bin/storyd'")
+    settings_path.write_text(moved)
+    done = storyd(env, "install", "--claude", "--project", str(project))
+    assert [line.split(": ", 1)[1].split(":")[0] for line in done.stdout.splitlines()] == [
+        "updated hooks.SessionStart", "updated hooks.Stop", "updated hooks.SubagentStop",
+        "updated hooks.PostToolUse", "unchanged"]
+    settings = json.loads(settings_path.read_text())
+    assert _handlers(settings, "Stop") == [(None, "notify-done"),
+                                           (None, f"{BIN / 'storyd'} hook stop")]
+    settings_path.write_text(moved)
+    storyd(env, "uninstall", "--claude", "--project", str(project))
+    assert json.loads(settings_path.read_text()) == json.loads(EXISTING)
+
+
+def test_doctor_reports_the_claude_setup(env: dict[str, str], tmp_path: Path) -> None:
+    home = Path(env["HOME"])
+    settings = home / ".claude" / "settings.json"
+
+    def claude_lines() -> list[str]:
+        done = subprocess.run([STORYD, "doctor"], env=env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120, check=False)
+        assert "Traceback" not in done.stderr, done.stderr
+        return [line for line in done.stdout.splitlines() if " claude: " in line]
+
+    assert claude_lines() == [f"ok   claude: {settings}: not set up (storyd install --claude)"]
+    storyd(env, "install", "--claude")
+    assert claude_lines() == [f"ok   claude: {settings}: 4 hooks with the MCP server"]
+    settings.write_text(settings.read_text().replace(str(BIN / "storyd"), "/gone/bin/storyd"))
+    assert claude_lines() == [
+        f"warn claude: {settings}: storyd's hooks run /gone/bin/storyd, which is not there; "
+        "run storyd install --claude again"]
