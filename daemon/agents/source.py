@@ -100,22 +100,9 @@ def committed_units(workspace: str, relpath: str) -> int | None:
 
 def resume(argv: list[str], cwd: str) -> Output:
     """What `storyd resume ARGV` run in `cwd` prints and returns, without printing it."""
-    from daemon.client import ask_cli
-    from daemon.errors import UsageError
-    from daemon.paths import socket_path
-    from daemon.query import Output, from_argv
+    from daemon.commands.resume import output
 
-    try:
-        query = from_argv(argv, cwd)
-    except UsageError as exc:
-        return Output(exc.code, b"", tuple(exc.message.split("\n")))
-    if not query.direct:
-        answered = ask_cli(socket_path(query.socket), argv, cwd, query.timeout)
-        if answered is not None:
-            return answered
-    from daemon.commands.resume import _read_directly  # the lead owns it: the one direct read
-
-    return _read_directly(query)
+    return output(argv, cwd)
 
 
 class Captured:

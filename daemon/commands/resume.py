@@ -10,7 +10,7 @@ import os
 from daemon.errors import UsageError
 from daemon.query import FLAGS, USAGE, Output, from_argv
 
-__all__ = ["FLAGS", "USAGE", "emit", "main"]
+__all__ = ["FLAGS", "USAGE", "emit", "main", "output"]
 
 
 def emit(output: Output) -> int:
@@ -22,20 +22,25 @@ def emit(output: Output) -> int:
     return output.code
 
 
-def main(argv: list[str]) -> int:
-    """Parse the flags, ask the daemon unless --direct, else read the files."""
-    cwd = os.getcwd()
+def output(argv: list[str], cwd: str) -> Output:
+    """What `storyd resume ARGV` run in `cwd` prints and returns: the daemon's answer
+    unless --direct, else (or when no daemon answers) the direct read."""
     try:
         query = from_argv(argv, cwd)
     except UsageError as exc:
-        return emit(Output(exc.code, b"", tuple(exc.message.split("\n"))))
+        return Output(exc.code, b"", tuple(exc.message.split("\n")))
     if not query.direct:
         from daemon.client import ask_cli
         from daemon.paths import socket_path
 
         answered = ask_cli(socket_path(query.socket), argv, cwd, query.timeout)
         if answered is not None:
-            return emit(answered)
+            return answered
     from daemon.answers import direct
 
-    return emit(direct(query))
+    return direct(query)
+
+
+def main(argv: list[str]) -> int:
+    """Parse the flags, ask the daemon unless --direct, else read the files."""
+    return emit(output(argv, os.getcwd()))
