@@ -28,7 +28,8 @@ FORBIDDEN = frozenset((
     "daemon.commands.completion", "daemon.commands.common", "daemon.config",
     "daemon.server", "detectors", "daemon.agents",
 ))
-PACKAGES = ("daemon.server", "detectors", "daemon.agents", "mcp")  # forbidden with every module under them
+# forbidden with every module under them
+PACKAGES = ("daemon.server", "detectors", "daemon.agents", "mcp")
 EPIC = "0049"
 STORY = "story-0049-0001"
 STATE = f"plans/epic-{EPIC}/execution-state.json"

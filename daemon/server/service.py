@@ -341,11 +341,32 @@ class Daemon:
         )
         return ws.units
 
+    def not_a_workspace(self, path: str) -> str | None:
+        """Why a folder is no workspace to watch (None: it is one): a workspace is a git
+        work tree or holds a folder where a format keeps its files. The file system's
+        root, a home folder of loose files, are not (a same-user client could otherwise
+        make the daemon walk anything)."""
+        if path == os.path.dirname(path):
+            return f"{path} is the file system's root, not a workspace"
+        if os.path.exists(os.path.join(path, ".git")):
+            return None
+        for adapter in self.engine.adapters:
+            for root in adapter.roots:
+                if os.path.isdir(os.path.join(path, root)):
+                    return None
+        roots = sorted({r for a in self.engine.adapters for r in a.roots})
+        return (f"{path} is not a workspace: no .git and none of {', '.join(roots)}; "
+                "create one of them first")
+
     def watch(self, path: str) -> Future[int]:
         """Start watching (on the refresher thread); the future gives the unit count."""
         future: Future[int] = Future()
         if self.watching(path):
             future.set_result(self.engine.workspaces[path].units)
+            return future
+        refused = self.not_a_workspace(path)
+        if refused is not None:
+            future.set_exception(UsageError(refused))
             return future
         if len(self.engine.workspaces) >= self.settings.max_workspaces:
             msg = (
@@ -380,6 +401,8 @@ class Daemon:
     def auto_watch(self, path: str) -> None:
         """A query for an unwatched workspace: start watching it when allowed."""
         if not self.settings.auto_watch or self.watching(path):
+            return
+        if self.not_a_workspace(path) is not None:
             return
         if len(self.engine.workspaces) >= self.settings.max_workspaces:
             if not self._cap_warned:

@@ -1,0 +1,94 @@
+"""One request type, one path rule: what every op refuses, in one line, never a traceback.
+
+Issue 24 items 1 and 11 (NUL bytes, a symlink out of the workspace by --epic-id, a watch
+of `/`), through a real daemon and the real CLI; each failed on 467383b.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from daemon_harness import (
+    epic_relpath,
+    run_storyd_cli,
+    spawn_daemon_fixture,  # noqa: F401  (the spawn_daemon fixture)
+    write_epic,
+)
+
+STORY = "story-0049-0001"
+TASKS = {"TASK-1": {"status": "PENDING"}}
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    write_epic(path, "0049", {STORY: {"tasks": TASKS}})
+    return path
+
+
+def _refused(answer: dict[str, object], *words: str) -> None:
+    assert answer["ok"] is False, answer
+    error = answer["error"]
+    assert isinstance(error, dict) and error["code"] == 64, error
+    message = str(error["message"])
+    assert "\n" not in message and all(w in message for w in words), message
+
+
+def test_nul_bytes_are_usage_errors_on_every_op(spawn_daemon, ws: Path) -> None:
+    proc = spawn_daemon([ws])
+    nul_ws = f"{ws}\0/x"
+    requests = [
+        {"op": "resume", "workspace": nul_ws, "epic": "0049", "story": STORY},
+        {"op": "resume", "workspace": str(ws), "stateFile": "plans/\0/x.json"},
+        {"op": "resume", "workspace": str(ws), "stateFile": epic_relpath("0049"), "unit": "a\0"},
+        {"op": "list", "workspace": nul_ws},
+        {"op": "watch", "workspace": nul_ws},
+        {"op": "unwatch", "workspace": nul_ws},
+        {"op": "epic", "workspace": nul_ws, "epic": "0049"},
+        {"op": "reconcile", "workspace": nul_ws},
+    ]
+    for request in requests:
+        _refused(proc.request(request), "NUL")
+    with proc.connect() as line:
+        line.send({"op": "resume-cli", "argv": ["--state-file", "\0"], "cwd": str(ws)})
+        raw = line.read_all()
+    assert raw.endswith(b"\n=64\n") or b"\n=64 " in raw, raw
+    assert b"NUL" in raw
+    assert "Traceback" not in proc.log_text()
+    assert proc.request({"op": "ping"})["ok"] is True
+
+
+def test_an_epic_file_linked_out_of_the_workspace_is_refused_both_ways(
+    spawn_daemon, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    write_epic(outside, "0049", {STORY: {"tasks": TASKS}})
+    ws = tmp_path / "ws"
+    folder = ws / "plans" / "epic-0049"
+    folder.mkdir(parents=True)
+    (folder / "execution-state.json").symlink_to(outside / epic_relpath("0049"))
+    (ws / ".git").mkdir()  # a workspace
+    args = ("resume", "--epic-id", "0049", "--story-id", STORY, "--workspace", str(ws))
+    proc = spawn_daemon([ws])
+    for extra in (("--direct",), ()):
+        done = run_storyd_cli(*args, *extra, env=proc.env)
+        assert done.returncode == 64, done
+        assert b"outside the workspace" in done.stderr and done.stdout == b""
+    answer = proc.request({"op": "resume", "workspace": str(ws), "epic": "0049", "story": STORY})
+    _refused(answer, "outside the workspace")
+
+
+def test_watch_refuses_what_is_not_a_workspace(spawn_daemon, tmp_path: Path) -> None:
+    proc = spawn_daemon([])
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    (loose / "notes.txt").write_text("x", encoding="utf-8")
+    _refused(proc.request({"op": "watch", "workspace": "/"}), "root")
+    _refused(proc.request({"op": "watch", "workspace": str(loose)}), "not a workspace")
+    assert proc.stats()["workspaces"] == []
+    (loose / "plans").mkdir()
+    answer = proc.request({"op": "watch", "workspace": str(loose)})
+    assert answer["ok"] is True and answer["watching"] is True, orjson.dumps(answer)
