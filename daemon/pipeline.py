@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     Detect = Callable[[str, Unit, "Answer"], tuple[Finding, ...]]
 
 __all__ = [
+    "MAX_UNIT_TASKS",
     "RACY_NS",
     "Answer",
     "Detect",
@@ -57,6 +58,10 @@ __all__ = [
 ]
 
 Signature = tuple[int, int, int, int, int]
+# What one unit may cost: a story of more tasks is not answered (one error finding
+# says why) rather than held in memory and rendered on every query. Real producers
+# write tens of tasks a story; 600,000 took the daemon's RSS to 814 MB (issue 24).
+MAX_UNIT_TASKS = 100_000
 # A write within this long of a read's start may share the mtime the read saw (the
 # kernel stamps files from a clock that ticks every 1-10 ms); 20 ms covers HZ=100 twice.
 RACY_NS = 20_000_000
@@ -239,6 +244,9 @@ def read_file(
         )
     except StorydError as exc:
         error = exc
+    for unit in units or ():
+        if len(unit.tasks) > MAX_UNIT_TASKS:
+            _too_large(unit)
     story_files = {u.story_file for u in units} if units else set()
     # the adapter may have failed before reading it (or read it under another name)
     own = source.seen.pop(relpath) if relpath in source.seen else signature(path)
@@ -247,6 +255,17 @@ def read_file(
                if p not in story_files)
     )
     return FileRead(relpath, units, error, ((path, own), *others), started)
+
+
+def _too_large(unit: Unit) -> None:
+    """Refuse a unit with more tasks than one unit may cost; keep a finding saying so."""
+    message = (
+        f"{unit.state_file}: {unit.key} holds {len(unit.tasks):,} tasks, more than the "
+        f"{MAX_UNIT_TASKS:,} one unit may have; it is not answered"
+    )
+    unit.error = message
+    unit.tasks = ()
+    unit.findings = (*unit.findings, Finding("format", "unit-too-large", "error", message))
 
 
 def read_units(workspace: str, adapter: Adapter, relpath: str, options: Options) -> list[Unit]:

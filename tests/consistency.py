@@ -197,8 +197,10 @@ class History:
         try:
             content = (self.ws / REL).read_bytes()
         except FileNotFoundError:
+            # missing now; re-created, it may be answered from what was there before, as
+            # the daemon cannot tell a delete it did not see from a rename over the file
             self.state = "missing"
-            self.versions, self.served = [], None
+            self.served = None
             return
         try:
             orjson.loads(content)

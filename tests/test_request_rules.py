@@ -10,7 +10,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 from daemon_harness import (
     epic_relpath,
     run_storyd_cli,
@@ -92,3 +91,24 @@ def test_watch_refuses_what_is_not_a_workspace(spawn_daemon, tmp_path: Path) -> 
     (loose / "plans").mkdir()
     answer = proc.request({"op": "watch", "workspace": str(loose)})
     assert answer["ok"] is True and answer["watching"] is True, orjson.dumps(answer)
+
+
+def test_a_unit_over_the_task_limit_is_refused_with_a_finding(
+    spawn_daemon, tmp_path: Path
+) -> None:
+    from daemon.pipeline import MAX_UNIT_TASKS
+
+    ws = tmp_path / "ws"
+    big = {f"T{n}": {"status": "PENDING"} for n in range(MAX_UNIT_TASKS + 1)}
+    other = "story-0049-0002"
+    write_epic(ws, "0049", {STORY: {"tasks": big}, other: {"tasks": TASKS}})
+    proc = spawn_daemon([ws])
+    for extra in (("--direct",), ()):
+        args = ("resume", "--epic-id", "0049", "--workspace", str(ws), *extra)
+        done = run_storyd_cli(*args, "--story-id", STORY, env=proc.env)
+        assert done.returncode == 65 and done.stdout == b"", done
+        assert b"100,001 tasks" in done.stderr and done.stderr.count(b"\n") == 1
+        fine = run_storyd_cli(*args, "--story-id", other, env=proc.env)
+        assert fine.returncode == 0, fine
+    units = {u["unit"]: u for u in proc.units(ws)}
+    assert units[STORY]["total"] == 0 and "100,001 tasks" in str(units[STORY]["error"])

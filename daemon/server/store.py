@@ -91,6 +91,7 @@ class Entry:
     """
 
     __slots__ = (
+        "done",
         "error",
         "findings",
         "findings_line",
@@ -130,6 +131,7 @@ class Entry:
         self.warnings = tuple(answer.warnings) if answer else ()
         self.proof = proof
         self.racy = racy  # its proof needed a later read when it was built
+        self.done = sum(1 for t in unit.tasks if t.done)  # counted once, not per `list`
         _intern_unit(unit)
 
     @property
@@ -160,8 +162,7 @@ class Entry:
 
     def summary(self, *, detail: bool = False) -> UnitSummary:
         """The unit's progress, as `list` and `changed` events show it (detail: findings too)."""
-        tasks = self.unit.tasks
-        done = sum(1 for t in tasks if t.done)
+        done = self.done
         worst = max((_SEVERITIES.index(f.severity) for f in self.findings), default=-1)
         return {
             # a format's labels (epic, story, ...) first, so none can mask a field below
@@ -171,7 +172,7 @@ class Entry:
             "stateFile": self.state_file,
             "unit": self.key,
             "done": done,
-            "total": len(tasks),
+            "total": len(self.unit.tasks),
             "resumePoint": self.resume_point,
             "findings": len(self.findings),
             "worst": _SEVERITIES[worst] if worst >= 0 else None,
