@@ -480,11 +480,9 @@ class Engine:
         found = self.find_state_files(ws)
         for relpath in [r for r in ws.files if r not in found]:
             self._drop_file(ws, relpath)
-        if self.changes is not None:
-            self.changes.drain()
         for relpath, adapter in found.items():
             snap = ws.files.get(relpath)
-            if reread or snap is None or adapter.time_sensitive or not snap.fresh(self.changes):
+            if reread or snap is None or adapter.time_sensitive or not snap.fresh(None):
                 self.refresh(ws, relpath, adapter, reuse=not reread)
         if lost:
             self.log.mark_lost()
@@ -525,12 +523,13 @@ class Engine:
         return complete
 
     def verify(self, ws: Workspace) -> int:
-        """Cheap check of every known state file (its files' stat); refresh on change."""
+        """Cheap check of every known state file (its files' stat, not the change queue);
+        refresh on change."""
         changed = 0
-        if self.changes is not None:
-            self.changes.drain()
         for relpath, snap in list(ws.files.items()):
-            if not snap.fresh(self.changes):
+            # by stat, not by the change queue: what the kernel never reports (a write
+            # from another machine on a network file system, through mmap) shows here
+            if not snap.fresh(None):
                 changed += 1
                 self.refresh(ws, relpath, snap.adapter, reuse=True)
         return changed
