@@ -184,6 +184,10 @@ class Checker(Lines):
             config.notify = self.notify(self.table("notify", document["notify"]))
         if "reconcile" in document:
             config.reconcile_auto = self.reconcile(self.table("reconcile", document["reconcile"]))
+        if "fleet" in document:
+            from daemon.fleet.config import check
+
+            config.fleet = check(self, self.table("fleet", document["fleet"]))
         cap = config.limits.max_workspaces
         if len(config.workspaces) > cap:
             self.problem(

@@ -7,8 +7,13 @@ defaults from it). Reading the file is `loader.py`, checking it `checker.py`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from daemon.errors import SetupError
 from daemon.storytime import DEFAULT_MODE, MODES
+
+if TYPE_CHECKING:
+    from daemon.fleet.config import Fleet
 
 __all__ = [
     "DEFAULT_STALENESS",
@@ -45,6 +50,7 @@ HOOK_TIMEOUT = (10.0, 0.1, 3600.0)  # notify.hook_timeout: default, lowest, high
 TOP_KEYS = (
     "auto_watch",
     "detectors",
+    "fleet",
     "limits",
     "notify",
     "reconcile",
@@ -171,11 +177,13 @@ class Config:
     detectors    dict[str, dict[str, object]]  [detectors.<name>] tables as written
     notify       Notify
     reconcile_auto list[str]  [reconcile] auto: repair codes the daemon applies on its own
+    fleet        Fleet | None  [fleet] (daemon/fleet/config.py); None: publish nothing
     """
 
     __slots__ = (
         "auto_watch",
         "detectors",
+        "fleet",
         "limits",
         "notify",
         "path",
@@ -197,6 +205,7 @@ class Config:
         notify: Notify | None = None,
         path: str | None = None,
         reconcile_auto: list[str] | None = None,
+        fleet: Fleet | None = None,
     ) -> None:
         self.socket = socket
         self.staleness = staleness
@@ -207,6 +216,7 @@ class Config:
         self.notify = Notify() if notify is None else notify
         self.path = path
         self.reconcile_auto = [] if reconcile_auto is None else reconcile_auto
+        self.fleet = fleet
 
     def detector_enabled(self, name: str, default: bool = True) -> bool:
         """[detectors.<name>] enabled, else `default`."""
@@ -228,6 +238,7 @@ class Config:
             "detectors": {name: dict(table) for name, table in self.detectors.items()},
             "notify": self.notify.as_dict(),
             "reconcile": {"auto": list(self.reconcile_auto)},
+            **({"fleet": self.fleet.as_dict()} if self.fleet is not None else {}),
         }
 
     def __eq__(self, other: object) -> bool:
