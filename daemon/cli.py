@@ -40,6 +40,7 @@ COMMANDS = {
     "doctor": "one screen of what storyd sees on this machine",
     "epic": "one epic: stories reclassified as its producer resumes, executable next, blocked",
     "completion": "print the shell completion script for bash, zsh or fish",
+    "fleet": "units and events of every machine, read from NATS (storyd[fleet])",
 }
 _MODULES = {"list": "listing", "config": "config_check"}
 

@@ -25,8 +25,10 @@ FORBIDDEN = frozenset((
     # long-running daemon (daemon.server and everything under it), the detectors
     "daemon.commands.completion", "daemon.commands.common", "daemon.config",
     "daemon.server", "detectors",
+    # optional extras (issue 22: the fleet's NATS client)
+    "nats", "daemon.fleet",
 ))
-PACKAGES = ("daemon.server", "detectors")  # forbidden with every module under them
+PACKAGES = ("daemon.server", "detectors", "nats", "daemon.fleet")  # forbidden with every module under them
 EPIC = "0049"
 STORY = "story-0049-0001"
 STATE = f"plans/epic-{EPIC}/execution-state.json"

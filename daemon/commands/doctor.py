@@ -11,6 +11,8 @@ Each line is `ok`, `warn` or `fail`, a topic and what was found. The checks:
               already uses and what storyd watches (from stats, else estimated)
 - workspace   per workspace: a git repository? a shallow clone? state files per format
 - desktop     whether `notify-send` is on PATH for desktop notifications
+- fleet       with [fleet]: nats-py installed, and the daemon's publishing state
+              (connected, backlog, dropped, last error) from its stats
 
 Exit 0, or 1 when any line is `fail`.
 """
@@ -409,6 +411,11 @@ def main(argv: list[str]) -> int:
     for workspace in workspaces:
         _check_workspace(screen, workspace, adapters)
     _check_desktop(screen, cfg)
+    if cfg is not None and cfg.fleet is not None:
+        from daemon.fleet.doctor import check_fleet
+
+        for level, text in check_fleet(cfg.fleet, stats):
+            screen.line(level, "fleet", text)
     counts = screen.counts
     print(f"{counts[OK]} ok, {counts[WARN]} warn, {counts[FAIL]} fail")
     return 1 if counts[FAIL] else 0

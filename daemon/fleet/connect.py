@@ -26,8 +26,9 @@ def options(fleet: Fleet, *, reconnect: bool, timeout: float = 2.0) -> dict[str,
         "name": f"storyd {fleet.machine}",
         "connect_timeout": timeout,
         "allow_reconnect": reconnect,
-        "max_reconnect_attempts": -1 if reconnect else 0,
-        "reconnect_time_wait": 1,
+        # nats-py gives up on a first connect only after a positive number of attempts
+        "max_reconnect_attempts": -1 if reconnect else 1,
+        "reconnect_time_wait": 1 if reconnect else 0.1,
     }
     if fleet.credentials:
         found["user_credentials"] = fleet.credentials
@@ -55,6 +56,9 @@ def describe(exc: BaseException, fleet: Fleet) -> str:
         return f"{url}: JetStream refused: {exc.description or exc}"
     if isinstance(exc, (nats.errors.NoServersError, ConnectionRefusedError)):
         return f"cannot reach {url}: no server answers (connection refused or timed out)"
+    if isinstance(exc, (nats.errors.UnexpectedEOF, nats.errors.StaleConnectionError,
+                        nats.errors.ConnectionClosedError)):
+        return f"lost the connection to {url}; reconnecting"
     if isinstance(exc, (nats.errors.TimeoutError, TimeoutError)):
         return f"{url} did not answer in time"
     if isinstance(exc, ssl.SSLError):

@@ -153,6 +153,7 @@ class Publisher:
         from daemon.fleet.connect import options
 
         def on_disconnect() -> None:
+            self._resync = True  # whatever the order of the callbacks and the loop
             if self.connected:
                 self.connected = False
                 self.log.warning("fleet_disconnected", url=self.fleet.url)
