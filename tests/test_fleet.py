@@ -250,10 +250,14 @@ def test_backlog_overflow_is_counted(tmp_path: Path, spawn_daemon) -> None:
     cfg = _config(tmp_path, "m", fleet_config(f"nats://127.0.0.1:{_free_port()}", "m1",
                                               backlog=10))
     daemon = spawn_daemon([ws], args=["--config", str(cfg)])
-    for n in range(8):  # each write: a changed event (and drift/resolved ones)
-        write_epic(ws, EPIC, {"story-0007-0001": _story(*(i < n for i in range(8)))})
-        wait_for(lambda n=n: any(u["done"] == n for u in daemon.units()), 5, f"{n} done")
-    state = wait_for(lambda: (s := _fleet(daemon))["dropped"] > 0 and s, 5, "drops")
+    with EventStream(daemon) as seen:
+        for n in range(1, 13):  # each write: a changed event (the first also a drift)
+            write_epic(ws, EPIC, {"story-0007-0001": _story(*(i < n for i in range(12)))})
+            seen.wait(lambda e, n=n: e["event"] == "changed" and e["done"] == n, timeout=5,
+                      message=f"{n} done")
+        emitted = len(seen.since())
+    assert emitted > 10
+    state = wait_for(lambda: (s := _fleet(daemon))["dropped"] == emitted - 10 and s, 5, "drops")
     assert state["backlog"] == 10 and state["connected"] is False
 
 

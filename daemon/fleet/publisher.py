@@ -65,6 +65,7 @@ class Publisher:
         self._repos = Repos()
         self._resync = True
         self._stopping = False
+        self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._ready = threading.Event()
@@ -80,12 +81,20 @@ class Publisher:
     def offer(self, event: Mapping[str, object], *, stream: bool = True) -> None:
         """An engine event (`stream`: also to the stream): cheap, never blocks."""
         self._inbox.append((event, stream))
-        loop, wake = self._loop, self._wake
-        if loop is not None and wake is not None and not wake.is_set():
+        loop = self._loop
+        if loop is not None and not self._scheduled:
+            self._scheduled = True
             try:
-                loop.call_soon_threadsafe(wake.set)
+                loop.call_soon_threadsafe(self._on_offer)
             except RuntimeError:  # the loop closed meanwhile
                 pass
+
+    def _on_offer(self) -> None:
+        """On the loop: drain the inbox now (even while a connect is under way) and wake."""
+        self._scheduled = False
+        self._drain_inbox()
+        if self._wake is not None:
+            self._wake.set()
 
     def state(self) -> dict[str, object]:
         """For `stats` and `doctor`."""
