@@ -77,14 +77,11 @@ def _status(flags: dict[str, object]) -> int:
     from daemon.fleet import view
 
     reader = _reader()
-    snap = reader.read_snapshot(_fleet(flags))  # type: ignore[attr-defined]
-    units = snap.units
-    machine = flags.get("machine")
-    machines, shown = view.annotate(snap.machines, units)
+    machine = str(flags["machine"]) if flags.get("machine") else None
+    # with --machine only that machine's units are read: the cross-machine flags need all
+    snap = reader.read_snapshot(_fleet(flags), machine)  # type: ignore[attr-defined]
+    machines, shown = view.annotate(snap.machines, snap.units)
     found = view.flags(shown)
-    if machine:
-        shown = [u for u in shown if u.get("machine") == machine]
-        found = [f for f in found if machine in f.get("open", []) + f.get("finished", [])]
     if flags.get("in-flight"):
         shown = [u for u in shown if u.get("resumePoint") != "all-done"]
     if flags.get("json"):

@@ -49,7 +49,7 @@ async def _connect(fleet: Fleet) -> Any:
         raise FleetUnavailable(describe(errors[-1] if errors else exc, fleet)) from None
 
 
-async def _snapshot(fleet: Fleet) -> Snapshot:
+async def _snapshot(fleet: Fleet, machine: str | None) -> Snapshot:
     import nats.js.errors
 
     from daemon.fleet.connect import describe
@@ -64,23 +64,24 @@ async def _snapshot(fleet: Fleet) -> Snapshot:
                 f"{fleet.url} has no bucket {names.BUCKET}: no storyd has published there yet"
             ) from None
         snap = Snapshot()
-        watcher = await kv.watch(">", ignore_deletes=True)
-        try:
-            async for entry in watcher:
-                if entry is None:
-                    break
-                try:
-                    value = orjson.loads(entry.value)
-                except orjson.JSONDecodeError:
-                    continue  # not ours: ignore what another writer put there
-                if not isinstance(value, dict):
-                    continue
-                if entry.key.startswith("m."):
-                    snap.machines[str(value.get("machine"))] = value
-                elif entry.key.startswith("u."):
-                    snap.units.append(value)
-        finally:
-            await watcher.stop()
+        for pattern in ("m.>", f"u.{machine}.>") if machine else (">",):
+            watcher = await kv.watch(pattern, ignore_deletes=True)
+            try:
+                async for entry in watcher:
+                    if entry is None:
+                        break
+                    try:
+                        value = orjson.loads(entry.value)
+                    except orjson.JSONDecodeError:
+                        continue  # not ours: ignore what another writer put there
+                    if not isinstance(value, dict):
+                        continue
+                    if entry.key.startswith("m."):
+                        snap.machines[str(value.get("machine"))] = value
+                    elif entry.key.startswith("u."):
+                        snap.units.append(value)
+            finally:
+                await watcher.stop()
         return snap
     except StorydError:
         raise
@@ -90,9 +91,9 @@ async def _snapshot(fleet: Fleet) -> Snapshot:
         await nc.close()
 
 
-def read_snapshot(fleet: Fleet) -> Snapshot:
-    """Every machine's heartbeat and every unit's summary, as stored now."""
-    return asyncio.run(_snapshot(fleet))
+def read_snapshot(fleet: Fleet, machine: str | None = None) -> Snapshot:
+    """Every machine's heartbeat and every unit's summary (of one machine), as stored now."""
+    return asyncio.run(_snapshot(fleet, machine))
 
 
 def _since_time(since: str | None) -> float | None:
