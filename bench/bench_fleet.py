@@ -188,15 +188,15 @@ def queries(sock_path: str, requests: list[bytes], seconds: float) -> list[float
     return out
 
 
-def local_latency(root: Path, server: Server, n: float) -> list[tuple[str, list[float], int]]:
+def local_latency(root: Path, server: Server, n: float, reverse: bool) -> list[tuple]:
     workspace, ids = make_epic_workspace(root / "ws", 2000, 8, EPIC)
     state = workspace / f"plans/epic-{EPIC}/execution-state.json"
     rows = []
-    for label, fleet, down, stories in (("no [fleet]", False, False, 20),
-                                        ("[fleet], publishing", True, False, 20),
-                                        ("no [fleet]", False, False, 2000),
-                                        ("[fleet], publishing", True, False, 2000),
-                                        ("[fleet], server down", True, True, 2000)):
+    variants = [("no [fleet]", False, False, 20), ("[fleet], publishing", True, False, 20),
+                ("no [fleet]", False, False, 2000), ("[fleet], publishing", True, False, 2000)]
+    if reverse:  # the other order, to see what the machine's load did to either
+        variants.reverse()
+    for label, fleet, down, stories in [*variants, ("[fleet], server down", True, True, 2000)]:
         if down:
             server.stop()
         conf = root / f"conf-{len(rows)}"
@@ -237,11 +237,27 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def sections_1_2(server: Server, args: argparse.Namespace) -> None:
+    pub = publish(server.url, args.machines, args.units)
+    print(f"\n## publish: {args.machines} machines x {args.units} units, one process")
+    print("| what | count | seconds | per second |\n|---|---:|---:|---:|")
+    print(f"| KV summaries (re-publish) | {pub['units']:,} | {pub['kv_s']:.2f} | "
+          f"{pub['units'] / pub['kv_s']:,.0f} |")
+    print(f"| stream events (100 per machine) | {pub['events']:,} | {pub['events_s']:.2f} "
+          f"| {pub['events'] / pub['events_s']:,.0f} |")
+    fs = fleet_status(server.url)
+    print(f"\n## storyd fleet status over {fs['units']:,} units (median of 3, new process)")
+    print("| form | seconds |\n|---|---:|")
+    print(f"| --json | {fs['json_s']:.2f} |\n| text | {fs['text_s']:.2f} |", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--machines", type=int, default=50)
     parser.add_argument("--units", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=10.0, help="queries per daemon")
+    parser.add_argument("--only-latency", action="store_true", help="skip sections 1 and 2")
+    parser.add_argument("--reverse", action="store_true", help="section 3 in reverse order")
     args = parser.parse_args()
     if not shutil.which("nats-server"):
         sys.exit("needs nats-server on PATH (apt-get install nats-server)")
@@ -250,29 +266,20 @@ def main() -> int:
         server = Server(root)
         server.start()
         try:
-            pub = publish(server.url, args.machines, args.units)
-            print(f"\n## publish: {args.machines} machines x {args.units} units, one process")
-            print("| what | count | seconds | per second |\n|---|---:|---:|---:|")
-            print(f"| KV summaries (re-publish) | {pub['units']:,} | {pub['kv_s']:.2f} | "
-                  f"{pub['units'] / pub['kv_s']:,.0f} |")
-            print(f"| stream events (100 per machine) | {pub['events']:,} | {pub['events_s']:.2f} "
-                  f"| {pub['events'] / pub['events_s']:,.0f} |")
-            fs = fleet_status(server.url)
-            print(f"\n## storyd fleet status over {fs['units']:,} units (median of 3, new process)")
-            print("| form | seconds |\n|---|---:|")
-            print(f"| --json | {fs['json_s']:.2f} |\n| text | {fs['text_s']:.2f} |")
-            rows = local_latency(root, server, args.seconds)
-            print(f"\n## local `resume` round trips while the state file churns "
-                  f"(2,000 stories, {args.seconds:g} s of queries each)")
-            print("| daemon | queries | p50 µs | p99 µs | max µs | rewrites | fleet after |\n"
-                  "|---|---:|---:|---:|---:|---:|---|")
-            for label, lat, count, state in rows:
-                after = (f"connected={state.get('connected')} backlog={state.get('backlog')} "
-                         f"dropped={state.get('dropped')}" if state else "-")
-                print(f"| {label} | {len(lat):,} | {pct(lat, 0.5):.0f} | {pct(lat, 0.99):.0f} | "
-                      f"{max(lat):.0f} | {count} | {after} |")
+            if not args.only_latency:
+                sections_1_2(server, args)
+            rows = local_latency(root, server, args.seconds, args.reverse)
         finally:
             server.stop()
+    print(f"\n## local `resume` round trips while the state file is rewritten every 0.5 s "
+          f"(2,000 stories, {args.seconds:g} s of queries each, one connection)")
+    print("| daemon | queries | p50 µs | p99 µs | max µs | rewrites | fleet after |\n"
+          "|---|---:|---:|---:|---:|---:|---|")
+    for label, lat, count, state in rows:
+        after = (f"connected={state.get('connected')} backlog={state.get('backlog')} "
+                 f"dropped={state.get('dropped')}" if state else "-")
+        print(f"| {label} | {len(lat):,} | {pct(lat, 0.5):.0f} | {pct(lat, 0.99):.0f} | "
+              f"{max(lat):.0f} | {count} | {after} |")
     return 0
 
 

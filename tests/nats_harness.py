@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from daemon_harness import wait_for
 
 __all__ = ["NEEDS_NATS", "NatsServer", "fleet_config", "nats_server_fixture"]

@@ -17,7 +17,13 @@ from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import STORYD, epic_relpath, run_storyd_cli, spawn_daemon_fixture, wait_for, write_epic
+from daemon_harness import (
+    STORYD,
+    run_storyd_cli,
+    spawn_daemon_fixture,
+    wait_for,
+    write_epic,
+)
 from git_harness import EventStream
 from nats_harness import NEEDS_NATS, fleet_config, nats_server_fixture
 
@@ -57,18 +63,14 @@ def _kv(url: str) -> dict[str, dict[str, object]]:
     """The bucket's live keys and values, read with nats-py."""
     import nats
 
+    from daemon.fleet.reader import kv_entries
+
     async def read() -> dict[str, dict[str, object]]:
         nc = await nats.connect(url)
         try:
             kv = await nc.jetstream().key_value("storyd-units")
-            found = {}
-            watcher = await kv.watch(">", ignore_deletes=True)
-            async for entry in watcher:
-                if entry is None:
-                    break
-                found[entry.key] = orjson.loads(entry.value)
-            await watcher.stop()
-            return found
+            found = await kv_entries(kv, ">")
+            return {key: orjson.loads(entry.value) for key, entry in found.items()}
         finally:
             await nc.close()
 
@@ -177,16 +179,19 @@ def test_two_machines_through_an_outage(tmp_path: Path, spawn_daemon, nats_serve
     assert len(lines) == len(stored)
 
     beta.stop()  # beta goes silent: after three heartbeats it is stale, not live
+    _wait_stale(cfg_a, alpha.env, "beta", live="alpha")
 
-    def beta_stale() -> bool:
-        done = run_storyd_cli("fleet", "status", "--json", "--config", str(cfg_a), env=alpha.env)
+
+def _wait_stale(cfg: Path, env: dict[str, str], stale: str, live: str) -> None:
+    def stale_now() -> bool:
+        done = run_storyd_cli("fleet", "status", "--json", "--config", str(cfg), env=env)
         found = orjson.loads(done.stdout)
-        return found["machines"]["beta"]["stale"] and not found["flags"] and all(
-            u["stale"] == (u["machine"] == "beta") for u in found["units"])
+        return found["machines"][stale]["stale"] and not found["flags"] and all(
+            u["stale"] == (u["machine"] == stale) for u in found["units"])
 
-    wait_for(beta_stale, 15, "beta to show as stale")
-    text = run_storyd_cli("fleet", "status", "--config", str(cfg_a), env=alpha.env)
-    assert b"beta (stale" in text.stdout and b"alpha (live" in text.stdout
+    wait_for(stale_now, 15, f"{stale} to show as stale")
+    text = run_storyd_cli("fleet", "status", "--config", str(cfg), env=env)
+    assert f"{stale} (stale".encode() in text.stdout and f"{live} (live".encode() in text.stdout
 
 
 @NEEDS_NATS
@@ -288,7 +293,8 @@ def test_no_fleet_table_imports_no_nats(isolated_env) -> None:
         "from daemon.config import Config\n"
         "from daemon.server import runtime\n"
         "assert runtime.attach_fleet(None, None, Config()) is None\n"
-        "assert not [m for m in sys.modules if m == 'nats' or m.startswith(('nats.', 'daemon.fleet'))]\n"
+        "loaded = [m for m in sys.modules if m.startswith(('nats.', 'daemon.fleet'))]\n"
+        "assert 'nats' not in sys.modules and not loaded, loaded\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=isolated_env, check=False)
@@ -303,3 +309,64 @@ def test_fleet_commands_without_a_url(tmp_path: Path, isolated_env) -> None:
     usage = subprocess.run([STORYD, "fleet"], capture_output=True, text=True,
                            env=isolated_env, check=False)
     assert usage.returncode == 64 and "storyd fleet status" in usage.stderr
+
+
+@NEEDS_NATS
+def test_a_resent_message_id_is_stored_once(nats_server) -> None:
+    """Two publishers with one machine and instance send the same ids: the second
+    run's events are the server's duplicates (what a resend after a lost ack is)."""
+    import time
+
+    from daemon.fleet.config import Fleet
+    from daemon.fleet.publisher import Publisher
+
+    server = nats_server()
+
+    class Quiet:
+        def __getattr__(self, _name: str) -> object:
+            return lambda *args, **kwargs: None
+
+    def run() -> dict[str, int]:
+        publisher = Publisher(Fleet(url=server.url, machine="m1"), instance="feedf00d",
+                              current=list, log=Quiet(), version="test")
+        publisher.start()
+        for n in range(5):
+            publisher.offer({"event": "drift", "clock": f"feedf00d:{n}", "workspace": "/w",
+                             "stateFile": "s.json", "unit": f"u{n}", "format": "epic",
+                             "finding": {"detector": "git", "code": "c", "severity": "warning",
+                                         "message": "m"}})
+        deadline = time.monotonic() + 10
+        while sum(publisher.counters[k] for k in ("events", "duplicates")) < 5:
+            assert time.monotonic() < deadline, publisher.state()
+            time.sleep(0.01)
+        publisher.close()
+        return publisher.counters
+
+    assert (run()["events"], run()["duplicates"]) == (5, 5)
+    stored = _stream(server.url)
+    assert [i for i, _ in stored] == [f"m1.feedf00d.{n}" for n in range(1, 6)]
+
+
+def test_flags_and_staleness() -> None:
+    from daemon.fleet import view
+
+    now = 1_000_000.0
+    when = "1970-01-12T13:46:40.000Z"  # == now
+    machines = {"a": {"when": when, "heartbeat": 30}, "b": {"when": when, "heartbeat": 30},
+                "c": {"when": "1970-01-12T13:41:40.000Z", "heartbeat": 30}}  # 300 s ago
+
+    def unit(machine: str, key: str, done: int, point: str, remote: str = PUBLIC) -> dict:
+        return {"machine": machine, "remote": remote, "stateFile": "s.json", "unit": key,
+                "done": done, "resumePoint": point, "when": when}
+
+    units = [unit("a", "s1", 8, "all-done"), unit("b", "s1", 2, "t3"),      # finished, open
+             unit("a", "s2", 1, "t2"), unit("b", "s2", 0, "t1"),            # in flight twice
+             unit("a", "s3", 0, "t1"), unit("b", "s3", 0, "t1"),            # neither started
+             unit("a", "s4", 1, "t2"), unit("c", "s4", 3, "t4"),            # c is stale
+             unit("a", "s5", 1, "t2", "git@h:x.git"), unit("b", "s5", 1, "t2", "git@h:y.git")]
+    shown_machines, shown = view.annotate(machines, units, now)
+    assert [m for m, v in shown_machines.items() if v["stale"]] == ["c"]
+    assert all(u["stale"] == (u["machine"] == "c") for u in shown)
+    assert shown[-1]["machine"] == "c"  # stale units sort after the live ones
+    found = {(f["unit"], f["flag"]) for f in view.flags(shown)}
+    assert found == {("s1", "finished-and-open"), ("s2", "in-flight-twice")}

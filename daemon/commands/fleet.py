@@ -88,7 +88,9 @@ def _status(flags: dict[str, object]) -> int:
         body = {"machines": machines, "units": shown, "flags": found}
         sys.stdout.write(orjson.dumps(body).decode() + "\n")
         return 0
-    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+    color = (
+        sys.stdout.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+    )
     sys.stdout.write(view.render(machines, shown, found, color))
     return 0
 

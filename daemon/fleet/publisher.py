@@ -14,6 +14,7 @@ drops the copies it already stored (same id, within the stream's duplicate windo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections import deque
@@ -57,6 +58,7 @@ class Publisher:
         self.connected = False
         self.last_error: str | None = None
         self.last_error_at: str | None = None
+        self._symptom = False  # last_error is a transport error, not a reason
         self._inbox: deque[tuple[Mapping[str, object], bool]] = deque()
         self._latest: dict[str, Mapping[str, object]] = {}  # KV key -> summary or event
         self._pending: dict[str, bytes | None] = {}  # KV key -> value (None: delete)
@@ -66,6 +68,7 @@ class Publisher:
         self._resync = True
         self._stopping = False
         self._scheduled = False
+        self._connecting: asyncio.Future[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._ready = threading.Event()
@@ -84,10 +87,8 @@ class Publisher:
         loop = self._loop
         if loop is not None and not self._scheduled:
             self._scheduled = True
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(self._on_offer)
-            except RuntimeError:  # the loop closed meanwhile
-                pass
 
     def _on_offer(self) -> None:
         """On the loop: drain the inbox now (even while a connect is under way) and wake."""
@@ -113,13 +114,18 @@ class Publisher:
     def close(self, timeout: float = 3.0) -> None:
         """Publish what is queued (briefly, when connected), then stop the thread."""
         self._stopping = True
-        loop, wake = self._loop, self._wake
-        if loop is not None and wake is not None:
-            try:
-                loop.call_soon_threadsafe(wake.set)
-            except RuntimeError:
-                pass
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._stop_soon)
         self._thread.join(timeout)
+
+    def _stop_soon(self) -> None:
+        """On the loop: wake it, and give up a connect that is still retrying."""
+        if self._wake is not None:
+            self._wake.set()
+        if self._connecting is not None and not self._connecting.done():
+            self._connecting.cancel()
 
     # -- the thread ------------------------------------------------------------------------
 
@@ -136,6 +142,8 @@ class Publisher:
             try:
                 await self._session()
                 attempt = 0
+            except asyncio.CancelledError:  # close() while a connect was retrying
+                break
             except Exception as exc:  # every failure is one line; the loop goes on
                 self._failed(exc)
                 attempt += 1
@@ -148,27 +156,33 @@ class Publisher:
         deadline = time.monotonic() + seconds
         assert self._wake is not None
         while not self._stopping and (left := deadline - time.monotonic()) > 0:
-            self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), left)
-            except asyncio.TimeoutError:
-                pass
+            await self._idle(left)
             self._drain_inbox()
 
     async def _session(self) -> None:
         """One connection: set up, re-publish, then publish as events come, until it ends."""
+        self._connecting = asyncio.ensure_future(self._connect())
+        try:
+            nc = await self._connecting
+        finally:
+            self._connecting = None
+        try:
+            js = nc.jetstream(timeout=5.0)
+            kv = await self._setup(js)
+            self._resync = True
+            await self._serve(nc, js, kv)
+        finally:
+            self.connected = False
+            with contextlib.suppress(Exception):  # closing a broken connection
+                await asyncio.wait_for(nc.close(), 2)
+
+    async def _connect(self) -> Any:
         import nats
 
         from daemon.fleet.connect import options
 
-        def on_disconnect() -> None:
-            self._resync = True  # whatever the order of the callbacks and the loop
-            if self.connected:
-                self.connected = False
-                self.log.warning("fleet_disconnected", url=self.fleet.url)
-
         async def disconnected() -> None:
-            on_disconnect()
+            self._disconnected()
 
         async def reconnected() -> None:
             self._resync = True
@@ -177,54 +191,51 @@ class Publisher:
         async def error(exc: Exception) -> None:
             self._note(exc)
 
-        nc = await nats.connect(
+        return await nats.connect(
             **options(self.fleet, reconnect=True),
             disconnected_cb=disconnected,
             reconnected_cb=reconnected,
             error_cb=error,
         )
-        try:
-            js = nc.jetstream(timeout=5.0)
-            kv = await self._setup(js)
-            self._resync = True
-            next_beat = 0.0
-            while not self._stopping or self._inbox:
-                self._drain_inbox()
-                if nc.is_closed:
-                    raise ConnectionError("the connection closed")
-                if not nc.is_connected:
-                    on_disconnect()
-                    await self._sleep(0.5)
-                    continue
-                if self._resync:
-                    await self._republish(kv)
-                    self._resync = False
-                if not self.connected:
-                    self.connected = True
-                    self.last_error = None
-                    self.log.info("fleet_connected", url=self.fleet.url, machine=self.machine)
-                await self._put_pending(kv)
-                await self._publish_backlog(js)
-                if time.monotonic() >= next_beat:
-                    await self._heartbeat(kv)
-                    next_beat = time.monotonic() + self.fleet.heartbeat
-                if self._stopping:
-                    break
-                if not self._pending and not len(self.backlog) and not self._inbox:
-                    assert self._wake is not None
-                    self._wake.clear()
-                    try:
-                        await asyncio.wait_for(
-                            self._wake.wait(), max(0.05, next_beat - time.monotonic())
-                        )
-                    except asyncio.TimeoutError:
-                        pass
-        finally:
+
+    def _disconnected(self) -> None:
+        self._resync = True  # whatever the order of the callbacks and the loop
+        if self.connected:
             self.connected = False
-            try:
-                await asyncio.wait_for(nc.close(), 2)
-            except Exception:  # closing a broken connection: nothing more to learn
-                pass
+            self.log.warning("fleet_disconnected", url=self.fleet.url)
+
+    async def _serve(self, nc: Any, js: Any, kv: Any) -> None:
+        next_beat = 0.0
+        while not self._stopping or self._inbox:
+            self._drain_inbox()
+            if nc.is_closed:
+                raise ConnectionError("the connection closed")
+            if not nc.is_connected:
+                self._disconnected()
+                await self._sleep(0.5)
+                continue
+            if self._resync:
+                await self._republish(kv)
+                self._resync = False
+            if not self.connected:
+                self.connected = True
+                self.last_error = None
+                self.log.info("fleet_connected", url=self.fleet.url, machine=self.machine)
+            await self._put_pending(kv)
+            await self._publish_backlog(js)
+            if time.monotonic() >= next_beat:
+                await self._heartbeat(kv)
+                next_beat = time.monotonic() + self.fleet.heartbeat
+            if self._stopping:
+                break
+            if not self._pending and not len(self.backlog) and not self._inbox:
+                await self._idle(max(0.05, next_beat - time.monotonic()))
+
+    async def _idle(self, seconds: float) -> None:
+        assert self._wake is not None
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
 
     def _wake_soon(self) -> None:
         if self._wake is not None:
@@ -351,18 +362,9 @@ class Publisher:
 
     async def _stored_keys(self, kv: Any) -> set[str]:
         """This machine's unit keys in the bucket."""
-        watcher = await kv.watch(
-            f"u.{self.machine}.>", meta_only=True, ignore_deletes=True
-        )
-        keys: set[str] = set()
-        try:
-            async for entry in watcher:
-                if entry is None:
-                    break
-                keys.add(entry.key)
-        finally:
-            await watcher.stop()
-        return keys
+        from daemon.fleet.reader import kv_entries
+
+        return set(await kv_entries(kv, f"u.{self.machine}.>", meta_only=True))
 
     def _render(self, key: str) -> bytes | None:
         source = self._latest.get(key)
@@ -382,7 +384,9 @@ class Publisher:
                 *(self._put_one(kv, key, value) for key, value in batch),
                 return_exceptions=True,
             )
-            failed = [(b, r) for b, r in zip(batch, results, strict=True) if isinstance(r, BaseException)]
+            failed = [
+                (b, r) for b, r in zip(batch, results, strict=True) if isinstance(r, BaseException)
+            ]
             for (key, value), _ in failed:
                 self._pending.setdefault(key, value)
             if failed:
@@ -443,9 +447,24 @@ class Publisher:
 
         line = str(exc) if isinstance(exc, SetupMismatch) else describe(exc, self.fleet)
         self.last_error_at = now_iso()
+        symptom = _transport(exc)
+        if self.last_error and not self.connected and symptom and not self._symptom:
+            return  # a refused connect also ends in EOF or a reset: keep the reason
+        self._symptom = symptom
         if line != self.last_error:
             self.last_error = line
             self.log.error("fleet_unavailable", error=line, backlog=len(self.backlog))
+
+
+def _transport(exc: BaseException) -> bool:
+    """Whether an error is the connection's end rather than its reason."""
+    import nats.errors
+
+    return isinstance(
+        exc,
+        (OSError, nats.errors.StaleConnectionError, nats.errors.ConnectionClosedError,
+         nats.errors.NoServersError),
+    )
 
 
 class SetupMismatch(Exception):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC
 from typing import Any
 
 import orjson
@@ -16,7 +17,9 @@ from daemon.errors import StorydError
 from daemon.fleet import names
 from daemon.fleet.config import Fleet
 
-__all__ = ["FleetUnavailable", "Snapshot", "follow_events", "read_snapshot"]
+__all__ = ["FleetUnavailable", "Snapshot", "follow_events", "kv_entries", "read_snapshot"]
+
+_QUIET = 0.1  # seconds without a late update that end a bucket snapshot
 
 
 class FleetUnavailable(StorydError):
@@ -49,6 +52,34 @@ async def _connect(fleet: Fleet) -> Any:
         raise FleetUnavailable(describe(errors[-1] if errors else exc, fleet)) from None
 
 
+async def kv_entries(kv: Any, pattern: str, *, meta_only: bool = False) -> dict[str, Any]:
+    """The newest entry of every key matching `pattern`.
+
+    A watcher's snapshot ends with a None marker counted when it started; a key written
+    meanwhile (its old value gone, history 1) arrives after the marker, so the watcher
+    is read on until it has been quiet for 0.1 s.
+    """
+    import nats.errors
+
+    found: dict[str, Any] = {}
+    watcher = await kv.watch(pattern, ignore_deletes=True, meta_only=meta_only)
+    try:
+        async for entry in watcher:
+            if entry is None:
+                break
+            found[entry.key] = entry
+        while True:
+            try:
+                entry = await watcher.updates(timeout=_QUIET)
+            except nats.errors.TimeoutError:
+                break
+            if entry is not None:
+                found[entry.key] = entry
+    finally:
+        await watcher.stop()
+    return found
+
+
 async def _snapshot(fleet: Fleet, machine: str | None) -> Snapshot:
     import nats.js.errors
 
@@ -64,24 +95,20 @@ async def _snapshot(fleet: Fleet, machine: str | None) -> Snapshot:
                 f"{fleet.url} has no bucket {names.BUCKET}: no storyd has published there yet"
             ) from None
         snap = Snapshot()
+        found: dict[str, Any] = {}
         for pattern in ("m.>", f"u.{machine}.>") if machine else (">",):
-            watcher = await kv.watch(pattern, ignore_deletes=True)
+            found.update(await kv_entries(kv, pattern))
+        for key, entry in found.items():
             try:
-                async for entry in watcher:
-                    if entry is None:
-                        break
-                    try:
-                        value = orjson.loads(entry.value)
-                    except orjson.JSONDecodeError:
-                        continue  # not ours: ignore what another writer put there
-                    if not isinstance(value, dict):
-                        continue
-                    if entry.key.startswith("m."):
-                        snap.machines[str(value.get("machine"))] = value
-                    elif entry.key.startswith("u."):
-                        snap.units.append(value)
-            finally:
-                await watcher.stop()
+                value = orjson.loads(entry.value)
+            except orjson.JSONDecodeError:
+                continue  # not ours: ignore what another writer put there
+            if not isinstance(value, dict):
+                continue
+            if key.startswith("m."):
+                snap.machines[str(value.get("machine"))] = value
+            elif key.startswith("u."):
+                snap.units.append(value)
         return snap
     except StorydError:
         raise
@@ -118,6 +145,64 @@ def _since_time(since: str | None) -> float | None:
     return moment.timestamp()
 
 
+def _consumer_config(start: float | None) -> Any:
+    from datetime import datetime
+
+    from nats.js.api import ConsumerConfig, DeliverPolicy
+
+    if start is None:
+        return ConsumerConfig(deliver_policy=DeliverPolicy.NEW)
+    if start == 0.0:
+        return ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
+    return ConsumerConfig(
+        deliver_policy=DeliverPolicy.BY_START_TIME,
+        opt_start_time=datetime.fromtimestamp(start, tz=UTC),
+    )
+
+
+async def _read_events(
+    fleet: Fleet,
+    subject: str,
+    start: float | None,
+    idle: float | None,
+    emit: Callable[[dict[str, Any]], None],
+) -> None:
+    """Emit each stored (then each new) event once; return after `idle` s without one."""
+    import nats.errors
+
+    from daemon.fleet.connect import describe
+
+    nc = await _connect(fleet)
+    try:
+        js = nc.jetstream(timeout=5.0)
+        try:
+            sub = await js.subscribe(subject, ordered_consumer=True, config=_consumer_config(start))
+        except Exception as exc:
+            raise FleetUnavailable(describe(exc, fleet)) from None
+        seen: set[str] = set()
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=idle)
+            except nats.errors.TimeoutError:
+                return
+            msg_id = (msg.headers or {}).get(names.MSG_ID, "")
+            if msg_id in seen:
+                continue
+            if msg_id:
+                if len(seen) > 1_000_000:
+                    seen.clear()
+                seen.add(msg_id)
+            try:
+                value = orjson.loads(msg.data)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                value["id"] = msg_id
+                emit(value)
+    finally:
+        await nc.close()
+
+
 def follow_events(
     fleet: Fleet,
     since: str | None,
@@ -128,58 +213,10 @@ def follow_events(
 ) -> Iterator[dict[str, Any]]:
     """The stream's events (each once, by message id), oldest first; `follow`: forever."""
     start = _since_time(since)
-    out: list[dict[str, Any]] = []
-
-    async def run(emit: Callable[[dict[str, Any]], None]) -> None:
-        from datetime import datetime, timezone
-
-        import nats.errors
-        from nats.js.api import ConsumerConfig, DeliverPolicy
-
-        from daemon.fleet.connect import describe
-
-        nc = await _connect(fleet)
-        try:
-            js = nc.jetstream(timeout=5.0)
-            subject = names.event_subject(machine, ">") if machine else names.SUBJECTS
-            if start is None:
-                config = ConsumerConfig(deliver_policy=DeliverPolicy.NEW)
-            elif start == 0.0:
-                config = ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
-            else:
-                config = ConsumerConfig(
-                    deliver_policy=DeliverPolicy.BY_START_TIME,
-                    opt_start_time=datetime.fromtimestamp(start, tz=timezone.utc),
-                )
-            try:
-                sub = await js.subscribe(subject, ordered_consumer=True, config=config)
-            except Exception as exc:
-                raise FleetUnavailable(describe(exc, fleet)) from None
-            seen: set[str] = set()
-            while True:
-                try:
-                    msg = await sub.next_msg(timeout=None if follow else idle)
-                except nats.errors.TimeoutError:
-                    return
-                msg_id = (msg.headers or {}).get(names.MSG_ID, "")
-                if msg_id and msg_id in seen:
-                    continue
-                if msg_id:
-                    seen.add(msg_id)
-                    if len(seen) > 1_000_000:
-                        seen.clear()
-                try:
-                    value = orjson.loads(msg.data)
-                except orjson.JSONDecodeError:
-                    continue
-                if isinstance(value, dict):
-                    value["id"] = msg_id
-                    emit(value)
-        finally:
-            await nc.close()
-
+    subject = names.event_subject(machine, ">") if machine else names.SUBJECTS
     if not follow:
-        asyncio.run(run(out.append))
+        out: list[dict[str, Any]] = []
+        asyncio.run(_read_events(fleet, subject, start, idle, out.append))
         yield from out
         return
     # following: print as they come (a queue between the loop's thread and the caller)
@@ -190,7 +227,7 @@ def follow_events(
 
     def thread() -> None:
         try:
-            asyncio.run(run(q.put))
+            asyncio.run(_read_events(fleet, subject, start, None, q.put))
         except BaseException as exc:  # handed to the caller
             q.put(exc)
         q.put(None)
