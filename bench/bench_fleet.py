@@ -207,10 +207,11 @@ def local_latency(root: Path, server: Server, n: float, reverse: bool) -> list[t
         (conf / "storyd" / "config.toml").write_text(text)
         sock = str(root / f"s{len(rows)}.sock")
         env = {**os.environ, "XDG_CONFIG_HOME": str(conf)}
-        proc = subprocess.Popen([STORYD, "serve", "--socket", sock, "--workspace", str(workspace)],
-                                env=env, stdout=subprocess.DEVNULL,
-                                stderr=open(root / f"d{len(rows)}.log", "wb"))
-        wait_for_ping(sock, 30, lambda: proc.poll() is None)
+        with open(root / f"d{len(rows)}.log", "wb") as log:
+            proc = subprocess.Popen([STORYD, "serve", "--socket", sock, "--workspace",
+                                     str(workspace)], env=env, stdout=subprocess.DEVNULL,
+                                    stderr=log)
+        wait_for_ping(sock, 30, lambda proc=proc: proc.poll() is None)
         deadline = time.monotonic() + 120
         while ask(sock, {"op": "stats"})["warm"]["warming"] and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -3,7 +3,8 @@
 status   units across all machines (the columns and bars of `status`, plus machine and
          age); a machine silent for three heartbeats is stale and listed apart; the
          same story in flight on two machines, or finished on one and open on another,
-         is flagged first. --json prints {"machines", "units", "flags"}.
+         is flagged first. --json prints {"machines", "units", "flags"}. --machine M
+         reads only M's units (the flags then compare nothing across machines).
 events   the event stream across machines, each event once: new ones as they come, or
          from --since (all, 30s, 10m, 2h, 7d, or an ISO time); --no-follow stops when
          no more are stored.
