@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import orjson
 
 from daemon.errors import FlagError, SetupError, UsageError
 from daemon.flags import HELP, SWITCH, VALUE, HelpRequested, parse
+
+if TYPE_CHECKING:
+    from daemon.fleet.config import Fleet
 
 __all__ = ["SUBCOMMANDS", "main"]
 
@@ -38,9 +42,10 @@ SUBCOMMANDS = {
 }
 
 
-def _fleet(flags: dict[str, object]) -> object:
+def _fleet(flags: dict[str, object]) -> Fleet:
     from daemon import config
     from daemon.fleet.config import Fleet
+    from daemon.paths import config_path
 
     cfg = config.load(str(flags["config"]) if flags.get("config") else None)
     fleet = cfg.fleet
@@ -51,16 +56,15 @@ def _fleet(flags: dict[str, object]) -> object:
         fleet = Fleet(url=url) if fleet is None else _with_url(fleet, url)
     if fleet is None or not fleet.url:
         raise SetupError(
-            f"no [fleet] url in {cfg.path or config.loader.config_path()}: "
+            f"no [fleet] url in {cfg.path or config_path()}: "
             "set one, or pass --url nats://HOST:PORT"
         )
     return fleet
 
 
-def _with_url(fleet: object, url: str) -> object:
+def _with_url(fleet: Fleet, url: str) -> Fleet:
     from daemon.fleet.config import Fleet
 
-    assert isinstance(fleet, Fleet)
     values = fleet.as_dict()
     values["url"] = url
     return Fleet(**values)  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -32,7 +32,7 @@ __all__ = ["Publisher"]
 
 _BATCH = 256  # publishes in flight at once
 _RETRY = (1.0, 2.0, 5.0, 10.0, 30.0)  # seconds between attempts after a failure
-Current = Callable[[], list[Mapping[str, object]]]
+Current = Callable[[], Sequence[Mapping[str, object]]]
 
 
 class Publisher:

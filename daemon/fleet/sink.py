@@ -63,7 +63,7 @@ def attach(daemon: Daemon, cfg: Config) -> FleetSink | None:
     publisher = Publisher(
         fleet,
         instance=engine.instance,
-        current=lambda: engine.summaries(detail=True),  # type: ignore[arg-type]
+        current=lambda: engine.summaries(detail=True),
         log=logger,
         version=__version__,
     )
@@ -83,7 +83,7 @@ def stats_of(server: object, sink: FleetSink) -> None:
     import orjson
 
     ops = server.ops  # type: ignore[attr-defined]
-    original = ops["stats"]
+    original: Callable[[object, dict[str, object], bytes], bytes] = ops["stats"]
 
     def op_stats(conn: object, request: dict[str, object], suffix: bytes) -> bytes:
         body = original(conn, request, suffix)

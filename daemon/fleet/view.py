@@ -41,13 +41,14 @@ def annotate(
     shown: dict[str, dict[str, Any]] = {}
     for name, beat in machines.items():
         age = age_of(beat.get("when"), now)
-        period = beat.get("heartbeat") if isinstance(beat.get("heartbeat"), (int, float)) else 30
+        given = beat.get("heartbeat")
+        period = float(given) if isinstance(given, (int, float)) else 30.0
         shown[name] = {**beat, "age": age, "stale": age is None or age > STALE_BEATS * period}
     out = []
     for unit in units:
         machine = str(unit.get("machine"))
-        beat = shown.get(machine)
-        stale = True if beat is None else bool(beat["stale"])
+        known = shown.get(machine)
+        stale = True if known is None else bool(known["stale"])
         out.append({**unit, "age": age_of(unit.get("when"), now), "stale": stale})
     out.sort(key=lambda u: (u["stale"], str(u.get("machine")), str(u.get("workspace")),
                             str(u.get("stateFile")), str(u.get("unit"))))
