@@ -370,3 +370,54 @@ def test_flags_and_staleness() -> None:
     assert shown[-1]["machine"] == "c"  # stale units sort after the live ones
     found = {(f["unit"], f["flag"]) for f in view.flags(shown)}
     assert found == {("s1", "finished-and-open"), ("s2", "in-flight-twice")}
+
+
+@NEEDS_NATS
+def test_a_resync_is_whole_while_events_arrive(nats_server) -> None:
+    """1,000 summaries re-published while events keep arriving: every one goes out, and
+    a change that arrives while the engine is read wins over the older snapshot."""
+    import threading
+    import time
+
+    from daemon.fleet.config import Fleet
+    from daemon.fleet.publisher import Publisher
+
+    server = nats_server()
+
+    class Quiet:
+        def __getattr__(self, _name: str) -> object:
+            return lambda *args, **kwargs: None
+
+    def summary(n: int, done: int, generation: int) -> dict[str, object]:
+        return {"workspace": "/w", "stateFile": "s.json", "unit": f"u{n:04d}", "format": "epic",
+                "done": done, "total": 8, "resumePoint": "t", "findings": 0, "worst": None,
+                "generation": generation, "error": None, "findingList": []}
+
+    publisher: Publisher
+
+    def events() -> None:
+        for n in range(300):
+            publisher.offer({"event": "drift", "clock": f"x:{n}", "workspace": "/w",
+                             "stateFile": "s.json", "unit": "u0001", "format": "epic",
+                             "generation": 2000 + n,
+                             "finding": {"detector": "git", "code": f"c{n}",
+                                         "severity": "info", "message": "m"}})
+            time.sleep(0.001)
+
+    def current() -> list[dict[str, object]]:
+        # a newer change of u0000 arrives while the engine is being read
+        publisher.offer({"event": "changed", **summary(0, 7, 5000)})
+        threading.Thread(target=events, daemon=True).start()
+        return [summary(n, 1, n + 1) for n in range(1000)]
+
+    publisher = Publisher(Fleet(url=server.url, machine="m1"), instance="0ddba11",
+                          current=current, log=Quiet(), version="test")
+    publisher.start()
+    try:
+        wait_for(lambda: publisher.counters["events"] == 301, 20, "the events")
+        kv = wait_for(lambda: len(found := _kv(server.url)) == 1001 and found, 20,
+                      "1,000 units and a heartbeat in the bucket")
+    finally:
+        publisher.close()
+    done = {v["unit"]: v["done"] for k, v in kv.items() if k.startswith("u.")}
+    assert done["u0000"] == 7 and done["u0999"] == 1

@@ -68,6 +68,9 @@ class Publisher:
         self._resync = True
         self._stopping = False
         self._scheduled = False
+        self._hold = False
+        self._up = False  # connected and set up: pending writes are kept
+        self._from_snapshot: set[str] = set()
         self._connecting: asyncio.Future[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
@@ -172,7 +175,7 @@ class Publisher:
             self._resync = True
             await self._serve(nc, js, kv)
         finally:
-            self.connected = False
+            self.connected = self._up = False
             with contextlib.suppress(Exception):  # closing a broken connection
                 await asyncio.wait_for(nc.close(), 2)
 
@@ -199,6 +202,7 @@ class Publisher:
         )
 
     def _disconnected(self) -> None:
+        self._up = False
         self._resync = True  # whatever the order of the callbacks and the loop
         if self.connected:
             self.connected = False
@@ -214,6 +218,7 @@ class Publisher:
                 self._disconnected()
                 await self._sleep(0.5)
                 continue
+            self._up = True  # from here pending writes are kept until they go out
             if self._resync:
                 await self._republish(kv)
                 self._resync = False
@@ -283,8 +288,20 @@ class Publisher:
 
     # -- publishing ------------------------------------------------------------------------
 
+    def _older(self, key: str, event: Mapping[str, object], *, same: bool = False) -> bool:
+        """Whether an event predates what `_latest` holds for its unit (a re-publish's
+        snapshot may be newer than events still in the inbox); `same`: or is as old as
+        a snapshot entry (whose findings already count it)."""
+        current = self._latest.get(key)
+        gen, have = event.get("generation"), current and current.get("generation")
+        if not isinstance(gen, int) or not isinstance(have, int):
+            return False
+        return gen < have or (same and gen == have and key in self._from_snapshot)
+
     def _drain_inbox(self) -> None:
         """Engine events -> pending KV writes and backlog messages (no network)."""
+        if self._hold:
+            return  # a re-publish is reading the engine: its snapshot goes first
         inbox = self._inbox
         while inbox:
             event, stream = inbox.popleft()
@@ -294,41 +311,48 @@ class Publisher:
                 self.machine, workspace, str(event.get("stateFile")), str(event.get("unit"))
             )
             when = now_iso()
-            if kind == "changed":
+            if kind == "changed" and not self._older(key, event):
                 self._pending[key] = b""  # rendered at publish time, with the newest codes
                 self._latest[key] = event
-            elif kind == "removed":
+                self._from_snapshot.discard(key)
+            elif kind == "removed" and not self._older(key, event):
                 self._pending[key] = None
                 self._latest.pop(key, None)
                 self._codes.pop(key, None)
-            elif kind in ("drift", "resolved"):
-                finding = event.get("finding")
-                code = (
-                    f"{finding.get('detector')}/{finding.get('code')}"
-                    if isinstance(finding, Mapping)
-                    else "?"
-                )
-                codes = self._codes.setdefault(key, {})
-                if kind == "drift":
-                    codes[code] = codes.get(code, 0) + 1
-                elif codes.get(code, 0) > 1:
-                    codes[code] -= 1
-                else:
-                    codes.pop(code, None)
-                if key in self._latest:
-                    self._pending[key] = b""
+            elif kind in ("drift", "resolved") and not self._older(key, event, same=True):
+                self._count_code(key, kind, event.get("finding"))
             if stream:
                 self._seq += 1
                 message_id = f"{self.machine}.{self.instance}.{self._seq}"
                 payload = orjson.dumps(event_payload(self.machine, self._seq, event, when))
                 self.backlog.put((message_id, names.event_subject(self.machine, kind), payload))
-        if not self.connected:
+        if not self._up:
             self._pending.clear()  # re-published from the engine on (re)connect
+
+    def _count_code(self, key: str, kind: str, finding: object) -> None:
+        code = (
+            f"{finding.get('detector')}/{finding.get('code')}"
+            if isinstance(finding, Mapping)
+            else "?"
+        )
+        codes = self._codes.setdefault(key, {})
+        if kind == "drift":
+            codes[code] = codes.get(code, 0) + 1
+        elif codes.get(code, 0) > 1:
+            codes[code] -= 1
+        else:
+            codes.pop(code, None)
+        if key in self._latest:
+            self._pending[key] = b""
 
     async def _republish(self, kv: Any) -> None:
         """After a (re)connect: every current summary, and deletes for units gone since."""
         started = time.perf_counter()
-        current = await asyncio.to_thread(self.current)
+        self._hold = True  # events wait in the inbox; applied after, newer ones only
+        try:
+            current = await asyncio.to_thread(self.current)
+        finally:
+            self._hold = False
         self._latest = {}
         self._codes = {}
         for summary in current:
@@ -346,8 +370,10 @@ class Publisher:
                     code = f"{f.get('detector')}/{f.get('code')}"
                     codes[code] = codes.get(code, 0) + 1
             self._codes[key] = codes
-        stored = await self._stored_keys(kv)
+        self._from_snapshot = set(self._latest)
         self._pending = {key: b"" for key in self._latest}
+        self._drain_inbox()
+        stored = await self._stored_keys(kv)
         for key in stored - set(self._latest):
             self._pending[key] = None
         await self._put_pending(kv)
