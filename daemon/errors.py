@@ -17,7 +17,8 @@
     ├── server.transport.AlreadyRunning (1)  another daemon answers on the socket
     ├── reconcile.undo.NothingToUndo (1)  `reconcile --undo` with no apply recorded
     ├── reconcile.undo.UndoRefused (65)   a file changed after the apply; undo would lose it
-    └── commands.install.UnitWriteError (73)  a systemd unit file cannot be written
+    ├── commands.install.UnitWriteError (73)  a systemd unit file cannot be written
+    └── fleet.reader.FleetUnavailable (69)    `storyd fleet`: the NATS server cannot be read
 
 Every subclass anywhere in storyd is listed here, with its code: tests/test_errors.py
 imports every module and checks this tree against the classes it finds.

@@ -7,11 +7,10 @@ defaults from it). Reading the file is `loader.py`, checking it `checker.py`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from daemon.errors import SetupError
 from daemon.storytime import DEFAULT_MODE, MODES
 
+TYPE_CHECKING = False  # not typing's: importing typing costs `storyd resume` start-up
 if TYPE_CHECKING:
     from daemon.fleet.config import Fleet
 

@@ -26,6 +26,7 @@ class FleetUnavailable(StorydError):
     """The server cannot be reached or read (exit 69, EX_UNAVAILABLE)."""
 
     code = 69
+    name = "FLEET_UNAVAILABLE"
 
 
 class Snapshot:
