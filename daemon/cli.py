@@ -42,6 +42,7 @@ COMMANDS = {
     "completion": "print the shell completion script for bash, zsh or fish",
     "hook": "Claude Code's hooks: session-start, stop, post-tool-use (JSON on stdin)",
     "mcp": "the MCP server over stdio (needs the `mcp` extra)",
+    "fleet": "units and events of every machine, read from NATS (storyd[fleet])",
 }
 _MODULES = {"list": "listing", "config": "config_check", "mcp": "mcp_serve"}
 

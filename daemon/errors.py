@@ -18,7 +18,8 @@
     ├── reconcile.undo.NothingToUndo (1)  `reconcile --undo` with no apply recorded
     ├── reconcile.undo.UndoRefused (65)   a file changed after the apply; undo would lose it
     ├── commands.install.UnitWriteError (73)  a systemd unit file cannot be written
-    └── commands.mcp_serve.ExtraMissing (69)  `storyd mcp` without the `mcp` extra
+    ├── commands.mcp_serve.ExtraMissing (69)  `storyd mcp` without the `mcp` extra
+    └── fleet.reader.FleetUnavailable (69)    `storyd fleet`: the NATS server cannot be read
 
 Every subclass anywhere in storyd is listed here, with its code: tests/test_errors.py
 imports every module and checks this tree against the classes it finds.

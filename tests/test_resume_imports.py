@@ -27,9 +27,11 @@ FORBIDDEN = frozenset((
     # long-running daemon (daemon.server and everything under it), the detectors
     "daemon.commands.completion", "daemon.commands.common", "daemon.config",
     "daemon.server", "detectors", "daemon.agents",
+    # optional extras (issue 22: the fleet's NATS client)
+    "nats", "daemon.fleet",
 ))
 # forbidden with every module under them
-PACKAGES = ("daemon.server", "detectors", "daemon.agents", "mcp")
+PACKAGES = ("daemon.server", "detectors", "daemon.agents", "mcp", "nats", "daemon.fleet")
 EPIC = "0049"
 STORY = "story-0049-0001"
 STATE = f"plans/epic-{EPIC}/execution-state.json"

@@ -57,6 +57,10 @@ def _warnings(cfg: object, path: str) -> list[str]:
     hook = cfg.notify.hook
     if hook and not shutil.which(hook[0]):
         found.append(("notify.hook[0]", f"{hook[0]!r} is not an executable program on PATH"))
+    if cfg.fleet is not None:
+        from daemon.fleet.config import warnings as fleet_warnings
+
+        found.extend(fleet_warnings(cfg.fleet))
     lines = []
     for field, message in found:
         line = config.locate(path, field)
@@ -133,6 +137,9 @@ def to_toml(cfg: object) -> str:
             out.append(f'# {key} = ["/path/to/program", "--flag"]  (not set)')
         else:
             out.append(f"{key} = {_toml_value(value)}")
+    if cfg.fleet is not None:
+        out.append("\n[fleet]")
+        out.extend(f"{k} = {_toml_value(v)}" for k, v in cfg.fleet.as_dict().items())
     return "\n".join(out) + "\n"
 
 

@@ -14,6 +14,8 @@ Each line is `ok`, `warn` or `fail`, a topic and what was found. The checks:
 - claude      Claude Code's settings (the user's, and this folder's project): storyd's
               hooks and MCP server, whether the storyd they run exists, and whether the
               `mcp` extra is installed when the server is configured
+- fleet       with [fleet]: nats-py installed, and the daemon's publishing state
+              (connected, backlog, dropped, last error) from its stats
 
 Exit 0, or 1 when any line is `fail`.
 """
@@ -446,6 +448,11 @@ def main(argv: list[str]) -> int:
         _check_workspace(screen, workspace, adapters)
     _check_desktop(screen, cfg)
     _check_claude(screen)
+    if cfg is not None and cfg.fleet is not None:
+        from daemon.fleet.doctor import check_fleet
+
+        for level, text in check_fleet(cfg.fleet, stats):
+            screen.line(level, "fleet", text)
     counts = screen.counts
     print(f"{counts[OK]} ok, {counts[WARN]} warn, {counts[FAIL]} fail")
     return 1 if counts[FAIL] else 0

@@ -193,6 +193,10 @@ class Checker(Lines):
             config.reconcile_auto = self.reconcile(self.table("reconcile", document["reconcile"]))
         if "hooks" in document:
             config.hooks = self.hooks(self.table("hooks", document["hooks"]))
+        if "fleet" in document:
+            from daemon.fleet.config import check
+
+            config.fleet = check(self, self.table("fleet", document["fleet"]))
         cap = config.limits.max_workspaces
         if len(config.workspaces) > cap:
             self.problem(

@@ -10,6 +10,10 @@ from __future__ import annotations
 from daemon.errors import SetupError
 from daemon.storytime import DEFAULT_MODE, MODES
 
+TYPE_CHECKING = False  # not typing's: importing typing costs `storyd resume` start-up
+if TYPE_CHECKING:
+    from daemon.fleet.config import Fleet
+
 __all__ = [
     "BLOCK_STOP_ON",
     "CONTEXT_CHARS",
@@ -53,6 +57,7 @@ TOP_KEYS = (
     "auto_watch",
     "detectors",
     "hooks",
+    "fleet",
     "limits",
     "notify",
     "reconcile",
@@ -217,11 +222,13 @@ class Config:
     notify       Notify
     reconcile_auto list[str]  [reconcile] auto: repair codes the daemon applies on its own
     hooks        Hooks        [hooks]: the agents' hooks and MCP server
+    fleet        Fleet | None  [fleet] (daemon/fleet/config.py); None: publish nothing
     """
 
     __slots__ = (
         "auto_watch",
         "detectors",
+        "fleet",
         "hooks",
         "limits",
         "notify",
@@ -245,6 +252,7 @@ class Config:
         path: str | None = None,
         reconcile_auto: list[str] | None = None,
         hooks: Hooks | None = None,
+        fleet: Fleet | None = None,
     ) -> None:
         self.socket = socket
         self.staleness = staleness
@@ -256,6 +264,7 @@ class Config:
         self.path = path
         self.reconcile_auto = [] if reconcile_auto is None else reconcile_auto
         self.hooks = Hooks() if hooks is None else hooks
+        self.fleet = fleet
 
     def detector_enabled(self, name: str, default: bool = True) -> bool:
         """[detectors.<name>] enabled, else `default`."""
@@ -278,6 +287,7 @@ class Config:
             "notify": self.notify.as_dict(),
             "reconcile": {"auto": list(self.reconcile_auto)},
             "hooks": self.hooks.as_dict(),
+            **({"fleet": self.fleet.as_dict()} if self.fleet is not None else {}),
         }
 
     def __eq__(self, other: object) -> bool:

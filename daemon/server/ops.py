@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 
 import orjson
 
@@ -74,6 +75,8 @@ class Server(Transport):
             "reconciled": self.op_reconciled,
         }
         self.reconcile_config: Config | None = None  # set by the runtime; None: config.load()
+        # optional parts' sections of `stats` (the fleet's): name -> its current state
+        self.reports: dict[str, Callable[[], object]] = {}
         self.engine.sinks.append(self.sink)  # events reach the loop once it serves
 
     def clock(self) -> bytes:
@@ -319,6 +322,7 @@ class Server(Transport):
             "staleness": self.settings.staleness,
             "limits": self.limits(),
             "warm": daemon.warm_progress(),
+            **{name: report() for name, report in self.reports.items()},
         }
         return reply(body, self.clock(), suffix)
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
     from daemon.config import Config
+    from daemon.fleet.sink import FleetSink
     from detectors import Runner
 
 __all__ = ["Runtime"]
@@ -78,6 +79,7 @@ class Runtime:
             from daemon.reconcile import auto as reconcile_auto  # issue 11: auto-apply
 
             auto = reconcile_auto.attach(self.daemon.engine, self.cfg)
+            fleet = attach_fleet(self.daemon, self.server, self.cfg)  # issue 22
             self.server.reconcile_config = self.cfg
             try:
                 self.daemon.start(workspaces)
@@ -95,6 +97,8 @@ class Runtime:
                 sinks.close()
                 if auto is not None:
                     auto.close()
+                if fleet is not None:
+                    fleet.close()
         finally:
             self.runner.close()  # the one _swap_detectors may have put in its place
             sock.close()
@@ -174,7 +178,7 @@ class Runtime:
         for path in sorted(old_workspaces - new_workspaces):
             self.daemon.unwatch(os.path.realpath(path))
         old, self.cfg = self.cfg, new
-        for key in ("socket", "staleness", "reconcile_auto"):
+        for key in ("socket", "staleness", "reconcile_auto", "fleet"):
             if getattr(new, key) != getattr(old, key):
                 self.log.warning("reload_needs_restart", key=key.replace("_", "."))
         self._apply(new)
@@ -236,6 +240,18 @@ class Runtime:
         from daemon.server import notify
 
         notify.reconfigure(self.daemon.engine, cfg)
+
+
+def attach_fleet(daemon: Daemon, server: Server, cfg: Config) -> FleetSink | None:
+    """Publish to NATS when [fleet] is configured (daemon/fleet; `nats` is imported only then)."""
+    if cfg.fleet is None:
+        return None
+    from daemon.fleet import sink
+
+    found = sink.attach(daemon, cfg)
+    if found is not None:
+        sink.stats_of(server, found)
+    return found
 
 
 def _unlink_if_ours(path: str, identity: tuple[int, int]) -> None:

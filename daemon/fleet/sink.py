@@ -1,0 +1,78 @@
+"""The daemon's side: a sink on the engine's events feeding the publisher, and its stats.
+
+`attach(daemon, cfg)` is the one call the runtime makes (nothing when [fleet] is not
+configured, so `nats` is never imported then). The sink runs on the engine's threads
+and only appends to the publisher's inbox. A workspace's first look goes to the KV
+bucket (its summaries) but not to the stream: what a start finds already there is
+state, not news (as daemon/server/notify.py treats it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from daemon.server import log
+
+if TYPE_CHECKING:
+    from daemon.config import Config
+    from daemon.fleet.publisher import Publisher
+    from daemon.server.service import Daemon
+
+__all__ = ["FleetSink", "attach", "stats_of"]
+
+
+class FleetSink:
+    """Called with every engine event (and reconcile's)."""
+
+    def __init__(self, publisher: Publisher, in_first_look: Callable[[str], bool]) -> None:
+        self.publisher = publisher
+        self.in_first_look = in_first_look
+
+    def __call__(self, event: Mapping[str, object], line: bytes) -> None:
+        workspace = str(event.get("workspace"))
+        self.publisher.offer(event, stream=not self.in_first_look(workspace))
+
+    def state(self) -> dict[str, object]:
+        """The publisher's state, for `stats` and `doctor`."""
+        return self.publisher.state()
+
+    def close(self) -> None:
+        """Stop publishing (what is queued gets a short chance to go out)."""
+        self.publisher.close()
+
+
+def attach(daemon: Daemon, cfg: Config) -> FleetSink | None:
+    """Start publishing when [fleet] is configured; None when it is not (or cannot be)."""
+    fleet = cfg.fleet
+    if fleet is None:
+        return None
+    logger = log.get("fleet")
+    try:
+        import nats  # noqa: F401  (the optional extra)
+    except ImportError:
+        logger.error(
+            "fleet_unavailable",
+            error="nats-py is not installed: pip install 'storyd[fleet]'; not publishing",
+        )
+        return None
+    from daemon import __version__
+    from daemon.fleet.publisher import Publisher
+
+    engine = daemon.engine
+    publisher = Publisher(
+        fleet,
+        instance=engine.instance,
+        current=lambda: engine.summaries(detail=True),
+        log=logger,
+        version=__version__,
+    )
+    sink = FleetSink(publisher, engine.in_first_look)
+    engine.sinks.append(sink)
+    publisher.start()
+    return sink
+
+
+def stats_of(server: object, sink: FleetSink) -> None:
+    """Report the fleet's state in the server's `stats` answer, as `"fleet": {...}`."""
+    server.reports["fleet"] = sink.state  # type: ignore[attr-defined]
