@@ -115,6 +115,7 @@ class TestValid:
         assert cfg.limits.as_dict() == {name: spec[1] for name, spec in config.LIMITS.items()}
         assert cfg.notify.as_dict() == {
             "log": True, "desktop": True, "hook": None, "hook_timeout": 10.0,
+            "hook_workspaces": [], "hook_codes": [], "hook_severities": [],
         }
 
     def test_default_path_is_xdg(self, isolated_env: dict[str, str]) -> None:

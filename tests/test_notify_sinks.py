@@ -20,16 +20,18 @@ from daemon.server.notify import Sinks
 WS = "/home/me/ws"
 
 
-def _event(kind: str, unit: str, message: str) -> tuple[dict[str, object], bytes]:
+def _event(
+    kind: str, unit: str, message: str, workspace: str = WS, **finding: str
+) -> tuple[dict[str, object], bytes]:
     event: dict[str, object] = {
         "event": kind,
         "clock": "ab:1",
         "generation": 1,
-        "workspace": WS,
+        "workspace": workspace,
         "stateFile": "plans/state.json",
         "unit": unit,
         "format": "epic",
-        "finding": {"code": "unreachable", "severity": "warning", "message": message},
+        "finding": {"code": "unreachable", "severity": "warning", "message": message, **finding},
     }
     return event, orjson.dumps(event) + b"\n"
 
@@ -83,11 +85,12 @@ class TestFirstLookEvents:
             desktop=True, hook=append_stdin_hook(tmp_path / "hook.py", record), window=0.01
         )
         looking = True
-        sinks.in_first_look = lambda workspace: looking and workspace == WS
+        ws = str(tmp_path)  # the hook runs in the workspace: a real folder
+        sinks.in_first_look = lambda workspace: looking and workspace == ws
         for n in range(1, 4):
-            sinks(*_event("drift", f"story-{n}", f"found {n}"))
+            sinks(*_event("drift", f"story-{n}", f"found {n}", ws))
         looking = False
-        later = _event("drift", "story-9", "as it happened")
+        later = _event("drift", "story-9", "as it happened", ws)
         sinks(*later)
         sinks.close()
         assert hook_calls(record) == [[later[0]]]

@@ -339,7 +339,10 @@ def render(shell: str) -> str:
         return _zsh(commands)
     if shell == "fish":
         return _fish(commands)
-    raise UsageError(f"unknown shell {shell!r}: expected bash, zsh or fish\n{USAGE}")
+    from daemon.cli import did_you_mean
+
+    hint = did_you_mean(shell, list(SUBCOMMANDS)) or ": expected bash, zsh or fish"
+    raise UsageError(f"unknown shell {shell!r}{hint}\n{USAGE}")
 
 
 SHELLS = tuple(SUBCOMMANDS)

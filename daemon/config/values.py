@@ -16,6 +16,7 @@ __all__ = [
     "LIMITS",
     "NOTIFY_KEYS",
     "RECONCILE_KEYS",
+    "SEVERITIES",
     "SOCKET_PATH_MAX",
     "STALENESS_MODES",
     "TOP_KEYS",
@@ -53,7 +54,16 @@ TOP_KEYS = (
     "workspaces",
 )
 RECONCILE_KEYS = ("auto",)
-NOTIFY_KEYS = ("desktop", "hook", "hook_timeout", "log")
+NOTIFY_KEYS = (
+    "desktop",
+    "hook",
+    "hook_codes",
+    "hook_severities",
+    "hook_timeout",
+    "hook_workspaces",
+    "log",
+)
+SEVERITIES = ("info", "warning", "error")  # notify.hook_severities' values
 
 
 class Problem:
@@ -128,7 +138,15 @@ class Limits:
 class Notify:
     """[notify]: where drift events go besides subscribers."""
 
-    __slots__ = ("desktop", "hook", "hook_timeout", "log")
+    __slots__ = (
+        "desktop",
+        "hook",
+        "hook_codes",
+        "hook_severities",
+        "hook_timeout",
+        "hook_workspaces",
+        "log",
+    )
 
     def __init__(
         self,
@@ -136,11 +154,18 @@ class Notify:
         desktop: bool = True,
         hook: list[str] | None = None,
         hook_timeout: float = HOOK_TIMEOUT[0],
+        hook_workspaces: list[str] | None = None,
+        hook_codes: list[str] | None = None,
+        hook_severities: list[str] | None = None,
     ) -> None:
         self.log = log
         self.desktop = desktop
         self.hook = hook
         self.hook_timeout = hook_timeout
+        # the hook's filters: an empty list lets every event through
+        self.hook_workspaces = [] if hook_workspaces is None else hook_workspaces
+        self.hook_codes = [] if hook_codes is None else hook_codes
+        self.hook_severities = [] if hook_severities is None else hook_severities
 
     def as_dict(self) -> dict[str, object]:
         """Every key by name (hook is None when unset)."""
@@ -149,6 +174,9 @@ class Notify:
             "desktop": self.desktop,
             "hook": None if self.hook is None else list(self.hook),
             "hook_timeout": self.hook_timeout,
+            "hook_workspaces": list(self.hook_workspaces),
+            "hook_codes": list(self.hook_codes),
+            "hook_severities": list(self.hook_severities),
         }
 
     def __eq__(self, other: object) -> bool:

@@ -244,13 +244,23 @@ class Workspace:
     detectors' pass) ends: its events are what storyd found, not what just happened.
     """
 
-    __slots__ = ("checked", "checking", "entries", "files", "first_look", "path", "story_index")
+    __slots__ = (
+        "checked",
+        "checking",
+        "entries",
+        "files",
+        "first_look",
+        "last_look",
+        "path",
+        "story_index",
+    )
 
     def __init__(self, path: str, *, checked: bool = True) -> None:
         self.path = path
         self.checked = checked
         self.checking = False
         self.first_look = True
+        self.last_look = False  # True while remove_workspace takes its units away
         self.files: dict[str, FileState] = {}
         self.entries: dict[tuple[str, str], Entry] = {}
         # story file -> the (state file, unit) keys that name it; a tuple, as it is
@@ -285,6 +295,8 @@ class Engine:
         self.on_pass: Callable[[bool], None] = lambda _on: None
         # called once per workspace when its first look ends, with what it found
         self.on_first_look: Callable[[FirstLook], None] = lambda _found: None
+        # called once per workspace when it is removed, with what it held (last look)
+        self.on_last_look: Callable[[FirstLook], None] = lambda _found: None
         self.instance = os.urandom(4).hex()
         self.generation = 0
         self.lost_before = 0
@@ -416,11 +428,28 @@ class Engine:
         ws = self.workspaces.get(path)
         if ws is None:
             return False
+        ws.last_look = True  # its events are a departure, not drift (in_last_look)
+        found = self._look(ws)
         for state_file, key in sorted(ws.entries):
             self._remove_entry(ws, state_file, key)
         with self._lock:
             self.workspaces.pop(path, None)
+        self.on_last_look(found)
         return True
+
+    def in_last_look(self, workspace: str) -> bool:
+        """Whether a workspace is being removed: its `removed` and `resolved` events say
+        storyd stopped watching, not that anything was resolved."""
+        ws = self.workspaces.get(workspace)
+        return ws is not None and ws.last_look
+
+    @staticmethod
+    def _look(ws: Workspace) -> FirstLook:
+        """What a workspace holds now, summed up (a last look's report)."""
+        entries = list(ws.entries.values())
+        severities = Counter(f.severity for e in entries for f in e.findings)
+        out_of_step = sum(1 for e in entries if any(f.severity in _OUT_OF_STEP for f in e.findings))
+        return FirstLook(ws.path, len(entries), out_of_step, dict(severities))
 
     def find_state_files(self, ws: Workspace) -> dict[str, Adapter]:
         """Every state file of every format in a workspace."""

@@ -74,7 +74,7 @@ class Runtime:
             self.daemon = Daemon(self.settings, detect)
             self.daemon.engine.on_pass = tips_held_by(runner)
             self.server = Server(self.daemon)
-            sinks = notify.attach(self.daemon.engine, self.cfg)
+            sinks = notify.attach(self.daemon.engine, self.cfg, socket=str(path))
             from daemon.reconcile import auto as reconcile_auto  # issue 11: auto-apply
 
             auto = reconcile_auto.attach(self.daemon.engine, self.cfg)
