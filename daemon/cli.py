@@ -76,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name = args[0]
     if name not in COMMANDS:
-        os.write(2, f"storyd: unknown command {name!r}{did_you_mean(name, [*COMMANDS, 'help'])}\n"
-                 f"{_usage()}".encode())
+        hint = did_you_mean(name, [*COMMANDS, "help"])
+        os.write(2, f"storyd: unknown command {name!r}{hint}\n{_usage()}".encode())
         return 64
     found = module_name(name)
     __import__(found)  # importlib itself costs start-up time on `storyd resume`
@@ -102,11 +102,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def did_you_mean(word: str, known: list[str]) -> str:
-    """` (did you mean 'x'?)` for the closest of `known` (at most two, a transposition
-    such as `stauts` first), or nothing, as git does."""
+    """` (did you mean 'x'?)` for the closest of `known`, or nothing, as git does: two
+    when they are nearly as close (a transposition such as `stauts` first)."""
     import difflib
 
+    def ratio(name: str) -> float:
+        return difflib.SequenceMatcher(None, word, name).ratio()
+
     close = difflib.get_close_matches(word, known, n=2, cutoff=0.6)
+    close = [name for name in close if ratio(name) >= ratio(close[0]) - 0.1]
     close.sort(key=lambda name: sorted(name) != sorted(word))  # stable: else by ratio
     if not close:
         return ""

@@ -1,13 +1,15 @@
 """`storyd check`: exit 1 when any unit has a warning or error finding (CI, pre-push).
 
 Info findings are not problems; the `story-finished` ones are printed all the same.
+A state file that does not parse is a problem: one `UNREADABLE <path>: <error>` line
+each (the cause and the position), and exit 1.
 """
 
 from __future__ import annotations
 
 import sys
 
-from daemon.commands.common import REPORT_FLAGS, parse_prefixed, units
+from daemon.commands.common import REPORT_FLAGS, parse_prefixed, units, unreadable_line
 
 __all__ = ["FLAGS", "main"]
 
@@ -38,5 +40,10 @@ def main(argv: list[str]) -> int:
                     f"{where}: {finding['severity']}: {finding['detector']}/"
                     f"{finding['code']}: {finding['message']}\n"
                 )
-    sys.stdout.write(f"{len(found.units)} units, {problems} problems\n")
+    for entry in found.unreadable:
+        problems += 1
+        sys.stdout.write(unreadable_line(entry, full_path=True) + "\n")
+    broken = len(found.unreadable)
+    also = f" ({broken} unreadable state file{'s' * (broken != 1)})" if broken else ""
+    sys.stdout.write(f"{len(found.units)} units, {problems} problems{also}\n")
     return 1 if problems else 0

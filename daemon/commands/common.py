@@ -21,6 +21,8 @@ __all__ = [
     "parse_prefixed",
     "refusal",
     "units",
+    "unreadable_line",
+    "unreadable_of",
 ]
 
 REPORT_FLAGS = {
@@ -83,12 +85,40 @@ def refusal(answer: dict[str, object]) -> UsageError:
 
 
 class Units:
-    """Unit summaries with their findings, and where they came from."""
+    """Unit summaries with their findings, where they came from, and the state files that
+    do not parse (`unreadable`: the `list` answer's entries, each with workspace,
+    stateFile, format, error, since and units, the last good units still served)."""
 
-    def __init__(self, units: list[dict[str, object]], source: str, clock: str | None) -> None:
+    def __init__(
+        self,
+        units: list[dict[str, object]],
+        source: str,
+        clock: str | None,
+        unreadable: list[dict[str, object]] | None = None,
+    ) -> None:
         self.units = units
         self.source = source
         self.clock = clock
+        self.unreadable = unreadable or []
+
+
+def unreadable_of(payload: dict[str, object]) -> list[dict[str, object]]:
+    """The `unreadable` entries of a `list` answer (none from a daemon that has none)."""
+    found = payload.get("unreadable", [])
+    return [e for e in found if isinstance(e, dict)] if isinstance(found, list) else []
+
+
+def unreadable_line(entry: dict[str, object], *, full_path: bool = False) -> str:
+    """`UNREADABLE <stateFile>: <error>`, and the last good units still served."""
+    where = str(entry.get("stateFile"))
+    if full_path:
+        where = f"{entry.get('workspace')}/{where}"
+    line = f"UNREADABLE {where}: {entry.get('error')}"
+    served = entry.get("units")
+    if isinstance(served, int) and served:
+        since = f" since {entry['since']}" if entry.get("since") else ""
+        line += f" (serving {served} last good unit{'s' * (served != 1)}{since})"
+    return line
 
 
 def _workspaces(flags: dict[str, object]) -> list[str]:
@@ -112,6 +142,7 @@ def units(flags: dict[str, object]) -> Units:
         try:
             with Client(text(flags, "socket"), timeout=timeout) as client:
                 found: list[dict[str, object]] = []
+                broken: list[dict[str, object]] = []
                 declined: list[str] = []
                 clock = None
                 asked: list[str | None] = list(workspaces) if workspaces else [None]
@@ -137,12 +168,13 @@ def units(flags: dict[str, object]) -> Units:
                     listed = answer["units"]
                     assert isinstance(listed, list), "the list op answers with a units array"
                     found.extend(listed)
+                    broken.extend(unreadable_of(answer))
                     clock = str(answer.get("clock"))
             if not declined:
-                return Units(found, "daemon", clock)
+                return Units(found, "daemon", clock, broken)
             read = _scan(declined, flags, in_flight)
             source = "direct" if len(declined) == len(asked) else "daemon+direct"
-            return Units(_ordered(found + read), source, clock)
+            return Units(_ordered(found + read), source, clock, broken)
         except DaemonUnavailable:
             pass
     return Units(_scan(workspaces or [os.getcwd()], flags, in_flight), "direct", None)

@@ -133,6 +133,8 @@ def to_toml(cfg: object) -> str:
             out.append(f'# {key} = ["/path/to/program", "--flag"]  (not set)')
         else:
             out.append(f"{key} = {_toml_value(value)}")
+    out.append("\n[reconcile]")
+    out.append(f"auto = {_toml_value(cfg.reconcile_auto)}")
     return "\n".join(out) + "\n"
 
 

@@ -435,8 +435,7 @@ def _check_fast_path(screen: _Screen) -> None:
     screen.line(
         WARN,
         "fast path",
-        f"{why}: storyd-resume always starts Python "
-        "(install netcat-openbsd or socat)",
+        f"{why}: storyd-resume always starts Python (install netcat-openbsd or socat)",
     )
 
 
@@ -451,8 +450,7 @@ def _check_path(screen: _Screen) -> None:
         screen.line(
             WARN,
             "path",
-            f"storyd is not on PATH (this one is {mine}): add {here} to PATH, "
-            "or install with pipx",
+            f"storyd is not on PATH (this one is {mine}): add {here} to PATH, or install with pipx",
         )
     elif os.path.exists(mine) and not _same(found, mine):
         screen.line(WARN, "path", f"storyd on PATH is {found}, not this one ({mine})")

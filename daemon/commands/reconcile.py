@@ -21,10 +21,10 @@ if TYPE_CHECKING:
     from daemon.reconcile.gather import Selection
     from daemon.reconcile.plan import Plan
 
-__all__ = ["FLAGS", "main", "render"]
+__all__ = ["COMPLETE_WORDS", "FLAGS", "main", "render"]
 
 USAGE = (
-    "usage: storyd reconcile [--workspace DIR] [--epic-id E --story-id S | --state-file PATH "
+    "usage: storyd reconcile [--workspace DIR] [--epic-id E [--story-id S] | --state-file PATH "
     "[--unit U]] [--apply] [--only CODE,...] [--json] [--lock-timeout S] [--config FILE]\n"
     "       storyd reconcile --undo [--workspace DIR]"
 )
@@ -43,7 +43,15 @@ FLAGS = {
 }
 
 
-def _selection(flags: dict[str, object]) -> Selection:
+def COMPLETE_WORDS() -> dict[str, tuple[str, ...]]:  # noqa: N802  (read by completion.py)
+    """What `storyd completion` offers for values the usage cannot spell: --only's codes."""
+    from daemon.reconcile.repairs import repair_codes
+
+    return {"only": repair_codes()}
+
+
+def _selection(flags: dict[str, object], workspace: str) -> Selection:
+    """--epic-id alone is the whole epic: every story of its state file."""
     from daemon.ids import normalize_epic_id, normalize_story_id
     from daemon.reconcile.gather import Selection
 
@@ -55,12 +63,17 @@ def _selection(flags: dict[str, object]) -> Selection:
     unit = text(flags, "unit")
     if state_file is not None and (epic or story):
         raise UsageError(f"--state-file replaces --story-id and --epic-id\n{USAGE}")
-    if (epic is None) != (story is None):
-        raise UsageError(f"--epic-id and --story-id go together\n{USAGE}")
+    if story is not None and epic is None:
+        raise UsageError(f"--story-id needs --epic-id\n{USAGE}")
     if unit is not None and state_file is None:
         raise UsageError(f"--unit goes with --state-file\n{USAGE}")
     if epic is not None and story is not None:
         return Selection(epic=normalize_epic_id(epic), story=normalize_story_id(story))
+    if epic is not None:
+        from daemon.formats.epic import epic_state_file
+
+        epic = normalize_epic_id(epic)
+        return Selection(epic=epic, state_file=epic_state_file(workspace, epic))
     return Selection(state_file=state_file, unit=unit)
 
 
@@ -158,7 +171,7 @@ def main(argv: list[str]) -> int:
         if extra:
             raise UsageError(f"--undo takes only --workspace and --lock-timeout\n{USAGE}")
         return _undo(workspace, lock_timeout)
-    selection = _selection(flags)
+    selection = _selection(flags, workspace)
     only = _only(flags)
     from daemon import config
     from daemon.reconcile import make_plan

@@ -350,7 +350,8 @@ class HookFilter:
         """Whether the hook gets this drift or resolved event."""
         if self.workspaces:
             where = str(event["workspace"])
-            if not any(where == w or where.startswith(w.rstrip("/") + "/") for w in self.workspaces):
+            inside = (where == w or where.startswith(w.rstrip("/") + "/") for w in self.workspaces)
+            if not any(inside):
                 return False
         finding = event.get("finding")
         if not isinstance(finding, dict):
