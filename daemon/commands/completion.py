@@ -118,7 +118,7 @@ def table() -> list[Command]:
         module = importlib.import_module(module_name(name))
         usage = str(getattr(module, "USAGE", ""))
         aliases = getattr(module, "ALIASES", {})
-        words = getattr(module, "COMPLETE_WORDS", dict)()
+        words: dict[str, tuple[str, ...]] = getattr(module, "COMPLETE_WORDS", dict)()
         subs = getattr(module, "SUBCOMMANDS", None)
         if subs is not None:
             parts = {sub: _flags(spec, usage, aliases, words) for sub, spec in subs.items()}

@@ -43,7 +43,7 @@ FLAGS = {
 }
 
 
-def COMPLETE_WORDS() -> dict[str, tuple[str, ...]]:  # noqa: N802  (read by completion.py)
+def COMPLETE_WORDS() -> dict[str, tuple[str, ...]]:  # read by completion.py
     """What `storyd completion` offers for values the usage cannot spell: --only's codes."""
     from daemon.reconcile.repairs import repair_codes
 
