@@ -40,6 +40,9 @@ LIMITS: dict[str, tuple[type, float, float, float]] = {
     "settle_ms": (int, 20, 0, 10_000),
     "max_subscribers": (int, 256, 1, 65_536),
     "subscriber_buffer": (int, 1024 * 1024, 4096, 1024 * 1024 * 1024),
+    # seconds a workspace a query started watching may go unasked before it is
+    # unwatched (0: never); configured and `storyd watch`ed ones never expire
+    "auto_watch_idle": (float, 86400.0, 0.0, 365 * 86400.0),
 }
 HOOK_TIMEOUT = (10.0, 0.1, 3600.0)  # notify.hook_timeout: default, lowest, highest
 # The keys each table may hold (limits: LIMITS); the checker names any other as unknown.
@@ -113,6 +116,7 @@ class Limits:
     settle_ms: int
     max_subscribers: int
     subscriber_buffer: int
+    auto_watch_idle: float
 
     def __init__(self, **values: float) -> None:
         unknown = set(values) - set(LIMITS)

@@ -321,6 +321,7 @@ class Server(Transport):
             "staleness": self.settings.staleness,
             "limits": self.limits(),
             "warm": daemon.warm_progress(),
+            "watching": daemon.watch_counts(),  # issue 20: watched, auto, expired, gone
         }
         return reply(body, self.clock(), suffix)
 

@@ -219,6 +219,7 @@ class Runtime:
         settings.auto_watch = cfg.auto_watch
         settings.max_subscribers = limits.max_subscribers
         settings.subscriber_buffer = limits.subscriber_buffer
+        settings.auto_watch_idle = limits.auto_watch_idle  # read at each verification tick
         # Each reader looks these up on every use, so they take effect at the next read,
         # request line or wait, without a restart.
         settings.lock_timeout = self.daemon.options.lock_timeout = limits.lock_timeout
