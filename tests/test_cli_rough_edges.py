@@ -142,6 +142,16 @@ class TestConfigShow:
         assert orjson.loads(shown.stdout)["reconcile"] == {"auto": ["unrecorded"]}
 
 
+    def test_config_check_names_a_bad_hook_filter(self, run_storyd: Run, tmp_path: Path) -> None:
+        path = tmp_path / "c.toml"
+        path.write_text("[notify]\nhook_severities = ['eror']\n", encoding="utf-8")
+        done = run_storyd("config", "check", "--config", str(path))
+        assert done.returncode == 78
+        assert done.stdout.decode() == (
+            f"{path}:2: notify.hook_severities[0]: unknown value 'eror' "
+            "(did you mean 'error'?)\n")
+
+
 class TestDoctor:
     def test_desktop_without_a_session_bus_fast_path_and_path(
             self, tmp_path: Path, isolated_env: dict[str, str]) -> None:
