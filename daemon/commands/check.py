@@ -15,7 +15,8 @@ __all__ = ["FLAGS", "main"]
 
 USAGE = (
     "usage: storyd check [--workspace DIR ...] [--in-flight] [--direct] [--config FILE]\n"
-    "                    [--socket PATH] [--timeout MS] [--staleness git|mtime]"
+    "                    [--socket PATH] [--timeout MS] [--staleness git|mtime]\n"
+    "                    [--quiet]"
 )
 FLAGS = REPORT_FLAGS
 _FAILING = frozenset(("warning", "error"))

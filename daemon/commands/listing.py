@@ -16,7 +16,8 @@ __all__ = ["FLAGS", "main"]
 
 USAGE = (
     "usage: storyd list [--workspace DIR ...] [--in-flight] [--direct] [--config FILE]\n"
-    "                   [--socket PATH] [--timeout MS] [--staleness git|mtime]"
+    "                   [--socket PATH] [--timeout MS] [--staleness git|mtime]\n"
+    "                   [--quiet]"
 )
 FLAGS = REPORT_FLAGS
 

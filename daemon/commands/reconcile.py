@@ -26,6 +26,7 @@ __all__ = ["COMPLETE_WORDS", "FLAGS", "main", "render"]
 USAGE = (
     "usage: storyd reconcile [--workspace DIR] [--epic-id E [--story-id S] | --state-file PATH "
     "[--unit U]] [--apply] [--only CODE,...] [--json] [--lock-timeout S] [--config FILE]\n"
+    "                        [--quiet]\n"
     "       storyd reconcile --undo [--workspace DIR]"
 )
 FLAGS = {
@@ -40,6 +41,7 @@ FLAGS = {
     "json": SWITCH,
     "lock-timeout": VALUE,
     "config": VALUE,
+    "quiet": SWITCH,
 }
 
 
@@ -181,14 +183,19 @@ def main(argv: list[str]) -> int:
     def plan_now() -> Plan:
         return make_plan(workspace, selection, cfg, only, lock_timeout)
 
-    if flags.get("apply"):
-        from daemon.reconcile.apply import apply
-        from daemon.reconcile.auto import notify_daemon
+    from daemon.commands.terminal import Progress
 
-        plan = apply(workspace, plan_now, lock_timeout)
-        notify_daemon(workspace, plan)
-    else:
-        plan = plan_now()
+    # the units are read and checked inside the plan (daemon/reconcile/gather.py): the
+    # line says how long it has been working, not how far it has got
+    with Progress("storyd reconcile: planning", quiet=bool(flags.get("quiet"))):
+        if flags.get("apply"):
+            from daemon.reconcile.apply import apply
+            from daemon.reconcile.auto import notify_daemon
+
+            plan = apply(workspace, plan_now, lock_timeout)
+            notify_daemon(workspace, plan)
+        else:
+            plan = plan_now()
     if flags.get("json"):
         body = {**plan.as_dict(), "applied": bool(flags.get("apply")) and plan.changed}
         sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2) + "\n")

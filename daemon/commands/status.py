@@ -11,7 +11,8 @@ __all__ = ["FLAGS", "main", "render"]
 
 USAGE = (
     "usage: storyd status [--workspace DIR ...] [--in-flight] [--json] [--direct]\n"
-    "                     [--config FILE] [--socket PATH] [--timeout MS] [--staleness git|mtime]"
+    "                     [--config FILE] [--socket PATH] [--timeout MS] [--staleness git|mtime]\n"
+    "                     [--quiet]"
 )
 FLAGS = {**REPORT_FLAGS, "json": SWITCH}
 _BAR = 20
