@@ -10,7 +10,7 @@ from daemon.commands.watch import FLAGS, run
 
 __all__ = ["FLAGS", "USAGE", "main"]
 
-USAGE = "usage: storyd unwatch DIR ... [--socket PATH] [--timeout MS]"
+USAGE = "usage: storyd unwatch DIR ... [--workspace DIR ...] [--socket PATH] [--timeout MS]"
 
 
 def main(argv: list[str]) -> int:

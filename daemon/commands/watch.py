@@ -15,7 +15,7 @@ from daemon.flags import HELP, MANY, VALUE, parse, text
 
 __all__ = ["FLAGS", "USAGE", "main", "run"]
 
-USAGE = "usage: storyd watch DIR ... [--socket PATH] [--timeout MS]"
+USAGE = "usage: storyd watch DIR ... [--workspace DIR ...] [--socket PATH] [--timeout MS]"
 FLAGS = {"workspace": MANY, "socket": VALUE, "timeout": VALUE}
 
 
