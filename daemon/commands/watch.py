@@ -10,20 +10,13 @@ from __future__ import annotations
 import os
 import sys
 
-from daemon.errors import StorydError, UsageError
+from daemon.errors import UsageError
 from daemon.flags import HELP, MANY, VALUE, parse, text
 
 __all__ = ["FLAGS", "USAGE", "main", "run"]
 
 USAGE = "usage: storyd watch DIR ... [--workspace DIR ...] [--socket PATH] [--timeout MS]"
 FLAGS = {"workspace": MANY, "socket": VALUE, "timeout": VALUE}
-
-
-class NoDaemon(StorydError):
-    """No daemon answered (EX_UNAVAILABLE)."""
-
-    code = 69
-    name = "UNAVAILABLE"
 
 
 def _split(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -73,7 +66,8 @@ def run(op: str, argv: list[str], usage: str, about: str | None = None) -> int:
                     was = "" if answer.get("was") else " (was not watched)"
                     print(f"not watching {answer.get('workspace')}{was}")
     except DaemonUnavailable as exc:
-        raise NoDaemon(f"no daemon answers ({exc})") from None
+        sys.stderr.write(f"storyd {op}: no daemon answers ({exc})\n")  # as ping and stats
+        return 69
     return 64 if failed else 0
 
 
