@@ -21,13 +21,15 @@ import sys
 from daemon.errors import FlagError, StorydError
 from daemon.flags import HELP, HelpRequested
 
-__all__ = ["COMMANDS", "main", "module_name"]
+__all__ = ["COMMANDS", "did_you_mean", "main", "module_name"]
 
 COMMANDS = {
     "resume": "resume one unit: the seed skill's flags, envelope and exit codes",
     "serve": "run the daemon in the foreground",
     "status": "every unit: progress, resume point and findings",
     "list": "units as JSON lines (the socket's list op)",
+    "watch": "ask the daemon to watch workspaces",
+    "unwatch": "ask the daemon to stop watching workspaces",
     "events": "follow drift, resolved and changed events",
     "check": "exit 1 when any unit has a warning or error finding",
     "reconcile": "write back what git proves: preview, --apply, --undo",
@@ -77,13 +79,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name = args[0]
     if name not in COMMANDS:
-        os.write(2, f"storyd: unknown command {name!r}\n{_usage()}".encode())
+        hint = did_you_mean(name, [*COMMANDS, "help"])
+        os.write(2, f"storyd: unknown command {name!r}{hint}\n{_usage()}".encode())
         return 64
     found = module_name(name)
     __import__(found)  # importlib itself costs start-up time on `storyd resume`
     module = sys.modules[found]
     try:
-        return int(module.main(args[1:]))
+        code = int(module.main(args[1:]))
+        sys.stdout.flush()  # here, not at exit: a closed pipe is then caught below
+        return code
     except HelpRequested as exc:
         os.write(1, exc.text(module.__doc__).encode())
         return 0
@@ -96,7 +101,38 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        return 141
+        return _closed_pipe()
+
+
+def did_you_mean(word: str, known: list[str]) -> str:
+    """` (did you mean 'x'?)` for the closest of `known`, or nothing, as git does: two
+    when they are nearly as close (a transposition such as `stauts` first)."""
+    import difflib
+
+    def ratio(name: str) -> float:
+        return difflib.SequenceMatcher(None, word, name).ratio()
+
+    close = difflib.get_close_matches(word, known, n=2, cutoff=0.6)
+    close = [name for name in close if ratio(name) >= ratio(close[0]) - 0.1]
+    close.sort(key=lambda name: sorted(name) != sorted(word))  # stable: else by ratio
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(map(repr, close)) + "?)"
+
+
+def _closed_pipe() -> int:
+    """The reader went away (`storyd doctor | head -3`): exit quietly, as `cat` does.
+
+    Python would otherwise flush stdout again at exit and print "Exception ignored ...
+    BrokenPipeError": stdout is pointed at /dev/null first.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 141
 
 
 if __name__ == "__main__":

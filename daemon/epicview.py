@@ -380,6 +380,29 @@ def epic_view(
     }
 
 
+_SHOWN = 20  # ids listed in the human form; --json has them all
+_WIDTH = 100
+
+
+def _id_lines(title: str, ids: list[str]) -> list[str]:
+    """`title: a, b, c` wrapped at 100 columns; past 20 ids, the count, the first 20 and
+    how many more (3,000 stories once printed 1,700 ids on one line)."""
+    import textwrap
+
+    if not ids:
+        return [f"{title}: none"]
+    head = f"{title}: "
+    if len(ids) > _SHOWN:
+        head = f"{title}: {len(ids):,} stories, the first {_SHOWN}: "
+    body = ", ".join(ids[:_SHOWN])
+    lines = textwrap.wrap(
+        head + body, _WIDTH, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False
+    )
+    if len(ids) > _SHOWN:
+        lines.append(f"  ... and {len(ids) - _SHOWN:,} more (`storyd epic --json` lists them all)")
+    return lines
+
+
 def render_text(view: dict[str, object]) -> str:
     """The human form: one line per story, then the executable and blocked lists."""
     lines = [f"epic {view['epic']}  {view['stateFile']}  base: {view['baseBranch'] or '-'}"]
@@ -389,9 +412,10 @@ def render_text(view: dict[str, object]) -> str:
         merged = row["merged"]
         proof = f"  merged: {merged['commit'][:12]} ({merged['how']})" if merged else ""
         lines.append(f"  {row['id']:<18} {row['status']:<17} {row['reason']}{proof}")
-    executable = view["executable"]
-    how = "  (sequential: one story at a time)" if view.get("mode") == "sequential" else ""
-    lines.append("executable next: " + (", ".join(executable) or "none") + how)  # type: ignore[arg-type]
+    executable = list(view["executable"])  # type: ignore[call-overload]
+    lines.extend(_id_lines("executable next", executable))
+    if view.get("mode") == "sequential":
+        lines[-1] += "  (sequential: one story at a time)"
     for item in view.get("queued") or []:  # type: ignore[attr-defined]
         lines.append(f"queued: {item['id']}: {item['reason']}")
     for item in view["blocked"]:  # type: ignore[attr-defined]

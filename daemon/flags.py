@@ -56,7 +56,7 @@ def parse(
         name, eq, inline = word[2:].partition("=")
         kind = spec.get(name)
         if kind is None:
-            raise FlagError(f"unknown flag --{name}\n{usage}")
+            raise FlagError(f"unknown flag --{name}{_closest(name, spec)}\n{usage}")
         if kind == SWITCH:
             if eq:
                 raise FlagError(f"flag --{name} takes no value\n{usage}")
@@ -75,6 +75,14 @@ def parse(
         else:
             values[name] = value
     return values
+
+
+def _closest(name: str, spec: dict[str, str]) -> str:
+    """` (did you mean --x?)` for a mistyped flag (difflib only on this error path)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(spec), n=1, cutoff=0.6)
+    return f" (did you mean --{close[0]}?)" if close else ""
 
 
 def text(values: dict[str, object], name: str) -> str | None:

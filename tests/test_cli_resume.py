@@ -317,9 +317,14 @@ class TestStateFileMissing:
         done = resume(run_storyd, ws, *ARGS, *(["--direct"] if direct else []))
         assert (done.returncode, done.stderr) == (1, b"execution-state.json not found\n")
 
-    def test_workspace_absent(self, tmp_path: Path, run_storyd: Run) -> None:
-        done = resume(run_storyd, tmp_path, *ARGS, "--direct", "--workspace", "nowhere")
-        assert (done.returncode, done.stderr) == (1, b"execution-state.json not found\n")
+    @pytest.mark.parametrize("direct", [True, False])
+    def test_workspace_absent(self, tmp_path: Path, run_storyd: Run, direct: bool) -> None:
+        """Issue 20: the message names the workspace (the seed has no --workspace)."""
+        flags = ["--direct"] if direct else []
+        done = resume(run_storyd, tmp_path, *ARGS, *flags, "--workspace", "nowhere")
+        where = tmp_path.resolve() / "nowhere"
+        assert (done.returncode, done.stderr) == (
+            1, f"workspace {where} does not exist\n".encode())
 
     def test_directory(self, ws: Path, run_storyd: Run) -> None:
         (ws / STATE).mkdir(parents=True)

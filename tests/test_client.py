@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from daemon_harness import (
     BIN,
+    STORYD,
     DaemonProcess,
     daemon_env,
     epic_relpath,
@@ -146,20 +147,28 @@ class TestAskCli:
 SOURCE_SCRIPT = REPO / "bin" / "storyd-resume"
 
 
-def _fast_path() -> str:
-    """The fast path as shipped in the repository (the installed copy is checked below)."""
-    return str(SOURCE_SCRIPT)
+@pytest.fixture
+def fast_path(tmp_path: Path) -> str:
+    """The fast path as shipped in the repository (the installed copy is checked below),
+    copied into a folder beside `storyd` (a symlink to the venv's), as an install has it."""
+    folder = tmp_path / "install-bin"
+    folder.mkdir()
+    script = folder / "storyd-resume"
+    shutil.copy(SOURCE_SCRIPT, script)
+    (folder / "storyd").symlink_to(STORYD)
+    return str(script)
 
 
 class TestShellFastPath:
     """`storyd-resume` prints exactly what `storyd resume --direct` prints, and exits the same."""
 
-    def test_through_daemon_then_fallback(self, spawn_daemon: Spawn, ws: Path) -> None:
+    def test_through_daemon_then_fallback(self, spawn_daemon: Spawn, ws: Path,
+                                          fast_path: str) -> None:
         if not (shutil.which("nc") or shutil.which("socat")):
             pytest.skip("neither nc (OpenBSD netcat) nor socat is installed: the fast path "
                         "cannot reach the daemon and always falls back")
         proc = spawn_daemon([ws])
-        script = _fast_path()
+        script = fast_path
 
         def fast(args: tuple[str, ...]) -> subprocess.CompletedProcess[bytes]:
             return subprocess.run(["sh", script, *args], cwd=ws, env=proc.env,
@@ -193,12 +202,69 @@ class TestShellFastPath:
             f"{installed} differs from {SOURCE_SCRIPT}: setuptools copies script-files at "
             "install time, so the venv runs a stale fast path until the project is reinstalled")
 
-    def test_fallback_without_any_daemon(self, tmp_path: Path, ws: Path) -> None:
+    def test_fallback_without_any_daemon(self, tmp_path: Path, ws: Path, fast_path: str) -> None:
         env = daemon_env(tmp_path, tmp_path / "run" / "none.sock")
         for name, args in CASES.items():
-            done = subprocess.run(["sh", _fast_path(), *args], cwd=ws, env=env,
+            done = subprocess.run(["sh", fast_path, *args], cwd=ws, env=env,
                                   capture_output=True, timeout=30, check=False)
             want = run_storyd_cli("resume", "--direct", *args, env=env, cwd=ws)
             assert (done.returncode, done.stdout, done.stderr) == (
                 want.returncode, want.stdout, want.stderr), name
             assert done.returncode == CODES[name]
+
+
+class TestShellFastPathBounds:
+    """Issue 20 item 3: the fallback runs the `storyd` beside the script, and a daemon
+    that accepts but never answers (SIGSTOP) costs one try of `--timeout` (50 ms)."""
+
+    def test_fallback_off_path_runs_the_storyd_beside_it(self, tmp_path: Path, ws: Path,
+                                                        fast_path: str) -> None:
+        from git_harness import path_without
+
+        env = daemon_env(tmp_path, tmp_path / "run" / "none.sock")
+        env["PATH"] = path_without("storyd")  # a shell where the venv is not activated
+        link = tmp_path / "elsewhere" / "sr"  # called through a symlink in another folder
+        link.parent.mkdir()
+        link.symlink_to(fast_path)
+        want = run_storyd_cli("resume", "--direct", *CASES["success"], env=env, cwd=ws)
+        for script in (fast_path, str(link)):
+            done = subprocess.run([script, *CASES["success"]], cwd=ws, env=env,
+                                  capture_output=True, timeout=30, check=False)
+            assert (done.returncode, done.stdout, done.stderr) == (
+                0, want.stdout, want.stderr), script
+
+    @pytest.mark.parametrize(("tool", "timeout_ms"), [("nc", None), ("nc", 400),
+                                                      ("socat", None)])
+    def test_a_stopped_daemon_costs_one_bounded_try(self, spawn_daemon: Spawn, ws: Path,
+                                                   fast_path: str, tmp_path: Path, tool: str,
+                                                   timeout_ms: int | None) -> None:
+        import signal
+        import time
+
+        if not shutil.which(tool):
+            pytest.skip(f"{tool} is not installed")
+        proc = spawn_daemon([ws])
+        want = run_storyd_cli("resume", "--direct", *CASES["success"], env=proc.env, cwd=ws)
+        args = [*CASES["success"], *([f"--timeout={timeout_ms}"] if timeout_ms else [])]
+        env = dict(proc.env)
+        if tool == "socat":  # a PATH with socat and no nc: the script's other branch
+            tools = tmp_path / "tools"
+            tools.mkdir()
+            for name in ("socat", "dirname", "readlink", "git"):
+                found = shutil.which(name)
+                if found:
+                    (tools / name).symlink_to(found)
+            env["PATH"] = str(tools)
+        proc.signal(signal.SIGSTOP)
+        try:
+            began = time.monotonic()
+            done = subprocess.run(["/bin/sh", fast_path, *args], cwd=ws, env=env,
+                                  capture_output=True, timeout=30, check=False)
+            took = time.monotonic() - began
+        finally:
+            proc.signal(signal.SIGCONT)
+        assert (done.returncode, done.stdout, done.stderr) == (0, want.stdout, want.stderr)
+        bound = (timeout_ms or 50) / 1000
+        assert took >= bound, f"gave up after {took:.3f} s, before --timeout"
+        # 0.2 waited 4.1 s (nc -w 2, then socat -t 2); one try, then a Python start
+        assert took < bound + 1.5, f"took {took:.3f} s with the daemon stopped"

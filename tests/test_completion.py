@@ -8,6 +8,7 @@ the test says so when it skips). zsh is driven through a pseudo-terminal (zpty) 
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -161,3 +162,26 @@ def test_completion_needs_one_known_shell(args: tuple[str, ...]) -> None:
                           check=False)
     assert done.returncode == 64
     assert b"usage: storyd completion bash|zsh|fish" in done.stderr
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_epic_and_story_ids_and_repair_codes(shell: str, scripts: dict[str, Path],
+                                             tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20: ids come from the workspace's epic state files when TAB is pressed; the
+    repair codes of `reconcile --only` from the repairs' table."""
+    from daemon_harness import write_epic
+
+    complete = COMPLETERS[shell]
+    path = scripts[shell]
+    write_epic(tmp_path, "0049", {"story-0049-0001": {"tasks": {}},
+                                  "story-0049-0002": {"tasks": {}}})
+    write_epic(tmp_path, "0051", {"story-0051-0007": {"tasks": {}}})
+    # zsh and fish call `storyd` by name
+    monkeypatch.setenv("PATH", f"{Path(STORYD).parent}{os.pathsep}{os.environ['PATH']}")
+    assert complete(path, "storyd resume --epic-id ", tmp_path) == ["0049", "0051"]
+    assert complete(path, "storyd epic --epic-id 00", tmp_path) == ["0049", "0051"]
+    assert complete(path, "storyd reconcile --story-id story-0049", tmp_path) == [
+        "story-0049-0001", "story-0049-0002"]
+    assert complete(path, "storyd reconcile --only un", tmp_path) == [
+        "unreachable", "unrecorded"]

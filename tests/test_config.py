@@ -36,6 +36,7 @@ subscriber_buffer = 8192
 connection_buffer = 16384
 total_buffer = 1048576
 idle_timeout = 30.5
+auto_watch_idle = 600
 
 [detectors.staleness]
 enabled = false
@@ -49,6 +50,9 @@ log = false
 desktop = false
 hook = ["~/bin/on-drift", "--quiet"]
 hook_timeout = 2.5
+hook_workspaces = ["~/src/a"]
+hook_codes = ["missing", "unreachable"]
+hook_severities = ["warning", "error"]
 """
 
 
@@ -89,7 +93,7 @@ class TestValid:
             "max_workspaces": 8, "max_line_bytes": 4096, "lock_timeout": 1.5,
             "verify_interval": 0.5, "settle_ms": 5, "max_subscribers": 3,
             "subscriber_buffer": 8192, "connection_buffer": 16384, "total_buffer": 1048576,
-            "idle_timeout": 30.5,
+            "idle_timeout": 30.5, "auto_watch_idle": 600.0,
         }
         assert cfg.detectors == {
             "staleness": {"enabled": False, "threshold": 3}, "task-order": {"strict": True},
@@ -102,6 +106,9 @@ class TestValid:
         assert cfg.notify.desktop is False
         assert cfg.notify.hook == [f"{home}/bin/on-drift", "--quiet"]
         assert cfg.notify.hook_timeout == 2.5
+        assert cfg.notify.hook_workspaces == [f"{home}/src/a"]
+        assert cfg.notify.hook_codes == ["missing", "unreachable"]
+        assert cfg.notify.hook_severities == ["warning", "error"]
 
     def test_integers_are_accepted_for_seconds(self, tmp_path: Path) -> None:
         """lock_timeout = 5 is 5.0: TOML integers are numbers too."""
@@ -119,6 +126,7 @@ class TestValid:
         assert cfg.limits.as_dict() == {name: spec[1] for name, spec in config.LIMITS.items()}
         assert cfg.notify.as_dict() == {
             "log": True, "desktop": True, "hook": None, "hook_timeout": 10.0,
+            "hook_workspaces": [], "hook_codes": [], "hook_severities": [],
         }
 
     def test_default_path_is_xdg(self, isolated_env: dict[str, str]) -> None:
@@ -188,6 +196,16 @@ class TestProblems:
             # elements of a multi-line array point at their own line
             ("workspaces = [\n  '/a',\n  '',\n]\n", "workspaces[1]", 3, "an empty string"),
             ("workspaces = [\n  '/a',\n  false,\n]\n", "workspaces[1]", 3, "got a boolean"),
+            # the hook's filters (issue 20)
+            ("[notify]\nhook_severities = ['warn']\n", "notify.hook_severities[0]", 2,
+             "unknown value 'warn' (did you mean 'warning'?)"),
+            ("[notify]\nhook_codes = 'missing'\n", "notify.hook_codes", 2,
+             "expected an array of strings, got a string"),
+            ("[notify]\nhook_workspaces = [3]\n", "notify.hook_workspaces[0]", 2,
+             "expected a path, got an integer"),
+            ("[notify]\nhook_code = ['x']\n", "notify.hook_code", 2,
+             "did you mean 'hook_codes'?"),
+            ("[limits]\nauto_watch_idle = -1\n", "limits.auto_watch_idle", 2, "out of range"),
         ],
     )
     def test_one_problem(

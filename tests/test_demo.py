@@ -8,13 +8,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "daemon" / "demo"
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
 
 
-def test_demo_runs_every_query_and_stops_cleanly(run_storyd: Run) -> None:
-    done = run_storyd("demo", "--workspace", str(ROOT / "demo"), cwd=ROOT, timeout=120)
+def test_demo_runs_every_query_and_stops_cleanly(run_storyd: Run, tmp_path: Path) -> None:
+    """From any folder, without --workspace: the demo ships inside the package."""
+    done = run_storyd("demo", cwd=tmp_path, timeout=120)
     out = done.stdout.decode()
     assert done.returncode == 0, out + done.stderr.decode()
     sections = out.split("\n$ ")
@@ -35,8 +38,7 @@ def test_demo_runs_every_query_and_stops_cleanly(run_storyd: Run) -> None:
 
 
 def test_demo_keep_leaves_the_log_with_one_first_look_line(run_storyd: Run) -> None:
-    done = run_storyd("demo", "--workspace", str(ROOT / "demo"), "--keep", cwd=ROOT,
-                      timeout=120)
+    done = run_storyd("demo", "--workspace", str(DEMO), "--keep", cwd=ROOT, timeout=120)
     out = done.stdout.decode()
     assert done.returncode == 0, out + done.stderr.decode()
     last = out.rstrip().rsplit("\n", 1)[-1]
@@ -50,3 +52,27 @@ def test_demo_keep_leaves_the_log_with_one_first_look_line(run_storyd: Run) -> N
         assert not [e for e in events if e["event"] == "drift"], "a drift line per finding"
     finally:
         shutil.rmtree(Path(log_path).parent, ignore_errors=True)
+
+
+def test_a_folder_without_plans_is_named(run_storyd: Run, tmp_path: Path) -> None:
+    done = run_storyd("demo", "--workspace", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 64
+    assert done.stderr.decode() == (
+        f"storyd demo: {tmp_path}: no demo workspace here (no plans/ folder); "
+        "pass --workspace DIR\n")
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_every_file_of_the_demo(tmp_path: Path) -> None:
+    """What `pip install .` and `pipx install` install: the demo, hidden folders too."""
+    import sys
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=300)
+    (wheel,) = tmp_path.glob("storyd-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {f"daemon/demo/{p.relative_to(DEMO).as_posix()}"
+               for p in DEMO.rglob("*") if p.is_file()}
+    assert any("/.claude/" in name for name in shipped)
+    assert shipped <= names, sorted(shipped - names)

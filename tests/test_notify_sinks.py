@@ -20,16 +20,18 @@ from daemon.server.notify import Sinks
 WS = "/home/me/ws"
 
 
-def _event(kind: str, unit: str, message: str) -> tuple[dict[str, object], bytes]:
+def _event(
+    kind: str, unit: str, message: str, workspace: str = WS, **finding: str
+) -> tuple[dict[str, object], bytes]:
     event: dict[str, object] = {
         "event": kind,
         "clock": "ab:1",
         "generation": 1,
-        "workspace": WS,
+        "workspace": workspace,
         "stateFile": "plans/state.json",
         "unit": unit,
         "format": "epic",
-        "finding": {"code": "unreachable", "severity": "warning", "message": message},
+        "finding": {"code": "unreachable", "severity": "warning", "message": message, **finding},
     }
     return event, orjson.dumps(event) + b"\n"
 
@@ -83,13 +85,38 @@ class TestFirstLookEvents:
             desktop=True, hook=append_stdin_hook(tmp_path / "hook.py", record), window=0.01
         )
         looking = True
-        sinks.in_first_look = lambda workspace: looking and workspace == WS
+        ws = str(tmp_path)  # the hook runs in the workspace: a real folder
+        sinks.in_first_look = lambda workspace: looking and workspace == ws
         for n in range(1, 4):
-            sinks(*_event("drift", f"story-{n}", f"found {n}"))
+            sinks(*_event("drift", f"story-{n}", f"found {n}", ws))
         looking = False
-        later = _event("drift", "story-9", "as it happened")
+        later = _event("drift", "story-9", "as it happened", ws)
         sinks(*later)
         sinks.close()
         assert hook_calls(record) == [[later[0]]]
         (notification,) = _notifications(desktop)
         assert notification[1:] == ["storyd: story-9 drifted from git", "drift: as it happened"]
+
+
+class TestBursts:
+    def test_a_burst_over_three_units_is_one_notification(self, desktop: Path) -> None:
+        sinks = Sinks(desktop=True, window=0.5)
+        for n in range(1, 6):
+            sinks(*_event("drift", f"story-{n}", f"found {n}"))
+        sinks(*_event("resolved", "story-1", "fixed"))
+        sinks.close()
+        assert [n[1:] for n in _notifications(desktop)] == [
+            [f"storyd: 5 units changed in {WS}", "5 drift, 1 resolved. `storyd status` lists them."]
+        ]
+
+    def test_last_look_events_reach_neither_desktop_nor_hook(self, desktop: Path,
+                                                            tmp_path: Path) -> None:
+        record = tmp_path / "hook.out"
+        sinks = Sinks(desktop=True, hook=append_stdin_hook(tmp_path / "hook.py", record),
+                      window=0.01)
+        sinks.in_last_look = lambda workspace: workspace == WS
+        for n in range(1, 4):
+            sinks(*_event("resolved", f"story-{n}", "gone with the workspace"))
+        sinks.last_look(FirstLook(WS, 3, 3, {"warning": 3}))
+        sinks.close()
+        assert _notifications(desktop) == [] and hook_calls(record) == []

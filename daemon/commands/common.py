@@ -21,6 +21,8 @@ __all__ = [
     "parse_prefixed",
     "refusal",
     "units",
+    "unreadable_line",
+    "unreadable_of",
 ]
 
 REPORT_FLAGS = {
@@ -31,6 +33,7 @@ REPORT_FLAGS = {
     "staleness": VALUE,
     "timeout": VALUE,
     "config": VALUE,
+    "quiet": SWITCH,  # no progress line on stderr
 }
 SOCKET_ONLY = {"socket": VALUE}
 
@@ -83,17 +86,91 @@ def refusal(answer: dict[str, object]) -> UsageError:
 
 
 class Units:
-    """Unit summaries with their findings, and where they came from."""
+    """Unit summaries with their findings, where they came from, and the state files that
+    do not parse (`unreadable`: the `list` answer's entries, each with workspace,
+    stateFile, format, error, since and units, the last good units still served)."""
 
-    def __init__(self, units: list[dict[str, object]], source: str, clock: str | None) -> None:
+    def __init__(
+        self,
+        units: list[dict[str, object]],
+        source: str,
+        clock: str | None,
+        unreadable: list[dict[str, object]] | None = None,
+    ) -> None:
         self.units = units
         self.source = source
         self.clock = clock
+        self.unreadable = unreadable or []
+
+
+def unreadable_of(payload: dict[str, object]) -> list[dict[str, object]]:
+    """The `unreadable` entries of a `list` answer (none from a daemon that has none)."""
+    found = payload.get("unreadable", [])
+    return [e for e in found if isinstance(e, dict)] if isinstance(found, list) else []
+
+
+def unreadable_line(entry: dict[str, object], *, full_path: bool = False) -> str:
+    """`UNREADABLE <stateFile>: <error>`, and the last good units still served."""
+    where = str(entry.get("stateFile"))
+    if full_path:
+        where = f"{entry.get('workspace')}/{where}"
+    line = f"UNREADABLE {where}: {entry.get('error')}"
+    served = entry.get("units")
+    if isinstance(served, int) and served:
+        since = f" since {entry['since']}" if entry.get("since") else ""
+        line += f" (serving {served} last good unit{'s' * (served != 1)}{since})"
+    return line
 
 
 def _workspaces(flags: dict[str, object]) -> list[str]:
     given = flags.get("workspace")
     return [os.path.realpath(str(w)) for w in given] if isinstance(given, list) else []
+
+
+def _label() -> str:
+    """`storyd <command>` for the progress line."""
+    command = os.path.basename(sys.argv[1]) if len(sys.argv) > 1 else "report"
+    return f"storyd {command}"
+
+
+def _watch(path: str | None, workspace: str, timeout: float, quiet: bool) -> dict[str, object]:
+    """Ask the daemon to watch `workspace` as a query would. Its first read of a large
+    workspace takes seconds (17 s at 3,000 stories): the reply is awaited for up to 5
+    minutes once a ping has shown the daemon alive, with a progress line counting the
+    units it has read (from `stats`, on a connection of its own)."""
+    import threading
+
+    from daemon.client import Client, DaemonUnavailable
+    from daemon.commands.terminal import Progress
+
+    with Client(path, timeout=timeout) as quick:
+        quick.request("ping")  # a stopped daemon fails here, in --timeout
+
+        def read_so_far() -> int:
+            warm = quick.request("stats").get("warm")
+            return int(warm.get("unitsRead", 0)) if isinstance(warm, dict) else 0
+
+        base = read_so_far()
+        with Progress(_label(), quiet=quiet) as progress:
+            stop = threading.Event()
+
+            def poll() -> None:
+                while not stop.wait(0.25):
+                    try:
+                        progress.count = max(0, read_so_far() - base)
+                    except DaemonUnavailable:
+                        return
+
+            poller = threading.Thread(target=poll, name="storyd-watch-progress", daemon=True)
+            if progress.on:
+                poller.start()
+            try:
+                with Client(path, timeout=max(timeout, 300.0)) as slow:
+                    return slow.request("watch", workspace=workspace, auto=True)
+            finally:
+                stop.set()
+                if poller.is_alive():
+                    poller.join(timeout=2)
 
 
 def units(flags: dict[str, object]) -> Units:
@@ -112,13 +189,16 @@ def units(flags: dict[str, object]) -> Units:
         try:
             with Client(text(flags, "socket"), timeout=timeout) as client:
                 found: list[dict[str, object]] = []
+                broken: list[dict[str, object]] = []
                 declined: list[str] = []
                 clock = None
                 asked: list[str | None] = list(workspaces) if workspaces else [None]
                 for ws in asked:
                     fields: dict[str, object] = {"detail": True, "inFlight": in_flight}
                     if ws is not None:
-                        watched = client.request("watch", workspace=ws, auto=True)
+                        watched = _watch(
+                            text(flags, "socket"), ws, timeout, bool(flags.get("quiet"))
+                        )
                         if not watched.get("ok"):
                             raise refusal(watched)
                         if watched.get("watching") is False:
@@ -137,15 +217,17 @@ def units(flags: dict[str, object]) -> Units:
                     listed = answer["units"]
                     assert isinstance(listed, list), "the list op answers with a units array"
                     found.extend(listed)
+                    broken.extend(unreadable_of(answer))
                     clock = str(answer.get("clock"))
             if not declined:
-                return Units(found, "daemon", clock)
-            read = _scan(declined, flags, in_flight)
+                return Units(found, "daemon", clock, broken)
+            read, more = _scan(declined, flags, in_flight)
             source = "direct" if len(declined) == len(asked) else "daemon+direct"
-            return Units(_ordered(found + read), source, clock)
+            return Units(_ordered(found + read), source, clock, broken + more)
         except DaemonUnavailable:
             pass
-    return Units(_scan(workspaces or [os.getcwd()], flags, in_flight), "direct", None)
+    read, broken = _scan(workspaces or [os.getcwd()], flags, in_flight)
+    return Units(read, "direct", None, broken)
 
 
 def _ordered(summaries: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -155,14 +237,27 @@ def _ordered(summaries: list[dict[str, object]]) -> list[dict[str, object]]:
     )
 
 
-def _scan(targets: list[str], flags: dict[str, object], in_flight: bool) -> list[dict[str, object]]:
-    """Read the workspaces here, with the configured detectors."""
+def _scan(
+    targets: list[str], flags: dict[str, object], in_flight: bool
+) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """Read the workspaces here, with the configured detectors: the unit summaries, and
+    the state files that do not parse."""
     from daemon import config
+    from daemon.commands.terminal import Progress
     from daemon.server.wiring import scan_directly
 
     cfg = config.load(config_file(flags))
-    entries = scan_directly(targets, cfg, str(flags.get("staleness") or "") or None)
+    with Progress(_label(), quiet=bool(flags.get("quiet"))) as progress:
+        progress.count = 0
+
+        def counted() -> None:
+            progress.count = (progress.count or 0) + 1
+
+        staleness = str(flags.get("staleness") or "") or None
+        entries, unreadable = scan_directly(
+            targets, cfg, staleness, counted if progress.on else None
+        )
     summaries: list[dict[str, object]] = [dict(e.summary(detail=True)) for e in entries]
     if in_flight:
         summaries = [u for u in summaries if u["resumePoint"] != "all-done"]
-    return _ordered(summaries)
+    return _ordered(summaries), unreadable

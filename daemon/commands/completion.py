@@ -17,6 +17,7 @@ Install (see README.md):
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -30,6 +31,9 @@ USAGE = "usage: storyd completion bash|zsh|fish"
 SUBCOMMANDS: dict[str, dict[str, str]] = {"bash": {}, "zsh": {}, "fish": {}}
 DIRS = "dirs"
 FILES = "files"
+EPIC_IDS = "epic-ids"  # asked at completion time: `storyd completion --ids epic`
+STORY_IDS = "story-ids"
+_IDS = {"epic-id": EPIC_IDS, "story-id": STORY_IDS}
 _DIR_WORDS = frozenset(("DIR", "<dir>"))
 _FILE_WORDS = frozenset(("FILE", "PATH", "<file>", "<path>"))
 
@@ -73,6 +77,8 @@ class Command:
 
 def _values(name: str, usage: str) -> str | tuple[str, ...] | None:
     """What `--name`'s value completes to, as its usage line spells the placeholder."""
+    if name in _IDS:
+        return _IDS[name]
     found = re.search(rf"--{re.escape(name)}[ =](\S+)", usage)
     if found is None:
         return None
@@ -87,9 +93,17 @@ def _values(name: str, usage: str) -> str | tuple[str, ...] | None:
     return None
 
 
-def _flags(spec: dict[str, str], usage: str, aliases: dict[str, str]) -> list[Flag]:
+def _flags(
+    spec: dict[str, str],
+    usage: str,
+    aliases: dict[str, str],
+    words: dict[str, tuple[str, ...]] | None = None,
+) -> list[Flag]:
+    """`words`: a module's COMPLETE_WORDS(), value words its usage cannot spell
+    (reconcile's `--only` repair codes)."""
+    words = words or {}
     return [
-        Flag(name, kind, _values(name, usage) if kind != SWITCH else None)
+        Flag(name, kind, words.get(name) or (_values(name, usage) if kind != SWITCH else None))
         for name, kind in spec.items()
         if name not in aliases
     ]
@@ -104,21 +118,28 @@ def table() -> list[Command]:
         module = importlib.import_module(module_name(name))
         usage = str(getattr(module, "USAGE", ""))
         aliases = getattr(module, "ALIASES", {})
+        words: dict[str, tuple[str, ...]] = getattr(module, "COMPLETE_WORDS", dict)()
         subs = getattr(module, "SUBCOMMANDS", None)
         if subs is not None:
-            parts = {sub: _flags(spec, usage, aliases) for sub, spec in subs.items()}
+            parts = {sub: _flags(spec, usage, aliases, words) for sub, spec in subs.items()}
             commands.append(Command(name, summary, [], parts))
         else:
             spec = getattr(module, "FLAGS", {})
-            commands.append(Command(name, summary, _flags(spec, usage, aliases)))
+            commands.append(Command(name, summary, _flags(spec, usage, aliases, words)))
     helped: dict[str, list[Flag]] = {c.name: [] for c in commands}
     commands.append(Command("help", "show a command's usage", [], helped))
     return commands
 
 
-def _value_action(flag: Flag, dirs: str, files: str, words: str, free: str) -> str:
+def _value_action(
+    flag: Flag, dirs: str, files: str, words: str, free: str, ids: str | None = None
+) -> str:
     """One shell's way to complete a flag's value: `words` is a format for the choices
-    joined by spaces (they are plain words: the usage spells them `a|b`)."""
+    joined by spaces (they are plain words: the usage spells them `a|b`); `ids` one for
+    the command that lists epic or story ids (`{}`: `epic` or `story`)."""
+    if flag.values in (EPIC_IDS, STORY_IDS):
+        kind = "epic" if flag.values == EPIC_IDS else "story"
+        return ids.format(kind) if ids is not None else free
     if flag.values == DIRS:
         return dirs
     if flag.values == FILES:
@@ -166,7 +187,9 @@ def _bash_reply(flags: list[Flag], indent: str) -> list[str]:
         if not flag.takes_value:
             continue
         action = _value_action(flag, "_storyd_reply -d", "_storyd_reply -f",
-                               '_storyd_reply -W "{}"', "COMPREPLY=()")
+                               '_storyd_reply -W "{}"', "COMPREPLY=()",
+                               '_storyd_reply -W "$("${{COMP_WORDS[0]}}" completion --ids {} '
+                               '2>/dev/null)"')
         lines.append(f"{indent}    --{flag.name}) {action}; return ;;")
     lines.append(f"{indent}esac")
     words = [f"--{f.name}" for f in flags] + ["--help"]
@@ -217,7 +240,8 @@ def _zsh_spec(flag: Flag) -> str:
     head = ("*" if flag.kind == MANY else "") + f"--{flag.name}"
     if not flag.takes_value:
         return f"'{head}[{_zsh_text(flag.describe())}]'"
-    action = _value_action(flag, "_files -/", "_files", "({})", " ")
+    action = _value_action(flag, "_files -/", "_files", "({})", " ",
+                           "{{compadd -- $(storyd completion --ids {} 2>/dev/null)}}")
     return f"'{head}=[{_zsh_text(flag.describe())}]:{flag.name}:{action}'"
 
 
@@ -282,7 +306,8 @@ def _fish_flag(flag: Flag, condition: str) -> str:
         action = ""
     else:
         action = _value_action(flag, " -x -a '(__fish_complete_directories (commandline -ct))'",
-                               " -r -F", " -x -a '{}'", " -x")
+                               " -r -F", " -x -a '{}'", " -x",
+                               " -x -a '(storyd completion --ids {} 2>/dev/null)'")
     return f"{head}{action} -d {_fish_text(flag.describe())}"
 
 
@@ -339,14 +364,49 @@ def render(shell: str) -> str:
         return _zsh(commands)
     if shell == "fish":
         return _fish(commands)
-    raise UsageError(f"unknown shell {shell!r}: expected bash, zsh or fish\n{USAGE}")
+    from daemon.cli import did_you_mean
+
+    hint = did_you_mean(shell, list(SUBCOMMANDS)) or ": expected bash, zsh or fish"
+    raise UsageError(f"unknown shell {shell!r}{hint}\n{USAGE}")
 
 
 SHELLS = tuple(SUBCOMMANDS)
 
 
+def ids(kind: str, workspace: str) -> list[str]:
+    """The epic ids (`epic`) or story ids (`story`) of the workspace's epic state files,
+    for the scripts to offer after --epic-id and --story-id (nothing when none)."""
+    import json
+
+    from daemon.formats.epic import ROOT, epic_of_folder, epic_state_files
+
+    try:
+        names = os.listdir(os.path.join(workspace, ROOT))
+    except OSError:
+        return []
+    epics = sorted({e for n in names if (e := epic_of_folder(n)) is not None})
+    if kind == "epic":
+        return epics
+    found: list[str] = []
+    for epic in epics:
+        for relpath in epic_state_files(workspace, epic):
+            try:
+                with open(os.path.join(workspace, relpath), "rb") as handle:
+                    stories = json.load(handle).get("stories")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if isinstance(stories, dict):
+                found.extend(str(k) for k in stories)
+            elif isinstance(stories, list):
+                found.extend(str(s["id"]) for s in stories if isinstance(s, dict) and "id" in s)
+    return sorted(set(found))
+
+
 def main(argv: list[str]) -> int:
     """Print the script for the one shell named."""
+    if argv[:1] == ["--ids"] and len(argv) == 2 and argv[1] in ("epic", "story"):
+        sys.stdout.write("".join(f"{i}\n" for i in ids(argv[1], os.getcwd())))
+        return 0
     if any(word in HELP for word in argv):
         raise HelpRequested(USAGE)
     if len(argv) != 1:

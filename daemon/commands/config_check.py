@@ -140,6 +140,8 @@ def to_toml(cfg: object) -> str:
     if cfg.fleet is not None:
         out.append("\n[fleet]")
         out.extend(f"{k} = {_toml_value(v)}" for k, v in cfg.fleet.as_dict().items())
+    out.append("\n[reconcile]")
+    out.append(f"auto = {_toml_value(cfg.reconcile_auto)}")
     return "\n".join(out) + "\n"
 
 
@@ -166,8 +168,13 @@ def main(argv: list[str]) -> int:
     """`check` or `show`."""
     if argv and argv[0] in HELP:
         raise HelpRequested(USAGE)
-    if not argv or argv[0] not in SUBCOMMANDS:
+    if not argv:
         raise FlagError(USAGE)
+    if argv[0] not in SUBCOMMANDS:
+        from daemon.cli import did_you_mean
+
+        hint = did_you_mean(argv[0], list(SUBCOMMANDS))
+        raise FlagError(f"storyd config: unknown subcommand {argv[0]!r}{hint}\n{USAGE}")
     flags = parse(argv[1:], SUBCOMMANDS[argv[0]], USAGE)
     named = {str(flags[n]) for n in ("config", "file") if flags.get(n)}
     if len(named) > 1:

@@ -1,6 +1,8 @@
 """`storyd demo`: serve a copy of the shipped demo workspace and query it.
 
-The demo copies demo/ to a temporary folder, makes it a git repository whose history
+The demo copies the workspace shipped inside the package (daemon/demo/, installed
+with it, so `storyd demo` works from any folder after `pip install` or `pipx install`;
+`--workspace DIR` serves another) to a temporary folder, makes it a git repository whose history
 matches the epic state file (one task's commit is then amended away, and a commit
 names a task the state file still calls in progress), starts `storyd serve` on a
 private socket, and runs `storyd resume` (through the socket), `storyd-resume` (the
@@ -25,7 +27,7 @@ from daemon.commands.common import parse_prefixed
 from daemon.errors import UsageError
 from daemon.flags import SWITCH, VALUE
 
-__all__ = ["FLAGS", "main", "prepare"]
+__all__ = ["FLAGS", "main", "prepare", "shipped_workspace"]
 
 USAGE = "usage: storyd demo [--workspace DIR] [--keep]"
 FLAGS = {"workspace": VALUE, "keep": SWITCH}
@@ -125,14 +127,23 @@ def _wait_ready(env: dict[str, str], deadline: float, daemon: subprocess.Popen[b
     raise UsageError(msg)
 
 
+def shipped_workspace() -> str:
+    """The demo workspace installed with the package (daemon/demo/)."""
+    import daemon
+
+    return os.path.join(os.path.dirname(os.path.abspath(daemon.__file__)), "demo")
+
+
 def main(argv: list[str]) -> int:
     """Prepare, serve, query, stop."""
     flags = parse_prefixed(argv, FLAGS, USAGE)
-    source = os.path.abspath(str(flags.get("workspace", "demo")))
+    given = flags.get("workspace")
+    source = os.path.abspath(str(given)) if given else shipped_workspace()
     if not os.path.isdir(os.path.join(source, "plans")):
         msg = (
-            f"{source}: no demo workspace here; "
-            "run from the storyd checkout, or pass --workspace DIR"
+            f"{source}: no demo workspace here (no plans/ folder); pass --workspace DIR"
+            if given
+            else f"{source}: the shipped demo workspace is missing: reinstall storyd"
         )
         raise UsageError(msg)
     root = tempfile.mkdtemp(prefix="storyd-demo-")

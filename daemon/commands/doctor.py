@@ -16,6 +16,11 @@ Each line is `ok`, `warn` or `fail`, a topic and what was found. The checks:
               `mcp` extra is installed when the server is configured
 - fleet       with [fleet]: nats-py installed, and the daemon's publishing state
               (connected, backlog, dropped, last error) from its stats
+- desktop     whether `notify-send` is on PATH and a D-Bus session bus is reachable
+              (DBUS_SESSION_BUS_ADDRESS, else $XDG_RUNTIME_DIR/bus)
+- fast path   whether `storyd-resume` can reach the daemon: `nc` with -U, or socat
+- path        whether `storyd` on PATH is this one (a shell without the venv active
+              runs another, or none)
 
 Exit 0, or 1 when any line is `fail`.
 """
@@ -367,7 +372,16 @@ def _check_desktop(screen: _Screen, cfg: Config | None) -> None:
     if notify is not None and not notify.desktop:
         screen.line(OK, "desktop", "desktop notifications are off in the configuration")
     elif found:
-        screen.line(OK, "desktop", f"notify-send at {found}")
+        bus, reachable = _session_bus()
+        if reachable:
+            screen.line(OK, "desktop", f"notify-send at {found}, session bus {bus}")
+        else:
+            screen.line(
+                WARN,
+                "desktop",
+                f"notify-send at {found}, but no D-Bus session bus ({bus}): notifications "
+                "will fail (log in to a desktop session, or set notify.desktop = false)",
+            )
     else:
         screen.line(
             WARN,
@@ -408,6 +422,77 @@ def _check_claude(screen: _Screen) -> None:
         else:
             where = "with the MCP server" if server else "without the MCP server"
             screen.line(OK, "claude", f"{settings}: {len(commands)} hooks {where}")
+def _session_bus() -> tuple[str, bool]:
+    """The session bus notify-send would use, and whether it is there."""
+    address = os.environ.get("DBUS_SESSION_BUS_ADDRESS", "")
+    if address:
+        for part in address.split(";")[0].split(":", 1)[-1].split(","):
+            key, _, value = part.partition("=")
+            if key == "path":
+                return value, _is_socket(value)
+        return address, True  # abstract sockets, tcp: nothing to look at here
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if not runtime:
+        return "DBUS_SESSION_BUS_ADDRESS and XDG_RUNTIME_DIR unset", False
+    default = os.path.join(runtime, "bus")
+    if _is_socket(default):
+        return default, True
+    return f"DBUS_SESSION_BUS_ADDRESS unset, no socket at {default}", False
+
+
+def _is_socket(path: str) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _check_fast_path(screen: _Screen) -> None:
+    """storyd-resume needs OpenBSD netcat (`nc -U`) or socat to skip Python."""
+    import shutil
+
+    nc = shutil.which("nc")
+    if nc:
+        try:
+            usage = subprocess.run(
+                [nc, "-h"], capture_output=True, timeout=5, check=False, stdin=subprocess.DEVNULL
+            )
+            if b"-U" in usage.stdout + usage.stderr:
+                screen.line(OK, "fast path", f"storyd-resume asks the daemon through {nc} -U")
+                return
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    socat = shutil.which("socat")
+    if socat:
+        screen.line(OK, "fast path", f"storyd-resume asks the daemon through {socat}")
+        return
+    why = f"{nc} has no -U (not OpenBSD netcat)" if nc else "neither nc nor socat is on PATH"
+    screen.line(
+        WARN,
+        "fast path",
+        f"{why}: storyd-resume always starts Python (install netcat-openbsd or socat)",
+    )
+
+
+def _check_path(screen: _Screen) -> None:
+    """Whether `storyd` on PATH is this installation."""
+    import shutil
+
+    found = shutil.which("storyd")
+    here = os.path.dirname(os.path.abspath(sys.argv[0])) if sys.argv and sys.argv[0] else ""
+    mine = os.path.join(here, "storyd")
+    if found is None:
+        screen.line(
+            WARN,
+            "path",
+            f"storyd is not on PATH (this one is {mine}): add {here} to PATH, or install with pipx",
+        )
+    elif os.path.exists(mine) and not _same(found, mine):
+        screen.line(WARN, "path", f"storyd on PATH is {found}, not this one ({mine})")
+    else:
+        screen.line(OK, "path", f"storyd on PATH at {found}")
 
 
 def main(argv: list[str]) -> int:
@@ -453,6 +538,8 @@ def main(argv: list[str]) -> int:
 
         for level, text in check_fleet(cfg.fleet, stats):
             screen.line(level, "fleet", text)
+    _check_fast_path(screen)
+    _check_path(screen)
     counts = screen.counts
     print(f"{counts[OK]} ok, {counts[WARN]} warn, {counts[FAIL]} fail")
     return 1 if counts[FAIL] else 0

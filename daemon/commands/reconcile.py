@@ -21,11 +21,12 @@ if TYPE_CHECKING:
     from daemon.reconcile.gather import Selection
     from daemon.reconcile.plan import Plan
 
-__all__ = ["FLAGS", "main", "render"]
+__all__ = ["COMPLETE_WORDS", "FLAGS", "main", "render"]
 
 USAGE = (
-    "usage: storyd reconcile [--workspace DIR] [--epic-id E --story-id S | --state-file PATH "
+    "usage: storyd reconcile [--workspace DIR] [--epic-id E [--story-id S] | --state-file PATH "
     "[--unit U]] [--apply] [--only CODE,...] [--json] [--lock-timeout S] [--config FILE]\n"
+    "                        [--quiet]\n"
     "       storyd reconcile --undo [--workspace DIR]"
 )
 FLAGS = {
@@ -40,10 +41,19 @@ FLAGS = {
     "json": SWITCH,
     "lock-timeout": VALUE,
     "config": VALUE,
+    "quiet": SWITCH,
 }
 
 
-def _selection(flags: dict[str, object]) -> Selection:
+def COMPLETE_WORDS() -> dict[str, tuple[str, ...]]:  # read by completion.py
+    """What `storyd completion` offers for values the usage cannot spell: --only's codes."""
+    from daemon.reconcile.repairs import repair_codes
+
+    return {"only": repair_codes()}
+
+
+def _selection(flags: dict[str, object], workspace: str) -> Selection:
+    """--epic-id alone is the whole epic: every story of its state file."""
     from daemon.ids import normalize_epic_id, normalize_story_id
     from daemon.reconcile.gather import Selection
 
@@ -55,12 +65,17 @@ def _selection(flags: dict[str, object]) -> Selection:
     unit = text(flags, "unit")
     if state_file is not None and (epic or story):
         raise UsageError(f"--state-file replaces --story-id and --epic-id\n{USAGE}")
-    if (epic is None) != (story is None):
-        raise UsageError(f"--epic-id and --story-id go together\n{USAGE}")
+    if story is not None and epic is None:
+        raise UsageError(f"--story-id needs --epic-id\n{USAGE}")
     if unit is not None and state_file is None:
         raise UsageError(f"--unit goes with --state-file\n{USAGE}")
     if epic is not None and story is not None:
         return Selection(epic=normalize_epic_id(epic), story=normalize_story_id(story))
+    if epic is not None:
+        from daemon.formats.epic import epic_state_file
+
+        epic = normalize_epic_id(epic)
+        return Selection(epic=epic, state_file=epic_state_file(workspace, epic))
     return Selection(state_file=state_file, unit=unit)
 
 
@@ -158,7 +173,7 @@ def main(argv: list[str]) -> int:
         if extra:
             raise UsageError(f"--undo takes only --workspace and --lock-timeout\n{USAGE}")
         return _undo(workspace, lock_timeout)
-    selection = _selection(flags)
+    selection = _selection(flags, workspace)
     only = _only(flags)
     from daemon import config
     from daemon.reconcile import make_plan
@@ -168,14 +183,19 @@ def main(argv: list[str]) -> int:
     def plan_now() -> Plan:
         return make_plan(workspace, selection, cfg, only, lock_timeout)
 
-    if flags.get("apply"):
-        from daemon.reconcile.apply import apply
-        from daemon.reconcile.auto import notify_daemon
+    from daemon.commands.terminal import Progress
 
-        plan = apply(workspace, plan_now, lock_timeout)
-        notify_daemon(workspace, plan)
-    else:
-        plan = plan_now()
+    # the units are read and checked inside the plan (daemon/reconcile/gather.py): the
+    # line says how long it has been working, not how far it has got
+    with Progress("storyd reconcile: planning", quiet=bool(flags.get("quiet"))):
+        if flags.get("apply"):
+            from daemon.reconcile.apply import apply
+            from daemon.reconcile.auto import notify_daemon
+
+            plan = apply(workspace, plan_now, lock_timeout)
+            notify_daemon(workspace, plan)
+        else:
+            plan = plan_now()
     if flags.get("json"):
         body = {**plan.as_dict(), "applied": bool(flags.get("apply")) and plan.changed}
         sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2) + "\n")

@@ -59,6 +59,7 @@ def _settings(flags: dict[str, object], cfg: Config) -> Settings:
         connection_buffer=limits.connection_buffer,
         total_buffer=limits.total_buffer,
         idle_timeout=limits.idle_timeout,
+        auto_watch_idle=limits.auto_watch_idle,
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 from daemon.commands.common import REPORT_FLAGS, parse_prefixed, units
@@ -12,7 +11,8 @@ __all__ = ["FLAGS", "main", "render"]
 
 USAGE = (
     "usage: storyd status [--workspace DIR ...] [--in-flight] [--json] [--direct]\n"
-    "                     [--config FILE] [--socket PATH] [--timeout MS] [--staleness git|mtime]"
+    "                     [--config FILE] [--socket PATH] [--timeout MS] [--staleness git|mtime]\n"
+    "                     [--quiet]"
 )
 FLAGS = {**REPORT_FLAGS, "json": SWITCH}
 _BAR = 20
@@ -24,13 +24,21 @@ def _paint(text: str, tone: str, color: bool) -> str:
 
 
 def _bar(done: int, total: int) -> str:
-    filled = round(_BAR * done / total) if total else 0
+    filled = _BAR * done // total if total else 0  # floored, as the percentage
     return "[" + "#" * filled + "-" * (_BAR - filled) + "]"
 
 
-def render(units: list[dict[str, object]], color: bool) -> str:
-    """The human-readable screen, grouped by workspace."""
+def render(
+    units: list[dict[str, object]], color: bool, unreadable: list[dict[str, object]] | None = None
+) -> str:
+    """The human-readable screen, grouped by workspace; state files that do not parse
+    last, one `UNREADABLE` line each."""
+    from daemon.commands.common import unreadable_line
+
+    broken = [_paint(unreadable_line(e, full_path=True), "error", color) for e in unreadable or ()]
     if not units:
+        if broken:
+            return "\n".join(broken) + "\n"
         return "no units found (no state files of a supported format)\n"
     lines: list[str] = []
     workspace = None
@@ -40,7 +48,8 @@ def render(units: list[dict[str, object]], color: bool) -> str:
             workspace = unit["workspace"]
             lines.append(_paint(str(workspace), "dim", color))
         done, total = int(unit["done"]), int(unit["total"])  # type: ignore[call-overload]
-        percent = f"{round(100 * done / total):3d}%" if total else "  -%"
+        # floored, as every format's `progress` label (the seeds' shell arithmetic)
+        percent = f"{100 * done // total:3d}%" if total else "  -%"
         point = str(unit["resumePoint"] or "unreadable")
         tone = "done" if point == "all-done" else None
         head = (
@@ -57,7 +66,7 @@ def render(units: list[dict[str, object]], color: bool) -> str:
                 f"{severity:<7} {finding['detector']}/{finding['code']}{task}: {finding['message']}"
             )
             lines.append("      " + _paint(text, severity, color))
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + broken) + "\n"
 
 
 def main(argv: list[str]) -> int:
@@ -67,12 +76,11 @@ def main(argv: list[str]) -> int:
     if flags.get("json"):
         import orjson
 
-        sys.stdout.write(
-            orjson.dumps({"units": found.units, "source": found.source}).decode() + "\n"
-        )
+        body = {"units": found.units, "source": found.source, "unreadable": found.unreadable}
+        sys.stdout.write(orjson.dumps(body).decode() + "\n")
         return 0
-    color = (
-        sys.stdout.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
-    )
-    sys.stdout.write(render(found.units, color))
+    from daemon.commands.terminal import color_on
+
+    color = color_on(sys.stdout)
+    sys.stdout.write(render(found.units, color, found.unreadable))
     return 0

@@ -18,6 +18,7 @@ from daemon.config.values import (
     LIMITS,
     NOTIFY_KEYS,
     RECONCILE_KEYS,
+    SEVERITIES,
     SOCKET_PATH_MAX,
     STALENESS_MODES,
     TOP_KEYS,
@@ -131,19 +132,17 @@ class Checker(Lines):
             return None
         return os.path.normpath(path)
 
-    def workspaces(self, value: object) -> list[str]:
+    def workspaces(self, value: object, key: str = "workspaces") -> list[str]:
         if not isinstance(value, list):
-            self.problem("workspaces", f"expected an array of paths, got {kind_name(value)}")
+            self.problem(key, f"expected an array of paths, got {kind_name(value)}")
             return []
         home = os.path.expanduser("~")
         found: list[str] = []
         for index, item in enumerate(value):
-            field = f"workspaces[{index}]"
+            field = f"{key}[{index}]"
             if not isinstance(item, str) or not item:
                 got = "an empty string" if item == "" else kind_name(item)
-                self.problem(
-                    field, f"expected a path, got {got}", self.element_line("workspaces", item)
-                )
+                self.problem(field, f"expected a path, got {got}", self.element_line(key, item))
                 continue
             path = os.path.normpath(os.path.join(home, os.path.expanduser(item)))
             if path not in found:
@@ -246,7 +245,40 @@ class Checker(Lines):
             notify.hook_timeout = self.number(
                 "notify.hook_timeout", table["hook_timeout"], (float, *HOOK_TIMEOUT)
             )
+        if "hook_workspaces" in table:
+            notify.hook_workspaces = self.workspaces(
+                table["hook_workspaces"], "notify.hook_workspaces"
+            )
+        if "hook_codes" in table:
+            notify.hook_codes = self.strings("notify.hook_codes", table["hook_codes"])
+        if "hook_severities" in table:
+            notify.hook_severities = self.strings(
+                "notify.hook_severities", table["hook_severities"], SEVERITIES
+            )
         return notify
+
+    def strings(
+        self, field: str, value: object, allowed: tuple[str, ...] | None = None
+    ) -> list[str]:
+        """An array of non-empty strings; with `allowed`, each one of those (did you mean)."""
+        import difflib
+
+        if not isinstance(value, list):
+            self.problem(field, f"expected an array of strings, got {kind_name(value)}")
+            return []
+        found: list[str] = []
+        for index, item in enumerate(value):
+            line = self.element_line(field, item)
+            if not isinstance(item, str) or not item:
+                got = "an empty string" if item == "" else kind_name(item)
+                self.problem(f"{field}[{index}]", f"expected a string, got {got}", line)
+            elif allowed is not None and item not in allowed:
+                close = difflib.get_close_matches(item, allowed, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(allowed)}"
+                self.problem(f"{field}[{index}]", f"unknown value {item!r} ({hint})", line)
+            elif item not in found:
+                found.append(item)
+        return found
 
 
     def reconcile(self, table: dict[str, object]) -> list[str]:

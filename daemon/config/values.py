@@ -23,6 +23,7 @@ __all__ = [
     "LIMITS",
     "NOTIFY_KEYS",
     "RECONCILE_KEYS",
+    "SEVERITIES",
     "SOCKET_PATH_MAX",
     "STALENESS_MODES",
     "TOP_KEYS",
@@ -50,6 +51,9 @@ LIMITS: dict[str, tuple[type, float, float, float]] = {
     "connection_buffer": (int, 256 * 1024, 4096, 1024 * 1024 * 1024),
     "total_buffer": (int, 64 * 1024 * 1024, 65536, 16 * 1024 * 1024 * 1024),
     "idle_timeout": (float, 300.0, 0.1, 86_400.0),
+    # seconds a workspace a query started watching may go unasked before it is
+    # unwatched (0: never); configured and `storyd watch`ed ones never expire
+    "auto_watch_idle": (float, 86400.0, 0.0, 365 * 86400.0),
 }
 HOOK_TIMEOUT = (10.0, 0.1, 3600.0)  # notify.hook_timeout: default, lowest, highest
 # The keys each table may hold (limits: LIMITS); the checker names any other as unknown.
@@ -66,11 +70,20 @@ TOP_KEYS = (
     "workspaces",
 )
 RECONCILE_KEYS = ("auto",)
-NOTIFY_KEYS = ("desktop", "hook", "hook_timeout", "log")
 HOOKS_KEYS = ("block_stop_on", "context_chars", "roots")
 # [hooks] block_stop_on: the finding codes that make `storyd hook stop` block (state behind git)
 BLOCK_STOP_ON = ("unrecorded", "state-not-updated", "output-before-state-update")
 CONTEXT_CHARS = (4000, 200, 100_000)  # hooks.context_chars: default, lowest, highest
+NOTIFY_KEYS = (
+    "desktop",
+    "hook",
+    "hook_codes",
+    "hook_severities",
+    "hook_timeout",
+    "hook_workspaces",
+    "log",
+)
+SEVERITIES = ("info", "warning", "error")  # notify.hook_severities' values
 
 
 class Problem:
@@ -123,6 +136,7 @@ class Limits:
     connection_buffer: int
     total_buffer: int
     idle_timeout: float
+    auto_watch_idle: float
 
     def __init__(self, **values: float) -> None:
         unknown = set(values) - set(LIMITS)
@@ -148,7 +162,15 @@ class Limits:
 class Notify:
     """[notify]: where drift events go besides subscribers."""
 
-    __slots__ = ("desktop", "hook", "hook_timeout", "log")
+    __slots__ = (
+        "desktop",
+        "hook",
+        "hook_codes",
+        "hook_severities",
+        "hook_timeout",
+        "hook_workspaces",
+        "log",
+    )
 
     def __init__(
         self,
@@ -156,11 +178,18 @@ class Notify:
         desktop: bool = True,
         hook: list[str] | None = None,
         hook_timeout: float = HOOK_TIMEOUT[0],
+        hook_workspaces: list[str] | None = None,
+        hook_codes: list[str] | None = None,
+        hook_severities: list[str] | None = None,
     ) -> None:
         self.log = log
         self.desktop = desktop
         self.hook = hook
         self.hook_timeout = hook_timeout
+        # the hook's filters: an empty list lets every event through
+        self.hook_workspaces = [] if hook_workspaces is None else hook_workspaces
+        self.hook_codes = [] if hook_codes is None else hook_codes
+        self.hook_severities = [] if hook_severities is None else hook_severities
 
     def as_dict(self) -> dict[str, object]:
         """Every key by name (hook is None when unset)."""
@@ -169,6 +198,9 @@ class Notify:
             "desktop": self.desktop,
             "hook": None if self.hook is None else list(self.hook),
             "hook_timeout": self.hook_timeout,
+            "hook_workspaces": list(self.hook_workspaces),
+            "hook_codes": list(self.hook_codes),
+            "hook_severities": list(self.hook_severities),
         }
 
     def __eq__(self, other: object) -> bool:

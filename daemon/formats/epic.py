@@ -17,7 +17,7 @@ import os
 import sys
 
 from daemon import lifecycle
-from daemon.errors import DataError, UsageError
+from daemon.errors import DataError, StateFileMissing, UsageError
 from daemon.formats.base import Adapter, Source, finding, load_json_object, make_task
 from daemon.jsonio import kind
 from daemon.model import DONE, Finding, Task, Unit
@@ -112,8 +112,10 @@ def epic_state_file(workspace: str, epic_id: str) -> str:
     """The one state file of an epic (id validated and padded); two claimants are exit 64.
 
     Without any, the seed's path plans/epic-<id>/execution-state.json (whose absence is
-    the seed's exit 1).
+    the seed's exit 1); a workspace that does not exist is exit 1 too, naming it.
     """
+    if not os.path.isdir(workspace):
+        raise StateFileMissing(f"workspace {workspace} does not exist")
     return choose_epic_file(epic_state_files(workspace, epic_id), epic_id)
 
 

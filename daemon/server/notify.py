@@ -1,22 +1,29 @@
 """Where drift goes besides the socket: the log, the desktop, and a user hook command.
 
 The engine calls `Sinks` on its refresher thread; the call only logs and enqueues.
-A notifier thread gathers events for a short window and delivers one notification
-per unit however many findings moved (git operations are already deferred until
-they finish, so a 50-commit rebase is one recheck): `notify-send` when present
-(else skipped with a single debug log), and the hook: an argv list from config, run
-with no shell, the unit's events as JSON lines on stdin, under a timeout, failures
-logged.
+A notifier thread gathers events for a short window (a burst) and delivers them: a
+desktop notification per unit however many findings moved (one per workspace when a
+burst moves more than a few units; git operations are already deferred until they
+finish, so a 50-commit rebase is one recheck), `notify-send` when present (else
+skipped with a single debug log); and the hook, run once per workspace per burst
+(like watchman's triggers): an argv list from config, no shell, in the workspace,
+with STORYD_WORKSPACE, STORYD_CLOCK, STORYD_SOCKET and STORYD_EVENT set and the
+events that pass its filters ([notify] hook_workspaces, hook_codes, hook_severities)
+as JSON lines on stdin, under a timeout, failures logged.
 
 A workspace's first look (start-up, or a workspace watched later) reports what was
 already there, not drift as it happens: its events are logged at debug level, and
 when it ends one `first_look` line sums it up, with, at start-up, one desktop
-notification if it found warnings or errors. The hook is not run for it (a restart
-would otherwise run it once per unit with findings: thousands at 10,000 stories).
+notification if it found warnings or errors. Its last look (unwatched, gone, expired)
+is the same: its `resolved` events say storyd stopped looking, not that anything was
+fixed, so they are logged at debug level and one `last_look` line sums them up. The
+hook runs for neither (a restart or an unwatch would otherwise run it once per unit
+with findings: thousands at 10,000 stories).
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import shutil
 import subprocess
@@ -35,6 +42,7 @@ __all__ = ["Sinks", "attach", "reconfigure"]
 
 _KINDS = frozenset(("drift", "resolved"))
 _WINDOW = 0.3
+_UNITS_PER_BURST = 3  # a burst moving more units than this is one notification per workspace
 # the notifier's queue: a unit event with its line, a first look's summary, or the end
 _Item: TypeAlias = "tuple[Mapping[str, object], bytes] | FirstLook | None"
 
@@ -49,25 +57,41 @@ class Sinks:
         desktop: bool = True,
         hook: list[str] | None = None,
         hook_timeout: float = 10.0,
+        hook_workspaces: list[str] | None = None,
+        hook_codes: list[str] | None = None,
+        hook_severities: list[str] | None = None,
+        socket: str = "",
         window: float = _WINDOW,
     ) -> None:
         self.log_events = log_events
         self.desktop = desktop
         self.hook = hook
         self.hook_timeout = hook_timeout
+        self.hook_filter = HookFilter(hook_workspaces, hook_codes, hook_severities)
+        self.socket = socket
         self.window = window
         self.log = log.get("notify")
         self.counters = {"delivered": 0, "hook_failures": 0}
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         # whether a workspace's first look is under way (engine.in_first_look)
         self.in_first_look: Callable[[str], bool] = lambda _workspace: False
+        # whether a workspace is being removed (engine.in_last_look)
+        self.in_last_look: Callable[[str], bool] = lambda _workspace: False
         self._notify_send: str | None = shutil.which("notify-send") if desktop else None
         self._desktop_skip_logged = False
         self._thread = threading.Thread(target=self._run, name="storyd-notify", daemon=True)
         self._thread.start()
 
     def configure(
-        self, *, log_events: bool, desktop: bool, hook: list[str] | None, hook_timeout: float
+        self,
+        *,
+        log_events: bool,
+        desktop: bool,
+        hook: list[str] | None,
+        hook_timeout: float,
+        hook_workspaces: list[str] | None = None,
+        hook_codes: list[str] | None = None,
+        hook_severities: list[str] | None = None,
     ) -> None:
         """Apply a reloaded configuration."""
         self.log_events, self.desktop, self.hook, self.hook_timeout = (
@@ -76,12 +100,14 @@ class Sinks:
             hook,
             hook_timeout,
         )
+        self.hook_filter = HookFilter(hook_workspaces, hook_codes, hook_severities)
         self._notify_send = shutil.which("notify-send") if desktop else None
 
     def __call__(self, event: Mapping[str, object], line: bytes) -> None:
         if event["event"] not in _KINDS:
             return
-        found_at_first_look = self.in_first_look(str(event["workspace"]))
+        workspace = str(event["workspace"])
+        found_at_first_look = self.in_first_look(workspace) or self.in_last_look(workspace)
         if self.log_events:
             finding = event.get("finding")
             if not isinstance(finding, dict):
@@ -118,6 +144,20 @@ class Sinks:
         if self.desktop and found.at_start and (errors or warnings):
             self._queue.put(found)
 
+    def last_look(self, found: FirstLook) -> None:
+        """A workspace was removed (unwatched, gone or expired): one log line saying what
+        it held; no desktop notification, no hook, no per-unit "back in sync"."""
+        if self.log_events:
+            self.log.info(
+                "last_look",
+                workspace=found.workspace,
+                units=found.units,
+                units_out_of_step=found.units_out_of_step,
+                errors=found.severities.get("error", 0),
+                warnings=found.severities.get("warning", 0),
+                info=found.severities.get("info", 0),
+            )
+
     def close(self) -> None:
         """Deliver what is queued, then stop the thread."""
         self._queue.put(None)
@@ -146,16 +186,23 @@ class Sinks:
                     events.append(item)
                 else:
                     self._desktop_first_look(item)
-            for unit_events in _by_unit(events).values():
-                self._deliver(unit_events)
+            for workspace, ws_events in _by_workspace(events).items():
+                self._deliver(workspace, ws_events)
 
-    def _deliver(self, events: list[tuple[Mapping[str, object], bytes]]) -> None:
+    def _deliver(self, workspace: str, events: list[tuple[Mapping[str, object], bytes]]) -> None:
+        """One workspace's burst: desktop notifications, then the hook once."""
         self.counters["delivered"] += 1
-        first = events[0][0]
         if self.desktop:
-            self._desktop(first, [e for e, _ in events])
+            units = _by_unit(events)
+            if len(units) > _UNITS_PER_BURST:
+                self._desktop_burst(workspace, len(units), [e for e, _ in events])
+            else:
+                for unit_events in units.values():
+                    self._desktop(unit_events[0][0], [e for e, _ in unit_events])
         if self.hook:
-            self._run_hook(first, b"".join(line for _, line in events))
+            chosen = [(e, line) for e, line in events if self.hook_filter.passes(e)]
+            if chosen:
+                self._run_hook(workspace, chosen)
 
     def _desktop(self, first: Mapping[str, object], events: list[Mapping[str, object]]) -> None:
         if not self._can_notify():
@@ -171,6 +218,19 @@ class Sinks:
         if len(events) > 5:
             lines.append(f"… and {len(events) - 5} more ({drift} drift, {resolved} resolved)")
         self._notify(title, "\n".join(lines))
+
+    def _desktop_burst(
+        self, workspace: str, units: int, events: list[Mapping[str, object]]
+    ) -> None:
+        if not self._can_notify():
+            return
+        drift = sum(1 for e in events if e["event"] == "drift")
+        resolved = len(events) - drift
+        title = f"storyd: {units} units changed in {workspace}"
+        counts = ", ".join(
+            f"{n} {kind}" for n, kind in ((drift, "drift"), (resolved, "resolved")) if n
+        )
+        self._notify(title, f"{counts}. `storyd status` lists them.")
 
     def _desktop_first_look(self, found: FirstLook) -> None:
         if not self._can_notify():
@@ -199,11 +259,41 @@ class Sinks:
         assert self._notify_send is not None
         self._spawn("desktop", [self._notify_send, "--app-name=storyd", title, body], None)
 
-    def _run_hook(self, first: Mapping[str, object], payload: bytes) -> None:
+    def _run_hook(self, workspace: str, events: list[tuple[Mapping[str, object], bytes]]) -> None:
+        """Run the hook once for a workspace's burst: in the workspace, the events on stdin."""
         assert self.hook is not None
-        self._spawn("hook", list(self.hook), payload, unit=first["unit"])
+        kinds = sorted({str(e["event"]) for e, _ in events})  # "drift" sorts before "resolved"
+        newest = max(events, key=lambda pair: int(str(pair[0]["generation"])))[0]
+        env = {
+            **os.environ,
+            "STORYD_WORKSPACE": workspace,
+            "STORYD_CLOCK": str(newest["clock"]),
+            "STORYD_SOCKET": self.socket,
+            "STORYD_EVENT": ",".join(kinds),
+        }
+        payload = b"".join(line for _, line in events)
+        units = len(_by_unit(events))
+        self._spawn(
+            "hook",
+            list(self.hook),
+            payload,
+            cwd=workspace,
+            env=env,
+            workspace=workspace,
+            events=len(events),
+            units=units,
+        )
 
-    def _spawn(self, what: str, argv: list[str], payload: bytes | None, **context: object) -> None:
+    def _spawn(
+        self,
+        what: str,
+        argv: list[str],
+        payload: bytes | None,
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        **context: object,
+    ) -> None:
         started = time.perf_counter()
         try:
             done = subprocess.run(
@@ -212,6 +302,8 @@ class Sinks:
                 capture_output=True,
                 timeout=self.hook_timeout,
                 check=False,
+                cwd=cwd,
+                env=env,
             )
         except subprocess.TimeoutExpired:
             self.counters["hook_failures"] += 1
@@ -234,6 +326,48 @@ class Sinks:
             )
         else:
             self.log.info(f"{what}_delivered", duration_ms=duration, **context)
+
+
+class HookFilter:
+    """Which events the hook sees: [notify] hook_workspaces (a workspace, or a folder
+    holding it), hook_codes (finding codes) and hook_severities; an empty list or None
+    lets every event through."""
+
+    __slots__ = ("codes", "severities", "workspaces")
+
+    def __init__(
+        self,
+        workspaces: list[str] | None = None,
+        codes: list[str] | None = None,
+        severities: list[str] | None = None,
+    ) -> None:
+        spelled = {os.path.normpath(w) for w in workspaces or ()}
+        self.workspaces = tuple(spelled | {os.path.realpath(w) for w in spelled})
+        self.codes = frozenset(codes or ())
+        self.severities = frozenset(severities or ())
+
+    def passes(self, event: Mapping[str, object]) -> bool:
+        """Whether the hook gets this drift or resolved event."""
+        if self.workspaces:
+            where = str(event["workspace"])
+            inside = (where == w or where.startswith(w.rstrip("/") + "/") for w in self.workspaces)
+            if not any(inside):
+                return False
+        finding = event.get("finding")
+        if not isinstance(finding, dict):
+            finding = {}
+        if self.codes and finding.get("code") not in self.codes:
+            return False
+        return not self.severities or finding.get("severity") in self.severities
+
+
+def _by_workspace(
+    batch: list[tuple[Mapping[str, object], bytes]],
+) -> dict[str, list[tuple[Mapping[str, object], bytes]]]:
+    grouped: dict[str, list[tuple[Mapping[str, object], bytes]]] = {}
+    for event, line in batch:
+        grouped.setdefault(str(event["workspace"]), []).append((event, line))
+    return grouped
 
 
 def _by_unit(
@@ -264,6 +398,9 @@ class _Settings(TypedDict):
     desktop: bool
     hook: list[str] | None
     hook_timeout: float
+    hook_workspaces: list[str]
+    hook_codes: list[str]
+    hook_severities: list[str]
 
 
 def _settings(cfg: Config) -> _Settings:
@@ -273,14 +410,20 @@ def _settings(cfg: Config) -> _Settings:
         "desktop": notify.desktop,
         "hook": notify.hook,
         "hook_timeout": notify.hook_timeout,
+        "hook_workspaces": list(notify.hook_workspaces),
+        "hook_codes": list(notify.hook_codes),
+        "hook_severities": list(notify.hook_severities),
     }
 
 
-def attach(engine: Engine, cfg: Config) -> Sinks:
-    """Create the sinks from the configuration and register them with the engine."""
-    sinks = Sinks(**_settings(cfg))
+def attach(engine: Engine, cfg: Config, socket: str = "") -> Sinks:
+    """Create the sinks from the configuration and register them with the engine
+    (`socket`: the daemon's socket path, STORYD_SOCKET in the hook's environment)."""
+    sinks = Sinks(**_settings(cfg), socket=socket)
     sinks.in_first_look = engine.in_first_look
+    sinks.in_last_look = engine.in_last_look
     engine.on_first_look = sinks.first_look
+    engine.on_last_look = sinks.last_look
     engine.sinks.append(sinks)
     return sinks
 

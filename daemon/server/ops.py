@@ -261,7 +261,8 @@ class Server(Transport):
             body = {"ok": True, "workspace": path, "watching": True, "units": units}
             return reply(body, self.clock(), suffix)
 
-        return self.later(self.daemon.watch(path), render, suffix)
+        auto = bool(field(request, "auto", bool, default=False))
+        return self.later(self.daemon.watch(path, auto=auto), render, suffix)
 
     def op_unwatch(
         self, conn: Connection, request: dict[str, object], suffix: bytes
@@ -323,6 +324,7 @@ class Server(Transport):
             "limits": self.limits(),
             "warm": daemon.warm_progress(),
             **{name: report() for name, report in self.reports.items()},
+            "watching": daemon.watch_counts(),  # issue 20: watched, auto, expired, gone
         }
         return reply(body, self.clock(), suffix)
 

@@ -75,7 +75,7 @@ class Runtime:
             self.daemon = Daemon(self.settings, detect)
             self.daemon.engine.on_pass = tips_held_by(runner)
             self.server = Server(self.daemon)
-            sinks = notify.attach(self.daemon.engine, self.cfg)
+            sinks = notify.attach(self.daemon.engine, self.cfg, socket=str(path))
             from daemon.reconcile import auto as reconcile_auto  # issue 11: auto-apply
 
             auto = reconcile_auto.attach(self.daemon.engine, self.cfg)
@@ -228,6 +228,7 @@ class Runtime:
         settings.connection_buffer = limits.connection_buffer
         settings.total_buffer = limits.total_buffer
         settings.idle_timeout = limits.idle_timeout
+        settings.auto_watch_idle = limits.auto_watch_idle  # read at each verification tick
         # Each reader looks these up on every use, so they take effect at the next read,
         # request line or wait, without a restart.
         settings.lock_timeout = self.daemon.options.lock_timeout = limits.lock_timeout

@@ -1,5 +1,11 @@
 """The daemon's state without the socket: engine, refresher, watcher and workspaces.
 
+A workspace that is gone (rm -rf of a git worktree) is unwatched at the next
+verification tick, freeing its `max_workspaces` slot; one a query started watching
+(auto-watch) is unwatched once nobody asked about it for `limits.auto_watch_idle`
+seconds. Configured workspaces and those `storyd watch` named never expire.
+`watch_counts()` is what `stats` reports of them.
+
 `ops.py` and `transport.py` speak the protocol; this module decides what is watched and how a query
 that misses the cache is read. Direct reads run on a small thread pool so a writer
 holding its lock never stalls the event loop.
@@ -39,6 +45,7 @@ class Settings:
 
     __slots__ = (
         "auto_watch",
+        "auto_watch_idle",
         "connection_buffer",
         "idle_timeout",
         "lock_timeout",
@@ -67,6 +74,7 @@ class Settings:
         connection_buffer: int = int(LIMITS["connection_buffer"][1]),
         total_buffer: int = int(LIMITS["total_buffer"][1]),
         idle_timeout: float = float(LIMITS["idle_timeout"][1]),
+        auto_watch_idle: float = float(LIMITS["auto_watch_idle"][1]),
     ) -> None:
         """Defaults: config.LIMITS, the one table of every limit's default and range."""
         self.staleness = staleness
@@ -81,6 +89,7 @@ class Settings:
         self.connection_buffer = connection_buffer
         self.total_buffer = total_buffer
         self.idle_timeout = idle_timeout
+        self.auto_watch_idle = auto_watch_idle
 
 
 def _ms(started: float) -> float:
@@ -141,6 +150,11 @@ class Daemon:
         self.log = log.get("daemon")
         self._cap_warned = False
         self.warm = Warmup()
+        # workspaces a query started watching, and when each workspace was last asked
+        # about (monotonic; written by the event loop in `canonical`, read by the tick)
+        self.auto_watched: set[str] = set()
+        self.last_asked: dict[str, float] = {}
+        self.forgotten = {"gone": 0, "expired": 0}
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -223,11 +237,46 @@ class Daemon:
         self.watcher.recount()
 
     def _tick(self) -> None:
-        """The refresher's verification tick: new or vanished format roots, and the
-        watch count (recounted here, off the event loop: `stats` only reads it)."""
+        """The refresher's verification tick: workspaces gone or idle too long, new or
+        vanished format roots, and the watch count (recounted here, off the event loop:
+        `stats` only reads it)."""
+        self._forget_stale()
         for path in list(self.engine.workspaces):
             self.watcher.ensure_roots(path)
         self.watcher.recount()
+
+    def _forget_stale(self) -> None:
+        """Unwatch workspaces that are gone, and auto-watched ones idle past the limit."""
+        idle = self.settings.auto_watch_idle
+        now = time.monotonic()
+        for path in list(self.engine.workspaces):
+            if not os.path.isdir(path):
+                self._forget(path, "gone")
+            elif (
+                idle > 0
+                and path in self.auto_watched
+                and now - self.last_asked.get(path, now) > idle
+            ):
+                self._forget(path, "expired")
+
+    def _forget(self, path: str, reason: str) -> None:
+        """Unwatch on the refresher thread (the tick's), and say why once."""
+        units = self.engine.workspaces[path].units if path in self.engine.workspaces else 0
+        self.forgotten[reason] += 1
+        self.log.info("workspace_forgotten", workspace=path, reason=reason, units=units)
+        self._unwatch_now(path)
+
+    def watch_counts(self) -> dict[str, object]:
+        """`stats`' view of the workspaces: how many are watched and auto-watched, how
+        many were unwatched as gone or idle, and the idle limit."""
+        watched = list(self.engine.workspaces)
+        return {
+            "watched": len(watched),
+            "auto": sum(1 for p in watched if p in self.auto_watched),
+            "expired": self.forgotten["expired"],
+            "gone": self.forgotten["gone"],
+            "autoWatchIdle": self.settings.auto_watch_idle,
+        }
 
     # -- workspaces ----------------------------------------------------------
 
@@ -239,6 +288,7 @@ class Daemon:
             raise UsageError("field 'workspace' may not contain a NUL byte")
         known = self.aliases.get(raw)  # a lone dict read: atomic under the GIL
         if known is not None:
+            self.last_asked[known] = time.monotonic()  # for auto_watch_idle
             return known
         if not os.path.isabs(raw):
             raise UsageError(f"workspace {raw!r} must be an absolute path")
@@ -249,6 +299,7 @@ class Daemon:
             if len(self.aliases) >= _MAX_ALIASES:
                 self.aliases.clear()
             self.aliases[raw] = path
+        self.last_asked[path] = time.monotonic()
         return path
 
     # -- answering a resume query ---------------------------------------------
@@ -358,9 +409,12 @@ class Daemon:
         return (f"{path} is not a workspace: no .git and none of {', '.join(roots)}; "
                 "create one of them first")
 
-    def watch(self, path: str) -> Future[int]:
-        """Start watching (on the refresher thread); the future gives the unit count."""
+    def watch(self, path: str, *, auto: bool = False) -> Future[int]:
+        """Start watching (on the refresher thread); the future gives the unit count.
+        `auto`: a query asked, not the configuration or `storyd watch`: it may expire."""
         future: Future[int] = Future()
+        if not auto:
+            self.auto_watched.discard(path)  # named on purpose now: never expires
         if self.watching(path):
             future.set_result(self.engine.workspaces[path].units)
             return future
@@ -378,8 +432,12 @@ class Daemon:
 
         def run() -> None:
             try:
+                if auto:
+                    self.auto_watched.add(path)
+                self.last_asked[path] = time.monotonic()
                 future.set_result(self._watch_now(path))
             except Exception as exc:
+                self.auto_watched.discard(path)
                 future.set_exception(exc)
 
         self.refresher.call(run)
@@ -390,13 +448,19 @@ class Daemon:
         future: Future[bool] = Future()
 
         def run() -> None:
-            self.watcher.unwatch(path)
-            removed = self.engine.remove_workspace(path)
-            self._forget_aliases(path)
-            future.set_result(removed)
+            future.set_result(self._unwatch_now(path))
 
         self.refresher.call(run)
         return future
+
+    def _unwatch_now(self, path: str) -> bool:
+        """Stop watching and forget (on the refresher thread); True if it was watched."""
+        self.watcher.unwatch(path)
+        removed = self.engine.remove_workspace(path)
+        self._forget_aliases(path)
+        self.auto_watched.discard(path)
+        self.last_asked.pop(path, None)
+        return removed
 
     def auto_watch(self, path: str) -> None:
         """A query for an unwatched workspace: start watching it when allowed."""
@@ -409,7 +473,7 @@ class Daemon:
                 self._cap_warned = True
                 self.log.warning("workspace_cap", cap=self.settings.max_workspaces, workspace=path)
             return
-        self.watch(path)
+        self.watch(path, auto=True)
 
     def warm_progress(self) -> dict[str, object]:
         """How far the start-up warm-up has got (for `stats` and `status`)."""

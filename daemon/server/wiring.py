@@ -52,19 +52,29 @@ def tips_held_by(runner: Runner) -> Callable[[bool], None]:
     return hold
 
 
-def scan_directly(workspaces: list[str], cfg: Config, staleness: str | None = None) -> list[Entry]:
-    """Every unit of the workspaces, read now in this process, detectors included."""
+def scan_directly(
+    workspaces: list[str],
+    cfg: Config,
+    staleness: str | None = None,
+    on_unit: Callable[[], None] | None = None,
+) -> tuple[list[Entry], list[dict[str, object]]]:
+    """Every unit of the workspaces, read now in this process, detectors included, and
+    the state files that do not parse (as the `list` op's `unreadable`); `on_unit` is
+    called as each unit is built (a progress line counts them)."""
     mode = staleness or cfg.staleness
     options = answers.Options(cfg.limits.lock_timeout, mode)
     detect, runner = build_detect(cfg, mode)
     engine = Engine(options, detect=detect)
+    if on_unit is not None:
+        tick = on_unit
+        engine.sinks.append(lambda event, _line: tick() if event["event"] == "changed" else None)
     hold = tips_held_by(runner)
     hold(True)  # one pass over every unit: one look at each tip
     try:
         for path in workspaces:
             if os.path.isdir(path):
                 engine.scan(engine.add_workspace(os.path.realpath(path)))
-        return engine.entries()
+        return engine.entries(), engine.unreadable()
     finally:
         hold(False)
         runner.close()
