@@ -63,6 +63,8 @@ def soak(operations: int, seed: int, per_round: int, show_log: bool) -> Report:
             total.counts[op] = total.counts.get(op, 0) + n
         round_seed += 1
         print(f"  round seed {round_seed - 1}: {report.line()}", flush=True)
+        for violation in report.violations:
+            print(f"    VIOLATION {violation}", flush=True)
     return total
 
 
