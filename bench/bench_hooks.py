@@ -151,7 +151,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         ws = root / "ws"
-        prepare(str(REPO / "demo"), str(ws))
+        prepare(str(REPO / "daemon" / "demo"), str(ws))
         (root / "config" / "storyd").mkdir(parents=True)
         (root / "config" / "storyd" / "config.toml").write_text(f"[hooks]\nroots = [{tmp!r}]\n")
         (root / "run").mkdir(mode=0o700)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import time
+from _thread import _local  # threading's own thread-local store, without its import
 
 __all__ = [
     "DEFAULT_MODE",
@@ -53,7 +54,9 @@ _memo: dict[tuple[object, ...], int | None] = {}
 _primed: dict[str, tuple[tuple[object, ...], float, dict[str, int], frozenset[str]]] = {}
 _switches = {"batching": False}
 # workspace -> its repository stamp, taken once for a whole pass over one state file
-_pinned: dict[str, tuple[object, ...] | None] = {}
+# workspace -> its repository stamp, per thread: the refresher's pass must not lend
+# its stamp, taken before a commit, to a query read on the pool after it
+_pins = _local()
 
 
 def enable_batching() -> None:
@@ -66,12 +69,13 @@ def pin(workspace: str) -> None:
     daemon reading a state file of 10,000 stories): without a pin, each file's answer
     reads HEAD, its ref and the index again (2.8 s of a 10,000-story warm-up). The
     pass sees git as it was when it began; a git change after that triggers a recheck."""
-    _pinned[workspace] = _repo_stamp(workspace)
+    stamps: dict[str, tuple[object, ...] | None] = _pins.__dict__.setdefault("stamps", {})
+    stamps[workspace] = _repo_stamp(workspace)
 
 
 def unpin(workspace: str) -> None:
     """End the pass `pin` began: each answer reads the stamp afresh again."""
-    _pinned.pop(workspace, None)
+    _pins.__dict__.get("stamps", {}).pop(workspace, None)
 
 
 def mtime_seconds(path: str) -> int | None:
@@ -201,7 +205,8 @@ def stamp_files(workspace: str) -> tuple[tuple[str, tuple[int, int, int, int, in
 
 def _from_batch(workspace: str, relpath: str) -> object:
     """The batched answer for one path, or _MISS when the batch cannot tell."""
-    stamp = _pinned[workspace] if workspace in _pinned else _repo_stamp(workspace)
+    pinned = _pins.__dict__.get("stamps", {})
+    stamp = pinned[workspace] if workspace in pinned else _repo_stamp(workspace)
     if stamp is None:
         return _MISS
     primed = _primed.get(workspace)

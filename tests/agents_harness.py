@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 def demo_workspace(folder: Path) -> Path:
     """storyd demo's workspace in `folder`/ws: 7 units, 3 state files behind git."""
     ws = folder / "ws"
-    prepare(str(REPO / "demo"), str(ws))
+    prepare(str(REPO / "daemon" / "demo"), str(ws))
     return ws
 
 

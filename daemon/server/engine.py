@@ -42,7 +42,7 @@ from daemon.model import OWN_DETECTORS, Finding, Unit, same_data
 from daemon.pipeline import Answer, FileRead, Options, find_state_files
 from daemon.server import fastjson
 from daemon.server.events import EventLog, Sink
-from daemon.server.store import Deps, Entry, Proof, Snapshot, Workspace
+from daemon.server.store import Entry, PassMark, Proof, Snapshot, StoryProof, Workspace
 
 if TYPE_CHECKING:
     from collections import deque
@@ -73,7 +73,7 @@ class Draft:
         answer: Answer | None,
         error: StorydError | None,
         findings: tuple[Finding, ...],
-        proof: Proof | None = None,
+        proof: StoryProof | None = None,
         racy: bool = False,
     ) -> None:
         self.unit = unit
@@ -109,16 +109,13 @@ def _look(ws: Workspace, entries: list[Entry], at_start: bool) -> FirstLook:
     return FirstLook(ws.path, len(entries), out_of_step, dict(severities), at_start)
 
 
-class _Pass:
-    """What one pass over a state file's units shares: the change mark and clock taken
-    before it, and git's stamp files (a unit whose staleness asked git depends on them)."""
-
-    __slots__ = ("git_deps", "seq", "started")
-
-    def __init__(self, workspace: str, changes: Changes | None) -> None:
-        self.seq = changes.drain() if changes is not None else 0
-        self.started = time.time_ns()
-        self.git_deps: Deps = storytime.stamp_files(workspace)
+def _pass_mark(workspace: str, changes: Changes | None) -> tuple[PassMark, bool]:
+    """The mark a pass over a file's units starts with, and whether git's stamp was
+    too new to trust by stat (a unit that asks git is then racy)."""
+    seq = changes.drain() if changes is not None else 0
+    started = time.time_ns()
+    git = Proof(storytime.stamp_files(workspace), seq, started)
+    return PassMark(seq, started, git), git.racy(changes)
 
 
 class Engine:
@@ -152,6 +149,9 @@ class Engine:
         self._lock = threading.Lock()
         self._file_locks = [threading.Lock() for _ in range(_FILE_LOCKS)]
         self._last_good: dict[tuple[str, str], FileRead] = {}
+        # each file's latest read and when it began (monotonic ns): shared by queries
+        # that arrived before it began
+        self._latest: dict[tuple[str, str], tuple[int, FileRead]] = {}
         fastjson.install()
 
     # -- the event log's face (kept for callers of 0.1's engine) --------------
@@ -348,16 +348,30 @@ class Engine:
         return self._file_locks[hash((workspace, relpath)) % _FILE_LOCKS]
 
     def read(
-        self, workspace: str, relpath: str, adapter: Adapter, reuse: Reuse | None = None
+        self,
+        workspace: str,
+        relpath: str,
+        adapter: Adapter,
+        reuse: Reuse | None = None,
+        *,
+        since: int | None = None,
     ) -> FileRead:
         """Read one state file under its lock; a good read becomes its last good read.
 
         Every read of a file, the refresher's and the pool's, runs under the same lock,
         so reads of one file end in the order of what they saw: the last good read is
-        always the newest good one.
+        always the newest good one. With `since` (a query's arrival, monotonic ns), a
+        read of the file that began after it is as good as a new one and is shared:
+        queries arriving together while a file is read cost one read, not one each.
         """
         changes = self.changes
+        key = (workspace, relpath)
         with self._file_lock(workspace, relpath):
+            if since is not None:
+                began, latest = self._latest.get(key, (-1, None))
+                if latest is not None and began >= since:
+                    return latest
+            began = time.monotonic_ns()
             seq = 0
             if changes is not None:
                 changes.watch(os.path.dirname(os.path.join(workspace, relpath)))
@@ -367,18 +381,26 @@ class Engine:
             if changes is not None:  # the next read of what it read is covered
                 for path, _sig in got.deps:
                     changes.watch(os.path.dirname(path))
-            if got.error is None and workspace in self.workspaces:
-                self._last_good[(workspace, relpath)] = got
-            elif isinstance(got.error, StateFileMissing):
-                self._last_good.pop((workspace, relpath), None)
+            if workspace in self.workspaces:
+                self._latest[key] = (began, got)
+                if got.error is None:
+                    self._last_good[key] = got
+            if isinstance(got.error, StateFileMissing):
+                self._last_good.pop(key, None)
             return got
 
     def read_now(
-        self, workspace: str, relpath: str, adapter: Adapter
+        self, workspace: str, relpath: str, adapter: Adapter, since: int | None = None
     ) -> tuple[FileRead, str | None]:
-        """A cache miss's read: the file as it is now, or, when it does not parse or its
-        lock is held past the bound, its last good read and why (None: read well)."""
-        got = self.read(workspace, relpath, adapter)
+        """A cache miss's read: the file as it is now (read after `since`, a query's
+        arrival), or, when it does not parse or its lock is held past the bound, its
+        last good read and why (None: read well). Units unchanged since the cached
+        snapshot are that snapshot's, not built again."""
+        ws = self.workspaces.get(workspace)
+        snap = ws.files.get(relpath) if ws is not None else None
+        healthy = snap is not None and snap.error is None and snap.unreadable_since is None
+        reuse = self._reuser(snap, {}, reuse=True) if healthy else None
+        got = self.read(workspace, relpath, adapter, reuse, since=since)
         if isinstance(got.error, DataError) or (got.error is not None and got.error.code == 75):
             good = self._last_good.get((workspace, relpath))
             if good is not None:
@@ -459,6 +481,8 @@ class Engine:
                 self._emit_removed(entry)
             for key in [k for k in self._last_good if k[0] == path]:
                 self._last_good.pop(key, None)
+            for key in [k for k in self._latest if k[0] == path]:
+                self._latest.pop(key, None)
         finally:
             self._leaving.pop(path, None)
         self.on_last_look(_look(ws, entries, False))
@@ -624,7 +648,7 @@ class Engine:
         git_busy: bool,
         force: bool,
         old: Entry | None,
-        look: _Pass,
+        look: tuple[PassMark, bool],
     ) -> Draft:
         story = os.path.join(ws.path, unit.story_file) if unit.story_file else None
         story_sig = pipeline.signature(story) if story else None
@@ -635,11 +659,13 @@ class Engine:
         proof = None
         racy = False
         if story:
-            deps: Deps = ((story, story_sig),)
-            if answer.asked_git:
-                deps += look.git_deps
-            proof = Proof(deps, look.seq, look.started)
-            racy = proof.racy(self.changes)
+            mark, git_racy = look
+            proof = StoryProof(story, story_sig, mark, answer.asked_git)
+            changes = self.changes
+            covered = changes is not None and changes.changed(story, mark.seq) is not None
+            racy = (not covered and pipeline.is_racy(story_sig, mark.started)) or (
+                answer.asked_git and git_racy
+            )
         findings = unit.findings + extra
         if self.detect is None or not (ws.checked or ws.checking):
             return Draft(unit, answer, None, findings, proof, racy)
@@ -682,9 +708,11 @@ class Engine:
         entries: dict[str, Entry] = {}
         changed: list[tuple[Entry, Entry | None]] = []
         racy = proof.racy(self.changes)
+        # git's stamp files are looked at before git is (the pin): a commit in between
+        # makes the proof fail, never an answer from before it pass for one after
+        look = _pass_mark(ws.path, self.changes)
         storytime.pin(ws.path)  # one look at git for every unit of this file
         try:
-            look = _Pass(ws.path, self.changes)
             for unit in units:
                 prev = previous.get(unit.key)
                 if reuse and prev is not None and prev.error is None and not prev.racy and (
@@ -697,12 +725,17 @@ class Engine:
                 if prev is not None and draft.answers_as(prev):
                     if prev.unit is not unit:  # same answer from a re-read: keep units current
                         prev.unit = unit
-                    if _deps(prev.proof) != _deps(draft.proof) or prev.racy != draft.racy:
+                    same = (
+                        draft.proof.same_as(prev.proof)
+                        if draft.proof is not None
+                        else prev.proof is None
+                    )
+                    if not same or prev.racy != draft.racy:
                         prev = _with_proof(prev, draft.proof, draft.racy)
                     entries[unit.key] = prev
                     continue
                 entry = Entry(ws.path, unit, draft.answer, draft.error, draft.findings,
-                              self.log.advance(), draft.proof or _NO_PROOF, draft.racy)
+                              self.log.advance(), draft.proof, draft.racy)
                 entries[unit.key] = entry
                 changed.append((entry, prev))
         finally:
@@ -747,6 +780,7 @@ class Engine:
                 ws.files_version += 1
                 self._index(ws, relpath, [], list(snap.entries.values()))
         self._last_good.pop((ws.path, relpath), None)
+        self._latest.pop((ws.path, relpath), None)
         if snap is not None:
             for key in snap.keys:
                 self._emit_removed(snap.entries[key])
@@ -812,18 +846,11 @@ class Engine:
         self.log.publish(event, keep=ws is None or ws.checked)
 
 
-_NO_PROOF = Proof((), 0, 0)
-
-
-def _deps(proof: Proof | None) -> Deps:
-    return proof.deps if proof is not None else ()
-
-
-def _with_proof(entry: Entry, proof: Proof | None, racy: bool) -> Entry:
+def _with_proof(entry: Entry, proof: StoryProof | None, racy: bool) -> Entry:
     """The same entry (answer, findings, generation) read from files with new signatures."""
     fresh = Entry.__new__(Entry)
     for name in Entry.__slots__:
         setattr(fresh, name, getattr(entry, name))
-    fresh.proof = proof or _NO_PROOF
+    fresh.proof = proof
     fresh.racy = racy
     return fresh

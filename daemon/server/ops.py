@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable
 
 import orjson
@@ -132,7 +133,9 @@ class Server(Transport):
             body = answer_body(answer.line, findings_json(answer.findings), b"direct", generation)
             return finish(body, self.clock(), suffix)
 
-        return self.later(daemon.executor.submit(daemon.read_answer, path, query), render, suffix)
+        arrived = time.monotonic_ns()  # a read of the file begun after this will do
+        read = daemon.executor.submit(daemon.read_answer, path, query, arrived)
+        return self.later(read, render, suffix)
 
     def op_epic(
         self, conn: Connection, request: dict[str, object], suffix: bytes
@@ -189,12 +192,13 @@ class Server(Transport):
         if hit is not None:
             daemon.counters["hits"] += 1
             return _cli_reply(hit, query.detail)
+        arrived = time.monotonic_ns()  # a read of the file begun after this will do
         daemon.counters["misses"] += 1
         daemon.auto_watch(path)
 
         def read() -> Output:
             try:
-                result = daemon.read_answer(path, query)
+                result = daemon.read_answer(path, query, arrived)
             except StorydError as exc:
                 if exc.code in (2, 65, 75):  # the last good read lacks it; never read well
                     return Output(exc.code, b"", (exc.message,))

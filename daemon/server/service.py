@@ -317,7 +317,7 @@ class Daemon:
         key = query.unit if query.unit is not None else self.engine.sole_unit(path, relpath)
         return Target(relpath, key, f"unit {query.unit!r} not in {relpath}")
 
-    def read_answer(self, path: str, query: Query) -> answers.Answer:
+    def read_answer(self, path: str, query: Query, since: int | None = None) -> answers.Answer:
         """A cache miss, read now (on the pool): the file as it is, or while it is torn
         its last good read, with a finding saying so. Detectors for --detail and `resume`."""
         if query.state_file is None:
@@ -331,7 +331,7 @@ class Daemon:
             key = query.unit
             missing = f"unit {query.unit!r} not in {relpath}"
         if self.watching(path):
-            got, unreadable = self.engine.read_now(path, relpath, adapter)
+            got, unreadable = self.engine.read_now(path, relpath, adapter, since)
             self.refresher.nudge(path, relpath)  # the cache catches up behind the answer
         else:
             got, unreadable = pipeline.read_file(path, adapter, relpath, self.options), None
@@ -342,8 +342,8 @@ class Daemon:
         if query.detail:
             result = answers.with_detectors(path, result, self.engine.detect)
         if unreadable is not None:
-            since = self.engine.unreadable_since(path, relpath)
-            result.findings += (self.engine.unreadable_finding(relpath, unreadable, since),)
+            torn_since = self.engine.unreadable_since(path, relpath)
+            result.findings += (self.engine.unreadable_finding(relpath, unreadable, torn_since),)
         return result
 
     def sync(self, stale: list[tuple[str, Snapshot]]) -> Future[None]:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from daemon.server.changes import Changes
     from daemon.wire import Envelope, UnitSummary
 
-__all__ = ["Deps", "Entry", "Proof", "Snapshot", "Workspace"]
+__all__ = ["Deps", "Entry", "PassMark", "Proof", "Snapshot", "StoryProof", "Workspace"]
 
 Deps = tuple[tuple[str, "Signature | None"], ...]
 _SEVERITIES = ("info", "warning", "error")
@@ -77,7 +77,49 @@ class Proof:
         return self.deps[0][1] if self.deps else None
 
 
-_NO_PROOF = Proof((), 0, 0)
+class PassMark:
+    """What one pass over a state file's units shares: the change mark and the clock
+    taken before it, and git's stamp files as a Proof (units whose staleness asked git
+    depend on them). One object for the pass, shared by its entries."""
+
+    __slots__ = ("git", "seq", "started")
+
+    def __init__(self, seq: int, started: int, git: Proof) -> None:
+        self.seq = seq
+        self.started = started
+        self.git = git
+
+
+class StoryProof:
+    """A unit's own dependency, kept small (10,000 of them): its story file (a hash of
+    its signature and its folder, interned) and, when staleness asked git, the pass's
+    git proof. The story file's path is its unit's `story_file`; racy reads are flagged
+    on the entry when it is built."""
+
+    __slots__ = ("asked_git", "folder", "mark", "sig_hash")
+
+    def __init__(self, path: str, sig: Signature | None, mark: PassMark, asked_git: bool) -> None:
+        self.sig_hash = hash(sig)
+        self.folder = sys.intern(os.path.dirname(path))
+        self.mark = mark
+        self.asked_git = asked_git
+
+    def same_as(self, other: StoryProof | None) -> bool:
+        """Whether it vouches for the same files as `other` (the same signatures)."""
+        return other is not None and (self.sig_hash, self.folder, self.asked_git) == (
+            other.sig_hash, other.folder, other.asked_git
+        )
+
+    def holds(self, path: str, racy: bool, changes: Changes | None) -> bool:
+        """Whether the story file at `path` (and git, if asked) is as it was read."""
+        mark = self.mark
+        changed = changes.changed(path, mark.seq, self.folder) if changes is not None else None
+        if changed is None:
+            if racy or hash(signature(path)) != self.sig_hash:
+                return False
+        elif changed:
+            return False
+        return not self.asked_git or mark.git.holds(changes)
 
 
 class Entry:
@@ -87,7 +129,8 @@ class Entry:
     every form). The findings' JSON is rendered on the unit's first query and kept from
     then on (rendered up front it doubled what the findings cost; see
     docs/benchmarks.md). `proof` covers the files this unit's answer depends on beyond
-    its state file's (its story file, git's stamp when staleness asked git).
+    its state file's (its story file, git's stamp when staleness asked git); None when
+    it has no story file.
     """
 
     __slots__ = (
@@ -115,7 +158,7 @@ class Entry:
         error: StorydError | None,
         findings: tuple[Finding, ...],
         generation: int,
-        proof: Proof = _NO_PROOF,
+        proof: StoryProof | None = None,
         racy: bool = False,
     ) -> None:
         self.workspace = workspace
@@ -263,7 +306,14 @@ class Snapshot:
 
     def serves(self, entry: Entry, changes: Changes | None) -> bool:
         """Whether `entry` (one of this snapshot's) may answer a query now."""
-        return self.proof.holds(changes) and entry.proof.holds(changes)
+        if not self.proof.holds(changes):
+            return False
+        proof = entry.proof
+        if proof is None:
+            return True
+        story = entry.unit.story_file
+        path = os.path.join(entry.workspace, story) if story else ""
+        return proof.holds(path, entry.racy, changes)
 
 
 
