@@ -360,16 +360,17 @@ class Engine:
 
         Every read of a file, the refresher's and the pool's, runs under the same lock,
         so reads of one file end in the order of what they saw: the last good read is
-        always the newest good one. With `since` (a query's arrival, monotonic ns), a
-        read of the file that began after it is as good as a new one and is shared:
-        queries arriving together while a file is read cost one read, not one each.
+        always the newest good one. With `since` (a query's arrival, monotonic ns), the
+        file's latest read is shared when it began after the query arrived, or when the
+        change queue says nothing it read changed since it began: queries arriving
+        while the refresher reads a file wait for that read instead of making another.
         """
         changes = self.changes
         key = (workspace, relpath)
         with self._file_lock(workspace, relpath):
             if since is not None:
                 began, latest = self._latest.get(key, (-1, None))
-                if latest is not None and began >= since:
+                if latest is not None and (began >= since or self._still(latest)):
                     return latest
             began = time.monotonic_ns()
             seq = 0
@@ -388,6 +389,15 @@ class Engine:
             if isinstance(got.error, StateFileMissing):
                 self._last_good.pop(key, None)
             return got
+
+    def _still(self, got: FileRead) -> bool:
+        """Whether nothing a read read has changed since it began (the change queue
+        says so; never by stat alone, whose racy window a fresh read avoids)."""
+        changes = self.changes
+        if changes is None or not got.deps:
+            return False
+        changes.drain()
+        return all(changes.changed(path, got.seq) is False for path, _sig in got.deps)
 
     def read_now(
         self, workspace: str, relpath: str, adapter: Adapter, since: int | None = None
@@ -736,6 +746,10 @@ class Engine:
                     continue
                 entry = Entry(ws.path, unit, draft.answer, draft.error, draft.findings,
                               self.log.advance(), draft.proof, draft.racy)
+                if prev is not None and prev.line == entry.line:
+                    # the same envelope bytes (a detectors' pass changes findings only):
+                    # share them, so a file's old and new snapshots do not hold two copies
+                    entry.line = prev.line
                 entries[unit.key] = entry
                 changed.append((entry, prev))
         finally:

@@ -96,6 +96,21 @@ def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
 
+def _give_back_freed_memory() -> None:
+    """Return the heap the warm-up freed to the system (glibc's malloc_trim).
+
+    A file's new snapshot is built beside the old one and the old one freed after the
+    swap, so the warm-up's detectors' pass holds two of a large file's entries for a
+    moment; glibc keeps that high-water mark (RSS 79 MB instead of 72 at 10,000
+    stories) until asked. Elsewhere (musl, macOS) there is nothing to ask."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 class Target:
     """What a resume query names in a workspace: the state file, the unit (None: ask
     the file) and the message for a unit that is not there."""
@@ -194,6 +209,7 @@ class Daemon:
             self.refresher.call(partial(self._warm_check, path))
 
         def done() -> None:
+            _give_back_freed_memory()
             self.warm.done = True
             self.log.info(
                 "warm",
