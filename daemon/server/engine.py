@@ -145,6 +145,7 @@ class Engine:
         self.log = EventLog()
         self.workspaces: dict[str, Workspace] = {}
         self._leaving: dict[str, Workspace] = {}  # unwatched, their units still leaving
+        self._expected: set[str] = set()  # to be watched: their reads are remembered
         self.counters = {"refreshes": 0, "unreadable": 0, "checked": 0}
         self._lock = threading.Lock()
         self._file_locks = [threading.Lock() for _ in range(_FILE_LOCKS)]
@@ -382,7 +383,7 @@ class Engine:
             if changes is not None:  # the next read of what it read is covered
                 for path, _sig in got.deps:
                     changes.watch(os.path.dirname(path))
-            if workspace in self.workspaces:
+            if workspace in self.workspaces or workspace in self._expected:
                 self._latest[key] = (began, got)
                 if got.error is None:
                     self._last_good[key] = got
@@ -434,12 +435,23 @@ class Engine:
 
     # -- workspaces -----------------------------------------------------------
 
+    def expect(self, path: str) -> None:
+        """A watch of `path` is on its way (queued on the refresher): a good answer read
+        from it meanwhile is remembered as the file's last good read already."""
+        with self._lock:
+            self._expected.add(path)
+
+    def expected(self, path: str) -> bool:
+        """Whether a watch of `path` is on its way."""
+        return path in self._expected
+
     def add_workspace(self, path: str, *, checked: bool = True) -> Workspace:
         """Start tracking a workspace (call `scan` next; `checked=False`: `check` after)."""
         if self.changes is not None:  # git's stamp files: staleness answers depend on them
             for stamp, _sig in storytime.stamp_files(path):
                 self.changes.watch(os.path.dirname(stamp))
         with self._lock:
+            self._expected.discard(path)
             return self.workspaces.setdefault(path, Workspace(path, checked=checked))
 
     def check(self, ws: Workspace) -> None:
@@ -480,8 +492,11 @@ class Engine:
         `subscribe {since}` client replays them and drops the units too.
         """
         with self._lock:
+            self._expected.discard(path)
             ws = self.workspaces.pop(path, None)
             if ws is None:
+                for key in [k for k in self._last_good if k[0] == path]:
+                    self._last_good.pop(key, None)
                 return False
             ws.last_look = True
             self._leaving[path] = ws

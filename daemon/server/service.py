@@ -13,6 +13,7 @@ holding its lock never stalls the event loop.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -105,10 +106,8 @@ def _give_back_freed_memory() -> None:
     stories) until asked. Elsewhere (musl, macOS) there is nothing to ask."""
     import ctypes
 
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 class Target:
@@ -170,6 +169,8 @@ class Daemon:
         self.auto_watched: set[str] = set()
         self.last_asked: dict[str, float] = {}
         self.forgotten = {"gone": 0, "expired": 0}
+        # watches queued on the refresher, by workspace: a second ask joins the first
+        self._pending_watches: dict[str, Future[int]] = {}
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -346,7 +347,7 @@ class Daemon:
             adapter = detect(relpath)
             key = query.unit
             missing = f"unit {query.unit!r} not in {relpath}"
-        if self.watching(path):
+        if self.watching(path) or self.engine.expected(path):
             got, unreadable = self.engine.read_now(path, relpath, adapter, since)
             self.refresher.nudge(path, relpath)  # the cache catches up behind the answer
         else:
@@ -446,6 +447,12 @@ class Daemon:
             future.set_exception(UsageError(msg))
             return future
 
+        pending = self._pending_watches.get(path)
+        if pending is not None:  # one watch on its way is enough: it answers all
+            return pending
+        self._pending_watches[path] = future
+        self.engine.expect(path)  # its reads count as last good ones from now on
+
         def run() -> None:
             try:
                 if auto:
@@ -454,7 +461,10 @@ class Daemon:
                 future.set_result(self._watch_now(path))
             except Exception as exc:
                 self.auto_watched.discard(path)
+                self.engine.remove_workspace(path)  # and what its reads remembered
                 future.set_exception(exc)
+            finally:
+                self._pending_watches.pop(path, None)
 
         self.refresher.call(run)
         return future
