@@ -19,6 +19,7 @@ from daemon.reconcile import undo
 from daemon.reconcile.atomic import clean_temps, locked, read_fd, replace
 from daemon.reconcile.plan import FilePlan, Plan
 from daemon.reconcile.targets import BAK_FORMATS
+from daemon.regular import read_regular
 
 __all__ = ["REPLANS", "apply", "undo_last"]
 
@@ -42,8 +43,7 @@ def _bak(workspace: str, plan: FilePlan) -> tuple[str, bytes | None] | None:
         return None
     path = os.path.join(workspace, plan.relpath + ".bak")
     try:
-        with open(path, "rb") as handle:
-            return path, handle.read()
+        return path, read_regular(path)
     except FileNotFoundError:
         return path, None
 
@@ -95,8 +95,7 @@ def apply(workspace: str, make_plan: Callable[[], Plan], lock_timeout: float) ->
 
 def _current(path: str) -> bytes | None:
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        return read_regular(path)
     except FileNotFoundError:
         return None
 

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 
 from daemon.locking import flock_wait, same_file
+from daemon.regular import open_regular
 
 __all__ = ["HOOK_ENV", "TEMP_MARK", "clean_temps", "locked", "read_fd", "replace"]
 
@@ -39,7 +40,7 @@ def locked(path: str, timeout: float) -> Iterator[int]:
     """Hold `flock -x` on `path` (the descriptor is yielded); LockTimeout past `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_regular(path)  # a FIFO would block open(2) for ever
         try:
             flock_wait(fd, fcntl.LOCK_EX, path, timeout, deadline)
             if same_file(fd, path):  # else a writer renamed a new file over it: lock that

@@ -18,6 +18,7 @@ import time
 
 from daemon.errors import StorydError
 from daemon.reconcile.atomic import replace
+from daemon.regular import read_regular
 
 __all__ = ["NothingToUndo", "Record", "UndoRefused", "load", "record_dir", "save", "state_dir"]
 
@@ -126,8 +127,7 @@ def load(workspace: str) -> tuple[Record, list[dict[str, object]]]:
     """The last record and its raw entries (NothingToUndo when there is none)."""
     folder = record_dir(workspace)
     try:
-        with open(os.path.join(folder, _RECORD), "rb") as handle:
-            body = json.loads(handle.read())
+        body = json.loads(read_regular(os.path.join(folder, _RECORD)))
     except FileNotFoundError:
         msg = f"nothing to undo: no reconcile apply is recorded for {workspace}"
         raise NothingToUndo(msg) from None
@@ -138,8 +138,7 @@ def load(workspace: str) -> tuple[Record, list[dict[str, object]]]:
     for entry in body["files"]:
         before = None
         if entry["before"]:
-            with open(os.path.join(folder, entry["before"]), "rb") as handle:
-                before = handle.read()
+            before = read_regular(os.path.join(folder, entry["before"]))
         files.append(FileRecord(entry["path"], before, None))
     record = Record(body["workspace"], files, body["appliedAt"], body.get("summary") or [])
     return record, body["files"]

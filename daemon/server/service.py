@@ -7,7 +7,9 @@ holding its lock never stalls the event loop.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -19,9 +21,36 @@ from daemon.server import log
 from daemon.server.engine import Detect, Engine
 from daemon.server.watcher import Refresher, Watcher, git_operation_in_progress
 
-__all__ = ["Daemon", "Settings"]
+__all__ = ["STOP_GRACE", "Daemon", "Settings", "exit_now"]
 
 _MAX_ALIASES = 4096
+STOP_GRACE = 5.0  # seconds stop() waits for its threads; then they are left behind
+
+
+def stuck_threads() -> list[str]:
+    """The names of live non-daemon threads other than this one (they keep a process
+    alive at exit: a thread-pool worker stuck in a system call, say)."""
+    me = threading.current_thread()
+    return sorted(t.name for t in threading.enumerate() if t is not me and not t.daemon)
+
+
+def exit_now(code: int, grace: float = STOP_GRACE) -> None:
+    """End the process with `code` when threads are still stuck after `grace` seconds.
+
+    Python joins every thread-pool worker at exit; one blocked for ever in open(2) or
+    read(2) would keep a stopped daemon alive, deaf to SIGTERM. Everything of ours is
+    already released when this is called; the log says which threads were left.
+    """
+    deadline = time.monotonic() + grace
+    while stuck_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = stuck_threads()
+    if left:
+        log.get("daemon").warning("exit_forced", threads=left, code=code)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
 
 
 class Settings:
@@ -164,12 +193,20 @@ class Daemon:
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
 
-    def stop(self) -> None:
-        """Stop the threads (the socket is the server's business)."""
+    def stop(self, grace: float = STOP_GRACE) -> None:
+        """Stop the threads (the socket is the server's business), within `grace` seconds.
+
+        A thread stuck in a system call (a read nothing answers) is left behind rather
+        than waited on: SIGTERM must end the daemon whatever a worker is doing, and
+        `exit_now` ends a process such a thread would keep alive.
+        """
+        deadline = time.monotonic() + grace
         self.refresher.stop()
         self.watcher.stop()
-        self.refresher.join(timeout=5)
-        self.executor.shutdown(wait=True, cancel_futures=True)
+        self.refresher.join(timeout=max(0.0, deadline - time.monotonic()))
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        for thread in list(getattr(self.executor, "_threads", ())):
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _roots_changed(self, path: str) -> None:
         """Before a scan the watcher asked for (a folder came or went in a watched tree):

@@ -36,6 +36,7 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import ObservedWatch
 
+from daemon.regular import read_regular
 from daemon.server import log
 from daemon.server.engine import Engine, Workspace
 
@@ -523,17 +524,16 @@ def git_dirs(workspace: str) -> tuple[str, str] | None:
     dotgit = os.path.join(workspace, ".git")
     if os.path.isdir(dotgit):
         return dotgit, dotgit
-    try:
-        with open(dotgit, encoding="utf-8") as handle:
-            line = handle.readline().strip()
+    try:  # a FIFO `.git` used to block the refresher here for ever
+        line = read_regular(dotgit, 4096).decode("utf-8", "replace").partition("\n")[0].strip()
     except OSError:
         return None
     if not line.startswith("gitdir:"):
         return None
     gitdir = os.path.normpath(os.path.join(workspace, line[7:].strip()))
     try:
-        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as handle:
-            common = os.path.normpath(os.path.join(gitdir, handle.readline().strip()))
+        text = read_regular(os.path.join(gitdir, "commondir"), 4096).decode("utf-8", "replace")
+        common = os.path.normpath(os.path.join(gitdir, text.partition("\n")[0].strip()))
     except OSError:
         common = gitdir
     return (gitdir, common) if os.path.isdir(gitdir) else None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from daemon.errors import GitError
 from detectors import Context, unit_context
 from detectors.gitview.errors import _git_module, _translated
+from detectors.gitview.proc import GitStuck
 from detectors.gitview.view import DEFAULT_WALK_LIMIT, GitView
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ def open_view(root: str, *, walk_limit: int = DEFAULT_WALK_LIMIT) -> GitView | N
         return None
     try:
         view.tip_sha("HEAD")  # starts cat-file: proves git runs here
+    except GitStuck:
+        return view  # a repository whose git hangs: each check says so (a git-error)
     except GitError:
         _close_quietly(view)
         return None
