@@ -23,6 +23,7 @@ therefore touch no watch state and only queue work for the refresher.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -30,6 +31,15 @@ from collections.abc import Callable
 from functools import partial
 
 from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirModifiedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
     FileSystemEvent,
     FileSystemEventHandler,
 )
@@ -46,6 +56,20 @@ __all__ = ["Refresher", "Watcher"]
 # event (the marker's removal) that watchdog delivers
 _BUSY_POLL = 1.0
 _IGNORED_EVENTS = frozenset(("opened", "closed_no_write"))
+# what the watches ask inotify for: never IN_OPEN or IN_CLOSE_NOWRITE, which every read
+# (ours, os.walk's, a reader's) makes, and which made each overflow's re-walk overflow again
+EVENT_FILTER = [
+    FileCreatedEvent,
+    DirCreatedEvent,
+    FileDeletedEvent,
+    DirDeletedEvent,
+    FileModifiedEvent,
+    DirModifiedEvent,
+    FileMovedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+]
+_OVERFLOW_LOG_EVERY = 60.0  # seconds between two `inotify_overflow` lines
 # a write has ended: closed after writing, renamed or moved into place, or created
 # (a file moved in from outside the watch arrives as created)
 _WRITE_ENDED_EVENTS = frozenset(("closed", "moved", "created"))
@@ -354,15 +378,18 @@ class Watcher:
         # _stop_lock (never taken on watchdog's dispatcher thread)
         self._stopped = False
         self._stop_lock = threading.Lock()
+        self._outside: set[tuple[str, str]] = set()  # (workspace, root) refused, said once
         self.roots = sorted({root for a in engine.adapters for root in a.roots})
         self._top = {root.split("/")[0] for root in self.roots}
 
     def start(self) -> None:
-        """Start watchdog's observer thread."""
+        """Start watchdog's observer thread (its log lines and overflows come to us)."""
+        _WATCHDOG_LOG.attach(self)
         self.observer.start()
 
     def stop(self) -> None:
         """Stop watching everything; later `watch` calls schedule nothing."""
+        _WATCHDOG_LOG.detach(self)
         with self._stop_lock:
             self._stopped = True
         self.observer.stop()
@@ -405,7 +432,9 @@ class Watcher:
             watches = self._watches.setdefault(workspace, {})
             handler = _Handler(self, workspace)
             if "top" not in watches:
-                watches["top"] = self.observer.schedule(handler, workspace, recursive=False)
+                watches["top"] = self.observer.schedule(
+                    handler, workspace, recursive=False, event_filter=EVENT_FILTER
+                )
             self._ensure_roots(workspace, watches, handler)
             self._ensure_git(workspace, watches, handler)
         self.recount(workspace)
@@ -435,7 +464,9 @@ class Watcher:
         if key in watches or not os.path.isdir(path):
             return
         try:
-            watches[key] = self.observer.schedule(handler, path, recursive=recursive)
+            watches[key] = self.observer.schedule(
+                handler, path, recursive=recursive, event_filter=EVENT_FILTER
+            )
         except OSError as exc:
             self.log.warning("watch_failed", path=path, error=str(exc))
 
@@ -446,9 +477,27 @@ class Watcher:
             key = f"root:{root}"
             path = os.path.join(workspace, root)
             watch = watches.get(key)
-            if watch is not None and not os.path.isdir(path):
+            outside = os.path.isdir(path) and not _inside(workspace, path)
+            if watch is not None and (outside or not os.path.isdir(path)):
                 self._unschedule(watches, key)  # vanished: re-added when it returns
+            if outside:
+                self._refuse_outside(workspace, root, path)
+                continue
             self._schedule(watches, key, handler, path, recursive=True)
+
+    def _refuse_outside(self, workspace: str, root: str, path: str) -> None:
+        """A format root that is a symlink out of the workspace: never watched (a link to
+        /usr would put a watch on each of its folders); said once per root."""
+        if (workspace, root) in self._outside:
+            return
+        self._outside.add((workspace, root))
+        self.log.warning(
+            "root_outside_workspace",
+            workspace=workspace,
+            root=root,
+            target=os.path.realpath(path),
+            note="a format root that leads out of the workspace is not watched",
+        )
 
     def _ensure_git(
         self, workspace: str, watches: dict[str, ObservedWatch], handler: _Handler
@@ -479,6 +528,11 @@ class Watcher:
         with self._marks_lock:
             self._dirty.discard(workspace)
 
+    def overflowed(self) -> None:
+        """inotify dropped events (watchdog's thread): rescan each workspace once."""
+        for workspace in self._watches.copy():  # one C call: safe beside the refresher
+            self.refresher.request_scan(workspace, lost=True)
+
     def route(self, workspace: str, relpath: str, event: FileSystemEvent) -> None:
         """Send one event to the refresher: a state path, a git change, or a root change.
 
@@ -502,6 +556,72 @@ class Watcher:
             self.refresher.request(
                 workspace, relpath, complete=event.event_type in _WRITE_ENDED_EVENTS
             )
+
+
+class _WatchdogLog(logging.Handler):
+    """watchdog's own log lines, as JSON through structlog, never as plain text.
+
+    watchdog logs "Inotify queue overflowed" (stdlib logging, which without a handler
+    printed plain text into the JSON log) each time the kernel drops events, then
+    re-walks its recursive watches. Here an overflow asks each watcher for one rescan
+    (the refresher merges requests: one scan however many overflows arrive meanwhile)
+    and is logged once, then at most every minute with the count since.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self._watchers: list[Watcher] = []
+        self._overflows = 0
+        self._logged_at = -_OVERFLOW_LOG_EVERY
+        self._lock = threading.Lock()
+
+    def attach(self, watcher: Watcher) -> None:
+        with self._lock:
+            if not self._watchers:
+                source = logging.getLogger("watchdog")
+                source.addHandler(self)
+                source.propagate = False
+            self._watchers.append(watcher)
+
+    def detach(self, watcher: Watcher) -> None:
+        with self._lock:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
+            if not self._watchers:
+                source = logging.getLogger("watchdog")
+                source.removeHandler(self)
+                source.propagate = True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "overflow" not in text.lower():
+            log.get("watchdog").warning("watchdog", message=text[:300], level_name=record.levelname)
+            return
+        now = time.monotonic()
+        with self._lock:
+            self._overflows += 1
+            say = now - self._logged_at >= _OVERFLOW_LOG_EVERY
+            if say:
+                count, self._overflows, self._logged_at = self._overflows, 0, now
+            watchers = list(self._watchers)
+        if say:
+            log.get("watcher").warning(
+                "inotify_overflow",
+                overflows=count,
+                note="events were lost; each workspace is rescanned once",
+            )
+        for watcher in watchers:
+            watcher.overflowed()
+
+
+_WATCHDOG_LOG = _WatchdogLog()
+
+
+def _inside(workspace: str, path: str) -> bool:
+    """Whether `path` (resolved) lies in the workspace (resolved)."""
+    top = os.path.realpath(workspace)
+    real = os.path.realpath(path)
+    return real == top or real.startswith(top.rstrip("/") + "/")
 
 
 def _count_watched_dirs(workspace: str, keys: list[str]) -> int:
