@@ -1,8 +1,10 @@
 """`storyd reconcile`: write back what git proves, with a preview (the default) and an undo.
 
 Exit codes: 0 nothing to change (or applied, or undone), 1 changes proposed (like
-`git diff --exit-code`) or nothing to undo, 64 bad flags, 65 undo refused, 75 a writer
-held its lock past --lock-timeout. See docs/reconcile.md.
+`git diff --exit-code`) or nothing to undo, 64 bad flags, 65 undo refused, 74 a write
+failed (disk full, I/O error), 75 a writer held its lock past --lock-timeout, 77 a file
+or folder is not writable (74 and 77 name the files written and not written). See
+docs/reconcile.md.
 """
 
 from __future__ import annotations

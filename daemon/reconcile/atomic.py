@@ -8,7 +8,10 @@
                             any moment leaves the old file or the new one, never a mix
 
 STORYD_RECONCILE_HOOK (tests only) makes the writer SIGKILL itself at a named point:
-`kill-before-rename` (temp written and fsynced, not renamed) or `kill-after-rename`.
+`kill-before-rename` (temp written and fsynced, not renamed) or `kill-after-rename`;
+or `kill-at-N`: at the N-th system call that changes the disk (each open of a temp
+file, write, fsync, rename and unlink of apply and undo, undo records included), so a
+test can kill at every one of them in turn.
 """
 
 from __future__ import annotations
@@ -24,15 +27,33 @@ from collections.abc import Iterator
 from daemon.locking import flock_wait, same_file
 from daemon.regular import open_regular
 
-__all__ = ["HOOK_ENV", "TEMP_MARK", "clean_temps", "locked", "read_fd", "replace"]
+__all__ = ["HOOK_ENV", "TEMP_MARK", "clean_temps", "locked", "read_fd", "replace", "step", "unlink"]
 
 HOOK_ENV = "STORYD_RECONCILE_HOOK"
 TEMP_MARK = ".storyd-reconcile."
 
 
+_steps = [0]  # disk-changing system calls so far (for `kill-at-N`)
+
+
 def _hook(point: str) -> None:
     if os.environ.get(HOOK_ENV) == f"kill-{point}":
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def step() -> None:
+    """A disk-changing system call is done: the test hook `kill-at-N` may fire here."""
+    spec = os.environ.get(HOOK_ENV, "")
+    if spec.startswith("kill-at-"):
+        _steps[0] += 1
+        if spec == f"kill-at-{_steps[0]}":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def unlink(path: str) -> None:
+    """os.unlink, counted as a step."""
+    os.unlink(path)
+    step()
 
 
 @contextlib.contextmanager
@@ -80,10 +101,13 @@ def replace(path: str, data: bytes, *, hooked: bool = True) -> None:
     temp = os.path.join(folder, f".{name}{TEMP_MARK}{os.getpid()}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
+        step()
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
+            step()
         os.fsync(fd)
+        step()
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
@@ -93,9 +117,11 @@ def replace(path: str, data: bytes, *, hooked: bool = True) -> None:
     if hooked:
         _hook("before-rename")
     os.replace(temp, path)
+    step()
     if hooked:
         _hook("after-rename")
     _fsync_dir(folder)
+    step()
 
 
 def clean_temps(path: str) -> list[str]:
