@@ -85,7 +85,7 @@ class TestValid:
         assert cfg.limits.as_dict() == {
             "max_workspaces": 8, "max_line_bytes": 4096, "lock_timeout": 1.5,
             "verify_interval": 0.5, "settle_ms": 5, "max_subscribers": 3,
-            "subscriber_buffer": 8192,
+            "subscriber_buffer": 8192, "git_lock_wait": 5.0,
         }
         assert cfg.detectors == {
             "staleness": {"enabled": False, "threshold": 3}, "task-order": {"strict": True},

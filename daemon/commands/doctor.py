@@ -328,6 +328,7 @@ def _check_workspace(screen: _Screen, workspace: str, adapters: list[Adapter]) -
                 )
             else:
                 screen.line(OK, topic, "full history (not a shallow clone)")
+    _check_git_lock(screen, topic, workspace)
     counts = []
     source = Source(workspace)
     for adapter in adapters:
@@ -369,6 +370,21 @@ def _check_desktop(screen: _Screen, cfg: Config | None) -> None:
             "desktop",
             "notify-send is not on PATH: no desktop notifications "
             "(install libnotify-bin or libnotify, or set notify.desktop = false)",
+        )
+
+
+def _check_git_lock(screen: _Screen, topic: str, workspace: str) -> None:
+    """A git lock (index.lock) held past the detectors' wait: left by a crashed git?"""
+    from daemon.gitstate import GIT_LOCK_WAIT, git_lock_age
+
+    held = git_lock_age(workspace)
+    if held is not None and held[1] >= GIT_LOCK_WAIT:
+        path, age = held
+        screen.line(
+            WARN,
+            topic,
+            f"a git lock has been held for {age:.0f} s ({path}): the detectors check anyway "
+            f"after limits.git_lock_wait; remove it if no git command is running",
         )
 
 

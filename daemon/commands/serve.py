@@ -56,6 +56,7 @@ def _settings(flags: dict[str, object], cfg: Config) -> Settings:
         verify_interval=verify_interval,
         max_subscribers=limits.max_subscribers,
         subscriber_buffer=limits.subscriber_buffer,
+        git_lock_wait=limits.git_lock_wait,
     )
 
 

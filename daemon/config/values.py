@@ -39,6 +39,7 @@ LIMITS: dict[str, tuple[type, float, float, float]] = {
     "settle_ms": (int, 20, 0, 10_000),
     "max_subscribers": (int, 256, 1, 65_536),
     "subscriber_buffer": (int, 1024 * 1024, 4096, 1024 * 1024 * 1024),
+    "git_lock_wait": (float, 5.0, 0.0, 3600.0),
 }
 HOOK_TIMEOUT = (10.0, 0.1, 3600.0)  # notify.hook_timeout: default, lowest, highest
 # The keys each table may hold (limits: LIMITS); the checker names any other as unknown.
@@ -103,6 +104,7 @@ class Limits:
     settle_ms: int
     max_subscribers: int
     subscriber_buffer: int
+    git_lock_wait: float
 
     def __init__(self, **values: float) -> None:
         unknown = set(values) - set(LIMITS)

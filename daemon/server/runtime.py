@@ -224,6 +224,7 @@ class Runtime:
         settings.lock_timeout = self.daemon.options.lock_timeout = limits.lock_timeout
         settings.settle = limits.settle_ms / 1000
         settings.verify_interval = limits.verify_interval
+        settings.git_lock_wait = limits.git_lock_wait  # read by Daemon.git_busy on each look
         self.daemon.refresher.configure(
             settle=settings.settle, verify_interval=settings.verify_interval
         )

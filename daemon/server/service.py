@@ -58,6 +58,7 @@ class Settings:
 
     __slots__ = (
         "auto_watch",
+        "git_lock_wait",
         "lock_timeout",
         "max_line_bytes",
         "max_subscribers",
@@ -80,6 +81,7 @@ class Settings:
         verify_interval: float = float(LIMITS["verify_interval"][1]),
         max_subscribers: int = int(LIMITS["max_subscribers"][1]),
         subscriber_buffer: int = int(LIMITS["subscriber_buffer"][1]),
+        git_lock_wait: float = float(LIMITS["git_lock_wait"][1]),
     ) -> None:
         """Defaults: config.LIMITS, the one table of every limit's default and range."""
         self.staleness = staleness
@@ -91,6 +93,7 @@ class Settings:
         self.verify_interval = verify_interval
         self.max_subscribers = max_subscribers
         self.subscriber_buffer = subscriber_buffer
+        self.git_lock_wait = git_lock_wait
 
 
 class Warmup:
@@ -118,8 +121,8 @@ class Daemon:
         self.refresher = Refresher(
             self.engine, settle=settings.settle, verify_interval=settings.verify_interval
         )
-        self.refresher.git_busy = git_operation_in_progress
-        self.engine.git_busy = git_operation_in_progress
+        self.refresher.git_busy = self.git_busy
+        self.engine.git_busy = self.git_busy
         self.engine.on_git_busy = self.refresher.request_git
         self.watcher = Watcher(self.engine, self.refresher)
         self.refresher.on_tick = self._tick
@@ -134,6 +137,12 @@ class Daemon:
         self.log = log.get("daemon")
         self._cap_warned = False
         self.warm = Warmup()
+
+    def git_busy(self, workspace: str) -> bool:
+        """Whether to defer a workspace's detectors: git is mid-operation, or wrote its
+        index.lock less than `limits.git_lock_wait` seconds ago (a stale lock defers
+        them no longer than that; see daemon/gitstate.py)."""
+        return git_operation_in_progress(workspace, self.settings.git_lock_wait)
 
     # -- lifecycle -----------------------------------------------------------
 

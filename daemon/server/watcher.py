@@ -46,11 +46,11 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import ObservedWatch
 
-from daemon.regular import read_regular
+from daemon.gitstate import git_dirs, git_operation_in_progress
 from daemon.server import log
 from daemon.server.engine import Engine, Workspace
 
-__all__ = ["Refresher", "Watcher"]
+__all__ = ["Refresher", "Watcher", "git_dirs", "git_operation_in_progress"]
 
 # how often to look whether a git operation has finished: a fallback, as the end is an
 # event (the marker's removal) that watchdog delivers
@@ -73,14 +73,6 @@ _OVERFLOW_LOG_EVERY = 60.0  # seconds between two `inotify_overflow` lines
 # a write has ended: closed after writing, renamed or moved into place, or created
 # (a file moved in from outside the watch arrives as created)
 _WRITE_ENDED_EVENTS = frozenset(("closed", "moved", "created"))
-_GIT_OPERATION_MARKERS = (
-    "index.lock",
-    "rebase-merge",
-    "rebase-apply",
-    "MERGE_HEAD",
-    "CHERRY_PICK_HEAD",
-    "BISECT_LOG",
-)
 
 
 # due paths (workspace, relpath, early), scans, git rechecks, calls, verify
@@ -636,32 +628,3 @@ def _count_watched_dirs(workspace: str, keys: list[str]) -> int:
         else:
             total += 1
     return total
-
-
-def git_dirs(workspace: str) -> tuple[str, str] | None:
-    """(gitdir, common dir) of a workspace's repository; a linked worktree's `.git` file
-    points at its own gitdir, whose `commondir` names the main repository's."""
-    dotgit = os.path.join(workspace, ".git")
-    if os.path.isdir(dotgit):
-        return dotgit, dotgit
-    try:  # a FIFO `.git` used to block the refresher here for ever
-        line = read_regular(dotgit, 4096).decode("utf-8", "replace").partition("\n")[0].strip()
-    except OSError:
-        return None
-    if not line.startswith("gitdir:"):
-        return None
-    gitdir = os.path.normpath(os.path.join(workspace, line[7:].strip()))
-    try:
-        text = read_regular(os.path.join(gitdir, "commondir"), 4096).decode("utf-8", "replace")
-        common = os.path.normpath(os.path.join(gitdir, text.partition("\n")[0].strip()))
-    except OSError:
-        common = gitdir
-    return (gitdir, common) if os.path.isdir(gitdir) else None
-
-
-def git_operation_in_progress(workspace: str) -> bool:
-    """Whether a git operation is mid-way (index.lock, rebase, merge, cherry-pick, bisect)."""
-    dirs = git_dirs(workspace)
-    if dirs is None:
-        return False
-    return any(os.path.exists(os.path.join(dirs[0], m)) for m in _GIT_OPERATION_MARKERS)
