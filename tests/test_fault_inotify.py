@@ -9,15 +9,17 @@ its watches took open/close-nowrite events, so every rebuild after an inotify ov
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from daemon_harness import (
     DaemonProcess,
     spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
+    wait_for,
     write_epic,
 )
 from git_harness import STORY
@@ -92,7 +94,6 @@ def test_an_overflow_is_one_json_line_and_one_rescan(
     import threading
 
     from conftest import write_epic_state
-    from daemon_harness import wait_for
 
     from daemon.server.service import Daemon, Settings
 
@@ -123,3 +124,105 @@ def test_an_overflow_is_one_json_line_and_one_rescan(
     assert "Inotify queue overflowed" not in out + err
     assert (out + err).count('"inotify_overflow"') + (out + err).count("inotify_overflow ") == 1
     assert 1 <= len(scans) <= 5
+
+
+# -- item 10: inotify limits --------------------------------------------------------------
+
+INOTIFY = Path("/proc/sys/fs/inotify")
+
+
+def kernel_watch_count(pid: int) -> int:
+    """The inotify watches a process holds (the kernel's count)."""
+    total = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:inotify":
+                with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as info:
+                    total += sum(1 for line in info if line.startswith("inotify wd:"))
+    return total
+
+
+@contextlib.contextmanager
+def lowered(name: str, value: int) -> Iterator[Callable[[], None]]:
+    """fs.inotify.<name> set to `value` until the yielded `restore()` (or the end).
+
+    Every process of this user shares the limit: callers keep the window short, and
+    the original value is put back whatever happens. Skips where it cannot be written.
+    """
+    path = INOTIFY / name
+    try:
+        original = path.read_text(encoding="ascii")
+        path.write_text(f"{value}\n", encoding="ascii")
+    except OSError as exc:
+        pytest.skip(f"cannot lower {path} here (needs root on the host's namespace): {exc}")
+    restored = False
+
+    def restore() -> None:
+        nonlocal restored
+        if not restored:
+            path.write_text(original, encoding="ascii")
+            restored = True
+
+    try:
+        yield restore
+    finally:
+        restore()
+
+
+def in_use() -> tuple[int, int]:
+    from daemon.commands.doctor import _inotify_in_use
+
+    return _inotify_in_use()
+
+
+@pytest.mark.slow
+def test_watches_exhausted_are_counted_said_once_and_polled(
+    tmp_path: Path, spawn_daemon: Spawn
+) -> None:
+    ws = tmp_path / "ws"
+    write_epic(ws, "0049", {STORY: {"tasks": {"T1": {"status": "pending"}}}})
+    many_folders(ws / "plans" / "deep", 300)
+    _, watches = in_use()
+    with lowered("max_user_watches", watches + 40) as restore:
+        daemon = spawn_daemon([ws], args=["--verify-interval", "0.2"])
+        restore()  # the daemon met the limit while warming: no one else needs to
+    assert daemon.running()
+    line = daemon.wait_log("inotify_limit", timeout=10)
+    stats = daemon.stats()
+    watched = int(stats["watchedDirs"])  # type: ignore[call-overload]
+    assert watched == kernel_watch_count(daemon.pid), (watched, line)
+    assert watched < 300, stats
+    assert line["unwatched"] == line["wanted"] - line["watched"] > 0, line
+    write_epic(ws, "0050", {"story-0050-0001": {"tasks": {"T1": {"status": "pending"}}}})
+    wait_for(lambda: any(u.get("epic") == "0050" or "0050" in str(u.get("unit"))
+                         for u in daemon.units(ws)), 10.0, "the new epic, watched or polled")
+    assert sum(1 for e in daemon.log_events() if e.get("event") == "inotify_limit") == 1
+    daemon.stop()
+
+
+@pytest.mark.slow
+def test_instances_exhausted_fall_back_to_polling_instead_of_dying(
+    tmp_path: Path, spawn_daemon: Spawn
+) -> None:
+    ws = tmp_path / "ws"
+    write_epic(ws, "0049", {STORY: {"tasks": {"T1": {"status": "pending"}}}})
+    instances, _ = in_use()
+    if instances < 1:
+        pytest.skip("no inotify instance of this user to hold the limit at")
+    # 1: below what this user holds (forked processes share instances, so /proc's count
+    # is not the kernel's): no new instance for anyone until restore()
+    with lowered("max_user_instances", 1) as restore:
+        daemon = spawn_daemon([ws], args=["--verify-interval", "0.2"])
+        restore()
+    assert daemon.running()
+    failed = daemon.wait_log("watch_failed", timeout=10)
+    assert "limit" in str(failed["error"]), failed
+    assert int(daemon.stats()["watchedDirs"]) == 0  # type: ignore[call-overload]
+    request = {"op": "resume", "workspace": str(ws), "epic": "0049", "story": STORY}
+    first = daemon.request(request)
+    write_epic(ws, "0049", {STORY: {"tasks": {"T1": {"status": "done", "commitSha": "abc1"},
+                                              "T2": {"status": "pending"}}}})
+    wait_for(lambda: daemon.request(request)["envelope"] != first["envelope"], 10.0,
+             "the change, seen by polling")
+    assert "Traceback" not in daemon.log_text()
+    daemon.stop()

@@ -250,7 +250,9 @@ def _inotify_in_use() -> tuple[int, int]:
 def _estimate_dirs(workspace: str, adapters: list[Adapter]) -> int:
     """Directories the daemon would watch in one workspace: its root, .git, format roots, refs."""
     roots = sorted({root for a in adapters for root in getattr(a, "roots", ())})
+    top = os.path.realpath(workspace) + os.sep
     tops = [os.path.join(workspace, root) for root in roots]
+    tops = [t for t in tops if (os.path.realpath(t) + os.sep).startswith(top)]  # not followed
     tops.append(os.path.join(workspace, ".git", "refs"))
     return 2 + sum(sum(1 for _ in os.walk(top)) for top in tops if os.path.isdir(top))
 
@@ -415,6 +417,14 @@ def main(argv: list[str]) -> int:
     watched = len(watched_value) if isinstance(watched_value, list) else watched_value
     estimate = sum(_estimate_dirs(w, adapters) for w in workspaces if os.path.isdir(w))
     _check_inotify(screen, watched if isinstance(watched, int) else None, estimate)
+    if isinstance(watched, int) and not given and watched + 2 < estimate:
+        screen.line(
+            WARN,
+            "inotify",
+            f"the daemon watches {watched} of about {estimate} folders (the kernel's count): "
+            "the rest is polled every limits.verify_interval; raise "
+            "fs.inotify.max_user_watches to watch them all",
+        )
 
     if not workspaces:
         screen.line(

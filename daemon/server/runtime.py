@@ -137,9 +137,13 @@ class Runtime:
             if warm["warming"]
             else ""
         )
+        unwatched = self.daemon.watcher.unwatched_dirs()
+        polled = (
+            f"; {unwatched} folders polled, not watched (inotify limit)" if unwatched else ""
+        )
         self.notifier.status(
             f"{warming}{len(engine.workspaces)} workspaces, {len(entries)} units, "
-            f"{findings} findings"
+            f"{findings} findings{polled}"
         )
 
     async def _status_loop(self) -> None:

@@ -229,6 +229,10 @@ class Daemon:
         for path in list(self.engine.workspaces):
             self.watcher.ensure_roots(path)
         self.watcher.recount()
+        for path in self.watcher.polled():  # what inotify cannot watch is polled
+            ws = self.engine.workspaces.get(path)
+            if ws is not None:
+                self.engine.scan(ws, reread=False)
 
     # -- workspaces ----------------------------------------------------------
 

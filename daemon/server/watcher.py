@@ -23,8 +23,10 @@ therefore touch no watch state and only queue work for the refresher.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -47,7 +49,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import ObservedWatch
 
 from daemon.gitstate import git_dirs, git_operation_in_progress
-from daemon.server import log
+from daemon.server import inotify, log
 from daemon.server.engine import Engine, Workspace
 
 __all__ = ["Refresher", "Watcher", "git_dirs", "git_operation_in_progress"]
@@ -70,6 +72,8 @@ EVENT_FILTER = [
     FileClosedEvent,
 ]
 _OVERFLOW_LOG_EVERY = 60.0  # seconds between two `inotify_overflow` lines
+_WATCH_RETRY = 30.0  # seconds before a watch the kernel refused is tried again
+_LIMIT_ERRORS = frozenset((errno.ENOSPC, errno.EMFILE, errno.ENFILE))  # inotify limits
 # a write has ended: closed after writing, renamed or moved into place, or created
 # (a file moved in from outside the watch arrives as created)
 _WRITE_ENDED_EVENTS = frozenset(("closed", "moved", "created"))
@@ -357,12 +361,17 @@ class Watcher:
     def __init__(self, engine: Engine, refresher: Refresher) -> None:
         self.engine = engine
         self.refresher = refresher
-        self.observer = Observer()
-        self.observer.daemon = True
+        self.observer: Observer | _NoObserver = _new_observer()
+        self._started = False
         self.log = log.get("watcher")
         self._watches: dict[str, dict[str, ObservedWatch]] = {}
-        self._counts: dict[str, int] = {}  # watched directories per workspace (recount)
-        self._total = 0  # sum of _counts, rebound whole: what `stats` reads
+        self._counts: dict[str, set[int]] = {}  # inodes of the folders to watch (recount)
+        self._total = 0  # directories really watched (the kernel's count): what `stats` reads
+        self._wanted = 0  # directories under the watches asked for (watched or not)
+        self._failed: dict[tuple[str, str], float] = {}  # (workspace, key) -> last try
+        self._limit_said = False  # `inotify_limit` logged for the current shortfall
+        self._short = 0  # folders without a watch at the last count
+        self._missing = 0  # ... at the last two counts (what is reported and polled)
         self._dirty: set[str] = set()  # workspaces whose count is out of date
         self._marks_lock = threading.Lock()  # guards _dirty only; never held around a call
         # a watch scheduled on a stopped observer would start a thread nobody stops:
@@ -377,6 +386,7 @@ class Watcher:
     def start(self) -> None:
         """Start watchdog's observer thread (its log lines and overflows come to us)."""
         _WATCHDOG_LOG.attach(self)
+        self._started = True
         self.observer.start()
 
     def stop(self) -> None:
@@ -401,20 +411,57 @@ class Watcher:
         with self._marks_lock:
             self._dirty.add(workspace)
 
+    def unwatched_dirs(self) -> int:
+        """Directories that should carry a watch and have not had one for two counts in a
+        row (inotify limits; a folder just made gets its watch from watchdog's thread a
+        moment later): they are polled every verification tick instead (`polled`)."""
+        return self._missing
+
+    def polled(self) -> list[str]:
+        """The workspaces whose trees are not all watched: every one while the kernel
+        holds fewer watches than asked for (which folders is not known), else those
+        with a watch that failed."""
+        if self.unwatched_dirs():
+            return list(self._watches.copy())
+        return sorted({w for w, _ in self._failed.copy()})
+
     def recount(self, workspace: str | None = None) -> None:
-        """Count the watched directories of `workspace`, or of every workspace whose
-        watched trees gained or lost a directory since the last count (refresher)."""
+        """Count the directories asked for of `workspace`, or of every workspace whose
+        watched trees gained or lost a directory since the last count, and the ones the
+        kernel really watches (refresher). A shortfall is logged once."""
         with self._marks_lock:
             names = [workspace] if workspace is not None else sorted(self._dirty)
             self._dirty.difference_update(names)
-        counted = False
         for w in names:
             keys = self._watches.get(w)
             if keys is not None:
-                self._counts[w] = _count_watched_dirs(w, list(keys))
-                counted = True
-        if counted:
-            self._total = sum(self._counts.values())
+                failed = [k for ws, k in self._failed if ws == w]
+                self._counts[w] = _count_watched_dirs(w, [*keys, *failed])
+        wanted: set[int] = set().union(*self._counts.values())
+        real = inotify.kernel_watches()
+        self._wanted = len(wanted)
+        self._total = self._wanted if real is None else len(wanted & real)
+        short = self._wanted - self._total
+        self._missing = min(short, self._short) if short > 0 else 0  # seen twice running
+        self._short = short
+        self._say_shortfall()
+
+    def _say_shortfall(self) -> None:
+        missing = self.unwatched_dirs()
+        if missing and not self._limit_said:
+            self._limit_said = True
+            self.log.warning(
+                "inotify_limit",
+                watched=self._total,
+                wanted=self._wanted,
+                unwatched=missing,
+                max_user_watches=inotify.max_user_watches(),
+                note="the unwatched folders are polled every verify_interval; raise "
+                "fs.inotify.max_user_watches (sysctl) to watch them",
+            )
+        elif not missing and self._limit_said:
+            self._limit_said = False
+            self.log.info("inotify_limit_cleared", watched=self._total)
 
     def watch(self, workspace: str) -> None:
         """Watch a workspace's root (non-recursive), its format roots and its git refs."""
@@ -423,10 +470,7 @@ class Watcher:
                 return
             watches = self._watches.setdefault(workspace, {})
             handler = _Handler(self, workspace)
-            if "top" not in watches:
-                watches["top"] = self.observer.schedule(
-                    handler, workspace, recursive=False, event_filter=EVENT_FILTER
-                )
+            self._schedule(workspace, watches, "top", handler, workspace, recursive=False)
             self._ensure_roots(workspace, watches, handler)
             self._ensure_git(workspace, watches, handler)
         self.recount(workspace)
@@ -440,6 +484,7 @@ class Watcher:
             if watches is not None and not self._stopped:
                 before = set(watches)
                 handler = _Handler(self, workspace)
+                self._schedule(workspace, watches, "top", handler, workspace, recursive=False)
                 self._ensure_roots(workspace, watches, handler)
                 self._ensure_git(workspace, watches, handler)
                 if set(watches) != before:
@@ -447,20 +492,46 @@ class Watcher:
 
     def _schedule(
         self,
+        workspace: str,
         watches: dict[str, ObservedWatch],
         key: str,
         handler: FileSystemEventHandler,
         path: str,
         recursive: bool,
     ) -> None:
+        """Watch `path` unless it is watched; a watch the kernel refuses (max_user_watches,
+        max_user_instances) is said once, polled meanwhile, and tried again later."""
         if key in watches or not os.path.isdir(path):
             return
+        failed = (workspace, key)
+        last = self._failed.get(failed)
+        if last is not None and time.monotonic() - last < _WATCH_RETRY:
+            return
         try:
+            if isinstance(self.observer, _NoObserver):  # no inotify instance yet: try again
+                self.observer = _new_observer(raising=True)
+                if self._started:
+                    self.observer.start()
             watches[key] = self.observer.schedule(
                 handler, path, recursive=recursive, event_filter=EVENT_FILTER
             )
         except OSError as exc:
-            self.log.warning("watch_failed", path=path, error=str(exc))
+            if exc.errno not in _LIMIT_ERRORS:  # gone meanwhile, say: tried at the next look
+                self.log.warning("watch_failed", path=path, error=exc.strerror or str(exc))
+                return
+            self._failed[failed] = time.monotonic()
+            if last is None:
+                self.log.warning(
+                    "watch_failed",
+                    path=path,
+                    error=exc.strerror or str(exc),
+                    note="polled every verify_interval instead; tried again every "
+                    f"{_WATCH_RETRY:g} s",
+                )
+            return
+        if self._failed.pop(failed, None) is not None:
+            self.log.info("watch_restored", path=path)
+            self._mark(workspace)
 
     def _ensure_roots(
         self, workspace: str, watches: dict[str, ObservedWatch], handler: _Handler
@@ -475,7 +546,7 @@ class Watcher:
             if outside:
                 self._refuse_outside(workspace, root, path)
                 continue
-            self._schedule(watches, key, handler, path, recursive=True)
+            self._schedule(workspace, watches, key, handler, path, recursive=True)
 
     def _refuse_outside(self, workspace: str, root: str, path: str) -> None:
         """A format root that is a symlink out of the workspace: never watched (a link to
@@ -499,10 +570,11 @@ class Watcher:
             return
         gitdir, common = dirs
         git_handler = _GitHandler(self.refresher, workspace)
-        self._schedule(watches, "git", git_handler, gitdir, recursive=False)
+        refs = os.path.join(common, "refs")
+        self._schedule(workspace, watches, "git", git_handler, gitdir, recursive=False)
         if common != gitdir:  # a linked worktree: its refs and packed-refs live in the common dir
-            self._schedule(watches, "git-common", git_handler, common, recursive=False)
-        self._schedule(watches, "git-refs", git_handler, os.path.join(common, "refs"), True)
+            self._schedule(workspace, watches, "git-common", git_handler, common, recursive=False)
+        self._schedule(workspace, watches, "git-refs", git_handler, refs, recursive=True)
 
     def _unschedule(self, watches: dict[str, ObservedWatch], key: str) -> None:
         watch = watches.pop(key, None)
@@ -516,7 +588,9 @@ class Watcher:
         for key in list(watches):
             self._unschedule(watches, key)
         self._counts.pop(workspace, None)
-        self._total = sum(self._counts.values())
+        for failed in [f for f in self._failed if f[0] == workspace]:
+            del self._failed[failed]
+        self.recount()
         with self._marks_lock:
             self._dirty.discard(workspace)
 
@@ -548,6 +622,39 @@ class Watcher:
             self.refresher.request(
                 workspace, relpath, complete=event.event_type in _WRITE_ENDED_EVENTS
             )
+
+
+class _NoObserver:
+    """Stands for watchdog's observer when the kernel gives no inotify instance
+    (max_user_instances): nothing is watched, everything is polled (Watcher.polled), and
+    the next `_schedule` after the retry delay tries for an instance again."""
+
+    daemon = True
+
+    def start(self) -> None:
+        """Nothing to start."""
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+    def join(self, timeout: float | None = None) -> None:
+        """Nothing to wait for."""
+
+    def unschedule(self, watch: object) -> None:
+        """Nothing is scheduled."""
+
+
+def _new_observer(*, raising: bool = False) -> Observer | _NoObserver:
+    """watchdog's inotify observer; a _NoObserver when the kernel refuses an instance
+    (or OSError, with `raising`: the caller says it once)."""
+    try:
+        observer = Observer()
+    except OSError as exc:
+        if raising or exc.errno not in _LIMIT_ERRORS:
+            raise
+        return _NoObserver()
+    observer.daemon = True
+    return observer
 
 
 class _WatchdogLog(logging.Handler):
@@ -616,15 +723,37 @@ def _inside(workspace: str, path: str) -> bool:
     return real == top or real.startswith(top.rstrip("/") + "/")
 
 
-def _count_watched_dirs(workspace: str, keys: list[str]) -> int:
-    """The directories under a workspace's watches (a recursive watch covers its tree)."""
-    total = 0
+def _count_watched_dirs(workspace: str, keys: list[str]) -> set[int]:
+    """The inode numbers of the folders under a workspace's watches (a recursive watch
+    covers its tree): a set, so that folders two watches share count once, as the
+    kernel counts them."""
+    inodes: set[int] = set()
+    dirs = git_dirs(workspace)
     for key in keys:
         if key.startswith("root:"):
-            total += sum(1 for _ in os.walk(os.path.join(workspace, key[5:])))
+            inodes.update(_tree_inodes(os.path.join(workspace, key[5:])))
         elif key == "git-refs":
-            dirs = git_dirs(workspace)
-            total += sum(1 for _ in os.walk(os.path.join(dirs[1], "refs"))) if dirs else 0
+            inodes.update(_tree_inodes(os.path.join(dirs[1], "refs")) if dirs else ())
         else:
-            total += 1
-    return total
+            place = {"top": workspace, "git": dirs[0] if dirs else None}.get(key)
+            if key == "git-common" and dirs:
+                place = dirs[1]
+            inodes.update(_tree_inodes(place, recursive=False) if place else ())
+    return inodes
+
+
+def _tree_inodes(top: str, *, recursive: bool = True) -> list[int]:
+    """Inode numbers of `top` and (recursive) the folders below it, links not followed."""
+    try:
+        found = [os.stat(top).st_ino]
+    except OSError:
+        return []
+    if not recursive:
+        return found
+    for root, names, _ in os.walk(top):
+        for name in names:
+            with contextlib.suppress(OSError):
+                st = os.stat(os.path.join(root, name), follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):  # watchdog does not watch linked folders
+                    found.append(st.st_ino)
+    return found
