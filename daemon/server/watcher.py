@@ -8,10 +8,12 @@ detectors themselves, and every GitPython object they use, run on the detector
 Runner's worker thread (detectors/__init__.py), which the refresher waits on.
 
 Never the whole work tree: each workspace gets a non-recursive watch on its root (to
-see a format root appear) and a recursive watch on each format root that exists.
-watchdog drops inotify's overflow event silently (its issue #654), so a periodic
-verification (inode, size, mtime of every known state file, plus a slower full
-rescan) keeps the cache honest whatever was missed.
+see a format root appear) and a recursive watch on each format root that exists (not
+one linked out of the workspace), asking inotify only for the events that matter
+(EVENT_FILTER). An overflow costs one rescan per workspace and one JSON log line
+(_WatchdogLog); a periodic verification (inode, size, mtime of every known state file,
+plus a slower full rescan) keeps the cache honest whatever was missed, and polls what
+the kernel refused to watch (inotify limits: `polled`, `unwatched_dirs`).
 
 The watches are the refresher's: only that thread schedules and unschedules them, and
 only it walks the watched trees to count their folders. watchdog's dispatcher thread
