@@ -48,7 +48,7 @@ from watchdog.events import (
     FileSystemEventHandler,
 )
 from watchdog.observers import Observer
-from watchdog.observers.api import ObservedWatch
+from watchdog.observers.api import BaseObserver, ObservedWatch
 
 from daemon.gitstate import git_dirs, git_operation_in_progress
 from daemon.server import inotify, log
@@ -363,7 +363,7 @@ class Watcher:
     def __init__(self, engine: Engine, refresher: Refresher) -> None:
         self.engine = engine
         self.refresher = refresher
-        self.observer: Observer | _NoObserver = _new_observer()
+        self.observer: BaseObserver | _NoObserver = _new_observer()
         self._started = False
         self.log = log.get("watcher")
         self._watches: dict[str, dict[str, ObservedWatch]] = {}
@@ -645,8 +645,12 @@ class _NoObserver:
     def unschedule(self, watch: object) -> None:
         """Nothing is scheduled."""
 
+    def schedule(self, *_args: object, **_kwargs: object) -> ObservedWatch:
+        """Nothing can be: there is no inotify instance."""
+        raise OSError(errno.EMFILE, "inotify instance limit reached")
 
-def _new_observer(*, raising: bool = False) -> Observer | _NoObserver:
+
+def _new_observer(*, raising: bool = False) -> BaseObserver | _NoObserver:
     """watchdog's inotify observer; a _NoObserver when the kernel refuses an instance
     (or OSError, with `raising`: the caller says it once)."""
     try:
