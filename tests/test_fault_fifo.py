@@ -179,3 +179,19 @@ def test_exit_now_ends_a_process_whose_worker_is_stuck(tmp_path: Path) -> None:
     assert done.returncode == 3, done.stderr
     assert b"exit_forced" in done.stdout + done.stderr
     assert time.monotonic() - started < BOUND
+
+
+def test_a_fifo_commondir_does_not_hang_opening_the_repository(tmp_path: Path) -> None:
+    """GitPython reads `.git/commondir` when it opens a repository: a FIFO there hung it."""
+
+    repo = GitWorkspace(tmp_path / "ws").init()
+    repo.commit("base", {"README": "hello\n"})
+    os.mkfifo(repo.path / ".git" / "commondir")
+    code = (
+        "from detectors.gitview import open_view\n"
+        f"print(open_view({str(repo.path)!r}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=BOUND,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == b"None"

@@ -126,9 +126,12 @@ _GIT_FILES = (
 )
 
 
-def check_git_files(git_dir: str, common_dir: str) -> None:
-    """GitError when a file git opens on every run is there but not a regular file."""
+def check_git_files(git_dir: str, common_dir: str, names: tuple[str, ...] = ()) -> None:
+    """GitError when a file git opens on every run (or one of `names`) is there but is
+    not a regular file."""
     for where, name in _GIT_FILES:
+        if names and name not in names:
+            continue
         path = os.path.join(common_dir if where == "common" else git_dir, name)
         try:
             mode = os.stat(path).st_mode
