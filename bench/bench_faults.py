@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from socket_client import ask, wait_for_ping  # noqa: E402
+from socket_client import ask, wait_for_ping
 
 STORY = "story-0049-0001"
 
