@@ -301,3 +301,21 @@ def test_a_lost_copy_that_is_still_needed_is_refused_by_name(
     message = one_line_error(done)
     assert done.returncode == 65, message
     assert "lost the old bytes of plans/epic-0049/execution-state.json" in message, message
+
+
+def test_undo_when_a_state_file_became_a_fifo_is_one_line_not_a_hang(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    repo, _before = single_epic(tmp_path / "ws")
+    assert run(env, repo, "--apply").returncode == 0
+    path = state(repo, EPICS[0])
+    path.unlink()
+    os.mkfifo(path)
+    try:
+        done = run_storyd_cli("reconcile", "--workspace", str(repo.path), "--undo", env=env,
+                              cwd=repo.path, timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("reconcile --undo hung on a state file that is a FIFO")
+    message = one_line_error(done)
+    assert done.returncode == 74, (done.returncode, message)
+    assert "not a regular file (a FIFO)" in message and "nothing was written" in message

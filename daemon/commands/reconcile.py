@@ -138,8 +138,12 @@ def render(plan: Plan) -> str:
 
 def _undo(workspace: str, lock_timeout: float) -> int:
     from daemon.reconcile.apply import undo_last
+    from daemon.reconcile.failures import os_failure
 
-    restored = undo_last(workspace, lock_timeout)
+    try:
+        restored = undo_last(workspace, lock_timeout)
+    except OSError as exc:  # the writes themselves report what they did (failures.py)
+        raise os_failure(exc, "reconcile --undo") from None
     for path in restored:
         sys.stdout.write(f"restored {path}\n")
     sys.stdout.write(f"undone: {len(restored)} file(s) restored\n")
@@ -173,8 +177,12 @@ def main(argv: list[str]) -> int:
     if flags.get("apply"):
         from daemon.reconcile.apply import apply
         from daemon.reconcile.auto import notify_daemon
+        from daemon.reconcile.failures import os_failure
 
-        plan = apply(workspace, plan_now, lock_timeout)
+        try:
+            plan = apply(workspace, plan_now, lock_timeout)
+        except OSError as exc:  # the writes themselves report what they did (failures.py)
+            raise os_failure(exc, "reconcile --apply") from None
         notify_daemon(workspace, plan)
     else:
         plan = plan_now()

@@ -13,7 +13,7 @@ import errno
 
 from daemon.errors import StorydError
 
-__all__ = ["Progress", "WriteDenied", "WriteFailed", "failure"]
+__all__ = ["Progress", "WriteDenied", "WriteFailed", "failure", "os_failure"]
 
 _DENIED = frozenset((errno.EACCES, errno.EPERM, errno.EROFS))
 
@@ -44,6 +44,14 @@ class Progress:
         self.done.append(path)
         if path in self.todo:
             self.todo.remove(path)
+
+
+def os_failure(exc: OSError, step: str) -> WriteFailed:
+    """The one-line error for an OS error outside the writes (a lock on a file that
+    became a FIFO, an unreadable folder): nothing was written by this step."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    cls = WriteDenied if exc.errno in _DENIED else WriteFailed
+    return cls(f"{step} failed: {exc.strerror or exc}{where}; nothing was written")
 
 
 def failure(exc: OSError, step: str, progress: Progress, hint: str) -> WriteFailed:
