@@ -301,7 +301,9 @@ def _git(workspace: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _check_workspace(screen: _Screen, workspace: str, adapters: list[Adapter]) -> None:
+def _check_workspace(
+    screen: _Screen, workspace: str, adapters: list[Adapter], lock_wait: float | None = None
+) -> None:
     from daemon.formats.base import Source
 
     topic = f"workspace {workspace}"
@@ -330,7 +332,7 @@ def _check_workspace(screen: _Screen, workspace: str, adapters: list[Adapter]) -
                 )
             else:
                 screen.line(OK, topic, "full history (not a shallow clone)")
-    _check_git_lock(screen, topic, workspace)
+    _check_git_lock(screen, topic, workspace, lock_wait)
     counts = []
     source = Source(workspace)
     for adapter in adapters:
@@ -375,12 +377,14 @@ def _check_desktop(screen: _Screen, cfg: Config | None) -> None:
         )
 
 
-def _check_git_lock(screen: _Screen, topic: str, workspace: str) -> None:
+def _check_git_lock(
+    screen: _Screen, topic: str, workspace: str, lock_wait: float | None
+) -> None:
     """A git lock (index.lock) held past the detectors' wait: left by a crashed git?"""
     from daemon.gitstate import GIT_LOCK_WAIT, git_lock_age
 
     held = git_lock_age(workspace)
-    if held is not None and held[1] >= GIT_LOCK_WAIT:
+    if held is not None and held[1] >= (GIT_LOCK_WAIT if lock_wait is None else lock_wait):
         path, age = held
         screen.line(
             WARN,
@@ -433,7 +437,8 @@ def main(argv: list[str]) -> int:
             "none to check: pass --workspace DIR, or list them in the configuration",
         )
     for workspace in workspaces:
-        _check_workspace(screen, workspace, adapters)
+        lock_wait = cfg.limits.git_lock_wait if cfg is not None else None
+        _check_workspace(screen, workspace, adapters, lock_wait)
     _check_desktop(screen, cfg)
     counts = screen.counts
     print(f"{counts[OK]} ok, {counts[WARN]} warn, {counts[FAIL]} fail")
