@@ -377,9 +377,7 @@ def _check_desktop(screen: _Screen, cfg: Config | None) -> None:
         )
 
 
-def _check_git_lock(
-    screen: _Screen, topic: str, workspace: str, lock_wait: float | None
-) -> None:
+def _check_git_lock(screen: _Screen, topic: str, workspace: str, lock_wait: float | None) -> None:
     """A git lock (index.lock) held past the detectors' wait: left by a crashed git?"""
     from daemon.gitstate import GIT_LOCK_WAIT, git_lock_age
 

@@ -76,9 +76,8 @@ def _write(workspace: str, plan: Plan) -> None:
             replace(path, file.after)
             progress.wrote(file.relpath)
     except OSError as exc:
-        hint = "reconcile --undo puts back what was written" if progress.done else (
-            "nothing was changed"
-        )
+        undo_hint = "reconcile --undo puts back what was written"
+        hint = undo_hint if progress.done else "nothing was changed"
         raise failure(exc, "reconcile --apply", progress, hint) from None
 
 

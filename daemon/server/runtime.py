@@ -138,9 +138,7 @@ class Runtime:
             else ""
         )
         unwatched = self.daemon.watcher.unwatched_dirs()
-        polled = (
-            f"; {unwatched} folders polled, not watched (inotify limit)" if unwatched else ""
-        )
+        polled = f"; {unwatched} folders polled, not watched (inotify limit)" if unwatched else ""
         self.notifier.status(
             f"{warming}{len(engine.workspaces)} workspaces, {len(entries)} units, "
             f"{findings} findings{polled}"
