@@ -371,6 +371,7 @@ class Watcher:
         self._total = 0  # directories really watched (the kernel's count): what `stats` reads
         self._wanted = 0  # directories under the watches asked for (watched or not)
         self._failed: dict[tuple[str, str], float] = {}  # (workspace, key) -> last try
+        self._inodes: dict[tuple[str, str], int] = {}  # (workspace, key) -> folder watched
         self._limit_said = False  # `inotify_limit` logged for the current shortfall
         self._short = 0  # folders without a watch at the last count
         self._missing = 0  # ... at the last two counts (what is reported and polled)
@@ -531,6 +532,8 @@ class Watcher:
                     f"{_WATCH_RETRY:g} s",
                 )
             return
+        with contextlib.suppress(OSError):
+            self._inodes[failed] = os.stat(path).st_ino
         if self._failed.pop(failed, None) is not None:
             self.log.info("watch_restored", path=path)
             self._mark(workspace)
@@ -543,12 +546,21 @@ class Watcher:
             path = os.path.join(workspace, root)
             watch = watches.get(key)
             outside = os.path.isdir(path) and not _inside(workspace, path)
-            if watch is not None and (outside or not os.path.isdir(path)):
-                self._unschedule(watches, key)  # vanished: re-added when it returns
+            if watch is not None and (outside or self._replaced(workspace, key, path)):
+                self._unschedule(watches, key)  # vanished (or replaced): re-added when back
             if outside:
                 self._refuse_outside(workspace, root, path)
                 continue
             self._schedule(workspace, watches, key, handler, path, recursive=True)
+
+    def _replaced(self, workspace: str, key: str, path: str) -> bool:
+        """Whether the folder a watch was put on is gone, or another folder now has its
+        path (removed and made again between two looks: the old watch went with it)."""
+        try:
+            inode = os.stat(path).st_ino
+        except OSError:
+            return True
+        return self._inodes.get((workspace, key), inode) != inode
 
     def _refuse_outside(self, workspace: str, root: str, path: str) -> None:
         """A format root that is a symlink out of the workspace: never watched (a link to
@@ -592,6 +604,8 @@ class Watcher:
         self._counts.pop(workspace, None)
         for failed in [f for f in self._failed if f[0] == workspace]:
             del self._failed[failed]
+        for known in [k for k in self._inodes if k[0] == workspace]:
+            del self._inodes[known]
         self.recount()
         with self._marks_lock:
             self._dirty.discard(workspace)
