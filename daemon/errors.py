@@ -10,6 +10,8 @@
     ├── LockTimeout (75)          a writer held the lock longer than the bound
     ├── GitError (70)             git failed or the repository cannot be read (detectors
     │                             turn it into a finding; it never reaches a client)
+    │   └── detectors.gitview.proc.GitStuck (70)  git did not answer in time (killed), or
+    │                             would not (a FIFO where it reads a file)
     ├── SetupError (78)           the environment is misconfigured:
     │   ├── config.ConfigError (78)       config.toml has problems (each with field and line)
     │   ├── server.systemd.SystemdError (78)  a passed socket is not what the unit promises
@@ -17,6 +19,8 @@
     ├── server.transport.AlreadyRunning (1)  another daemon answers on the socket
     ├── reconcile.undo.NothingToUndo (1)  `reconcile --undo` with no apply recorded
     ├── reconcile.undo.UndoRefused (65)   a file changed after the apply; undo would lose it
+    ├── reconcile.failures.WriteFailed (74)  reconcile could not write: disk full, I/O error
+    │   └── reconcile.failures.WriteDenied (77)  reconcile may not write there (EACCES, EROFS)
     ├── commands.install.UnitWriteError (73)  a systemd unit file cannot be written
     ├── commands.mcp_serve.ExtraMissing (69)  `storyd mcp` without the `mcp` extra
     └── fleet.reader.FleetUnavailable (69)    `storyd fleet`: the NATS server cannot be read

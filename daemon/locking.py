@@ -79,15 +79,28 @@ def same_file(fd: int, path: str) -> bool:
 
 
 def _read_all(fd: int, path: str) -> bytes:
-    chunks = []
+    """The whole file, refusing one over MAX_STATE_BYTES.
+
+    A file whose size already says so is refused before a byte is read; one that grows
+    past the limit while read drops its chunks before the error is raised, so that the
+    error's traceback (which keeps this frame) never keeps up to 64 MiB alive.
+    """
+    if os.fstat(fd).st_size > MAX_STATE_BYTES:
+        raise DataError(_too_large(path))
+    chunks: list[bytes] = []
     total = 0
     while chunk := os.read(fd, 1 << 20):
         total += len(chunk)
         if total > MAX_STATE_BYTES:
-            msg = f"{path}: larger than {MAX_STATE_BYTES // (1024 * 1024)} MiB, refusing to read"
-            raise DataError(msg)
+            chunks.clear()
+            del chunk
+            raise DataError(_too_large(path))
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _too_large(path: str) -> str:
+    return f"{path}: larger than {MAX_STATE_BYTES // (1024 * 1024)} MiB, refusing to read"
 
 
 def flock_wait(fd: int, operation: int, path: str, timeout: float, deadline: float) -> None:

@@ -28,6 +28,8 @@ import os
 import time
 from _thread import _local  # threading's own thread-local store, without its import
 
+from daemon.regular import open_regular
+
 __all__ = [
     "DEFAULT_MODE",
     "GIT",
@@ -115,22 +117,30 @@ def git_commit_time(workspace: str, relpath: str) -> int | None:
 _MISS = object()
 
 
+def _read_git_file(path: str, size: int) -> bytes:
+    """The first `size` bytes of a regular file (NotRegularFile, an OSError, if not one)."""
+    fd = open_regular(path)
+    try:
+        return os.read(fd, size)
+    finally:
+        os.close(fd)
+
+
 def _head_commit(gitdir: str) -> str | None:
     """The commit HEAD resolves to, read from the files (no git process): a detached
     sha, the branch's loose ref, or its line in packed-refs."""
     try:
-        with open(os.path.join(gitdir, "HEAD"), "rb") as f:
-            head = f.read(512).strip()
+        head = _read_git_file(os.path.join(gitdir, "HEAD"), 512).strip()
         if not head.startswith(b"ref: "):
             return head.decode("ascii", "replace")
         ref = head[5:].decode("utf-8", "replace")
         try:
-            with open(os.path.join(gitdir, ref), "rb") as f:
-                return f.read(128).strip().decode("ascii", "replace")
+            return _read_git_file(os.path.join(gitdir, ref), 128).strip().decode("ascii", "replace")
         except FileNotFoundError:
             pass
         wanted = b" " + ref.encode() + b"\n"
-        with open(os.path.join(gitdir, "packed-refs"), "rb") as f:
+        fd = open_regular(os.path.join(gitdir, "packed-refs"))  # a FIFO would block open(2)
+        with os.fdopen(fd, "rb") as f:
             for line in f:
                 if line.endswith(wanted):
                     return line[:40].decode("ascii", "replace")

@@ -93,7 +93,7 @@ class TestValid:
             "max_workspaces": 8, "max_line_bytes": 4096, "lock_timeout": 1.5,
             "verify_interval": 0.5, "settle_ms": 5, "max_subscribers": 3,
             "subscriber_buffer": 8192, "connection_buffer": 16384, "total_buffer": 1048576,
-            "idle_timeout": 30.5, "auto_watch_idle": 600.0,
+            "idle_timeout": 30.5, "auto_watch_idle": 600.0, "git_lock_wait": 5.0,
         }
         assert cfg.detectors == {
             "staleness": {"enabled": False, "threshold": 3}, "task-order": {"strict": True},

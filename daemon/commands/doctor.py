@@ -260,7 +260,9 @@ def _inotify_in_use() -> tuple[int, int]:
 def _estimate_dirs(workspace: str, adapters: list[Adapter]) -> int:
     """Directories the daemon would watch in one workspace: its root, .git, format roots, refs."""
     roots = sorted({root for a in adapters for root in getattr(a, "roots", ())})
+    top = os.path.realpath(workspace) + os.sep
     tops = [os.path.join(workspace, root) for root in roots]
+    tops = [t for t in tops if (os.path.realpath(t) + os.sep).startswith(top)]  # not followed
     tops.append(os.path.join(workspace, ".git", "refs"))
     return 2 + sum(sum(1 for _ in os.walk(top)) for top in tops if os.path.isdir(top))
 
@@ -309,7 +311,9 @@ def _git(workspace: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _check_workspace(screen: _Screen, workspace: str, adapters: list[Adapter]) -> None:
+def _check_workspace(
+    screen: _Screen, workspace: str, adapters: list[Adapter], lock_wait: float | None = None
+) -> None:
     from daemon.formats.base import Source
 
     topic = f"workspace {workspace}"
@@ -338,6 +342,7 @@ def _check_workspace(screen: _Screen, workspace: str, adapters: list[Adapter]) -
                 )
             else:
                 screen.line(OK, topic, "full history (not a shallow clone)")
+    _check_git_lock(screen, topic, workspace, lock_wait)
     counts = []
     source = Source(workspace)
     for adapter in adapters:
@@ -422,6 +427,8 @@ def _check_claude(screen: _Screen) -> None:
         else:
             where = "with the MCP server" if server else "without the MCP server"
             screen.line(OK, "claude", f"{settings}: {len(commands)} hooks {where}")
+
+
 def _session_bus() -> tuple[str, bool]:
     """The session bus notify-send would use, and whether it is there."""
     address = os.environ.get("DBUS_SESSION_BUS_ADDRESS", "")
@@ -495,6 +502,21 @@ def _check_path(screen: _Screen) -> None:
         screen.line(OK, "path", f"storyd on PATH at {found}")
 
 
+def _check_git_lock(screen: _Screen, topic: str, workspace: str, lock_wait: float | None) -> None:
+    """A git lock (index.lock) held past the detectors' wait: left by a crashed git?"""
+    from daemon.gitstate import GIT_LOCK_WAIT, git_lock_age
+
+    held = git_lock_age(workspace)
+    if held is not None and held[1] >= (GIT_LOCK_WAIT if lock_wait is None else lock_wait):
+        path, age = held
+        screen.line(
+            WARN,
+            topic,
+            f"a git lock has been held for {age:.0f} s ({path}): the detectors check anyway "
+            f"after limits.git_lock_wait; remove it if no git command is running",
+        )
+
+
 def main(argv: list[str]) -> int:
     """Print the report; 1 when anything failed."""
     flags = parse(argv, FLAGS, USAGE)
@@ -522,6 +544,14 @@ def main(argv: list[str]) -> int:
     watched = len(watched_value) if isinstance(watched_value, list) else watched_value
     estimate = sum(_estimate_dirs(w, adapters) for w in workspaces if os.path.isdir(w))
     _check_inotify(screen, watched if isinstance(watched, int) else None, estimate)
+    if isinstance(watched, int) and not given and watched + 2 < estimate:
+        screen.line(
+            WARN,
+            "inotify",
+            f"the daemon watches {watched} of about {estimate} folders (the kernel's count): "
+            "the rest is polled every limits.verify_interval; raise "
+            "fs.inotify.max_user_watches to watch them all",
+        )
 
     if not workspaces:
         screen.line(
@@ -530,7 +560,8 @@ def main(argv: list[str]) -> int:
             "none to check: pass --workspace DIR, or list them in the configuration",
         )
     for workspace in workspaces:
-        _check_workspace(screen, workspace, adapters)
+        lock_wait = cfg.limits.git_lock_wait if cfg is not None else None
+        _check_workspace(screen, workspace, adapters, lock_wait)
     _check_desktop(screen, cfg)
     _check_claude(screen)
     if cfg is not None and cfg.fleet is not None:

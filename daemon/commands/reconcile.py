@@ -1,8 +1,10 @@
 """`storyd reconcile`: write back what git proves, with a preview (the default) and an undo.
 
 Exit codes: 0 nothing to change (or applied, or undone), 1 changes proposed (like
-`git diff --exit-code`) or nothing to undo, 64 bad flags, 65 undo refused, 75 a writer
-held its lock past --lock-timeout. See docs/reconcile.md.
+`git diff --exit-code`) or nothing to undo, 64 bad flags, 65 undo refused, 74 a write
+failed (disk full, I/O error), 75 a writer held its lock past --lock-timeout, 77 a file
+or folder is not writable (74 and 77 name the files written and not written). See
+docs/reconcile.md.
 """
 
 from __future__ import annotations
@@ -151,8 +153,12 @@ def render(plan: Plan) -> str:
 
 def _undo(workspace: str, lock_timeout: float) -> int:
     from daemon.reconcile.apply import undo_last
+    from daemon.reconcile.failures import os_failure
 
-    restored = undo_last(workspace, lock_timeout)
+    try:
+        restored = undo_last(workspace, lock_timeout)
+    except OSError as exc:  # the writes themselves report what they did (failures.py)
+        raise os_failure(exc, "reconcile --undo") from None
     for path in restored:
         sys.stdout.write(f"restored {path}\n")
     sys.stdout.write(f"undone: {len(restored)} file(s) restored\n")
@@ -191,8 +197,12 @@ def main(argv: list[str]) -> int:
         if flags.get("apply"):
             from daemon.reconcile.apply import apply
             from daemon.reconcile.auto import notify_daemon
+            from daemon.reconcile.failures import os_failure
 
-            plan = apply(workspace, plan_now, lock_timeout)
+            try:
+                plan = apply(workspace, plan_now, lock_timeout)
+            except OSError as exc:  # the writes themselves report what they did (failures.py)
+                raise os_failure(exc, "reconcile --apply") from None
             notify_daemon(workspace, plan)
         else:
             plan = plan_now()

@@ -60,6 +60,7 @@ def _settings(flags: dict[str, object], cfg: Config) -> Settings:
         total_buffer=limits.total_buffer,
         idle_timeout=limits.idle_timeout,
         auto_watch_idle=limits.auto_watch_idle,
+        git_lock_wait=limits.git_lock_wait,
     )
 
 
@@ -87,8 +88,12 @@ def main(argv: list[str]) -> int:
 
     runtime = Runtime(settings, cfg, given, logger)
     try:
-        return runtime.run(str(flags.get("socket") or cfg.socket or ""), _workspaces(flags, cfg))
+        code = runtime.run(str(flags.get("socket") or cfg.socket or ""), _workspaces(flags, cfg))
     except StorydError as exc:  # printed here, before the log line that records it
         sys.stderr.write(f"storyd serve: {exc.message}\n")
         logger.error("serve_failed", error=exc.message, code=exc.code)
         return exc.code
+    from daemon.server.service import exit_now
+
+    exit_now(code)  # a worker stuck in a system call must not keep the process alive
+    return code

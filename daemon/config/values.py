@@ -54,6 +54,7 @@ LIMITS: dict[str, tuple[type, float, float, float]] = {
     # seconds a workspace a query started watching may go unasked before it is
     # unwatched (0: never); configured and `storyd watch`ed ones never expire
     "auto_watch_idle": (float, 86400.0, 0.0, 365 * 86400.0),
+    "git_lock_wait": (float, 5.0, 0.0, 3600.0),
 }
 HOOK_TIMEOUT = (10.0, 0.1, 3600.0)  # notify.hook_timeout: default, lowest, highest
 # The keys each table may hold (limits: LIMITS); the checker names any other as unknown.
@@ -137,6 +138,7 @@ class Limits:
     total_buffer: int
     idle_timeout: float
     auto_watch_idle: float
+    git_lock_wait: float
 
     def __init__(self, **values: float) -> None:
         unknown = set(values) - set(LIMITS)

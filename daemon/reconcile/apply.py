@@ -16,9 +16,11 @@ from collections.abc import Callable
 
 from daemon.errors import LockTimeout
 from daemon.reconcile import undo
-from daemon.reconcile.atomic import clean_temps, locked, read_fd, replace
+from daemon.reconcile.atomic import clean_temps, locked, read_fd, replace, unlink
+from daemon.reconcile.failures import Progress, failure
 from daemon.reconcile.plan import FilePlan, Plan
 from daemon.reconcile.targets import BAK_FORMATS
+from daemon.regular import read_regular
 
 __all__ = ["REPLANS", "apply", "undo_last"]
 
@@ -42,8 +44,7 @@ def _bak(workspace: str, plan: FilePlan) -> tuple[str, bytes | None] | None:
         return None
     path = os.path.join(workspace, plan.relpath + ".bak")
     try:
-        with open(path, "rb") as handle:
-            return path, handle.read()
+        return path, read_regular(path)
     except FileNotFoundError:
         return path, None
 
@@ -58,13 +59,26 @@ def _write(workspace: str, plan: Plan) -> None:
             relbak = os.path.relpath(bak[0], workspace)
             records.append(undo.FileRecord(relbak, bak[1], file.before))
             baks.append((bak[0], file.before))
-    undo.save(workspace, records, plan.summary())
-    for path, data in baks:
-        replace(path, data)
-    for file in plan.files:
-        path = os.path.join(workspace, file.relpath)
-        clean_temps(path)
-        replace(path, file.after)
+    progress = Progress([os.path.relpath(p, workspace) for p, _ in baks])
+    progress.todo += [file.relpath for file in plan.files]
+    try:
+        undo.save(workspace, records, plan.summary())
+    except OSError as exc:
+        raise failure(exc, "writing the undo record", progress, "nothing was changed") from None
+    try:
+        for path, data in baks:
+            clean_temps(path)
+            replace(path, data)
+            progress.wrote(os.path.relpath(path, workspace))
+        for file in plan.files:
+            path = os.path.join(workspace, file.relpath)
+            clean_temps(path)
+            replace(path, file.after)
+            progress.wrote(file.relpath)
+    except OSError as exc:
+        undo_hint = "reconcile --undo puts back what was written"
+        hint = undo_hint if progress.done else "nothing was changed"
+        raise failure(exc, "reconcile --apply", progress, hint) from None
 
 
 def apply(workspace: str, make_plan: Callable[[], Plan], lock_timeout: float) -> Plan:
@@ -95,8 +109,7 @@ def apply(workspace: str, make_plan: Callable[[], Plan], lock_timeout: float) ->
 
 def _current(path: str) -> bytes | None:
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        return read_regular(path)
     except FileNotFoundError:
         return None
 
@@ -108,7 +121,7 @@ def undo_last(workspace: str, lock_timeout: float) -> list[str]:
     """
     record, entries = undo.load(workspace)
     with contextlib.ExitStack() as stack:
-        changed = []
+        changed, lost = [], []
         for item, entry in zip(record.files, entries, strict=True):
             path = os.path.join(workspace, item.path)
             if os.path.exists(path):
@@ -116,21 +129,43 @@ def undo_last(workspace: str, lock_timeout: float) -> list[str]:
             now = undo.digest(_current(path))
             if now != entry["after"] and now != entry["beforeSha256"]:
                 changed.append(item.path)
+            elif item.lost and now != entry["beforeSha256"]:
+                lost.append(item.path)
         if changed:
             msg = (
                 f"refused: changed since the apply of {record.applied_at}: {', '.join(changed)}; "
                 "nothing was restored"
             )
             raise undo.UndoRefused(msg)
-        restored = []
-        for item, entry in zip(record.files, entries, strict=True):
-            path = os.path.join(workspace, item.path)
-            if undo.digest(_current(path)) == entry["beforeSha256"]:
-                continue  # never replaced (an apply cut short)
-            if item.before is None:
-                os.unlink(path)
-            else:
-                replace(path, item.before)
-            restored.append(item.path)
-    undo.forget(workspace)
-    return restored
+        if lost:
+            msg = (
+                f"refused: the undo record of {record.applied_at} lost the old bytes of "
+                f"{', '.join(lost)} (in {undo.record_dir(workspace)}); nothing was restored"
+            )
+            raise undo.UndoRefused(msg)
+        todo = [
+            item.path
+            for item, entry in zip(record.files, entries, strict=True)
+            if undo.digest(_current(os.path.join(workspace, item.path))) != entry["beforeSha256"]
+        ]
+        progress = Progress(todo)
+        try:
+            for item in record.files:
+                if item.path not in todo:
+                    continue  # never replaced (an apply cut short), or already restored
+                path = os.path.join(workspace, item.path)
+                if item.before is None:
+                    unlink(path)
+                else:
+                    clean_temps(path)
+                    replace(path, item.before)
+                progress.wrote(item.path)
+        except OSError as exc:
+            hint = "the record is kept: reconcile --undo again once the cause is fixed"
+            raise failure(exc, "reconcile --undo", progress, hint) from None
+    try:
+        undo.forget(workspace)
+    except OSError as exc:
+        hint = "every file is restored; the record could not be removed"
+        raise failure(exc, "reconcile --undo", progress, hint) from None
+    return progress.done

@@ -8,7 +8,10 @@
                             any moment leaves the old file or the new one, never a mix
 
 STORYD_RECONCILE_HOOK (tests only) makes the writer SIGKILL itself at a named point:
-`kill-before-rename` (temp written and fsynced, not renamed) or `kill-after-rename`.
+`kill-before-rename` (temp written and fsynced, not renamed) or `kill-after-rename`;
+or `kill-at-N`: at the N-th system call that changes the disk (each open of a temp
+file, write, fsync, rename and unlink of apply and undo, undo records included), so a
+test can kill at every one of them in turn.
 """
 
 from __future__ import annotations
@@ -22,11 +25,15 @@ import time
 from collections.abc import Iterator
 
 from daemon.locking import flock_wait, same_file
+from daemon.regular import open_regular
 
-__all__ = ["HOOK_ENV", "TEMP_MARK", "clean_temps", "locked", "read_fd", "replace"]
+__all__ = ["HOOK_ENV", "TEMP_MARK", "clean_temps", "locked", "read_fd", "replace", "step", "unlink"]
 
 HOOK_ENV = "STORYD_RECONCILE_HOOK"
 TEMP_MARK = ".storyd-reconcile."
+
+
+_steps = [0]  # disk-changing system calls so far (for `kill-at-N`)
 
 
 def _hook(point: str) -> None:
@@ -34,12 +41,27 @@ def _hook(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def step() -> None:
+    """A disk-changing system call is done: the test hook `kill-at-N` may fire here."""
+    spec = os.environ.get(HOOK_ENV, "")
+    if spec.startswith("kill-at-"):
+        _steps[0] += 1
+        if spec == f"kill-at-{_steps[0]}":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def unlink(path: str) -> None:
+    """os.unlink, counted as a step."""
+    os.unlink(path)
+    step()
+
+
 @contextlib.contextmanager
 def locked(path: str, timeout: float) -> Iterator[int]:
     """Hold `flock -x` on `path` (the descriptor is yielded); LockTimeout past `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_regular(path)  # a FIFO would block open(2) for ever
         try:
             flock_wait(fd, fcntl.LOCK_EX, path, timeout, deadline)
             if same_file(fd, path):  # else a writer renamed a new file over it: lock that
@@ -79,10 +101,13 @@ def replace(path: str, data: bytes, *, hooked: bool = True) -> None:
     temp = os.path.join(folder, f".{name}{TEMP_MARK}{os.getpid()}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
+        step()
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
+            step()
         os.fsync(fd)
+        step()
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
@@ -92,9 +117,11 @@ def replace(path: str, data: bytes, *, hooked: bool = True) -> None:
     if hooked:
         _hook("before-rename")
     os.replace(temp, path)
+    step()
     if hooked:
         _hook("after-rename")
     _fsync_dir(folder)
+    step()
 
 
 def clean_temps(path: str) -> list[str]:

@@ -150,7 +150,11 @@ class AutoReconciler:
                 self.pending.discard(job)
             try:
                 self.reconcile(*job)
-            except StorydError as exc:
+            except (StorydError, OSError) as exc:
+                if isinstance(exc, OSError):  # outside the writes, which say what they did
+                    from daemon.reconcile.failures import os_failure
+
+                    exc = os_failure(exc, "auto-apply")
                 self.log.warning(
                     "reconcile_failed", workspace=job[0], state_file=job[1], error=exc.message
                 )

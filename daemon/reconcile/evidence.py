@@ -11,6 +11,7 @@ import json
 import os
 
 from daemon.reconcile.targets import utc_stamp
+from daemon.regular import open_regular, read_regular
 from detectors.gitview import GitError, GitView, find_root, open_view
 
 __all__ = [
@@ -144,10 +145,10 @@ def read_journal_entry(workspace: str, path: str, task_id: str) -> JournalEntry 
     """The last entry a journal (workspace-relative `path`) has for a task, if it says
     completed."""
     try:
-        with open(os.path.join(workspace, path), encoding="utf-8", errors="replace") as handle:
-            lines = handle.read().splitlines()
-    except OSError:
+        text = read_regular(os.path.join(workspace, path), _MAX_OUTPUT)
+    except OSError:  # absent, unreadable, too large, or not a regular file (a FIFO)
         return None
+    lines = text.decode("utf-8", "replace").splitlines()
     wanted = task_id.strip().rstrip(".")
     found: JournalEntry | None = None
     current = False
@@ -175,13 +176,19 @@ def read_output(workspace: str, output: str) -> OutputFile | None:
     relpath = output.replace("\\", "/")
     full = relpath if os.path.isabs(relpath) else os.path.join(workspace, relpath)
     try:
-        stat = os.stat(full)
+        fd = open_regular(full)  # a FIFO here used to hang reconcile and the daemon
+    except OSError:
+        return None
+    try:
+        stat = os.fstat(fd)
         if stat.st_size > _MAX_OUTPUT:
             return None
-        with open(full, "rb") as handle:
-            document = json.loads(handle.read())
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            document = json.loads(handle.read(_MAX_OUTPUT + 1))
     except (OSError, ValueError):
         return None
+    finally:
+        os.close(fd)
     status = document.get("status") if isinstance(document, dict) else None
     completed = document.get("completed_at") if isinstance(document, dict) else None
     return OutputFile(

@@ -20,6 +20,7 @@ from daemon.reconcile.jsonedit import Path, edit
 from daemon.reconcile.pieces import Ask, LeftAlone, Repair
 from daemon.reconcile.repairs import REPAIRS, SOURCES
 from daemon.reconcile.targets import dialect_for
+from daemon.regular import read_regular
 
 __all__ = ["FilePlan", "Plan", "build"]
 
@@ -105,9 +106,8 @@ class _File:
     def __init__(self, workspace: str, relpath: str) -> None:
         self.relpath = relpath
         try:
-            with open(os.path.join(workspace, relpath), "rb") as handle:
-                self.data: bytes | None = handle.read()
-        except OSError:
+            self.data: bytes | None = read_regular(os.path.join(workspace, relpath))
+        except OSError:  # absent, unreadable, or not a regular file (a FIFO)
             self.data = None
         self.document: object = None
         if self.data is not None:

@@ -22,6 +22,7 @@ from daemon.reconcile.evidence import read_journal_entry, read_output
 from daemon.reconcile.jsonedit import Path, lookup
 from daemon.reconcile.pieces import Ask, Change, Repair, RepairFunction
 from daemon.reconcile.targets import EpicDialect, utc_stamp
+from daemon.regular import read_regular
 
 __all__ = ["REPAIRS", "SOURCES", "repair_codes"]
 
@@ -174,8 +175,7 @@ def restore_backup(ask: Ask) -> Repair | str:
     if backup != ask.unit.state_file + ".bak":
         return f"the finding names no backup of {ask.unit.state_file}"
     try:
-        with open(os.path.join(ask.workspace, backup), "rb") as handle:
-            data = handle.read()
+        data = read_regular(os.path.join(ask.workspace, backup))
         document = json.loads(data)
     except (OSError, ValueError):
         return f"{backup} cannot be read as JSON"

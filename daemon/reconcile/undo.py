@@ -7,17 +7,24 @@ The record is written (and fsynced) before the first file is replaced. `--undo` 
 old bytes back, byte for byte, only when every file still holds what the apply wrote (or
 was never replaced, when the apply was cut short); otherwise it refuses and names the
 files that changed since. Only the last apply of a workspace can be undone.
+
+Any kill leaves a usable record: `save` writes the copies, then record.json (the
+commit point), then deletes the previous record's copies; `forget` deletes record.json
+first, then the copies. A copy that is missing anyway matters only for a file that
+still needs it (one that holds what the apply wrote): `--undo` refuses, naming it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import time
 
 from daemon.errors import StorydError
-from daemon.reconcile.atomic import replace
+from daemon.reconcile.atomic import TEMP_MARK, replace, step, unlink
+from daemon.regular import read_regular
 
 __all__ = ["NothingToUndo", "Record", "UndoRefused", "load", "record_dir", "save", "state_dir"]
 
@@ -60,12 +67,15 @@ def digest(data: bytes | None) -> str | None:
 class FileRecord:
     """One replaced file: where, its old bytes (None: it did not exist), what was written."""
 
-    __slots__ = ("after", "before", "path")
+    __slots__ = ("after", "before", "lost", "path")
 
-    def __init__(self, path: str, before: bytes | None, after: bytes | None) -> None:
+    def __init__(
+        self, path: str, before: bytes | None, after: bytes | None, *, lost: bool = False
+    ) -> None:
         self.path = path
         self.before = before
         self.after = after
+        self.lost = lost  # the record names a copy of the old bytes that is missing
 
 
 class Record:
@@ -82,6 +92,15 @@ class Record:
         self.files = files
         self.applied_at = applied_at
         self.summary = summary  # what was written, as the `reconciled` event carries it
+
+
+def _fsync(folder: str) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    step()
 
 
 def _private_dir(path: str) -> None:
@@ -116,9 +135,9 @@ def save(workspace: str, files: list[FileRecord], summary: list[dict[str, object
     replace(
         os.path.join(folder, _RECORD), json.dumps(body, indent=2).encode() + b"\n", hooked=False
     )
-    for name in os.listdir(folder):  # the previous record's blobs
-        if name.endswith(".before") and f".{stamp}." not in name:
-            os.unlink(os.path.join(folder, name))
+    for name in os.listdir(folder):  # the previous record's blobs, killed saves' temps
+        if (name.endswith(".before") and f".{stamp}." not in name) or TEMP_MARK in name:
+            unlink(os.path.join(folder, name))
     return folder
 
 
@@ -126,8 +145,7 @@ def load(workspace: str) -> tuple[Record, list[dict[str, object]]]:
     """The last record and its raw entries (NothingToUndo when there is none)."""
     folder = record_dir(workspace)
     try:
-        with open(os.path.join(folder, _RECORD), "rb") as handle:
-            body = json.loads(handle.read())
+        body = json.loads(read_regular(os.path.join(folder, _RECORD)))
     except FileNotFoundError:
         msg = f"nothing to undo: no reconcile apply is recorded for {workspace}"
         raise NothingToUndo(msg) from None
@@ -136,11 +154,13 @@ def load(workspace: str) -> tuple[Record, list[dict[str, object]]]:
         raise UndoRefused(msg) from None
     files = []
     for entry in body["files"]:
-        before = None
+        before, lost = None, False
         if entry["before"]:
-            with open(os.path.join(folder, entry["before"]), "rb") as handle:
-                before = handle.read()
-        files.append(FileRecord(entry["path"], before, None))
+            try:
+                before = read_regular(os.path.join(folder, entry["before"]))
+            except FileNotFoundError:
+                lost = True
+        files.append(FileRecord(entry["path"], before, None, lost=lost))
     record = Record(body["workspace"], files, body["appliedAt"], body.get("summary") or [])
     return record, body["files"]
 
@@ -148,5 +168,8 @@ def load(workspace: str) -> tuple[Record, list[dict[str, object]]]:
 def forget(workspace: str) -> None:
     """Drop the record after a successful undo (an undo cannot be undone twice)."""
     folder = record_dir(workspace)
+    with contextlib.suppress(FileNotFoundError):
+        unlink(os.path.join(folder, _RECORD))  # first: no record ever names a missing copy
+        _fsync(folder)
     for name in os.listdir(folder):
-        os.unlink(os.path.join(folder, name))
+        unlink(os.path.join(folder, name))

@@ -324,6 +324,7 @@ class Server(Transport):
             "refusedPeers": self.counters["refused"],
             **self.transport_stats(),
             "watchedDirs": daemon.watcher.watched_dirs(),
+            "unwatchedDirs": daemon.watcher.unwatched_dirs(),
             "staleness": self.settings.staleness,
             "limits": self.limits(),
             "warm": daemon.warm_progress(),
@@ -343,6 +344,7 @@ class Server(Transport):
             "settle_ms": round(self.daemon.refresher.settle * 1000),
             "max_subscribers": settings.max_subscribers,
             "subscriber_buffer": settings.subscriber_buffer,
+            "git_lock_wait": settings.git_lock_wait,
             **self.transport_limits(),
         }
 

@@ -141,9 +141,11 @@ class Runtime:
             if warm["warming"]
             else ""
         )
+        unwatched = self.daemon.watcher.unwatched_dirs()
+        polled = f"; {unwatched} folders polled, not watched (inotify limit)" if unwatched else ""
         self.notifier.status(
             f"{warming}{len(engine.workspaces)} workspaces, {len(entries)} units, "
-            f"{findings} findings"
+            f"{findings} findings{polled}"
         )
 
     async def _status_loop(self) -> None:
@@ -234,6 +236,7 @@ class Runtime:
         settings.lock_timeout = self.daemon.options.lock_timeout = limits.lock_timeout
         settings.settle = limits.settle_ms / 1000
         settings.verify_interval = limits.verify_interval
+        settings.git_lock_wait = limits.git_lock_wait  # read by Daemon.git_busy on each look
         self.daemon.refresher.configure(
             settle=settings.settle, verify_interval=settings.verify_interval
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,9 +37,36 @@ if TYPE_CHECKING:
     from daemon.query import Query
     from daemon.server.store import Snapshot
 
-__all__ = ["Daemon", "Settings", "Target"]
+__all__ = ["STOP_GRACE", "Daemon", "Settings", "Target", "exit_now"]
 
 _MAX_ALIASES = 4096
+STOP_GRACE = 5.0  # seconds stop() waits for its threads; then they are left behind
+
+
+def stuck_threads() -> list[str]:
+    """The names of live non-daemon threads other than this one (they keep a process
+    alive at exit: a thread-pool worker stuck in a system call, say)."""
+    me = threading.current_thread()
+    return sorted(t.name for t in threading.enumerate() if t is not me and not t.daemon)
+
+
+def exit_now(code: int, grace: float = STOP_GRACE) -> None:
+    """End the process with `code` when threads are still stuck after `grace` seconds.
+
+    Python joins every thread-pool worker at exit; one blocked for ever in open(2) or
+    read(2) would keep a stopped daemon alive, deaf to SIGTERM. Everything of ours is
+    already released when this is called; the log says which threads were left.
+    """
+    deadline = time.monotonic() + grace
+    while stuck_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = stuck_threads()
+    if left:
+        log.get("daemon").warning("exit_forced", threads=left, code=code)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
 
 
 class Settings:
@@ -48,6 +76,7 @@ class Settings:
         "auto_watch",
         "auto_watch_idle",
         "connection_buffer",
+        "git_lock_wait",
         "idle_timeout",
         "lock_timeout",
         "max_line_bytes",
@@ -76,6 +105,7 @@ class Settings:
         total_buffer: int = int(LIMITS["total_buffer"][1]),
         idle_timeout: float = float(LIMITS["idle_timeout"][1]),
         auto_watch_idle: float = float(LIMITS["auto_watch_idle"][1]),
+        git_lock_wait: float = float(LIMITS["git_lock_wait"][1]),
     ) -> None:
         """Defaults: config.LIMITS, the one table of every limit's default and range."""
         self.staleness = staleness
@@ -91,6 +121,7 @@ class Settings:
         self.total_buffer = total_buffer
         self.idle_timeout = idle_timeout
         self.auto_watch_idle = auto_watch_idle
+        self.git_lock_wait = git_lock_wait
 
 
 def _ms(started: float) -> float:
@@ -148,8 +179,8 @@ class Daemon:
         self.refresher = Refresher(
             self.engine, settle=settings.settle, verify_interval=settings.verify_interval
         )
-        self.refresher.git_busy = git_operation_in_progress
-        self.engine.git_busy = git_operation_in_progress
+        self.refresher.git_busy = self.git_busy
+        self.engine.git_busy = self.git_busy
         self.engine.on_git_busy = self.refresher.request_git
         self.watcher = Watcher(self.engine, self.refresher)
         self.refresher.on_tick = self._tick
@@ -171,6 +202,12 @@ class Daemon:
         self.forgotten = {"gone": 0, "expired": 0}
         # watches queued on the refresher, by workspace: a second ask joins the first
         self._pending_watches: dict[str, Future[int]] = {}
+
+    def git_busy(self, workspace: str) -> bool:
+        """Whether to defer a workspace's detectors: git is mid-operation, or wrote its
+        index.lock less than `limits.git_lock_wait` seconds ago (a stale lock defers
+        them no longer than that; see daemon/gitstate.py)."""
+        return git_operation_in_progress(workspace, self.settings.git_lock_wait)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -239,12 +276,20 @@ class Daemon:
                 self.log.exception("warm_check_failed", workspace=path)
         self.warm.checked += 1
 
-    def stop(self) -> None:
-        """Stop the threads (the socket is the server's business)."""
+    def stop(self, grace: float = STOP_GRACE) -> None:
+        """Stop the threads (the socket is the server's business), within `grace` seconds.
+
+        A thread stuck in a system call (a read nothing answers) is left behind rather
+        than waited on: SIGTERM must end the daemon whatever a worker is doing, and
+        `exit_now` ends a process such a thread would keep alive.
+        """
+        deadline = time.monotonic() + grace
         self.refresher.stop()
         self.watcher.stop()
-        self.refresher.join(timeout=5)
-        self.executor.shutdown(wait=True, cancel_futures=True)
+        self.refresher.join(timeout=max(0.0, deadline - time.monotonic()))
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        for thread in list(getattr(self.executor, "_threads", ())):
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self.changes.close()
 
     def _roots_changed(self, path: str) -> None:
@@ -261,6 +306,10 @@ class Daemon:
         for path in list(self.engine.workspaces):
             self.watcher.ensure_roots(path)
         self.watcher.recount()
+        for path in self.watcher.polled():  # what inotify cannot watch is polled
+            ws = self.engine.workspaces.get(path)
+            if ws is not None:
+                self.engine.scan(ws, reread=False)
 
     def _forget_stale(self) -> None:
         """Unwatch workspaces that are gone, and auto-watched ones idle past the limit."""

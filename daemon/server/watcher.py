@@ -8,10 +8,12 @@ detectors themselves, and every GitPython object they use, run on the detector
 Runner's worker thread (detectors/__init__.py), which the refresher waits on.
 
 Never the whole work tree: each workspace gets a non-recursive watch on its root (to
-see a format root appear) and a recursive watch on each format root that exists.
-watchdog drops inotify's overflow event silently (its issue #654), so a periodic
-verification (inode, size, mtime of every known state file, plus a slower full
-rescan) keeps the cache honest whatever was missed.
+see a format root appear) and a recursive watch on each format root that exists (not
+one linked out of the workspace), asking inotify only for the events that matter
+(EVENT_FILTER). An overflow costs one rescan per workspace and one JSON log line
+(_WatchdogLog); a periodic verification (inode, size, mtime of every known state file,
+plus a slower full rescan) keeps the cache honest whatever was missed, and polls what
+the kernel refused to watch (inotify limits: `polled`, `unwatched_dirs`).
 
 The watches are the refresher's: only that thread schedules and unschedules them, and
 only it walks the watched trees to count their folders. watchdog's dispatcher thread
@@ -23,7 +25,10 @@ therefore touch no watch state and only queue work for the refresher.
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -31,34 +36,52 @@ from concurrent.futures import Future
 from functools import partial
 
 from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirModifiedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
     FileSystemEvent,
     FileSystemEventHandler,
 )
 from watchdog.observers import Observer
-from watchdog.observers.api import ObservedWatch
+from watchdog.observers.api import BaseObserver, ObservedWatch
 
-from daemon.server import log
+from daemon.gitstate import git_dirs, git_operation_in_progress
+from daemon.server import inotify, log
 from daemon.server.engine import Engine
 from daemon.server.store import Workspace
 
-__all__ = ["Refresher", "Watcher"]
+__all__ = ["Refresher", "Watcher", "git_dirs", "git_operation_in_progress"]
 
 # how often to look whether a git operation has finished: a fallback, as the end is an
 # event (the marker's removal) that watchdog delivers
 _BUSY_POLL = 1.0
 _RACY_RETRIES = 5  # re-reads of a racy file before the verification tick takes over
 _IGNORED_EVENTS = frozenset(("opened", "closed_no_write"))
+# what the watches ask inotify for: never IN_OPEN or IN_CLOSE_NOWRITE, which every read
+# (ours, os.walk's, a reader's) makes, and which made each overflow's re-walk overflow again
+EVENT_FILTER = [
+    FileCreatedEvent,
+    DirCreatedEvent,
+    FileDeletedEvent,
+    DirDeletedEvent,
+    FileModifiedEvent,
+    DirModifiedEvent,
+    FileMovedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+]
+_OVERFLOW_LOG_EVERY = 60.0  # seconds between two `inotify_overflow` lines
+_WATCH_RETRY = 30.0  # seconds before a watch the kernel refused is tried again
+_LIMIT_ERRORS = frozenset((errno.ENOSPC, errno.EMFILE, errno.ENFILE))  # inotify limits
 # a write has ended: closed after writing, renamed or moved into place, or created
 # (a file moved in from outside the watch arrives as created)
 _WRITE_ENDED_EVENTS = frozenset(("closed", "moved", "created"))
-_GIT_OPERATION_MARKERS = (
-    "index.lock",
-    "rebase-merge",
-    "rebase-apply",
-    "MERGE_HEAD",
-    "CHERRY_PICK_HEAD",
-    "BISECT_LOG",
-)
 
 
 # due paths (workspace, relpath, early), scans, git rechecks, calls, verify
@@ -386,12 +409,18 @@ class Watcher:
     def __init__(self, engine: Engine, refresher: Refresher) -> None:
         self.engine = engine
         self.refresher = refresher
-        self.observer = Observer()
-        self.observer.daemon = True
+        self.observer: BaseObserver | _NoObserver = _new_observer()
+        self._started = False
         self.log = log.get("watcher")
         self._watches: dict[str, dict[str, ObservedWatch]] = {}
-        self._counts: dict[str, int] = {}  # watched directories per workspace (recount)
-        self._total = 0  # sum of _counts, rebound whole: what `stats` reads
+        self._counts: dict[str, set[int]] = {}  # inodes of the folders to watch (recount)
+        self._total = 0  # directories really watched (the kernel's count): what `stats` reads
+        self._wanted = 0  # directories under the watches asked for (watched or not)
+        self._failed: dict[tuple[str, str], float] = {}  # (workspace, key) -> last try
+        self._inodes: dict[tuple[str, str], int] = {}  # (workspace, key) -> folder watched
+        self._limit_said = False  # `inotify_limit` logged for the current shortfall
+        self._short = 0  # folders without a watch at the last count
+        self._missing = 0  # ... at the last two counts (what is reported and polled)
         self._dirty: set[str] = set()  # workspaces whose count is out of date
         self._marks_lock = threading.Lock()  # guards _dirty only; never held around a call
         # a watch scheduled on a stopped observer would start a thread nobody stops:
@@ -399,15 +428,19 @@ class Watcher:
         # _stop_lock (never taken on watchdog's dispatcher thread)
         self._stopped = False
         self._stop_lock = threading.Lock()
+        self._outside: set[tuple[str, str]] = set()  # (workspace, root) refused, said once
         self.roots = sorted({root for a in engine.adapters for root in a.roots})
         self._top = {root.split("/")[0] for root in self.roots}
 
     def start(self) -> None:
-        """Start watchdog's observer thread."""
+        """Start watchdog's observer thread (its log lines and overflows come to us)."""
+        _WATCHDOG_LOG.attach(self)
+        self._started = True
         self.observer.start()
 
     def stop(self) -> None:
         """Stop watching everything; later `watch` calls schedule nothing."""
+        _WATCHDOG_LOG.detach(self)
         with self._stop_lock:
             self._stopped = True
         self.observer.stop()
@@ -427,20 +460,57 @@ class Watcher:
         with self._marks_lock:
             self._dirty.add(workspace)
 
+    def unwatched_dirs(self) -> int:
+        """Directories that should carry a watch and have not had one for two counts in a
+        row (inotify limits; a folder just made gets its watch from watchdog's thread a
+        moment later): they are polled every verification tick instead (`polled`)."""
+        return self._missing
+
+    def polled(self) -> list[str]:
+        """The workspaces whose trees are not all watched: every one while the kernel
+        holds fewer watches than asked for (which folders is not known), else those
+        with a watch that failed."""
+        if self.unwatched_dirs():
+            return list(self._watches.copy())
+        return sorted({w for w, _ in self._failed.copy()})
+
     def recount(self, workspace: str | None = None) -> None:
-        """Count the watched directories of `workspace`, or of every workspace whose
-        watched trees gained or lost a directory since the last count (refresher)."""
+        """Count the directories asked for of `workspace`, or of every workspace whose
+        watched trees gained or lost a directory since the last count, and the ones the
+        kernel really watches (refresher). A shortfall is logged once."""
         with self._marks_lock:
             names = [workspace] if workspace is not None else sorted(self._dirty)
             self._dirty.difference_update(names)
-        counted = False
         for w in names:
             keys = self._watches.get(w)
             if keys is not None:
-                self._counts[w] = _count_watched_dirs(w, list(keys))
-                counted = True
-        if counted:
-            self._total = sum(self._counts.values())
+                failed = [k for ws, k in self._failed if ws == w]
+                self._counts[w] = _count_watched_dirs(w, [*keys, *failed])
+        wanted: set[int] = set().union(*self._counts.values())
+        real = inotify.kernel_watches()
+        self._wanted = len(wanted)
+        self._total = self._wanted if real is None else len(wanted & real)
+        short = self._wanted - self._total
+        self._missing = min(short, self._short) if short > 0 else 0  # seen twice running
+        self._short = short
+        self._say_shortfall()
+
+    def _say_shortfall(self) -> None:
+        missing = self.unwatched_dirs()
+        if missing and not self._limit_said:
+            self._limit_said = True
+            self.log.warning(
+                "inotify_limit",
+                watched=self._total,
+                wanted=self._wanted,
+                unwatched=missing,
+                max_user_watches=inotify.max_user_watches(),
+                note="the unwatched folders are polled every verify_interval; raise "
+                "fs.inotify.max_user_watches (sysctl) to watch them",
+            )
+        elif not missing and self._limit_said:
+            self._limit_said = False
+            self.log.info("inotify_limit_cleared", watched=self._total)
 
     def watch(self, workspace: str) -> None:
         """Watch a workspace's root (non-recursive), its format roots and its git refs."""
@@ -449,8 +519,7 @@ class Watcher:
                 return
             watches = self._watches.setdefault(workspace, {})
             handler = _Handler(self, workspace)
-            if "top" not in watches:
-                watches["top"] = self.observer.schedule(handler, workspace, recursive=False)
+            self._schedule(workspace, watches, "top", handler, workspace, recursive=False)
             self._ensure_roots(workspace, watches, handler)
             self._ensure_git(workspace, watches, handler)
         self.recount(workspace)
@@ -464,6 +533,7 @@ class Watcher:
             if watches is not None and not self._stopped:
                 before = set(watches)
                 handler = _Handler(self, workspace)
+                self._schedule(workspace, watches, "top", handler, workspace, recursive=False)
                 self._ensure_roots(workspace, watches, handler)
                 self._ensure_git(workspace, watches, handler)
                 if set(watches) != before:
@@ -471,18 +541,48 @@ class Watcher:
 
     def _schedule(
         self,
+        workspace: str,
         watches: dict[str, ObservedWatch],
         key: str,
         handler: FileSystemEventHandler,
         path: str,
         recursive: bool,
     ) -> None:
+        """Watch `path` unless it is watched; a watch the kernel refuses (max_user_watches,
+        max_user_instances) is said once, polled meanwhile, and tried again later."""
         if key in watches or not os.path.isdir(path):
             return
+        failed = (workspace, key)
+        last = self._failed.get(failed)
+        if last is not None and time.monotonic() - last < _WATCH_RETRY:
+            return
         try:
-            watches[key] = self.observer.schedule(handler, path, recursive=recursive)
+            if isinstance(self.observer, _NoObserver):  # no inotify instance yet: try again
+                self.observer = _new_observer(raising=True)
+                if self._started:
+                    self.observer.start()
+            watches[key] = self.observer.schedule(
+                handler, path, recursive=recursive, event_filter=EVENT_FILTER
+            )
         except OSError as exc:
-            self.log.warning("watch_failed", path=path, error=str(exc))
+            if exc.errno not in _LIMIT_ERRORS:  # gone meanwhile, say: tried at the next look
+                self.log.warning("watch_failed", path=path, error=exc.strerror or str(exc))
+                return
+            self._failed[failed] = time.monotonic()
+            if last is None:
+                self.log.warning(
+                    "watch_failed",
+                    path=path,
+                    error=exc.strerror or str(exc),
+                    note="polled every verify_interval instead; tried again every "
+                    f"{_WATCH_RETRY:g} s",
+                )
+            return
+        with contextlib.suppress(OSError):
+            self._inodes[failed] = os.stat(path).st_ino
+        if self._failed.pop(failed, None) is not None:
+            self.log.info("watch_restored", path=path)
+            self._mark(workspace)
 
     def _ensure_roots(
         self, workspace: str, watches: dict[str, ObservedWatch], handler: _Handler
@@ -491,9 +591,13 @@ class Watcher:
             key = f"root:{root}"
             path = os.path.join(workspace, root)
             watch = watches.get(key)
-            if watch is not None and not os.path.isdir(path):
-                self._unschedule(watches, key)  # vanished: re-added when it returns
-            self._schedule(watches, key, handler, path, recursive=True)
+            outside = os.path.isdir(path) and not _inside(workspace, path)
+            if watch is not None and (outside or self._replaced(workspace, key, path)):
+                self._unschedule(watches, key)  # vanished (or replaced): re-added when back
+            if outside:
+                self._refuse_outside(workspace, root, path)
+                continue
+            self._schedule(workspace, watches, key, handler, path, recursive=True)
             if "/" in root:
                 self._watch_parent(workspace, watches, handler, root)
 
@@ -508,7 +612,32 @@ class Watcher:
         if os.path.isdir(os.path.join(workspace, root)) or not os.path.isdir(parent):
             self._unschedule(watches, key)  # the root's own watch covers it now (or no parent)
             return
-        self._schedule(watches, key, handler, parent, recursive=False)
+        if not _inside(workspace, parent):
+            return  # a folder that leads out of the workspace is never watched
+        self._schedule(workspace, watches, key, handler, parent, recursive=False)
+
+    def _replaced(self, workspace: str, key: str, path: str) -> bool:
+        """Whether the folder a watch was put on is gone, or another folder now has its
+        path (removed and made again between two looks: the old watch went with it)."""
+        try:
+            inode = os.stat(path).st_ino
+        except OSError:
+            return True
+        return self._inodes.get((workspace, key), inode) != inode
+
+    def _refuse_outside(self, workspace: str, root: str, path: str) -> None:
+        """A format root that is a symlink out of the workspace: never watched (a link to
+        /usr would put a watch on each of its folders); said once per root."""
+        if (workspace, root) in self._outside:
+            return
+        self._outside.add((workspace, root))
+        self.log.warning(
+            "root_outside_workspace",
+            workspace=workspace,
+            root=root,
+            target=os.path.realpath(path),
+            note="a format root that leads out of the workspace is not watched",
+        )
 
     def _ensure_git(
         self, workspace: str, watches: dict[str, ObservedWatch], handler: _Handler
@@ -518,10 +647,11 @@ class Watcher:
             return
         gitdir, common = dirs
         git_handler = _GitHandler(self.refresher, workspace)
-        self._schedule(watches, "git", git_handler, gitdir, recursive=False)
+        refs = os.path.join(common, "refs")
+        self._schedule(workspace, watches, "git", git_handler, gitdir, recursive=False)
         if common != gitdir:  # a linked worktree: its refs and packed-refs live in the common dir
-            self._schedule(watches, "git-common", git_handler, common, recursive=False)
-        self._schedule(watches, "git-refs", git_handler, os.path.join(common, "refs"), True)
+            self._schedule(workspace, watches, "git-common", git_handler, common, recursive=False)
+        self._schedule(workspace, watches, "git-refs", git_handler, refs, recursive=True)
 
     def _unschedule(self, watches: dict[str, ObservedWatch], key: str) -> None:
         watch = watches.pop(key, None)
@@ -535,9 +665,18 @@ class Watcher:
         for key in list(watches):
             self._unschedule(watches, key)
         self._counts.pop(workspace, None)
-        self._total = sum(self._counts.values())
+        for failed in [f for f in self._failed if f[0] == workspace]:
+            del self._failed[failed]
+        for known in [k for k in self._inodes if k[0] == workspace]:
+            del self._inodes[known]
+        self.recount()
         with self._marks_lock:
             self._dirty.discard(workspace)
+
+    def overflowed(self) -> None:
+        """inotify dropped events (watchdog's thread): rescan each workspace once."""
+        for workspace in self._watches.copy():  # one C call: safe beside the refresher
+            self.refresher.request_scan(workspace, lost=True)
 
     def route(self, workspace: str, relpath: str, event: FileSystemEvent) -> None:
         """Send one event to the refresher: a state path, a git change, or a root change.
@@ -564,45 +703,140 @@ class Watcher:
             )
 
 
-def _count_watched_dirs(workspace: str, keys: list[str]) -> int:
-    """The directories under a workspace's watches (a recursive watch covers its tree)."""
-    total = 0
+class _NoObserver:
+    """Stands for watchdog's observer when the kernel gives no inotify instance
+    (max_user_instances): nothing is watched, everything is polled (Watcher.polled), and
+    the next `_schedule` after the retry delay tries for an instance again."""
+
+    daemon = True
+
+    def start(self) -> None:
+        """Nothing to start."""
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+    def join(self, timeout: float | None = None) -> None:
+        """Nothing to wait for."""
+
+    def unschedule(self, watch: object) -> None:
+        """Nothing is scheduled."""
+
+    def schedule(self, *_args: object, **_kwargs: object) -> ObservedWatch:
+        """Nothing can be: there is no inotify instance."""
+        raise OSError(errno.EMFILE, "inotify instance limit reached")
+
+
+def _new_observer(*, raising: bool = False) -> BaseObserver | _NoObserver:
+    """watchdog's inotify observer; a _NoObserver when the kernel refuses an instance
+    (or OSError, with `raising`: the caller says it once)."""
+    try:
+        observer = Observer()
+    except OSError as exc:
+        if raising or exc.errno not in _LIMIT_ERRORS:
+            raise
+        return _NoObserver()
+    observer.daemon = True
+    return observer
+
+
+class _WatchdogLog(logging.Handler):
+    """watchdog's own log lines, as JSON through structlog, never as plain text.
+
+    watchdog logs "Inotify queue overflowed" (stdlib logging, which without a handler
+    printed plain text into the JSON log) each time the kernel drops events, then
+    re-walks its recursive watches. Here an overflow asks each watcher for one rescan
+    (the refresher merges requests: one scan however many overflows arrive meanwhile)
+    and is logged once, then at most every minute with the count since.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self._watchers: list[Watcher] = []
+        self._overflows = 0
+        self._logged_at = -_OVERFLOW_LOG_EVERY
+        self._lock = threading.Lock()
+
+    def attach(self, watcher: Watcher) -> None:
+        with self._lock:
+            if not self._watchers:
+                source = logging.getLogger("watchdog")
+                source.addHandler(self)
+                source.propagate = False
+            self._watchers.append(watcher)
+
+    def detach(self, watcher: Watcher) -> None:
+        with self._lock:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
+            if not self._watchers:
+                source = logging.getLogger("watchdog")
+                source.removeHandler(self)
+                source.propagate = True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "overflow" not in text.lower():
+            log.get("watchdog").warning("watchdog", message=text[:300], level_name=record.levelname)
+            return
+        now = time.monotonic()
+        with self._lock:
+            self._overflows += 1
+            say = now - self._logged_at >= _OVERFLOW_LOG_EVERY
+            if say:
+                count, self._overflows, self._logged_at = self._overflows, 0, now
+            watchers = list(self._watchers)
+        if say:
+            log.get("watcher").warning(
+                "inotify_overflow",
+                overflows=count,
+                note="events were lost; each workspace is rescanned once",
+            )
+        for watcher in watchers:
+            watcher.overflowed()
+
+
+_WATCHDOG_LOG = _WatchdogLog()
+
+
+def _inside(workspace: str, path: str) -> bool:
+    """Whether `path` (resolved) lies in the workspace (resolved)."""
+    top = os.path.realpath(workspace)
+    real = os.path.realpath(path)
+    return real == top or real.startswith(top.rstrip("/") + "/")
+
+
+def _count_watched_dirs(workspace: str, keys: list[str]) -> set[int]:
+    """The inode numbers of the folders under a workspace's watches (a recursive watch
+    covers its tree): a set, so that folders two watches share count once, as the
+    kernel counts them."""
+    inodes: set[int] = set()
+    dirs = git_dirs(workspace)
     for key in keys:
         if key.startswith("root:"):
-            total += sum(1 for _ in os.walk(os.path.join(workspace, key[5:])))
+            inodes.update(_tree_inodes(os.path.join(workspace, key[5:])))
         elif key == "git-refs":
-            dirs = git_dirs(workspace)
-            total += sum(1 for _ in os.walk(os.path.join(dirs[1], "refs"))) if dirs else 0
+            inodes.update(_tree_inodes(os.path.join(dirs[1], "refs")) if dirs else ())
         else:
-            total += 1
-    return total
+            place = {"top": workspace, "git": dirs[0] if dirs else None}.get(key)
+            if key == "git-common" and dirs:
+                place = dirs[1]
+            inodes.update(_tree_inodes(place, recursive=False) if place else ())
+    return inodes
 
 
-def git_dirs(workspace: str) -> tuple[str, str] | None:
-    """(gitdir, common dir) of a workspace's repository; a linked worktree's `.git` file
-    points at its own gitdir, whose `commondir` names the main repository's."""
-    dotgit = os.path.join(workspace, ".git")
-    if os.path.isdir(dotgit):
-        return dotgit, dotgit
+def _tree_inodes(top: str, *, recursive: bool = True) -> list[int]:
+    """Inode numbers of `top` and (recursive) the folders below it, links not followed."""
     try:
-        with open(dotgit, encoding="utf-8") as handle:
-            line = handle.readline().strip()
+        found = [os.stat(top).st_ino]
     except OSError:
-        return None
-    if not line.startswith("gitdir:"):
-        return None
-    gitdir = os.path.normpath(os.path.join(workspace, line[7:].strip()))
-    try:
-        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as handle:
-            common = os.path.normpath(os.path.join(gitdir, handle.readline().strip()))
-    except OSError:
-        common = gitdir
-    return (gitdir, common) if os.path.isdir(gitdir) else None
-
-
-def git_operation_in_progress(workspace: str) -> bool:
-    """Whether a git operation is mid-way (index.lock, rebase, merge, cherry-pick, bisect)."""
-    dirs = git_dirs(workspace)
-    if dirs is None:
-        return False
-    return any(os.path.exists(os.path.join(dirs[0], m)) for m in _GIT_OPERATION_MARKERS)
+        return []
+    if not recursive:
+        return found
+    for root, names, _ in os.walk(top):
+        for name in names:
+            with contextlib.suppress(OSError):
+                st = os.stat(os.path.join(root, name), follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):  # watchdog does not watch linked folders
+                    found.append(st.st_ino)
+    return found

@@ -24,9 +24,11 @@ __all__ = ["build_detect", "scan_directly", "tips_held_by"]
 def build_detect(cfg: Config, staleness: str) -> tuple[Detect, Runner]:
     """The engine's detect callback and the Runner behind it (close it when done)."""
     import detectors
+    from daemon.gitstate import held_lock_findings
     from detectors.gitview import close_views, git_context
 
     settings = cfg.detectors
+    lock_wait = cfg.limits.git_lock_wait
     runner = detectors.Runner(
         detectors.load(settings),
         {name: dict(table) for name, table in settings.items()},
@@ -35,7 +37,8 @@ def build_detect(cfg: Config, staleness: str) -> tuple[Detect, Runner]:
     )
 
     def detect(workspace: str, unit: Unit, answer: answers.Answer) -> tuple[Finding, ...]:
-        return runner.run(workspace, unit, answer.envelope, staleness)
+        found = runner.run(workspace, unit, answer.envelope, staleness)
+        return found + held_lock_findings(workspace, lock_wait)
 
     return detect, runner
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from daemon.errors import GitError
 from detectors.gitview.errors import _translated
+from detectors.gitview.proc import GIT_TIMEOUT, no_answer
 
 __all__ = [
     "AMBIGUOUS",
@@ -30,7 +31,6 @@ AMBIGUOUS = "ambiguous"
 INVALID = "invalid"
 _HEX = frozenset("0123456789abcdef")
 _BATCH = 400  # names per cat-file round trip: input and output stay below a pipe's 64 KiB
-_READ_TIMEOUT = 30.0
 _RACY_NS = 100_000_000  # 0.1 s
 
 
@@ -100,14 +100,16 @@ class _CatFile:
             msg = "git cat-file has no output pipes"
             raise GitError(msg)
         buffer = self._pending
+        deadline = time.monotonic() + GIT_TIMEOUT
         with selectors.DefaultSelector() as selector:
             selector.register(out, selectors.EVENT_READ)
             selector.register(err, selectors.EVENT_READ)
             while buffer.count(b"\n") < count:
-                ready = selector.select(_READ_TIMEOUT)
+                left = deadline - time.monotonic()
+                ready = selector.select(left) if left > 0 else []
                 if not ready:
-                    msg = f"git cat-file gave no answer within {_READ_TIMEOUT:g} s"
-                    raise GitError(msg)
+                    self.kill()
+                    raise no_answer(GIT_TIMEOUT)
                 for key, _ in ready:
                     data = os.read(key.fd, 65536)
                     if key.fileobj is out:
@@ -127,6 +129,12 @@ class _CatFile:
 
     def close(self) -> None:
         """End the process."""
+        self._end()
+
+    def kill(self) -> None:
+        """End the process at once (it stopped answering)."""
+        with suppress(OSError):
+            self._proc.kill()
         self._end()
 
 

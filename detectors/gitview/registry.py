@@ -10,8 +10,10 @@ from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from daemon.errors import GitError
+from daemon.gitstate import git_dirs
 from detectors import Context, unit_context
 from detectors.gitview.errors import _git_module, _translated
+from detectors.gitview.proc import GitStuck, check_git_files
 from detectors.gitview.view import DEFAULT_WALK_LIMIT, GitView
 
 if TYPE_CHECKING:
@@ -50,7 +52,10 @@ def open_view(root: str, *, walk_limit: int = DEFAULT_WALK_LIMIT) -> GitView | N
     git = _git_module()
     if git is None:
         return None
+    dirs = git_dirs(root)
     try:
+        if dirs is not None:  # GitPython itself reads commondir: a FIFO there hangs it
+            check_git_files(*dirs, names=("commondir",))
         with _translated("open"):
             repo = git.Repo(root)
             if repo.bare or repo.working_tree_dir is None:
@@ -61,6 +66,8 @@ def open_view(root: str, *, walk_limit: int = DEFAULT_WALK_LIMIT) -> GitView | N
         return None
     try:
         view.tip_sha("HEAD")  # starts cat-file: proves git runs here
+    except GitStuck:
+        return view  # a repository whose git hangs: each check says so (a git-error)
     except GitError:
         _close_quietly(view)
         return None

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from daemon.errors import GitError
+from daemon.regular import read_regular
+from detectors.gitview import proc
 from detectors.gitview.errors import _describe, _translated
 from detectors.gitview.objects import (
     FOUND,
@@ -117,17 +119,21 @@ class GitView:
     def _run(self, *args: str, ok: tuple[int, ...] = (0,)) -> tuple[int, str]:
         """Run `git <args>` in the work tree: (exit status, stdout). Other statuses raise."""
         self._check_owner()
-        with _translated(args[0]):
-            status, out, err = self._repo.git.execute(
-                [self._repo.git.GIT_PYTHON_GIT_EXECUTABLE, "--no-optional-locks", *args],
-                with_extended_output=True,
-                with_exceptions=False,
-            )
+        self.check_files()
+        status, out, err = proc.run(self._argv(*args), self.root)
         if status not in ok:
             detail = " ".join(str(err).split())[:300] or f"exit status {status}"
             msg = f"git {args[0]} failed: {detail}"
             raise GitError(msg)
-        return int(status), str(out)
+        return status, out.removesuffix("\n")
+
+    def _argv(self, *args: str) -> list[str]:
+        return [self._repo.git.GIT_PYTHON_GIT_EXECUTABLE, "--no-optional-locks", *args]
+
+    def check_files(self) -> None:
+        """GitError when HEAD, packed-refs, config or commondir is not a regular file (a
+        FIFO there would hang every git started here)."""
+        proc.check_git_files(self.git_dir, self.common_dir)
 
     def _cached(self, key: tuple[object, ...], compute: Callable[[], T]) -> T:
         """A small LRU for scans, keyed by everything the answer depends on."""
@@ -204,13 +210,14 @@ class GitView:
         if not names:
             return []
         self.stats["lookups"] += len(names)
+        self.check_files()
         if self._cat is None or not self._cat.alive():
             self._cat = _CatFile(self._repo)
         try:
             return self._cat.ask(names)
         except GitError:
             broken, self._cat = self._cat, None
-            broken.close()
+            broken.kill()
             raise
 
     def _remember(self, key: str, info: ObjectInfo) -> None:
@@ -265,8 +272,7 @@ class GitView:
 
     def _read_branch(self) -> str | None:
         try:
-            with open(os.path.join(self.git_dir, "HEAD"), encoding="utf-8") as head:
-                target = head.read().strip()
+            target = read_regular(os.path.join(self.git_dir, "HEAD"), 4096).decode().strip()
         except (OSError, UnicodeDecodeError) as exc:
             msg = f"cannot read HEAD: {_describe(exc)}"
             raise GitError(msg) from exc
@@ -424,21 +430,9 @@ class GitView:
         def compute() -> str | None:
             status, parent = self._run("rev-parse", "--verify", "-q", f"{first}^", ok=(0, 1))
             base = parent.strip() if status == 0 and parent.strip() else EMPTY_TREE
-            with _translated("patch-id"):
-                diff = self._repo.git.execute(
-                    [
-                        self._repo.git.GIT_PYTHON_GIT_EXECUTABLE,
-                        "--no-optional-locks",
-                        "diff",
-                        "--no-color",
-                        "--no-ext-diff",
-                        base,
-                        last,
-                    ],
-                    as_process=True,
-                )
-                out = self._repo.git.patch_id("--stable", istream=diff.proc.stdout)
-                diff.wait()
+            self.check_files()
+            diff = self._argv("diff", "--no-color", "--no-ext-diff", base, last)
+            out = proc.piped(diff, self._argv("patch-id", "--stable"), self.root)
             parts = str(out).split()
             return parts[0] if parts else None
 
@@ -458,13 +452,8 @@ class GitView:
             "-p",
             *shas,
         ]
-        with _translated("patch-id"):
-            show = self._repo.git.execute(
-                [self._repo.git.GIT_PYTHON_GIT_EXECUTABLE, "--no-optional-locks", *args],
-                as_process=True,
-            )
-            out = self._repo.git.patch_id("--stable", istream=show.proc.stdout)
-            show.wait()
+        self.check_files()
+        out = proc.piped(self._argv(*args), self._argv("patch-id", "--stable"), self.root)
         ids: dict[str, str] = {}
         for line in str(out).splitlines():
             parts = line.split()

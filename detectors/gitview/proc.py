@@ -1,0 +1,142 @@
+"""git processes with a deadline: a git that does not answer is killed, never waited on.
+
+A `packed-refs`, `HEAD` or loose ref that is a FIFO makes git block in open(2) for ever;
+so can a stalled network filesystem. Every git process the views start goes through
+here (or, for the persistent cat-file, is read with the same deadline) and is killed
+when the deadline passes; the caller gets GitError "git did not answer within N s".
+
+    GIT_TIMEOUT          the deadline, in seconds ($STORYD_GIT_TIMEOUT, default 10)
+    run(argv, cwd)       (status, stdout, stderr) of one git process
+    piped(a, b, cwd)     stdout of `a | b` (git show | git patch-id), both killed on time
+    check_git_files()    refuse a repository whose HEAD, packed-refs, config or commondir
+                         is not a regular file, before any git is started on it
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import time
+
+from daemon.errors import GitError
+
+__all__ = ["GIT_TIMEOUT", "GitStuck", "check_git_files", "git_env", "no_answer", "piped", "run"]
+
+
+class GitStuck(GitError):
+    """git did not answer in time, or would not (a FIFO where it reads a file)."""
+
+
+def _timeout() -> float:
+    raw = os.environ.get("STORYD_GIT_TIMEOUT", "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return 10.0
+    return value if value > 0 else 20.0
+
+
+GIT_TIMEOUT = _timeout()
+
+
+def no_answer(timeout: float) -> GitStuck:
+    """The error of a git that outlived its deadline."""
+    return GitStuck(f"git did not answer within {timeout:g} s (killed)")
+
+
+def git_env() -> dict[str, str]:
+    """The environment GitPython gives git (C locale: stable, parseable messages)."""
+    return {**os.environ, "LANGUAGE": "C", "LC_ALL": "C"}
+
+
+def run(argv: list[str], cwd: str, *, timeout: float | None = None) -> tuple[int, str, str]:
+    """Run one git process to its end within `timeout` (default GIT_TIMEOUT)."""
+    limit = GIT_TIMEOUT if timeout is None else timeout
+    try:
+        done = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=git_env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=limit,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:  # subprocess.run has killed and reaped it
+        raise no_answer(limit) from None
+    except OSError as exc:
+        raise GitError(f"git {argv[1:2]} could not start: {exc.strerror}") from None
+    out = done.stdout.decode("utf-8", "replace")
+    return done.returncode, out, done.stderr.decode("utf-8", "replace")
+
+
+def piped(first: list[str], second: list[str], cwd: str, *, timeout: float | None = None) -> str:
+    """stdout of `first | second`, both killed when `timeout` passes."""
+    limit = GIT_TIMEOUT if timeout is None else timeout
+    deadline = time.monotonic() + limit
+    env = git_env()
+    try:
+        producer = subprocess.Popen(
+            first,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError as exc:
+        raise GitError(f"git could not start: {exc.strerror}") from None
+    try:
+        try:
+            consumer = subprocess.Popen(
+                second,
+                cwd=cwd,
+                env=env,
+                stdin=producer.stdout,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            raise GitError(f"git could not start: {exc.strerror}") from None
+        assert producer.stdout is not None
+        producer.stdout.close()  # the consumer holds its own copy
+        try:
+            out, _ = consumer.communicate(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            consumer.kill()
+            consumer.communicate()
+            raise no_answer(limit) from None
+        try:
+            producer.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise no_answer(limit) from None
+    finally:
+        if producer.poll() is None:
+            producer.kill()
+            producer.wait()
+    return out.decode("utf-8", "replace")
+
+
+_GIT_FILES = (
+    ("common", "packed-refs"),
+    ("common", "config"),
+    ("git", "HEAD"),
+    ("git", "commondir"),
+)
+
+
+def check_git_files(git_dir: str, common_dir: str, names: tuple[str, ...] = ()) -> None:
+    """GitError when a file git opens on every run (or one of `names`) is there but is
+    not a regular file."""
+    for where, name in _GIT_FILES:
+        if names and name not in names:
+            continue
+        path = os.path.join(common_dir if where == "common" else git_dir, name)
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            continue  # absent (or unreadable): git says so itself, in time
+        if not stat.S_ISREG(mode):
+            msg = f"{path} is not a regular file; git would wait on it for ever, not checked"
+            raise GitStuck(msg)
