@@ -169,9 +169,8 @@ def _git_dir(workspace: str) -> str | None:
     if os.path.isdir(dotgit):
         return dotgit
     try:
-        with open(dotgit, "rb") as f:
-            text = f.read(4096).decode("utf-8", "replace").strip()
-    except OSError:
+        text = _read_git_file(dotgit, 4096).decode("utf-8", "replace").strip()
+    except OSError:  # absent, or not a regular file (a FIFO would block open(2))
         return None
     if not text.startswith("gitdir: "):
         return None
@@ -187,15 +186,14 @@ def stamp_files(workspace: str) -> tuple[tuple[str, tuple[int, int, int, int, in
         return ()
     common = gitdir  # a worktree keeps its index and HEAD, and shares refs
     try:
-        with open(os.path.join(gitdir, "commondir"), "rb") as f:
-            common = os.path.join(gitdir, f.read(4096).decode("utf-8", "replace").strip())
+        found = _read_git_file(os.path.join(gitdir, "commondir"), 4096)
+        common = os.path.join(gitdir, found.decode("utf-8", "replace").strip())
     except OSError:
         pass
     paths = [os.path.join(gitdir, "index"), os.path.join(gitdir, "HEAD")]
     paths.append(os.path.join(common, "packed-refs"))
     try:
-        with open(os.path.join(gitdir, "HEAD"), "rb") as f:
-            head = f.read(512).strip()
+        head = _read_git_file(os.path.join(gitdir, "HEAD"), 512).strip()
         if head.startswith(b"ref: "):
             paths.append(os.path.join(common, head[5:].decode("utf-8", "replace")))
     except OSError:

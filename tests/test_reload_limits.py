@@ -76,6 +76,7 @@ def test_stats_shows_the_reloaded_limits(reloaded: DaemonProcess) -> None:
         "connection_buffer": 65536,
         "total_buffer": 1048576,
         "idle_timeout": 120.0,
+        "git_lock_wait": 5.0,
     }
 
 

@@ -164,15 +164,7 @@ class Limits:
 class Notify:
     """[notify]: where drift events go besides subscribers."""
 
-    __slots__ = (
-        "desktop",
-        "hook",
-        "hook_codes",
-        "hook_severities",
-        "hook_timeout",
-        "hook_workspaces",
-        "log",
-    )
+    __slots__ = NOTIFY_KEYS  # one list: the keys the file may hold are the fields
 
     def __init__(
         self,
