@@ -186,8 +186,8 @@ def stamp_files(workspace: str) -> tuple[tuple[str, tuple[int, int, int, int, in
         return ()
     common = gitdir  # a worktree keeps its index and HEAD, and shares refs
     try:
-        found = _read_git_file(os.path.join(gitdir, "commondir"), 4096)
-        common = os.path.join(gitdir, found.decode("utf-8", "replace").strip())
+        shared = _read_git_file(os.path.join(gitdir, "commondir"), 4096)
+        common = os.path.join(gitdir, shared.decode("utf-8", "replace").strip())
     except OSError:
         pass
     paths = [os.path.join(gitdir, "index"), os.path.join(gitdir, "HEAD")]
