@@ -41,16 +41,22 @@ class Proof:
     began. It holds while no file changed since: by the kernel's change queue where it
     watches the file's folder, else by `stat` and git's racy rule (daemon/pipeline.py)."""
 
-    __slots__ = ("deps", "folders", "seq", "started")
+    __slots__ = ("deps", "folders", "held_at", "seq", "started")
 
     def __init__(self, deps: Deps, seq: int, started: int) -> None:
         self.deps = deps
         self.folders = tuple(sys.intern(os.path.dirname(path)) for path, _sig in deps)
         self.seq = seq
         self.started = started
+        # the change queue's seq when it last vouched for every file: while no event has
+        # been drained since, the answer is the same (a hit costs one compare)
+        self.held_at = -1
 
     def holds(self, changes: Changes | None) -> bool:
         """Whether every file is as it was read (call `changes.drain()` first)."""
+        if changes is not None and self.held_at == changes.seq:
+            return True
+        covered = changes is not None
         for (path, sig), folder in zip(self.deps, self.folders, strict=True):
             if changes is not None:
                 changed = changes.changed(path, self.seq, folder)
@@ -58,8 +64,12 @@ class Proof:
                     if changed:
                         return False
                     continue
+            covered = False
             if signature(path) != sig or is_racy(sig, self.started):
                 return False
+        if covered:
+            assert changes is not None
+            self.held_at = changes.seq
         return True
 
     def racy(self, changes: Changes | None) -> bool:
@@ -96,13 +106,14 @@ class StoryProof:
     git proof. The story file's path is its unit's `story_file`; racy reads are flagged
     on the entry when it is built."""
 
-    __slots__ = ("asked_git", "folder", "mark", "sig_hash")
+    __slots__ = ("asked_git", "folder", "held_at", "mark", "sig_hash")
 
     def __init__(self, path: str, sig: Signature | None, mark: PassMark, asked_git: bool) -> None:
         self.sig_hash = hash(sig)
         self.folder = sys.intern(os.path.dirname(path))
         self.mark = mark
         self.asked_git = asked_git
+        self.held_at = -1  # as Proof.held_at
 
     def same_as(self, other: StoryProof | None) -> bool:
         """Whether it vouches for the same files as `other` (the same signatures)."""
@@ -112,6 +123,8 @@ class StoryProof:
 
     def holds(self, path: str, racy: bool, changes: Changes | None) -> bool:
         """Whether the story file at `path` (and git, if asked) is as it was read."""
+        if changes is not None and self.held_at == changes.seq:
+            return True
         mark = self.mark
         changed = changes.changed(path, mark.seq, self.folder) if changes is not None else None
         if changed is None:
@@ -119,7 +132,13 @@ class StoryProof:
                 return False
         elif changed:
             return False
-        return not self.asked_git or mark.git.holds(changes)
+        git = mark.git
+        if self.asked_git and not git.holds(changes):
+            return False
+        if changes is not None and changed is not None:
+            if not self.asked_git or git.held_at == changes.seq:
+                self.held_at = changes.seq  # every file vouched for by the change queue
+        return True
 
 
 class Entry:

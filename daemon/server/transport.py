@@ -251,6 +251,19 @@ class Connection(asyncio.Protocol):
         if self.closing or self.subscribed:
             return
         self.active = time.monotonic()
+        if (  # the common case: one whole request, nothing buffered, nothing held back
+            not self.buffer
+            and data.find(b"\n") == len(data) - 1
+            and not self.discarding
+            and not self.paused
+            and not self.deferred
+            and not self.queued
+            and self.transport is not None
+            and not self.transport.get_write_buffer_size()
+            and len(data) <= self.server.settings.max_line_bytes
+        ):
+            self._handle(data[:-1])
+            return
         if self.discarding:  # the rest of an oversized line: look for its end only
             end = data.find(b"\n")
             if end < 0:
