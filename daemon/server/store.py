@@ -135,9 +135,12 @@ class StoryProof:
         git = mark.git
         if self.asked_git and not git.holds(changes):
             return False
-        if changes is not None and changed is not None:
-            if not self.asked_git or git.held_at == changes.seq:
-                self.held_at = changes.seq  # every file vouched for by the change queue
+        if (
+            changes is not None
+            and changed is not None
+            and (not self.asked_git or git.held_at == changes.seq)
+        ):
+            self.held_at = changes.seq  # every file vouched for by the change queue
         return True
 
 
