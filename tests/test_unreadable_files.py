@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-
 from daemon_harness import (
     epic_relpath,
     run_storyd_cli,
