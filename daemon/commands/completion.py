@@ -307,7 +307,10 @@ def _fish_flag(flag: Flag, condition: str) -> str:
     else:
         action = _value_action(flag, " -x -a '(__fish_complete_directories (commandline -ct))'",
                                " -r -F", " -x -a '{}'", " -x",
-                               " -x -a '(storyd completion --ids {} 2>/dev/null)'")
+                               # fish says "Unknown command" itself when storyd is not
+                               # on PATH (no redirect silences that): ask only if it is
+                               " -x -a '(command -q storyd; and storyd completion --ids {}"
+                               " 2>/dev/null)'")
     return f"{head}{action} -d {_fish_text(flag.describe())}"
 
 
