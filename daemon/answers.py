@@ -154,7 +154,7 @@ def direct(query: Query) -> Output:
     if not query.detail:
         output = run(query, staleness)
     else:
-        from daemon.server.wiring import build_detect
+        from daemon.detection import build_detect
 
         try:
             from daemon import config

@@ -8,12 +8,12 @@ import os
 
 from daemon import answers
 from daemon.config import Config
+from daemon.detection import build_detect
 from daemon.errors import LockTimeout, StorydError, StoryNotInState
 from daemon.formats import builtin, detect
 from daemon.formats.epic import epic_state_file
 from daemon.model import Finding, Unit
 from daemon.pipeline import find_state_files
-from daemon.server.wiring import build_detect
 
 __all__ = ["Selection", "gather"]
 

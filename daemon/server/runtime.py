@@ -54,8 +54,8 @@ class Runtime:
 
     def run(self, socket_flag: str, workspaces: list[str]) -> int:
         """Serve until stopped; the exit code."""
+        from daemon.detection import build_detect, tips_held_by
         from daemon.server import notify
-        from daemon.server.wiring import build_detect, tips_held_by
 
         # Plugins load before the socket is touched: a broken one leaves nothing behind.
         detect, runner = build_detect(self.cfg, self.settings.staleness)
@@ -195,7 +195,7 @@ class Runtime:
 
     def _swap_detectors(self, cfg: Config) -> None:
         """New detector settings: rebuild the runner, recheck every unit, keep the files cached."""
-        from daemon.server.wiring import build_detect, tips_held_by
+        from daemon.detection import build_detect, tips_held_by
 
         assert self.daemon is not None
         engine = self.daemon.engine
