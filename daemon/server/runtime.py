@@ -48,6 +48,7 @@ class Runtime:
         self.config_file = config_file
         self.log = logger
         self.notifier = systemd.Notifier()
+        self._serving: dict[str, object] = {}  # what the "serving" line says, once ready
         self.daemon: Daemon | None = None
         self.server: Server | None = None
         self.runner: Runner | None = None
@@ -83,13 +84,14 @@ class Runtime:
             self.server.reconcile_config = self.cfg
             try:
                 self.daemon.start(workspaces)
-                self.log.info(
-                    "serving",
-                    socket=path,
-                    workspaces=len(self.daemon.engine.workspaces),
-                    activated=inherited is not None,
-                    pid=os.getpid(),
-                )
+                # said once the socket accepts and SIGTERM is handled (`ready` below): a
+                # supervisor that stops the daemon on seeing this line gets a clean stop
+                self._serving = {
+                    "socket": path,
+                    "workspaces": len(self.daemon.engine.workspaces),
+                    "activated": inherited is not None,
+                    "pid": os.getpid(),
+                }
                 asyncio.run(self._serve(sock))
             finally:
                 self.notifier.stopping()
@@ -116,6 +118,7 @@ class Runtime:
         tasks = []
 
         def ready() -> None:
+            self.log.info("serving", **self._serving)
             self.notifier.ready()
             self._status()
             interval = self.notifier.watchdog_interval()
