@@ -122,7 +122,7 @@ def test_a_fifo_dotgit_does_not_stop_the_refresher(tmp_path: Path, spawn_daemon:
                                               "T2": {"status": "pending"}}}})
     wait_for(lambda: daemon.request(request)["envelope"] != first["envelope"], BOUND,
              "the change to be seen")
-    daemon.stop(timeout=BOUND)
+    assert daemon.stop(timeout=BOUND) == 0
 
 
 def fifo_ref_repo(root: Path) -> GitWorkspace:

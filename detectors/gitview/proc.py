@@ -18,6 +18,7 @@ import os
 import stat
 import subprocess
 import time
+from typing import IO
 
 from daemon.errors import GitError
 
@@ -71,34 +72,27 @@ def run(argv: list[str], cwd: str, *, timeout: float | None = None) -> tuple[int
     return done.returncode, out, done.stderr.decode("utf-8", "replace")
 
 
+def _start(
+    argv: list[str], cwd: str, env: dict[str, str], stdin: int | IO[bytes] | None
+) -> subprocess.Popen[bytes]:
+    """One git process of a pipe, its stdout piped; GitError when it cannot start."""
+    try:
+        return subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=stdin, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+    except OSError as exc:
+        raise GitError(f"git could not start: {exc.strerror}") from None
+
+
 def piped(first: list[str], second: list[str], cwd: str, *, timeout: float | None = None) -> str:
     """stdout of `first | second`, both killed when `timeout` passes."""
     limit = GIT_TIMEOUT if timeout is None else timeout
     deadline = time.monotonic() + limit
     env = git_env()
+    producer = _start(first, cwd, env, subprocess.DEVNULL)
     try:
-        producer = subprocess.Popen(
-            first,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-    except OSError as exc:
-        raise GitError(f"git could not start: {exc.strerror}") from None
-    try:
-        try:
-            consumer = subprocess.Popen(
-                second,
-                cwd=cwd,
-                env=env,
-                stdin=producer.stdout,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-            )
-        except OSError as exc:
-            raise GitError(f"git could not start: {exc.strerror}") from None
+        consumer = _start(second, cwd, env, producer.stdout)
         assert producer.stdout is not None
         producer.stdout.close()  # the consumer holds its own copy
         try:
