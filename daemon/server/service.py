@@ -326,11 +326,12 @@ class Daemon:
                 self._forget(path, "expired")
 
     def _forget(self, path: str, reason: str) -> None:
-        """Unwatch on the refresher thread (the tick's), and say why once."""
+        """Unwatch on the refresher thread (the tick's), then count it and say why once:
+        a `stats` that sees the count sees the workspace gone too."""
         units = self.engine.workspaces[path].units if path in self.engine.workspaces else 0
+        self._unwatch_now(path)
         self.forgotten[reason] += 1
         self.log.info("workspace_forgotten", workspace=path, reason=reason, units=units)
-        self._unwatch_now(path)
 
     def watch_counts(self) -> dict[str, object]:
         """`stats`' view of the workspaces: how many are watched and auto-watched, how
