@@ -410,30 +410,8 @@ class AutodevAdapter(Adapter):
         (a `16.5` included) are the tasks, and a flow-table info finding says so."""
         steps, names = table.steps, table.names
         current = len(steps) if state.done else steps.index(state.step_token)
-        tasks = [
-            Task(f"step-{s}", "completed", DONE, extra={"inferred": True}) for s in steps[:current]
-        ]
-        if not state.done:
-            task, unknown = make_task(
-                f"step-{steps[current]}",
-                state.status,
-                done=_DONE,
-                pending=_PENDING,
-                default="not_started",
-                extra={
-                    "name": state.name or names[current],
-                    "sub_step": state.sub,
-                    "retry_count": state.retry_count,
-                    "cycle": state.cycle,
-                },
-            )
-            if unknown is not None:
-                state.findings.append(unknown)
-            tasks.append(task)
-            tasks.extend(
-                Task(f"step-{s}", "not_started", PENDING, extra={"inferred": True})
-                for s in steps[current + 1 :]
-            )
+        name = None if state.done else state.name or names[current]
+        tasks = _step_tasks(state, steps, current, name)
         state.steps = len(steps)
         state.step = current + 1  # the position, for the rules and the cross-check
         implement = [i for i, n in enumerate(names) if n.strip().lower() == "implement"]
@@ -488,37 +466,11 @@ class AutodevAdapter(Adapter):
     @staticmethod
     def _tasks(state: _State) -> list[Task]:
         if state.done:
-            return [
-                Task(f"step-{n}", "completed", DONE, extra={"inferred": True})
-                for n in range(1, (state.steps or 0) + 1)
-            ]
+            steps = [str(n) for n in range(1, (state.steps or 0) + 1)]
+            return _step_tasks(state, steps, len(steps), None)
         current = state.step or 1
-        last = max(current, state.steps or 0)
-        tasks = [
-            Task(f"step-{n}", "completed", DONE, extra={"inferred": True})
-            for n in range(1, current)
-        ]
-        task, unknown = make_task(
-            f"step-{current}",
-            state.status,
-            done=_DONE,
-            pending=_PENDING,
-            default="not_started",
-            extra={
-                "name": state.name,
-                "sub_step": state.sub,
-                "retry_count": state.retry_count,
-                "cycle": state.cycle,
-            },
-        )
-        if unknown is not None:
-            state.findings.append(unknown)
-        tasks.append(task)
-        tasks.extend(
-            Task(f"step-{n}", "not_started", PENDING, extra={"inferred": True})
-            for n in range(current + 1, last + 1)
-        )
-        return tasks
+        steps = [str(n) for n in range(1, max(current, state.steps or 0) + 1)]
+        return _step_tasks(state, steps, current - 1, state.name)
 
     @staticmethod
     def _resume_point(state: _State, tasks: list[Task]) -> str:
@@ -607,3 +559,35 @@ class AutodevAdapter(Adapter):
 
 
 ADAPTER = AutodevAdapter()
+
+
+def _step_tasks(state: _State, steps: list[str], current: int, name: str | None) -> list[Task]:
+    """A flow's steps as tasks: those before `current` completed, the current one as the
+    state file says (named `name`), the rest not started; the inferred ones say so. With
+    `current` past the last step, every step is completed."""
+    tasks = [
+        Task(f"step-{s}", "completed", DONE, extra={"inferred": True}) for s in steps[:current]
+    ]
+    if current >= len(steps):
+        return tasks
+    task, unknown = make_task(
+        f"step-{steps[current]}",
+        state.status,
+        done=_DONE,
+        pending=_PENDING,
+        default="not_started",
+        extra={
+            "name": name,
+            "sub_step": state.sub,
+            "retry_count": state.retry_count,
+            "cycle": state.cycle,
+        },
+    )
+    if unknown is not None:
+        state.findings.append(unknown)
+    tasks.append(task)
+    tasks.extend(
+        Task(f"step-{s}", "not_started", PENDING, extra={"inferred": True})
+        for s in steps[current + 1 :]
+    )
+    return tasks
