@@ -40,8 +40,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     from daemon import answers
     from daemon.config import Config
+    from daemon.detection import build_detect
     from daemon.server.engine import Engine
-    from daemon.server.wiring import build_detect
 
     with tempfile.TemporaryDirectory(prefix="storyd-bench-memory-") as tmp:
         workspace, _ = make_epic_workspace(Path(tmp), args.stories, args.tasks)

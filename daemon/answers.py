@@ -12,7 +12,7 @@ import os
 
 from daemon import storytime
 from daemon.errors import StorydError, StoryNotInState, UsageError
-from daemon.formats import builtin, detect
+from daemon.formats import adapter_for, builtin
 from daemon.model import Finding, Unit
 from daemon.pipeline import Answer, Options, answer, contained, inside, read_units
 from daemon.query import Output, Query
@@ -77,7 +77,7 @@ def resolve_state_file(workspace: str, state_file: str) -> str:
 def resume_unit(workspace: str, state_file: str, key: str | None, options: Options) -> Answer:
     """Any format: a state file (auto-detected by path) and optionally a unit in it."""
     relpath = resolve_state_file(workspace, state_file)
-    adapter = detect(relpath)
+    adapter = adapter_for(relpath)
     units = read_units(workspace, adapter, relpath, options)
     unit = pick(units, key, relpath, f"unit {key!r} not in {relpath}")
     return answer(workspace, unit, options)

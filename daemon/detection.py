@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from daemon.config import Config
     from daemon.model import Finding, Unit
     from daemon.pipeline import Answer, Detect
-    from detectors import Runner
+    from detectors.runner import Runner
 
 __all__ = ["build_detect", "tips_held_by"]
 
@@ -26,10 +26,11 @@ def build_detect(cfg: Config, staleness: str) -> tuple[Detect, Runner]:
     import detectors
     from daemon.gitstate import held_lock_findings
     from detectors.gitview import close_views, git_context
+    from detectors.runner import Runner
 
     settings = cfg.detectors
     lock_wait = cfg.limits.git_lock_wait
-    runner = detectors.Runner(
+    runner = Runner(
         detectors.load(settings),
         {name: dict(table) for name, table in settings.items()},
         context_factory=git_context,

@@ -46,9 +46,9 @@ class HistoryDetector:
 
     name = NAME
 
-    def check(self, story: Unit, context: Context) -> list[Finding]:
+    def check(self, unit: Unit, context: Context) -> list[Finding]:
         """One finding per DONE task whose commit is not (provably) on the branch."""
-        tasks = [t for t in story.tasks if t.done and t.commit_sha]
+        tasks = [t for t in unit.tasks if t.done and t.commit_sha]
         if not tasks:
             return []
         git = context.git
@@ -58,12 +58,12 @@ class HistoryDetector:
             )
             return [Finding(NAME, "no-repository", "info", message)]
         try:
-            tip = tip_name(story, context, git)
+            tip = tip_name(unit, context, git)
             tip_sha = git.tip_sha(tip)
             if tip_sha is None:
                 return [no_tip(NAME, tip)]
             depth = int_option(context.options, "patch_id_depth", DEFAULT_PATCH_ID_DEPTH)
-            judge = _Judge(git, tip, tip_sha, depth, _names(story))
+            judge = _Judge(git, tip, tip_sha, depth, _names(unit))
             return [f for f in judge.all(tasks) if f is not None]
         except GitError as exc:
             return [git_failed(NAME, exc)]
@@ -196,10 +196,10 @@ def _tokens(subject: str) -> set[str]:
     return {t.casefold() for t in _TOKEN.findall(subject)}
 
 
-def _names(story: Unit) -> frozenset[str]:
+def _names(unit: Unit) -> frozenset[str]:
     """The ids a squash subject may name for this unit: its story id and PR number."""
-    names = {story.key.casefold()} if story.format == "epic" else set()
-    pr = story.labels.get("pr")
+    names = {unit.key.casefold()} if unit.format == "epic" else set()
+    pr = unit.labels.get("pr")
     if pr:
         names.add(f"#{pr}")
     return frozenset(names)

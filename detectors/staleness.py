@@ -37,24 +37,24 @@ class StalenessDetector:
 
     name = NAME
 
-    def check(self, story: Unit, context: Context) -> list[Finding]:
+    def check(self, unit: Unit, context: Context) -> list[Finding]:
         """One warning per DONE task the envelope calls stale, in task order."""
-        done = [t for t in story.tasks if t.done]
+        done = [t for t in unit.tasks if t.done]
         if not done:
             return []
         warnings = context.envelope.get("staleWarnings") if context.envelope else None
         if not isinstance(warnings, list):
-            warnings = _recompute(story, context, done)
+            warnings = _recompute(unit, context, done)
         stale = set(warnings)
         ids = dict.fromkeys(t.id for t in done if message(t.id) in stale)
         return [Finding(NAME, "stale", "warning", message(i), i) for i in ids]
 
 
-def _recompute(story: Unit, context: Context, done: list[Task]) -> list[str]:
+def _recompute(unit: Unit, context: Context, done: list[Task]) -> list[str]:
     """envelope.stale_warnings, asked exactly as daemon.answers.answer asks it."""
-    if not story.story_file:
+    if not unit.story_file:
         return []
-    workspace, relpath = context.workspace, story.story_file
+    workspace, relpath = context.workspace, unit.story_file
     mtime = storytime.mtime_seconds(os.path.join(workspace, relpath))
     commit_time = None
     if context.staleness == storytime.GIT:

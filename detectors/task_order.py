@@ -25,12 +25,12 @@ class TaskOrderDetector:
 
     name = NAME
 
-    def check(self, story: Unit, context: Context) -> list[Finding]:
+    def check(self, unit: Unit, context: Context) -> list[Finding]:
         """One warning per DONE task after the resume point."""
-        first = next((t for t in story.tasks if not t.done), None)
+        first = next((t for t in unit.tasks if not t.done), None)
         if first is None:
             return []
-        position = story.tasks.index(first)
+        position = unit.tasks.index(first)
         return [
             Finding(
                 NAME,
@@ -39,7 +39,7 @@ class TaskOrderDetector:
                 f"task {t.id} is DONE after task {first.id}, which is {first.status}",
                 t.id,
             )
-            for t in story.tasks[position + 1 :]
+            for t in unit.tasks[position + 1 :]
             if t.done
         ]
 

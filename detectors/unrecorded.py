@@ -70,21 +70,21 @@ class UnrecordedDetector:
 
     name = NAME
 
-    def check(self, story: Unit, context: Context) -> list[Finding]:
+    def check(self, unit: Unit, context: Context) -> list[Finding]:
         """Findings for pending tasks that git shows as (partly) done."""
-        if context.git is None or all(t.done for t in story.tasks):
+        if context.git is None or all(t.done for t in unit.tasks):
             return []
         try:
-            scope = self._scope(story, context, context.git)
+            scope = self._scope(unit, context, context.git)
             if scope is None:
                 return []
-            return _named(story, context, scope) + _in_progress(story, context, scope)
+            return _named(unit, context, scope) + _in_progress(unit, context, scope)
         except GitError as exc:
             return [git_failed(NAME, exc)]
 
     @staticmethod
-    def _scope(story: Unit, context: Context, git: GitView) -> _Scope | None:
-        tip = tip_name(story, context, git)
+    def _scope(unit: Unit, context: Context, git: GitView) -> _Scope | None:
+        tip = tip_name(unit, context, git)
         tip_sha = git.tip_sha(tip)
         if tip_sha is None:
             return None  # commit-in-history reports the missing tip
@@ -99,10 +99,10 @@ def _subject(commit: Commit) -> str:
     return line if len(line) <= _SUBJECT else line[: _SUBJECT - 1] + "…"
 
 
-def _named(story: Unit, context: Context, scope: _Scope) -> list[Finding]:
+def _named(unit: Unit, context: Context, scope: _Scope) -> list[Finding]:
     """Pending tasks whose id a scanned commit message names (the newest such commit)."""
     min_length = int_option(context.options, "min_id_length", DEFAULT_MIN_ID_LENGTH)
-    pending = {t.id: t for t in story.tasks if not t.done and searchable(t.id, min_length)}
+    pending = {t.id: t for t in unit.tasks if not t.done and searchable(t.id, min_length)}
     if not pending:
         return []
     newest: dict[str, Commit] = {}
@@ -122,7 +122,7 @@ def _named(story: Unit, context: Context, scope: _Scope) -> list[Finding]:
             for task_id in pattern.findall(commit.message):
                 newest.setdefault(task_id, commit)
     findings = []
-    for task in story.tasks:
+    for task in unit.tasks:
         if task.id not in newest:
             continue
         commit = newest.pop(task.id)
@@ -147,10 +147,10 @@ def _task_paths(task: Task, workspace: str, git: GitView) -> tuple[str, ...]:
     return tuple(sorted({p for p in paths if p and p != "."}))
 
 
-def _in_progress(story: Unit, context: Context, scope: _Scope) -> list[Finding]:
+def _in_progress(unit: Unit, context: Context, scope: _Scope) -> list[Finding]:
     """in_progress tasks with a commit after their start touching their files."""
     findings = []
-    for task in story.tasks:
+    for task in unit.tasks:
         started = task.extra.get("started_at")
         if task.status.lower() != "in_progress" or not isinstance(started, str):
             continue

@@ -20,9 +20,10 @@ import detectors
 from daemon import answers
 from daemon.formats.base import Source
 from daemon.model import DONE, PENDING, Finding, Task, Unit
-from detectors import DetectorError, Runner, load
+from detectors import DetectorError, load
 from detectors.gitview import close_views, git_context
 from detectors.history import DETECTOR as HISTORY
+from detectors.runner import Runner
 from detectors.staleness import DETECTOR as STALENESS
 from detectors.task_order import DETECTOR as TASK_ORDER
 from detectors.unrecorded import DETECTOR as UNRECORDED

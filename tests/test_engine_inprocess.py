@@ -1,7 +1,7 @@
 """The engine in process: reads, unreadable files, drift and resolved, removal, replay.
 
 No daemon, no socket: an Engine on real files in tmp_path, so a failure here names the
-module. Detectors are plain functions handed to the engine, as `wiring` hands it the
+module. Detectors are plain functions handed to the engine, as `detection` hands it the
 Runner's; one class runs the real commit-in-history detector on a real Runner against a
 real git repository.
 """
@@ -20,10 +20,10 @@ from git_harness import GitWorkspace, task_id
 
 from daemon.answers import Answer, Options
 from daemon.model import Finding, Unit
-from daemon.server.engine import Engine, FirstLook, Workspace
-from detectors import Runner
+from daemon.server.engine import Engine, Look, Workspace
 from detectors.gitview import close_views, git_context
 from detectors.history import DETECTOR as HISTORY
+from detectors.runner import Runner
 from tests.conftest import write_epic_state
 
 REL = "plans/epic-0049/execution-state.json"
@@ -271,7 +271,7 @@ class TestPasses:
     ) -> None:
         engine, ws, _root = space
         calls: list[bool] = []
-        engine.on_pass = calls.append
+        engine.hold_tips = calls.append
         engine.recheck(ws)
         assert calls == [True, False]
 
@@ -288,15 +288,15 @@ class TestFirstLook:
     """A workspace's first read (and a warm-up's detectors' pass) is its first look: its
     events report what was there, and its end is announced once, with what it found."""
 
-    def _engine(self, found: list[FirstLook]) -> Engine:
+    def _engine(self, found: list[Look]) -> Engine:
         engine = Engine(Options(staleness="mtime"), detect=_flag_done)
-        engine.on_first_look = found.append
+        engine.looks.append(found.append)
         return engine
 
     def test_a_watch_ends_its_first_look_with_the_first_scan(self, tmp_path: Path) -> None:
         root = tmp_path / "ws"
         write_epic_state(root, "0049", {S1: DONE, S2: PENDING})
-        found: list[FirstLook] = []
+        found: list[Look] = []
         engine = self._engine(found)
         ws = engine.add_workspace(str(root))
         looking: list[bool] = []
@@ -304,7 +304,7 @@ class TestFirstLook:
         assert engine.in_first_look(ws.path) is True
         engine.scan(ws)
         assert looking and all(looking), "the first scan's events are the first look's"
-        assert found == [FirstLook(ws.path, 2, 1, {"warning": 1})]
+        assert found == [Look(ws.path, 2, 1, {"warning": 1})]
         assert engine.in_first_look(ws.path) is False
         looking.clear()
         _write(root, {S1: DONE, S2: DONE})
@@ -316,13 +316,13 @@ class TestFirstLook:
     def test_a_warm_up_ends_it_after_the_detectors_pass(self, tmp_path: Path) -> None:
         root = tmp_path / "ws"
         write_epic_state(root, "0049", {S1: DONE, S2: DONE})
-        found: list[FirstLook] = []
+        found: list[Look] = []
         engine = self._engine(found)
         ws = engine.add_workspace(str(root), checked=False)
         engine.scan(ws)
         assert found == [] and engine.in_first_look(ws.path), "the detectors have not run"
         engine.check(ws)
-        assert found == [FirstLook(ws.path, 2, 2, {"warning": 2}, at_start=True)]
+        assert found == [Look(ws.path, 2, 2, {"warning": 2}, at_start=True)]
         assert engine.in_first_look(ws.path) is False
 
     def test_a_unit_with_only_info_is_not_out_of_step(self, tmp_path: Path) -> None:
@@ -333,21 +333,22 @@ class TestFirstLook:
             severity = "warning" if unit.tasks[0].done else "info"
             return (Finding("probe", "note", severity, f"{unit.key} noted"),)
 
-        found: list[FirstLook] = []
+        found: list[Look] = []
         engine = Engine(Options(staleness="mtime"), detect=info_or_warning)
-        engine.on_first_look = found.append
+        engine.looks.append(found.append)
         engine.scan(engine.add_workspace(str(root)))
-        assert found == [FirstLook(str(root), 2, 1, {"warning": 1, "info": 1})]
+        assert found == [Look(str(root), 2, 1, {"warning": 1, "info": 1})]
 
     def test_a_workspace_removed_mid_look_announces_nothing(self, tmp_path: Path) -> None:
         root = tmp_path / "ws"
         write_epic_state(root, "0049", {S1: DONE})
-        found: list[FirstLook] = []
+        found: list[Look] = []
         engine = self._engine(found)
         ws = engine.add_workspace(str(root), checked=False)
         engine.scan(ws)
         assert engine.remove_workspace(ws.path) is True
-        assert found == [] and engine.in_first_look(ws.path) is False
+        assert [f.last for f in found] == [True], "only its last look is announced"
+        assert engine.in_first_look(ws.path) is False
 
 
 class TestRemoveWorkspace:

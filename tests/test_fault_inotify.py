@@ -95,11 +95,12 @@ def test_an_overflow_is_one_json_line_and_one_rescan(
 
     from conftest import write_epic_state
 
-    from daemon.server.service import Daemon, Settings
+    from daemon.server.assembly import build_daemon
+    from daemon.server.service import Settings
 
     workspace = tmp_path / "ws"
     write_epic_state(workspace, "0049", {STORY: {"T1": {"status": "pending"}}})
-    daemon = Daemon(Settings(staleness="mtime", verify_interval=3600.0))
+    daemon = build_daemon(Settings(staleness="mtime", verify_interval=3600.0))
     scans: list[str] = []
     done = threading.Event()
     before = daemon.refresher.before_scan

@@ -291,8 +291,11 @@ def test_no_fleet_table_imports_no_nats(isolated_env) -> None:
     code = (
         "import sys\n"
         "from daemon.config import Config\n"
-        "from daemon.server import runtime\n"
-        "assert runtime.attach_fleet(None, None, Config()) is None\n"
+        "from daemon.server.assembly import assemble\n"
+        "from daemon.server.service import Settings\n"
+        "parts = assemble(Settings(staleness='mtime'), Config(), None, lambda on: None, '')\n"
+        "assert parts.fleet is None\n"
+        "parts.close_optional_parts()\n"
         "loaded = [m for m in sys.modules if m.startswith(('nats.', 'daemon.fleet'))]\n"
         "assert 'nats' not in sys.modules and not loaded, loaded\n"
     )

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from daemon.answers import Options, resume_unit
 from daemon.errors import DataError
-from daemon.formats import builtin, detect
+from daemon.formats import adapter_for, builtin
 from daemon.formats.autodev import ADAPTER, parse_state
 from daemon.formats.base import Source
 from daemon.model import DONE, PENDING, Unit
@@ -70,7 +70,7 @@ class TestPaths:
     def test_registered_and_detected(self, workspace: Callable[[str], Path]) -> None:
         ws = workspace("greenfield-plan")
         assert builtin("autodev") is ADAPTER
-        assert detect(STATE) is ADAPTER
+        assert adapter_for(STATE) is ADAPTER
         assert ADAPTER.find(Source(str(ws))) == [STATE]
 
 

@@ -21,7 +21,7 @@ from format_harness import edit_json as edit
 
 from daemon.answers import Options, resume_unit
 from daemon.errors import DataError
-from daemon.formats import builtin, detect
+from daemon.formats import adapter_for, builtin
 from daemon.formats.base import Source
 from daemon.formats.checkpoint import ADAPTER, PHASES, STALE_AFTER
 from daemon.isotime import parse_epoch
@@ -128,7 +128,7 @@ class TestPaths:
         (ws / "memory/state/.archive/wf-old_1").mkdir(parents=True)
         (ws / "memory/state/.archive/wf-old_1/phase.json").write_text("{}")
         assert builtin("checkpoint") is ADAPTER
-        assert detect(STATE) is ADAPTER
+        assert adapter_for(STATE) is ADAPTER
         assert ADAPTER.find(Source(str(ws))) == [STATE]
 
 

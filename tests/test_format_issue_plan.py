@@ -19,7 +19,7 @@ from format_harness import (
 
 from daemon.answers import Options, resume_unit
 from daemon.errors import DataError
-from daemon.formats import builtin, detect
+from daemon.formats import adapter_for, builtin
 from daemon.formats.base import Source
 from daemon.formats.issue_plan import ADAPTER, journal_entries, plan_task_ids
 from daemon.model import DONE, PENDING, Unit
@@ -89,7 +89,7 @@ class TestPaths:
     def test_registered_and_detected(self, workspace: Callable[[str], Path]) -> None:
         ws = workspace("happy")
         assert builtin("issue-plan") is ADAPTER
-        assert detect(STATE) is ADAPTER
+        assert adapter_for(STATE) is ADAPTER
         assert ADAPTER.find(Source(str(ws))) == [STATE]
 
 

@@ -12,7 +12,7 @@ from format_harness import Run, codes, copier, direct_line, load_one, resume_dir
 
 from daemon.answers import Options, resume_unit
 from daemon.errors import DataError
-from daemon.formats import builtin, detect
+from daemon.formats import adapter_for, builtin
 from daemon.formats.base import Source
 from daemon.formats.session import ADAPTER
 from daemon.model import DONE, PENDING, Unit
@@ -87,7 +87,7 @@ class TestPaths:
     def test_registered_and_detected(self, workspace: Callable[[str], Path]) -> None:
         ws = workspace("full")
         assert builtin("session") is ADAPTER
-        assert detect(STATE) is ADAPTER
+        assert adapter_for(STATE) is ADAPTER
         assert ADAPTER.find(Source(str(ws))) == [STATE]
 
 

@@ -602,7 +602,8 @@ class TestFactory:
         """With no `git` on PATH there is no view; the built-ins run and nothing raises."""
         repo.commit("one")
         script = (
-            "from detectors import Runner, load\n"
+            "from detectors import load\n"
+            "from detectors.runner import Runner\n"
             "from detectors.gitview import git_context, view_for\n"
             "from daemon.model import DONE, PENDING, Task, Unit\n"
             "local = {}\n"

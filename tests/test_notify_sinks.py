@@ -1,4 +1,4 @@
-"""notify.Sinks in process: a first look is summed up, a change as it happens is delivered.
+"""notify.Notifications in process: a first look is summed up, a change as it happens is delivered.
 
 A capturing `notify-send` on PATH stands in for the desktop (no notification daemon
 runs here) and a real hook process records its stdin; `close()` delivers everything
@@ -14,8 +14,8 @@ import orjson
 import pytest
 from git_harness import append_stdin_hook, fake_notify_send, hook_calls
 
-from daemon.server.engine import FirstLook
-from daemon.server.notify import Sinks
+from daemon.server.engine import Look
+from daemon.server.notify import Notifications
 
 WS = "/home/me/ws"
 
@@ -53,8 +53,8 @@ def _notifications(record: Path) -> list[list[str]]:
 
 class TestFirstLookSummary:
     def test_warnings_and_errors_give_one_notification(self, desktop: Path) -> None:
-        sinks = Sinks(desktop=True, window=0.01)
-        sinks.first_look(FirstLook(WS, 40, 3, {"error": 2, "warning": 5, "info": 1}, True))
+        sinks = Notifications(desktop=True, window=0.01)
+        sinks.first_look(Look(WS, 40, 3, {"error": 2, "warning": 5, "info": 1}, True))
         sinks.close()
         assert _notifications(desktop) == [
             [
@@ -68,10 +68,10 @@ class TestFirstLookSummary:
     def test_info_alone_nothing_found_or_a_later_watch_stays_in_the_log(
         self, desktop: Path
     ) -> None:
-        sinks = Sinks(desktop=True, window=0.01)
-        sinks.first_look(FirstLook(WS, 40, 0, {"info": 2}, at_start=True))
-        sinks.first_look(FirstLook(WS, 40, 0, {}, at_start=True))
-        sinks.first_look(FirstLook(WS, 40, 3, {"error": 2}, at_start=False))  # asked for
+        sinks = Notifications(desktop=True, window=0.01)
+        sinks.first_look(Look(WS, 40, 0, {"info": 2}, at_start=True))
+        sinks.first_look(Look(WS, 40, 0, {}, at_start=True))
+        sinks.first_look(Look(WS, 40, 3, {"error": 2}, at_start=False))  # asked for
         sinks.close()
         assert _notifications(desktop) == []
 
@@ -81,7 +81,7 @@ class TestFirstLookEvents:
         self, desktop: Path, tmp_path: Path
     ) -> None:
         record = tmp_path / "hook.out"
-        sinks = Sinks(
+        sinks = Notifications(
             desktop=True, hook=append_stdin_hook(tmp_path / "hook.py", record), window=0.01
         )
         looking = True
@@ -100,7 +100,7 @@ class TestFirstLookEvents:
 
 class TestBursts:
     def test_a_burst_over_three_units_is_one_notification(self, desktop: Path) -> None:
-        sinks = Sinks(desktop=True, window=0.5)
+        sinks = Notifications(desktop=True, window=0.5)
         for n in range(1, 6):
             sinks(*_event("drift", f"story-{n}", f"found {n}"))
         sinks(*_event("resolved", "story-1", "fixed"))
@@ -112,11 +112,11 @@ class TestBursts:
     def test_last_look_events_reach_neither_desktop_nor_hook(self, desktop: Path,
                                                             tmp_path: Path) -> None:
         record = tmp_path / "hook.out"
-        sinks = Sinks(desktop=True, hook=append_stdin_hook(tmp_path / "hook.py", record),
+        sinks = Notifications(desktop=True, hook=append_stdin_hook(tmp_path / "hook.py", record),
                       window=0.01)
         sinks.in_last_look = lambda workspace: workspace == WS
         for n in range(1, 4):
             sinks(*_event("resolved", f"story-{n}", "gone with the workspace"))
-        sinks.last_look(FirstLook(WS, 3, 3, {"warning": 3}))
+        sinks.last_look(Look(WS, 3, 3, {"warning": 3}))
         sinks.close()
         assert _notifications(desktop) == [] and hook_calls(record) == []

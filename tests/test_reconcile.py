@@ -660,8 +660,8 @@ def test_auto_reconcile_waits_the_lock_timeout_a_reload_set(
 
     from daemon.answers import Options
     from daemon.errors import LockTimeout
-    from daemon.reconcile.auto import AutoReconciler
     from daemon.server.engine import Engine
+    from daemon.server.reconciler import AutoReconciler
 
     path, _text, _t2 = unrecorded
     cfg = Config(reconcile_auto=["unrecorded"])

@@ -121,7 +121,7 @@ def test_a_refresher_waiting_out_a_long_interval_takes_the_new_one() -> None:
     interval makes it verify (its tick) at once, not in an hour."""
     from daemon.answers import Options
     from daemon.server.engine import Engine
-    from daemon.server.watcher import Refresher
+    from daemon.server.refresher import Refresher
 
     refresher = Refresher(Engine(Options(staleness="mtime")), verify_interval=3600.0)
     ticked = threading.Event()

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 from daemon.model import Finding, Unit
-from detectors import Context, Runner
+from detectors import Context
+from detectors.runner import Runner
 
 
 class _Sleeper:
@@ -25,7 +26,7 @@ class _Sleeper:
         self.name = name
         self.seconds = seconds
 
-    def check(self, story: Unit, context: Context) -> list[Finding]:
+    def check(self, unit: Unit, context: Context) -> list[Finding]:
         time.sleep(self.seconds)  # the detector's own work, not a test wait
         return []
 
@@ -39,7 +40,7 @@ class _Hang:
         self.release = threading.Event()
         self.returned = threading.Event()
 
-    def check(self, story: Unit, context: Context) -> list[Finding]:
+    def check(self, unit: Unit, context: Context) -> list[Finding]:
         self.release.wait(30)
         self.returned.set()
         return []

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from daemon.server.assembly import build_daemon
 from daemon.server.service import Daemon, Settings
 from tests.conftest import write_epic_state
 from tests.daemon_harness import wait_for
@@ -25,7 +26,7 @@ def running(tmp_path: Path) -> Iterator[tuple[Daemon, Path]]:
     workspace = tmp_path / "ws"
     write_epic_state(workspace, "0049", STORY)
     (workspace / "plans" / "epic-0049" / "notes").mkdir()
-    daemon = Daemon(Settings(staleness="mtime", verify_interval=0.1))
+    daemon = build_daemon(Settings(staleness="mtime", verify_interval=0.1))
     daemon.start([str(workspace)])
     try:
         wait_for(lambda: daemon.warm.done, 10.0, "the warm-up")
@@ -139,7 +140,7 @@ class TestAliases:
         workspace = tmp_path / "ws"
         write_epic_state(workspace, "0049", STORY)
         (workspace / "d").mkdir()
-        daemon = Daemon(Settings(staleness="mtime"))
+        daemon = build_daemon(Settings(staleness="mtime"))
         aliases = _PausingDict()
         daemon.aliases = aliases
         daemon.start([])
@@ -183,7 +184,7 @@ class TestWatchOwnership:
         workspace = tmp_path / "ws"
         write_epic_state(workspace, "0049", STORY)
         # a tick every millisecond: the refresher's ensure_roots races each event
-        daemon = Daemon(Settings(staleness="mtime", verify_interval=0.001))
+        daemon = build_daemon(Settings(staleness="mtime", verify_interval=0.001))
         daemon.start([str(workspace)])
         try:
             wait_for(lambda: daemon.warm.done, 10.0, "the warm-up")

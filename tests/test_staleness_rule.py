@@ -24,8 +24,8 @@ from conftest import write_epic_state
 from test_gitview import EPOCH, GitRepo
 
 from daemon import answers, storytime
-from detectors import Runner
 from detectors.gitview import close_views, git_context
+from detectors.runner import Runner
 from detectors.staleness import DETECTOR, message
 
 Run = Callable[..., subprocess.CompletedProcess[bytes]]

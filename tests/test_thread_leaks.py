@@ -23,8 +23,9 @@ from git_harness import STORY, GitWorkspace
 from watchdog.observers.api import BaseObserver
 
 from daemon.config.values import Config
+from daemon.detection import build_detect, tips_held_by
+from daemon.server.assembly import build_daemon
 from daemon.server.service import Daemon, Settings
-from daemon.server.wiring import build_detect, tips_held_by
 
 PENDING = {"story-0049-0001": {"TASK-1": {"status": "pending"}}}
 
@@ -99,7 +100,7 @@ class TestDaemonThreads:
     ) -> None:
         workspace = tmp_path / "ws"
         write_epic_state(workspace, "0049", PENDING)
-        daemon = Daemon(Settings(staleness="mtime", verify_interval=0.1))
+        daemon = build_daemon(Settings(staleness="mtime", verify_interval=0.1))
         daemon.start([str(workspace)])
         try:
             wait_for(lambda: daemon.warm.done, 10.0, "the warm-up")
@@ -132,7 +133,7 @@ class TestDaemonThreads:
             workspace = tmp_path / f"ws{n}"
             write_epic_state(workspace, "0049", PENDING)
             paths.append(str(workspace))
-        daemon = Daemon(Settings(staleness="mtime", lock_timeout=10.0))
+        daemon = build_daemon(Settings(staleness="mtime", lock_timeout=10.0))
         observer = daemon.watcher.observer
         with open(Path(paths[0]) / "plans" / "epic-0049" / "execution-state.json", "rb") as held:
             fcntl.flock(held, fcntl.LOCK_EX)  # the first read waits for it
@@ -163,7 +164,7 @@ class TestDaemonThreads:
         first, second = tmp_path / "one", tmp_path / "two"
         write_epic_state(first, "0049", PENDING)
         write_epic_state(second, "0050", PENDING)
-        daemon = Daemon(Settings(staleness="mtime"))
+        daemon = build_daemon(Settings(staleness="mtime"))
         daemon.start([str(first)])
         try:
             wait_for(lambda: daemon.warm.done, 10.0, "the warm-up")
@@ -195,8 +196,9 @@ class TestDaemonThreads:
                 drift.set()
 
         try:
-            daemon = Daemon(Settings(staleness="git", verify_interval=0.1), detect)
-            daemon.engine.on_pass = tips_held_by(runner)
+            daemon = build_daemon(
+                Settings(staleness="git", verify_interval=0.1), detect, tips_held_by(runner)
+            )
             daemon.engine.sinks.append(sink)
             daemon.start([str(repo.path)])
             try:

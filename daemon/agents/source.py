@@ -63,10 +63,10 @@ def state_file_units(workspace: str, relpath: str, lock_timeout: float) -> list[
     """Every unit of one state file, read now under its writers' lock (DataError when it
     does not parse)."""
     from daemon import answers
-    from daemon.formats import detect
+    from daemon.formats import adapter_for
 
     options = answers.Options(lock_timeout)
-    return answers.read_units(workspace, detect(relpath), relpath, options)
+    return answers.read_units(workspace, adapter_for(relpath), relpath, options)
 
 
 def committed_units(workspace: str, relpath: str) -> int | None:

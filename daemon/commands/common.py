@@ -244,7 +244,7 @@ def _scan(
     the state files that do not parse."""
     from daemon import config
     from daemon.commands.terminal import Progress
-    from daemon.server.wiring import scan_directly
+    from daemon.scan import scan_workspaces
 
     cfg = config.load(config_file(flags))
     with Progress(_label(), quiet=bool(flags.get("quiet"))) as progress:
@@ -254,10 +254,10 @@ def _scan(
             progress.count = (progress.count or 0) + 1
 
         staleness = str(flags.get("staleness") or "") or None
-        entries, unreadable = scan_directly(
+        units, unreadable = scan_workspaces(
             targets, cfg, staleness, counted if progress.on else None
         )
-    summaries: list[dict[str, object]] = [dict(e.summary(detail=True)) for e in entries]
+    summaries: list[dict[str, object]] = [dict(u) for u in units]
     if in_flight:
         summaries = [u for u in summaries if u["resumePoint"] != "all-done"]
     return _ordered(summaries), unreadable

@@ -14,7 +14,7 @@ import os
 import sys
 
 from daemon.commands.common import config_file, parse_prefixed
-from daemon.errors import UsageError
+from daemon.errors import StorydError, UsageError
 from daemon.flags import SWITCH, VALUE, text
 from daemon.locking import DEFAULT_LOCK_TIMEOUT
 
@@ -196,14 +196,13 @@ def main(argv: list[str]) -> int:
     with Progress("storyd reconcile: planning", quiet=bool(flags.get("quiet"))):
         if flags.get("apply"):
             from daemon.reconcile.apply import apply
-            from daemon.reconcile.auto import notify_daemon
             from daemon.reconcile.failures import os_failure
 
             try:
                 plan = apply(workspace, plan_now, lock_timeout)
             except OSError as exc:  # the writes themselves report what they did (failures.py)
                 raise os_failure(exc, "reconcile --apply") from None
-            notify_daemon(workspace, plan)
+            _tell_daemon(workspace, plan)
         else:
             plan = plan_now()
     if flags.get("json"):
@@ -216,3 +215,16 @@ def main(argv: list[str]) -> int:
     if flags.get("apply"):
         return 0
     return 1 if plan.changed else 0
+
+
+def _tell_daemon(workspace: str, plan: Plan) -> None:
+    """After a CLI apply: let a running daemon emit `reconciled` (quietly skipped if none)."""
+    if not plan.changed:
+        return
+    from daemon.client import Client, DaemonUnavailable
+
+    try:
+        with Client(None, timeout=1.0) as client:
+            client.request("reconciled", workspace=workspace)
+    except (DaemonUnavailable, OSError, StorydError):
+        pass

@@ -76,8 +76,7 @@ def main(argv: list[str]) -> int:
     # The daemon's own git reads (status refreshes the index) must not take index.lock:
     # the watcher would see it as a git operation and recheck, forever.
     os.environ["GIT_OPTIONAL_LOCKS"] = "0"
-    from daemon import config
-    from daemon.server import log
+    from daemon import config, log
 
     log.configure(str(flags.get("log-level", "info")))
     logger = log.get("serve")

@@ -27,6 +27,7 @@ from daemon.fleet import names
 from daemon.fleet.backlog import Backlog, Message
 from daemon.fleet.config import Fleet
 from daemon.fleet.summary import Repos, event_payload, now_iso, unit_summary
+from daemon.worker import Worker
 
 __all__ = ["Publisher"]
 
@@ -75,7 +76,7 @@ class Publisher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="storyd-fleet", daemon=True)
+        self._thread = Worker("fleet", body=self._run, waker=self._wake_loop)
 
     # -- the daemon's side (any thread) ----------------------------------------------------
 
@@ -117,11 +118,14 @@ class Publisher:
     def close(self, timeout: float = 3.0) -> None:
         """Publish what is queued (briefly, when connected), then stop the thread."""
         self._stopping = True
+        self._thread.close(timeout)
+
+    def _wake_loop(self) -> None:
+        """From the closing thread: the loop's stop, on the loop."""
         loop = self._loop
         if loop is not None:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._stop_soon)
-        self._thread.join(timeout)
 
     def _stop_soon(self) -> None:
         """On the loop: wake it, and give up a connect that is still retrying."""

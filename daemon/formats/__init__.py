@@ -10,7 +10,7 @@ from __future__ import annotations
 from daemon.errors import UsageError
 from daemon.formats.base import Adapter
 
-__all__ = ["BUILTIN", "Adapter", "all_adapters", "builtin", "detect"]
+__all__ = ["BUILTIN", "Adapter", "adapter_for", "all_adapters", "builtin"]
 
 ENTRY_POINT_GROUP = "storyd.formats"
 BUILTIN = {
@@ -65,7 +65,7 @@ def supported() -> str:
     return "; ".join(f"{a.name}: {a.convention}" for a in all_adapters(plugins=False))
 
 
-def detect(relpath: str) -> Adapter:
+def adapter_for(relpath: str) -> Adapter:
     """The adapter whose state files include `relpath`, or a UsageError naming them all."""
     for adapter in all_adapters(plugins=False):
         if adapter.matches(relpath):

@@ -10,7 +10,7 @@ from daemon import answers
 from daemon.config import Config
 from daemon.detection import build_detect
 from daemon.errors import LockTimeout, StorydError, StoryNotInState
-from daemon.formats import builtin, detect
+from daemon.formats import adapter_for, builtin
 from daemon.formats.epic import epic_state_file
 from daemon.model import Finding, Unit
 from daemon.pipeline import find_state_files
@@ -52,7 +52,7 @@ def _read(workspace: str, selection: Selection, options: answers.Options) -> lis
     """The selected units, read under the writers' lock (LockTimeout propagates)."""
     if selection.state_file is not None:
         relpath = answers.resolve_state_file(workspace, selection.state_file)
-        units = answers.read_units(workspace, detect(relpath), relpath, options)
+        units = answers.read_units(workspace, adapter_for(relpath), relpath, options)
         if selection.unit is None:
             return units
         picked = [u for u in units if u.key == selection.unit]

@@ -42,6 +42,7 @@ from daemon.model import OWN_DETECTORS, Finding, Unit, same_data
 from daemon.pipeline import Answer, FileRead, Options, find_state_files
 from daemon.server import fastjson
 from daemon.server.events import EventLog, Sink
+from daemon.server.listeners import Listeners
 from daemon.server.store import Entry, PassMark, Proof, Snapshot, StoryProof, Workspace
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from daemon.server.changes import Changes
     from daemon.wire import EventKind, UnitEvent, UnitSummary
 
-__all__ = ["Engine", "Entry", "FirstLook", "Workspace"]
+__all__ = ["Engine", "Entry", "Look", "Workspace"]
 
 _OUT_OF_STEP = frozenset(("warning", "error"))  # the severities a first look sums up
 _FILE_LOCKS = 64
@@ -91,22 +92,24 @@ class Draft:
 
 
 @dataclass(frozen=True, slots=True)
-class FirstLook:
-    """What a workspace's first (or last) look found: its units, how many are out of
-    step (have a warning or an error), the findings by severity (`error`, `warning`,
-    `info`), and whether it was the start-up's warm-up (not a workspace watched later)."""
+class Look:
+    """What a workspace's first look (or, with `last`, its last: an unwatch) found: its
+    units, how many are out of step (have a warning or an error), the findings by
+    severity (`error`, `warning`, `info`), and whether it was the start-up's warm-up
+    (not a workspace watched later)."""
 
     workspace: str
     units: int
     units_out_of_step: int
     severities: dict[str, int]
     at_start: bool = False
+    last: bool = False
 
 
-def _look(ws: Workspace, entries: list[Entry], at_start: bool) -> FirstLook:
+def _look(ws: Workspace, entries: list[Entry], at_start: bool, *, last: bool = False) -> Look:
     severities = Counter(f.severity for e in entries for f in e.findings)
     out_of_step = sum(1 for e in entries if any(f.severity in _OUT_OF_STEP for f in e.findings))
-    return FirstLook(ws.path, len(entries), out_of_step, dict(severities), at_start)
+    return Look(ws.path, len(entries), out_of_step, dict(severities), at_start, last)
 
 
 def _pass_mark(workspace: str, changes: Changes | None) -> tuple[PassMark, bool]:
@@ -127,22 +130,27 @@ class Engine:
         adapters: list[Adapter] | None = None,
         detect: Detect | None = None,
         changes: Changes | None = None,
+        *,
+        events: EventLog | None = None,
+        git_busy: Callable[[str], bool] | None = None,
+        hold_tips: Callable[[bool], None] | None = None,
     ) -> None:
+        """`detect` checks a unit (None: no detectors); `changes` is the daemon's kernel
+        change queue (None: every check is a stat); `git_busy` says a workspace's git is
+        mid-operation (its detectors wait); `hold_tips` is called with True before a
+        pass over a workspace's units and False after it (detection.tips_held_by)."""
         self.options = options or Options()
-        # the kernel's change queue (a daemon's); without it every check is a stat
         self.changes = changes
         self.adapters = adapters if adapters is not None else all_adapters()
         self.detect = detect
-        self.git_busy: Callable[[str], bool] = lambda _workspace: False
-        self.on_git_busy: Callable[[str], None] = lambda _workspace: None
-        # called with True before a pass over a workspace's units and False after it
-        # (wiring.tips_held_by: the detectors' git views read each tip once per pass)
-        self.on_pass: Callable[[bool], None] = lambda _on: None
-        # called once per workspace when its first look ends, with what it found
-        self.on_first_look: Callable[[FirstLook], None] = lambda _found: None
-        # called once per workspace when an unwatch has removed its units
-        self.on_last_look: Callable[[FirstLook], None] = lambda _found: None
-        self.log = EventLog()
+        self.git_busy: Callable[[str], bool] = git_busy or (lambda _workspace: False)
+        self.hold_tips: Callable[[bool], None] = hold_tips or (lambda _on: None)
+        # workspaces whose detectors waited for git: the refresher rechecks them once
+        # git settles (`take_deferred`)
+        self._deferred: set[str] = set()
+        # hear each workspace's first look end (what it found) and its last (unwatched)
+        self.looks: Listeners[Callable[[Look], None]] = Listeners("looks")
+        self.log = events if events is not None else EventLog()
         self.workspaces: dict[str, Workspace] = {}
         self._leaving: dict[str, Workspace] = {}  # unwatched, their units still leaving
         self._expected: set[str] = set()  # to be watched: their reads are remembered
@@ -168,7 +176,7 @@ class Engine:
         return self.log.generation
 
     @property
-    def sinks(self) -> list[Sink]:
+    def sinks(self) -> Listeners[Sink]:
         """Who receives every event (subscribers' transport, notifications, ...)."""
         return self.log.sinks
 
@@ -476,12 +484,26 @@ class Engine:
         leave the view, not that anything was resolved."""
         return workspace in self._leaving
 
+    def _looked(self, found: Look) -> None:
+        for listener in self.looks:
+            listener(found)
+
+    def take_deferred(self) -> set[str]:
+        """The workspaces whose detectors waited for git since the last call (refresher)."""
+        deferred, self._deferred = self._deferred, set()
+        return deferred
+
+    def use_detectors(self, detect: Detect | None, hold_tips: Callable[[bool], None]) -> None:
+        """New detectors (a reload), from the next unit built (refresher)."""
+        self.detect = detect
+        self.hold_tips = hold_tips
+
     def _end_first_look(self, ws: Workspace, *, at_start: bool = False) -> None:
         if not ws.first_look:
             return
         ws.first_look = False
         entries = [e for snap in list(ws.files.values()) for e in snap.entries.values()]
-        self.on_first_look(_look(ws, entries, at_start))
+        self._looked(_look(ws, entries, at_start))
 
     def remove_workspace(self, path: str) -> bool:
         """Forget a workspace and its entries; True if it was tracked.
@@ -510,7 +532,7 @@ class Engine:
                 self._latest.pop(key, None)
         finally:
             self._leaving.pop(path, None)
-        self.on_last_look(_look(ws, entries, False))
+        self._looked(_look(ws, entries, False, last=True))
         return True
 
     def find_state_files(self, ws: Workspace) -> dict[str, Adapter]:
@@ -653,7 +675,7 @@ class Engine:
 
     def recheck(self, ws: Workspace) -> None:
         """Re-run staleness and detectors on every unit (after a git change); no file reads."""
-        self.on_pass(True)
+        self.hold_tips(True)
         try:
             for relpath, snap in list(ws.files.items()):
                 if snap.error is not None:
@@ -663,7 +685,7 @@ class Engine:
                               force=True, prints=snap.prints,
                               unreadable=(snap.unreadable_since, snap.unreadable_reason))
         finally:
-            self.on_pass(False)
+            self.hold_tips(False)
 
     def _build(
         self,
@@ -699,7 +721,7 @@ class Engine:
             # Mid-rebase every rewritten commit looks unreachable: keep the detectors'
             # last findings and recheck once the operation ends.
             findings += kept
-            self.on_git_busy(ws.path)
+            self._deferred.add(ws.path)
         elif (
             old is not None and not force and old.line == answer.line and same_data(old.unit, unit)
         ):

@@ -11,31 +11,41 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from daemon.server import protocol
+from daemon.server.listeners import Listeners
 
 if TYPE_CHECKING:
     from daemon.wire import UnitEvent
 
 __all__ = ["HISTORY", "EventLog", "Sink"]
 
-Sink = Callable[[Mapping[str, object], bytes], None]  # unit events, and reconcile's
 HISTORY = 10_000
+
+
+class Sink(Protocol):
+    """Hears every event: unit events from the engine, and reconcile's. Called on the
+    thread that published it (the refresher, a pool thread, reconcile's worker): a
+    sink only queues, never waits."""
+
+    def __call__(self, event: Mapping[str, object], line: bytes, /) -> None:
+        """One event, as a mapping and as its wire line."""
 
 
 class EventLog:
     """Generations, the history kept for replay, and the sinks every event reaches."""
 
     def __init__(self, history: int = HISTORY) -> None:
+        """An empty log; its sinks are attached before the daemon runs, then frozen."""
         self.instance = os.urandom(4).hex()
         self.generation = 0
         # the newest generation with a line not in the history (a warm-up's first sight,
         # or dropped at the cap); lines of later generations are all there
         self.lost_before = 0
         self.history: deque[tuple[int, str, bytes]] = deque(maxlen=history)
-        self.sinks: list[Sink] = []
+        self.sinks: Listeners[Sink] = Listeners("event sinks")
         self.count = 0
         self._lock = threading.Lock()
 
@@ -68,7 +78,7 @@ class EventLog:
                 if len(self.history) == self.history.maxlen:  # the oldest is dropped now
                     self.lost_before = max(self.lost_before, self.history[0][0])
                 self.history.append((generation, str(event.get("workspace")), line))
-        for sink in list(self.sinks):
+        for sink in self.sinks:
             sink(event, line)
 
     def publish_new(self, event: dict[str, object]) -> None:

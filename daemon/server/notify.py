@@ -1,6 +1,6 @@
 """Where drift goes besides the socket: the log, the desktop, and a user hook command.
 
-The engine calls `Sinks` on its refresher thread; the call only logs and enqueues.
+The engine calls `Notifications` on its refresher thread; the call only logs and enqueues.
 A notifier thread gathers events for a short window (a burst) and delivers them: a
 desktop notification per unit however many findings moved (one per workspace when a
 burst moves more than a few units; git operations are already deferred until they
@@ -27,27 +27,27 @@ import os
 import queue
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypeAlias, TypedDict
 
-from daemon.server import log
+from daemon import log
+from daemon.worker import Worker
 
 if TYPE_CHECKING:
     from daemon.config import Config
-    from daemon.server.engine import Engine, FirstLook
+    from daemon.server.engine import Look
 
-__all__ = ["Sinks", "attach", "reconfigure"]
+__all__ = ["Notifications", "settings_of"]
 
 _KINDS = frozenset(("drift", "resolved"))
 _WINDOW = 0.3
 _UNITS_PER_BURST = 3  # a burst moving more units than this is one notification per workspace
 # the notifier's queue: a unit event with its line, a first look's summary, or the end
-_Item: TypeAlias = "tuple[Mapping[str, object], bytes] | FirstLook | None"
+_Item: TypeAlias = "tuple[Mapping[str, object], bytes] | Look | None"
 
 
-class Sinks:
+class Notifications:
     """The log, desktop and hook sinks, with per-unit coalescing."""
 
     def __init__(
@@ -62,7 +62,12 @@ class Sinks:
         hook_severities: list[str] | None = None,
         socket: str = "",
         window: float = _WINDOW,
+        in_first_look: Callable[[str], bool] | None = None,
+        in_last_look: Callable[[str], bool] | None = None,
     ) -> None:
+        """Starts the delivery thread (storyd-notify). `in_first_look`/`in_last_look`
+        say whether a workspace's events are its first look or its unwatch
+        (Engine.in_first_look, Engine.in_last_look): found, not happening."""
         self.log_events = log_events
         self.desktop = desktop
         self.hook = hook
@@ -73,13 +78,11 @@ class Sinks:
         self.log = log.get("notify")
         self.counters = {"delivered": 0, "hook_failures": 0}
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
-        # whether a workspace's first look is under way (engine.in_first_look)
-        self.in_first_look: Callable[[str], bool] = lambda _workspace: False
-        # whether a workspace is being removed (engine.in_last_look)
-        self.in_last_look: Callable[[str], bool] = lambda _workspace: False
+        self.in_first_look: Callable[[str], bool] = in_first_look or (lambda _workspace: False)
+        self.in_last_look: Callable[[str], bool] = in_last_look or (lambda _workspace: False)
         self._notify_send: str | None = shutil.which("notify-send") if desktop else None
         self._desktop_skip_logged = False
-        self._thread = threading.Thread(target=self._run, name="storyd-notify", daemon=True)
+        self._thread = Worker("notify", body=self._run, waker=lambda: self._queue.put(None))
         self._thread.start()
 
     def configure(
@@ -125,7 +128,14 @@ class Sinks:
         if (self.desktop or self.hook) and not found_at_first_look:
             self._queue.put((event, line))
 
-    def first_look(self, found: FirstLook) -> None:
+    def looked(self, found: Look) -> None:
+        """A workspace's first or last look ended (the engine's `looks` listener)."""
+        if found.last:
+            self.last_look(found)
+        else:
+            self.first_look(found)
+
+    def first_look(self, found: Look) -> None:
         """A workspace's first look ended: one log line, and at start-up one desktop
         notification when it found warnings or errors (a workspace watched later was
         asked for by someone who sees the answer)."""
@@ -144,7 +154,7 @@ class Sinks:
         if self.desktop and found.at_start and (errors or warnings):
             self._queue.put(found)
 
-    def last_look(self, found: FirstLook) -> None:
+    def last_look(self, found: Look) -> None:
         """A workspace was removed (unwatched, gone or expired): one log line saying what
         it held; no desktop notification, no hook, no per-unit "back in sync"."""
         if self.log_events:
@@ -160,8 +170,7 @@ class Sinks:
 
     def close(self) -> None:
         """Deliver what is queued, then stop the thread."""
-        self._queue.put(None)
-        self._thread.join(timeout=self.hook_timeout + 2)
+        self._thread.close(timeout=self.hook_timeout + 2)
 
     def _run(self) -> None:
         stopping = False
@@ -232,7 +241,7 @@ class Sinks:
         )
         self._notify(title, f"{counts}. `storyd status` lists them.")
 
-    def _desktop_first_look(self, found: FirstLook) -> None:
+    def _desktop_first_look(self, found: Look) -> None:
         if not self._can_notify():
             return
         errors, warnings = found.severities.get("error", 0), found.severities.get("warning", 0)
@@ -392,7 +401,7 @@ def _message(event: Mapping[str, object]) -> object:
 
 
 class _Settings(TypedDict):
-    """What [notify] sets, by the keyword names of `Sinks` and `Sinks.configure`."""
+    """What [notify] sets, by the keyword names of `Notifications` and `Notifications.configure`."""
 
     log_events: bool
     desktop: bool
@@ -403,7 +412,8 @@ class _Settings(TypedDict):
     hook_severities: list[str]
 
 
-def _settings(cfg: Config) -> _Settings:
+def settings_of(cfg: Config) -> _Settings:
+    """The keyword arguments of `Notifications` and its `configure` that [notify] sets."""
     notify = cfg.notify
     return {
         "log_events": notify.log,
@@ -414,22 +424,3 @@ def _settings(cfg: Config) -> _Settings:
         "hook_codes": list(notify.hook_codes),
         "hook_severities": list(notify.hook_severities),
     }
-
-
-def attach(engine: Engine, cfg: Config, socket: str = "") -> Sinks:
-    """Create the sinks from the configuration and register them with the engine
-    (`socket`: the daemon's socket path, STORYD_SOCKET in the hook's environment)."""
-    sinks = Sinks(**_settings(cfg), socket=socket)
-    sinks.in_first_look = engine.in_first_look
-    sinks.in_last_look = engine.in_last_look
-    engine.on_first_look = sinks.first_look
-    engine.on_last_look = sinks.last_look
-    engine.sinks.append(sinks)
-    return sinks
-
-
-def reconfigure(engine: Engine, cfg: Config) -> None:
-    """Apply a reloaded configuration to the registered sinks."""
-    for sink in engine.sinks:
-        if isinstance(sink, Sinks):
-            sink.configure(**_settings(cfg))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import orjson
 
@@ -33,7 +33,7 @@ from daemon.server.protocol import (
 )
 from daemon.server.service import Daemon
 from daemon.server.store import Entry
-from daemon.server.transport import Connection, Transport
+from daemon.server.transport import Connection, Op, Transport
 from daemon.wire import UnitSummary
 
 __all__ = ["Server"]
@@ -55,14 +55,28 @@ def _cli_reply(hit: Entry | StoryNotInState, detail: bool) -> bytes:
     return _frame(Output(0, line, hit.warnings))
 
 
-class Server(Transport):
-    """The protocol's ops over a Daemon, on one listening socket."""
+class Server:
+    """The protocol's ops over a Daemon, on the socket its Transport serves.
 
-    def __init__(self, daemon: Daemon, *, max_connections: int = 1024) -> None:
-        super().__init__(daemon.settings, max_connections=max_connections)
+    `cfg` is the configuration reconcile plans with (None: read it at each plan);
+    `reports` names the optional parts' sections of `stats` (the fleet's) and the
+    function that gives each one's current state.
+    """
+
+    def __init__(
+        self,
+        daemon: Daemon,
+        cfg: Config | None = None,
+        reports: Mapping[str, Callable[[], object]] | None = None,
+        *,
+        max_connections: int = 1024,
+    ) -> None:
         self.daemon = daemon
         self.engine = daemon.engine
-        self.ops = {
+        self.settings = daemon.settings
+        self.reconcile_config = cfg
+        self.reports = dict(reports or {})
+        self.ops: dict[str, Op] = {
             "ping": self.op_ping,
             "resume": self.op_resume,
             "resume-cli": self.op_resume_cli,
@@ -75,10 +89,10 @@ class Server(Transport):
             "reconcile": self.op_reconcile,  # daemon/reconcile (issue 11)
             "reconciled": self.op_reconciled,
         }
-        self.reconcile_config: Config | None = None  # set by the runtime; None: config.load()
-        # optional parts' sections of `stats` (the fleet's): name -> its current state
-        self.reports: dict[str, Callable[[], object]] = {}
-        self.engine.sinks.append(self.sink)  # events reach the loop once it serves
+        self.transport = Transport(
+            daemon.settings, self.ops, self.clock, max_connections=max_connections
+        )
+        self.later = self.transport.later
 
     def clock(self) -> bytes:
         """The engine's clock as bytes."""
@@ -282,12 +296,13 @@ class Server(Transport):
     def op_subscribe(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
         since = field(request, "since", str)
         workspace = self._workspace_filter(request)
-        if len(self.subscribers) >= self.settings.max_subscribers:
+        subscribers = self.transport.subscribers
+        if len(subscribers) >= self.settings.max_subscribers:
             message = f"too many subscribers ({self.settings.max_subscribers})"
             return finish(error_body(75, "EX_TEMPFAIL", message), self.clock(), suffix)
         conn.subscribed = True
         conn.sub_workspace = workspace
-        self.subscribers.add(conn)
+        subscribers.add(conn)
         answer: dict[str, object] = {"ok": True, "subscribed": True, "freshInstance": False}
         replay: list[bytes] = []
         if since is not None:
@@ -307,6 +322,7 @@ class Server(Transport):
 
     def op_stats(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
         daemon = self.daemon
+        transport = self.transport
         counters = daemon.counters
         body = {
             "ok": True,
@@ -316,13 +332,13 @@ class Server(Transport):
             "queries": counters["queries"],
             "hits": counters["hits"],
             "misses": counters["misses"],
-            "requests": self.counters["requests"],
+            "requests": transport.counters["requests"],
             **self.engine.stats(),
-            "connections": len(self.connections),
-            "subscribers": len(self.subscribers),
-            "droppedSubscribers": self.counters["dropped_subscribers"],
-            "refusedPeers": self.counters["refused"],
-            **self.transport_stats(),
+            "connections": len(transport.connections),
+            "subscribers": len(transport.subscribers),
+            "droppedSubscribers": transport.counters["dropped_subscribers"],
+            "refusedPeers": transport.counters["refused"],
+            **transport.transport_stats(),
             "watchedDirs": daemon.watcher.watched_dirs(),
             "unwatchedDirs": daemon.watcher.unwatched_dirs(),
             "staleness": self.settings.staleness,
@@ -345,7 +361,7 @@ class Server(Transport):
             "max_subscribers": settings.max_subscribers,
             "subscriber_buffer": settings.subscriber_buffer,
             "git_lock_wait": settings.git_lock_wait,
-            **self.transport_limits(),
+            **self.transport.transport_limits(),
         }
 
     # -- reconcile (issue 11): a read-only plan, and the CLI apply's notice -------------
@@ -359,7 +375,7 @@ class Server(Transport):
     def op_reconcile(
         self, conn: Connection, request: dict[str, object], suffix: bytes
     ) -> asyncio.Future[bytes]:
-        from daemon.reconcile.auto import plan_request
+        from daemon.server.reconciler import plan_request
 
         path = self._watched(request)
         cfg = self.reconcile_config
@@ -375,7 +391,7 @@ class Server(Transport):
         return self.later(self.daemon.executor.submit(plan), render, suffix)
 
     def op_reconciled(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
-        from daemon.reconcile.auto import reconciled_notice
+        from daemon.server.reconciler import reconciled_notice
 
         path = self._watched(request)
         files = reconciled_notice(self.engine, path)

@@ -19,22 +19,26 @@ from typing import TYPE_CHECKING
 
 from daemon.paths import socket_path
 from daemon.server import systemd
-from daemon.server.ops import Server
-from daemon.server.service import Daemon, Settings
+from daemon.server.assembly import Assembly, assemble
 from daemon.server.transport import bind_socket
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
     from daemon.config import Config
-    from daemon.fleet.sink import FleetSink
-    from detectors import Runner
+    from daemon.server.ops import Server
+    from daemon.server.service import Daemon, Settings
+    from detectors.runner import Runner
 
 __all__ = ["Runtime"]
 
 
 class Runtime:
-    """One run of `storyd serve`."""
+    """One run of `storyd serve`: the assembled daemon, its socket and its signals.
+
+    Every signal is handled here, on the event loop: SIGTERM and SIGINT stop the
+    transport's serving, SIGHUP reloads the configuration.
+    """
 
     def __init__(
         self,
@@ -49,14 +53,17 @@ class Runtime:
         self.log = logger
         self.notifier = systemd.Notifier()
         self._serving: dict[str, object] = {}  # what the "serving" line says, once ready
-        self.daemon: Daemon | None = None
-        self.server: Server | None = None
+        self.parts: Assembly | None = None
         self.runner: Runner | None = None
+
+    @property
+    def daemon(self) -> Daemon | None:
+        """The assembled daemon (None before `run` builds it)."""
+        return self.parts.daemon if self.parts is not None else None
 
     def run(self, socket_flag: str, workspaces: list[str]) -> int:
         """Serve until stopped; the exit code."""
         from daemon.detection import build_detect, tips_held_by
-        from daemon.server import notify
 
         # Plugins load before the socket is touched: a broken one leaves nothing behind.
         detect, runner = build_detect(self.cfg, self.settings.staleness)
@@ -73,34 +80,25 @@ class Runtime:
             runner.close()
             raise
         try:
-            self.daemon = Daemon(self.settings, detect)
-            self.daemon.engine.on_pass = tips_held_by(runner)
-            self.server = Server(self.daemon)
-            sinks = notify.attach(self.daemon.engine, self.cfg, socket=str(path))
-            from daemon.reconcile import auto as reconcile_auto  # issue 11: auto-apply
-
-            auto = reconcile_auto.attach(self.daemon.engine, self.cfg)
-            fleet = attach_fleet(self.daemon, self.server, self.cfg)  # issue 22
-            self.server.reconcile_config = self.cfg
+            self.parts = parts = assemble(
+                self.settings, self.cfg, detect, tips_held_by(runner), str(path)
+            )
+            daemon = parts.daemon
             try:
-                self.daemon.start(workspaces)
+                daemon.start(workspaces)
                 # said once the socket accepts and SIGTERM is handled (`ready` below): a
                 # supervisor that stops the daemon on seeing this line gets a clean stop
                 self._serving = {
                     "socket": path,
-                    "workspaces": len(self.daemon.engine.workspaces),
+                    "workspaces": len(daemon.engine.workspaces),
                     "activated": inherited is not None,
                     "pid": os.getpid(),
                 }
-                asyncio.run(self._serve(sock))
+                asyncio.run(self._serve(parts.server, sock))
             finally:
                 self.notifier.stopping()
-                self.daemon.stop()
-                sinks.close()
-                if auto is not None:
-                    auto.close()
-                if fleet is not None:
-                    fleet.close()
+                daemon.stop()
+                parts.close_optional_parts()
         finally:
             self.runner.close()  # the one _swap_detectors may have put in its place
             sock.close()
@@ -111,9 +109,11 @@ class Runtime:
             self.log.info("stopped")
         return 0
 
-    async def _serve(self, sock: socket.socket) -> None:
-        assert self.server is not None
+    async def _serve(self, server: Server, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
         loop.add_signal_handler(signal.SIGHUP, self.reload)
         tasks = []
 
@@ -127,7 +127,7 @@ class Runtime:
             tasks.append(loop.create_task(self._status_loop()))
 
         try:
-            await self.server.serve(sock, ready)
+            await server.transport.serve(sock, stop, ready)
         finally:
             for task in tasks:
                 task.cancel()
@@ -210,8 +210,7 @@ class Runtime:
         old_runner, self.runner = self.runner, runner
 
         def swap() -> None:
-            engine.detect = detect
-            engine.on_pass = tips_held_by(runner)
+            engine.use_detectors(detect, tips_held_by(runner))
             for ws in list(engine.workspaces.values()):
                 engine.recheck(ws)
             if old_runner is not None:
@@ -246,19 +245,8 @@ class Runtime:
         settings.max_line_bytes = limits.max_line_bytes  # the transport reads it per chunk
         from daemon.server import notify
 
-        notify.reconfigure(self.daemon.engine, cfg)
-
-
-def attach_fleet(daemon: Daemon, server: Server, cfg: Config) -> FleetSink | None:
-    """Publish to NATS when [fleet] is configured (daemon/fleet; `nats` is imported only then)."""
-    if cfg.fleet is None:
-        return None
-    from daemon.fleet import sink
-
-    found = sink.attach(daemon, cfg)
-    if found is not None:
-        sink.stats_of(server, found)
-    return found
+        assert self.parts is not None
+        self.parts.notifications.configure(**notify.settings_of(cfg))
 
 
 def _unlink_if_ours(path: str, identity: tuple[int, int]) -> None:

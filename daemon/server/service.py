@@ -22,20 +22,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING
 
-from daemon import answers, pipeline, storytime
+from daemon import answers, log, pipeline, storytime
 from daemon.config.values import DEFAULT_STALENESS, LIMITS
 from daemon.errors import StateFileMissing, UsageError
-from daemon.formats import builtin, detect
+from daemon.formats import adapter_for, builtin
 from daemon.formats.epic import epic_state_file
-from daemon.server import log
-from daemon.server.changes import Changes
-from daemon.server.engine import Engine
-from daemon.server.watcher import Refresher, Watcher, git_operation_in_progress
 
 if TYPE_CHECKING:
-    from daemon.pipeline import Detect
     from daemon.query import Query
+    from daemon.server.engine import Engine
+    from daemon.server.refresher import Refresher
     from daemon.server.store import Snapshot
+    from daemon.server.watcher import Watcher
 
 __all__ = ["STOP_GRACE", "Daemon", "Settings", "Target", "exit_now"]
 
@@ -171,21 +169,22 @@ class Warmup:
 class Daemon:
     """Everything the daemon knows and does, minus the socket."""
 
-    def __init__(self, settings: Settings, detect: Detect | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        refresher: Refresher,
+        watcher: Watcher,
+        executor: ThreadPoolExecutor,
+    ) -> None:
+        """The parts, built by assembly.assemble; `executor` runs the direct reads."""
         self.settings = settings
-        self.options = answers.Options(settings.lock_timeout, settings.staleness)
-        self.changes = Changes()  # the kernel's change queue, drained by every query
-        self.engine = Engine(self.options, detect=detect, changes=self.changes)
-        self.refresher = Refresher(
-            self.engine, settle=settings.settle, verify_interval=settings.verify_interval
-        )
-        self.refresher.git_busy = self.git_busy
-        self.engine.git_busy = self.git_busy
-        self.engine.on_git_busy = self.refresher.request_git
-        self.watcher = Watcher(self.engine, self.refresher)
-        self.refresher.on_tick = self._tick
-        self.refresher.before_scan = self._roots_changed
-        self.executor = ThreadPoolExecutor(4, thread_name_prefix="storyd-direct")
+        self.engine = engine
+        self.options = engine.options
+        self.changes = engine.changes
+        self.refresher = refresher
+        self.watcher = watcher
+        self.executor = executor
         # spellings of workspace paths -> canonical path; the event loop adds (canonical),
         # the refresher removes (unwatch): both under the lock
         self.aliases: dict[str, str] = {}
@@ -202,12 +201,6 @@ class Daemon:
         self.forgotten = {"gone": 0, "expired": 0}
         # watches queued on the refresher, by workspace: a second ask joins the first
         self._pending_watches: dict[str, Future[int]] = {}
-
-    def git_busy(self, workspace: str) -> bool:
-        """Whether to defer a workspace's detectors: git is mid-operation, or wrote its
-        index.lock less than `limits.git_lock_wait` seconds ago (a stale lock defers
-        them no longer than that; see daemon/gitstate.py)."""
-        return git_operation_in_progress(workspace, self.settings.git_lock_wait)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -290,15 +283,16 @@ class Daemon:
         self.executor.shutdown(wait=False, cancel_futures=True)
         for thread in list(getattr(self.executor, "_threads", ())):
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        self.changes.close()
+        if self.changes is not None:
+            self.changes.close()
 
-    def _roots_changed(self, path: str) -> None:
+    def roots_changed(self, path: str) -> None:
         """Before a scan the watcher asked for (a folder came or went in a watched tree):
         watch format roots that appeared, drop vanished ones, count again (refresher)."""
         self.watcher.ensure_roots(path)
         self.watcher.recount()
 
-    def _tick(self) -> None:
+    def tick(self) -> None:
         """The refresher's verification tick: workspaces gone or idle too long, new or
         vanished format roots, and the watch count (recounted here, off the event loop:
         `stats` only reads it)."""
@@ -394,7 +388,7 @@ class Daemon:
             missing = "Story not in execution-state.json"
         else:
             relpath = answers.resolve_state_file(path, query.state_file)
-            adapter = detect(relpath)
+            adapter = adapter_for(relpath)
             key = query.unit
             missing = f"unit {query.unit!r} not in {relpath}"
         if self.watching(path) or self.engine.expected(path):

@@ -20,6 +20,7 @@ import orjson
 
 from daemon.pipeline import Signature, is_racy, signature
 from daemon.server import protocol
+from daemon.summaries import unit_summary
 
 if TYPE_CHECKING:
     from daemon.errors import StorydError
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["Deps", "Entry", "PassMark", "Proof", "Snapshot", "StoryProof", "Workspace"]
 
 Deps = tuple[tuple[str, "Signature | None"], ...]
-_SEVERITIES = ("info", "warning", "error")
 
 
 class Proof:
@@ -227,24 +227,8 @@ class Entry:
 
     def summary(self, *, detail: bool = False) -> UnitSummary:
         """The unit's progress, as `list` and `changed` events show it (detail: findings too)."""
-        done = self.done
-        worst = max((_SEVERITIES.index(f.severity) for f in self.findings), default=-1)
-        return {
-            # a format's labels (epic, story, ...) first, so none can mask a field below
-            **self.unit.labels,  # type: ignore[typeddict-item]
-            "workspace": self.workspace,
-            "format": self.unit.format,
-            "stateFile": self.state_file,
-            "unit": self.key,
-            "done": done,
-            "total": len(self.unit.tasks),
-            "resumePoint": self.resume_point,
-            "findings": len(self.findings),
-            "worst": _SEVERITIES[worst] if worst >= 0 else None,
-            "generation": self.generation,
-            "error": self.error.message if self.error else None,
-            **({"findingList": [f.as_dict() for f in self.findings]} if detail else {}),
-        }
+        return unit_summary(self.workspace, self.unit, self.resume_point, self.findings,
+                            self.error, self.generation, done=self.done, detail=detail)
 
     def answers_as(self, line: bytes, warnings: tuple[str, ...], findings: tuple[Finding, ...],
                    error: StorydError | None) -> bool:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import socket
 import stat
 import struct
@@ -32,8 +31,8 @@ from typing import TYPE_CHECKING, TypeVar
 import fasteners
 import orjson
 
+from daemon import log
 from daemon.errors import StorydError, UsageError
-from daemon.server import log
 from daemon.server.protocol import EX_NOPERM, error_body, error_of, finish, id_suffix
 
 if TYPE_CHECKING:
@@ -475,11 +474,21 @@ Op = Callable[["Connection", dict[str, object], bytes], "bytes | asyncio.Future[
 class Transport:
     """One listening socket: its connections, subscribers, counters and shutdown.
 
-    A subclass fills `ops` (op name -> handler) and gives the `clock`.
+    `ops` maps each op's name to its handler (ops.Server's); `clock` gives the clock
+    every answer carries, errors included.
     """
 
-    def __init__(self, settings: Settings, *, max_connections: int = 1024) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        ops: Mapping[str, Op],
+        clock: Callable[[], bytes],
+        *,
+        max_connections: int = 1024,
+    ) -> None:
         self.settings = settings
+        self.ops = ops
+        self.clock = clock
         self.max_connections = max_connections
         self.connections: set[Connection] = set()
         self.subscribers: set[Connection] = set()
@@ -493,11 +502,6 @@ class Transport:
         self.unsent = 0  # bytes written or queued but not yet sent, all connections (approx.)
         self.log = log.get("server")
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.ops: dict[str, Op] = {}
-
-    def clock(self) -> bytes:
-        """The clock every answer carries (the subclass's)."""
-        raise NotImplementedError
 
     def recount(self) -> None:
         """Recompute `unsent` exactly (each connection's share drifts up as buffers drain)."""
@@ -611,16 +615,11 @@ class Transport:
     # -- running -------------------------------------------------------------
 
     async def serve(
-        self,
-        sock: socket.socket,
-        ready: Callable[[], None] = lambda: None,
-        stop: asyncio.Event | None = None,
+        self, sock: socket.socket, stop: asyncio.Event, ready: Callable[[], None] = lambda: None
     ) -> None:
-        """Serve until SIGTERM/SIGINT (or `stop` is set); then drain and return."""
+        """Serve until `stop` is set (the runtime sets it on SIGTERM/SIGINT); then finish
+        the replies in flight and return. `ready` is called once the socket accepts."""
         self.loop = asyncio.get_running_loop()
-        stop = stop or asyncio.Event()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            self.loop.add_signal_handler(signum, stop.set)
         sock.setblocking(False)
         server = await self.loop.create_unix_server(lambda: Connection(self), sock=sock)
         sweeper = self.loop.create_task(self._sweep_idle())

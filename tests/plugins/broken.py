@@ -18,8 +18,8 @@ class Raising:
 
     name = "raising"
 
-    def check(self, story: Unit, context: Context) -> list[Finding]:
-        msg = f"boom in {story.key}"
+    def check(self, unit: Unit, context: Context) -> list[Finding]:
+        msg = f"boom in {unit.key}"
         raise RuntimeError(msg)
 
 
@@ -28,7 +28,7 @@ class Hanging:
 
     name = "hanging"
 
-    def check(self, story: Unit, context: Context) -> list[Finding]:
+    def check(self, unit: Unit, context: Context) -> list[Finding]:
         RELEASE.wait(30)
         RETURNED.set()
         return []
@@ -39,14 +39,14 @@ class Garbage:
 
     name = "garbage"
 
-    def check(self, story: Unit, context: Context) -> object:
+    def check(self, unit: Unit, context: Context) -> object:
         return {"not": "findings"}
 
 
 class Nameless:
     """Has no name: load() must refuse it and name the entry point."""
 
-    def check(self, story: Unit, context: Context) -> list[Finding]:
+    def check(self, unit: Unit, context: Context) -> list[Finding]:
         return []
 
 

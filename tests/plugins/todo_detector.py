@@ -24,7 +24,7 @@ class TodoDetector:
 
     name = "todo"
 
-    def check(self, story: Unit, context: Context) -> list[Finding]:
+    def check(self, unit: Unit, context: Context) -> list[Finding]:
         """One finding per DONE task with no commitSha; the severity is an option."""
         severity = context.options.get("severity", "warning")
         if severity not in SEVERITIES:
@@ -32,7 +32,7 @@ class TodoDetector:
         return [
             Finding(self.name, "no-commit", str(severity),
                     f"task {t.id} is DONE but records no commitSha", t.id)
-            for t in story.tasks
+            for t in unit.tasks
             if t.done and not t.commit_sha
         ]
 

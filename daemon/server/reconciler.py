@@ -1,5 +1,5 @@
-"""The daemon's side of reconcile: the read-only `reconcile` op's plan, auto-apply of the
-classes `[reconcile] auto` lists, and the `reconciled` event.
+"""The daemon's side of reconcile (daemon/reconcile): the read-only `reconcile` op's plan,
+auto-apply of the classes `[reconcile] auto` lists, and the `reconciled` event.
 
 Auto-apply listens to the engine's events: a `drift` event whose finding code is listed
 queues a reconcile of that unit's state file, restricted to the listed codes, on one
@@ -12,15 +12,15 @@ the same event once it has seen the undo record of that apply.
 from __future__ import annotations
 
 import os
-import queue
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from daemon import log
 from daemon.errors import StorydError, UsageError
 from daemon.reconcile.gather import Selection
 from daemon.reconcile.plan import Plan
-from daemon.server import log
+from daemon.worker import QueueWorker
 
 if TYPE_CHECKING:
     from daemon.config import Config
@@ -28,9 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AutoReconciler",
-    "attach",
     "emit_reconciled",
-    "notify_daemon",
     "plan_request",
     "reconciled_notice",
 ]
@@ -102,31 +100,21 @@ def reconciled_notice(engine: Engine, workspace: str) -> int:
     return len(record.summary)
 
 
-def notify_daemon(workspace: str, plan: Plan) -> None:
-    """After a CLI apply: let a running daemon emit `reconciled` (quietly skipped if none)."""
-    if not plan.changed:
-        return
-    from daemon.client import Client, DaemonUnavailable
-
-    try:
-        with Client(None, timeout=1.0) as client:
-            client.request("reconciled", workspace=workspace)
-    except (DaemonUnavailable, OSError, StorydError):
-        pass
-
-
 class AutoReconciler:
-    """Applies the configured classes when their findings appear (one worker thread)."""
+    """Applies the configured classes when their findings appear, on its own thread
+    (storyd-reconcile): never the loop's, never the detectors'. An event sink."""
 
     def __init__(self, engine: Engine, cfg: Config) -> None:
+        """Starts the thread; `close` stops it after the queued jobs."""
         self.engine = engine
         self.cfg = cfg
         self.codes = frozenset(cfg.reconcile_auto)
         self.log = log.get("reconcile")
-        self.jobs: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
         self.pending: set[tuple[str, str]] = set()
         self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._run, name="storyd-reconcile", daemon=True)
+        self.thread: QueueWorker[tuple[str, str]] = QueueWorker(
+            "reconcile", self._job, self._failed
+        )
         self.thread.start()
 
     def __call__(self, event: Mapping[str, object], line: bytes) -> None:
@@ -142,24 +130,25 @@ class AutoReconciler:
             if key in self.pending:
                 return
             self.pending.add(key)
-        self.jobs.put(key)
+        self.thread.put(key)
 
-    def _run(self) -> None:
-        while (job := self.jobs.get()) is not None:
-            with self.lock:
-                self.pending.discard(job)
-            try:
-                self.reconcile(*job)
-            except (StorydError, OSError) as exc:
-                if isinstance(exc, OSError):  # outside the writes, which say what they did
-                    from daemon.reconcile.failures import os_failure
+    def _job(self, job: tuple[str, str]) -> None:
+        with self.lock:
+            self.pending.discard(job)
+        try:
+            self.reconcile(*job)
+        except (StorydError, OSError) as exc:
+            if isinstance(exc, OSError):  # outside the writes, which say what they did
+                from daemon.reconcile.failures import os_failure
 
-                    exc = os_failure(exc, "auto-apply")
-                self.log.warning(
-                    "reconcile_failed", workspace=job[0], state_file=job[1], error=exc.message
-                )
-            except Exception as exc:  # a bug must not kill the worker
-                self.log.exception("reconcile_error", error=str(exc))
+                exc = os_failure(exc, "auto-apply")
+            self.log.warning(
+                "reconcile_failed", workspace=job[0], state_file=job[1], error=exc.message
+            )
+
+    def _failed(self, job: tuple[str, str], exc: Exception) -> None:
+        """A bug: logged, and the thread goes on."""
+        self.log.error("reconcile_error", error=str(exc), workspace=job[0], state_file=job[1])
 
     def reconcile(self, workspace: str, state_file: str) -> Plan:
         """Apply the configured classes to one state file; emit `reconciled` if written."""
@@ -182,14 +171,4 @@ class AutoReconciler:
 
     def close(self) -> None:
         """Stop the worker after the queued jobs."""
-        self.jobs.put(None)
-        self.thread.join(timeout=10)
-
-
-def attach(engine: Engine, cfg: Config) -> AutoReconciler | None:
-    """Register auto-apply with the engine when `[reconcile] auto` lists any class."""
-    if not cfg.reconcile_auto:
-        return None
-    auto = AutoReconciler(engine, cfg)
-    engine.sinks.append(auto)
-    return auto
+        self.thread.close(timeout=10)

@@ -1,7 +1,8 @@
-"""The daemon's side: a sink on the engine's events feeding the publisher, and its stats.
+"""The daemon's side of the fleet (daemon/fleet): a sink on the engine's events feeding
+the publisher, and its section of `stats`.
 
-`attach(daemon, cfg)` is the one call the runtime makes (nothing when [fleet] is not
-configured, so `nats` is never imported then). The sink runs on the engine's threads
+`start(engine, cfg)` is the one call assembly.assemble makes (nothing when [fleet] is
+not configured, so `nats` is never imported then). The sink runs on the engine's threads
 and only appends to the publisher's inbox. A workspace's first look goes to the KV
 bucket (its summaries) but not to the stream: what a start finds already there is
 state, not news (as daemon/server/notify.py treats it).
@@ -12,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from daemon.server import log
+from daemon import log
 
 if TYPE_CHECKING:
     from daemon.config import Config
     from daemon.fleet.publisher import Publisher
-    from daemon.server.service import Daemon
+    from daemon.server.engine import Engine
 
-__all__ = ["FleetSink", "attach", "stats_of"]
+__all__ = ["FleetSink", "start"]
 
 
 class FleetSink:
@@ -42,8 +43,9 @@ class FleetSink:
         self.publisher.close()
 
 
-def attach(daemon: Daemon, cfg: Config) -> FleetSink | None:
-    """Start publishing when [fleet] is configured; None when it is not (or cannot be)."""
+def start(engine: Engine, cfg: Config) -> FleetSink | None:
+    """Start publishing when [fleet] is configured; None when it is not (or cannot be).
+    The caller attaches the sink to the engine's events."""
     fleet = cfg.fleet
     if fleet is None:
         return None
@@ -59,7 +61,6 @@ def attach(daemon: Daemon, cfg: Config) -> FleetSink | None:
     from daemon import __version__
     from daemon.fleet.publisher import Publisher
 
-    engine = daemon.engine
     publisher = Publisher(
         fleet,
         instance=engine.instance,
@@ -68,11 +69,5 @@ def attach(daemon: Daemon, cfg: Config) -> FleetSink | None:
         version=__version__,
     )
     sink = FleetSink(publisher, engine.in_first_look)
-    engine.sinks.append(sink)
     publisher.start()
     return sink
-
-
-def stats_of(server: object, sink: FleetSink) -> None:
-    """Report the fleet's state in the server's `stats` answer, as `"fleet": {...}`."""
-    server.reports["fleet"] = sink.state  # type: ignore[attr-defined]

@@ -1,0 +1,149 @@
+"""The composition root: every part of the daemon, built from its constructor's
+arguments, in the order data flows from the disk to the socket (docs/design.md draws
+the same picture).
+
+    Changes         the kernel's change queue that every query drains
+    EventLog        generations, the replay history, the sinks (frozen below)
+    Engine          the cache: snapshots per state file, read through the pipeline
+    Refresher       the cache's only writer (a thread)
+    Watcher         watchdog's watches, feeding the refresher
+    Daemon          workspaces, warm-up, direct reads on a thread pool
+    Notifications   drift to the log, the desktop, a hook        } optional parts,
+    AutoReconciler  [reconcile] auto                              } each an event
+    FleetSink       [fleet], to NATS JetStream                    } sink
+    Server          the protocol's ops, on a Transport (the socket)
+
+Nothing is configured after this function returns: the event sinks and the engine's
+look listeners are frozen here (listeners.py), before any thread starts. One late
+binding remains, said where it is made: the refresher runs the daemon's upkeep, and
+the daemon needs the refresher it runs on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from daemon.gitstate import git_operation_in_progress
+from daemon.pipeline import Options
+from daemon.server import notify
+from daemon.server.changes import Changes
+from daemon.server.engine import Engine
+from daemon.server.events import EventLog
+from daemon.server.ops import Server
+from daemon.server.refresher import Refresher
+from daemon.server.service import Daemon, Settings
+from daemon.server.watcher import Watcher
+
+if TYPE_CHECKING:
+    from daemon.config import Config
+    from daemon.pipeline import Detect
+    from daemon.server.fleet_sink import FleetSink
+    from daemon.server.reconciler import AutoReconciler
+
+__all__ = ["DIRECT_READERS", "Assembly", "assemble", "build_daemon"]
+
+DIRECT_READERS = 4  # threads of the pool that reads what the cache cannot answer
+
+
+@dataclass(frozen=True, slots=True)
+class Assembly:
+    """The parts of one daemon, as `assemble` built them."""
+
+    daemon: Daemon
+    server: Server
+    notifications: notify.Notifications
+    auto: AutoReconciler | None
+    fleet: FleetSink | None
+
+    def close_optional_parts(self) -> None:
+        """Stop the threads of the optional parts (after the daemon has stopped)."""
+        self.notifications.close()
+        if self.auto is not None:
+            self.auto.close()
+        if self.fleet is not None:
+            self.fleet.close()
+
+
+def assemble(
+    settings: Settings,
+    cfg: Config,
+    detect: Detect | None,
+    hold_tips: Callable[[bool], None],
+    socket: str,
+) -> Assembly:
+    """Build the daemon for `settings` and `cfg`: `detect` checks a unit (None: no
+    detectors), `hold_tips` brackets a pass over a workspace's units, `socket` is the
+    path the notification hook is told. Starts only the optional parts' threads; the
+    daemon's own start with `Daemon.start`."""
+
+    daemon = build_daemon(settings, detect, hold_tips)
+    engine = daemon.engine
+    events = engine.log
+    notifications = notify.Notifications(
+        **notify.settings_of(cfg), socket=socket,
+        in_first_look=engine.in_first_look, in_last_look=engine.in_last_look,
+    )  # fmt: skip
+    auto = _auto_reconciler(engine, cfg)
+    fleet = _fleet(engine, cfg)
+    reports = {"fleet": fleet.state} if fleet is not None else {}
+    server = Server(daemon, cfg, reports)
+
+    events.sinks.append(server.transport.sink)  # subscribers, once the loop serves
+    events.sinks.append(notifications)
+    engine.looks.append(notifications.looked)
+    if auto is not None:
+        events.sinks.append(auto)
+    if fleet is not None:
+        events.sinks.append(fleet)
+    events.sinks.freeze()
+    engine.looks.freeze()
+    return Assembly(daemon, server, notifications, auto, fleet)
+
+
+def build_daemon(
+    settings: Settings,
+    detect: Detect | None = None,
+    hold_tips: Callable[[bool], None] | None = None,
+) -> Daemon:
+    """The daemon's core, from the disk to the cache: change queue, event log, engine,
+    refresher, watcher, direct readers (what `assemble` builds on; tests use it alone)."""
+
+    def git_busy(workspace: str) -> bool:  # limits.git_lock_wait as a reload leaves it
+        return git_operation_in_progress(workspace, settings.git_lock_wait)
+
+    options = Options(settings.lock_timeout, settings.staleness)
+    engine = Engine(
+        options, detect=detect, changes=Changes(), events=EventLog(),
+        git_busy=git_busy, hold_tips=hold_tips,
+    )  # fmt: skip
+    refresher = Refresher(
+        engine, settle=settings.settle, verify_interval=settings.verify_interval,
+        git_busy=git_busy,
+    )  # fmt: skip
+    watcher = Watcher(engine.adapters, refresher)
+    readers = ThreadPoolExecutor(DIRECT_READERS, thread_name_prefix="storyd-direct")
+    daemon = Daemon(settings, engine, refresher, watcher, readers)
+    # the one late binding: the daemon's upkeep runs on the refresher it holds
+    refresher.on_tick, refresher.before_scan = daemon.tick, daemon.roots_changed
+    return daemon
+
+
+def _auto_reconciler(engine: Engine, cfg: Config) -> AutoReconciler | None:
+    """Auto-apply when `[reconcile] auto` lists any class."""
+    if not cfg.reconcile_auto:
+        return None
+    from daemon.server.reconciler import AutoReconciler
+
+    return AutoReconciler(engine, cfg)
+
+
+def _fleet(engine: Engine, cfg: Config) -> FleetSink | None:
+    """Publish to NATS when [fleet] is configured (`nats` is imported only then)."""
+    if cfg.fleet is None:
+        return None
+    from daemon.server import fleet_sink
+
+    return fleet_sink.start(engine, cfg)
