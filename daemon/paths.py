@@ -1,10 +1,11 @@
-"""Where storyd's socket and configuration live (XDG base directories)."""
+"""Where storyd's socket, configuration and executable live (XDG base directories)."""
 
 from __future__ import annotations
 
 import os
+import sys
 
-__all__ = ["config_path", "socket_path"]
+__all__ = ["config_path", "socket_path", "storyd_executable"]
 
 
 def socket_path(flag: str | None = None) -> str:
@@ -24,3 +25,14 @@ def config_path() -> str:
     """$XDG_CONFIG_HOME/storyd/config.toml (default ~/.config)."""
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return os.path.join(base, "storyd", "config.toml")
+
+
+def storyd_executable() -> str | None:
+    """The `storyd` beside this interpreter (its venv or pipx env), else the one on PATH."""
+    import shutil
+
+    beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "storyd")
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which("storyd")
+    return os.path.abspath(found) if found else None

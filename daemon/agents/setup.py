@@ -24,7 +24,7 @@ def _project(flags: dict[str, object]) -> str | None:
 
 
 def _storyd() -> str:
-    from daemon.commands.install import storyd_executable
+    from daemon.paths import storyd_executable
 
     found = storyd_executable()
     if found is None:

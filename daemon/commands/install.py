@@ -24,6 +24,7 @@ import sys
 
 from daemon.errors import StorydError
 from daemon.flags import SWITCH, VALUE, parse
+from daemon.paths import storyd_executable
 
 __all__ = [
     "PLACEHOLDER",
@@ -34,7 +35,6 @@ __all__ = [
     "find_templates",
     "main",
     "render",
-    "storyd_executable",
     "user_manager",
 ]
 
@@ -104,17 +104,6 @@ def find_templates() -> dict[str, str]:
             return texts
     msg = f"the unit templates are not installed; looked in: {', '.join(_template_dirs())}"
     raise StorydError(msg)
-
-
-def storyd_executable() -> str | None:
-    """The `storyd` beside this interpreter (its venv or pipx env), else the one on PATH."""
-    import shutil
-
-    beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "storyd")
-    if os.path.isfile(beside) and os.access(beside, os.X_OK):
-        return beside
-    found = shutil.which("storyd")
-    return os.path.abspath(found) if found else None
 
 
 def exec_quote(path: str) -> str:
