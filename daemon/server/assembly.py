@@ -26,9 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from daemon import storytime
 from daemon.gitstate import git_operation_in_progress
 from daemon.pipeline import Options
-from daemon.server import notify
+from daemon.server import fastjson, notify
 from daemon.server.changes import Changes
 from daemon.server.engine import Engine
 from daemon.server.events import EventLog
@@ -114,6 +115,11 @@ def build_daemon(
     def git_busy(workspace: str) -> bool:  # limits.git_lock_wait as a reload leaves it
         return git_operation_in_progress(workspace, settings.git_lock_wait)
 
+    # the two process-wide switches, thrown here and nowhere else: state files parse
+    # with orjson, and git mode dates story files from one git pass per workspace
+    fastjson.install()
+    if settings.staleness == storytime.GIT:
+        storytime.enable_batching()
     options = Options(settings.lock_timeout, settings.staleness)
     engine = Engine(
         options, detect=detect, changes=Changes(), events=EventLog(),

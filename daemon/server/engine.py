@@ -40,7 +40,6 @@ from daemon.formats import Adapter, all_adapters
 from daemon.formats.epic import epic_file_among
 from daemon.model import OWN_DETECTORS, Finding, Unit, same_data
 from daemon.pipeline import Answer, FileRead, Options, find_state_files
-from daemon.server import fastjson
 from daemon.server.events import EventLog, Sink
 from daemon.server.listeners import Listeners
 from daemon.server.store import Entry, PassMark, Proof, Snapshot, StoryProof, Workspace
@@ -161,7 +160,6 @@ class Engine:
         # each file's latest read and when it began (monotonic ns): shared by queries
         # that arrived before it began
         self._latest: dict[tuple[str, str], tuple[int, FileRead]] = {}
-        fastjson.install()
 
     # -- the event log's face (kept for callers of 0.1's engine) --------------
 

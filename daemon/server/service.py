@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING
 
-from daemon import answers, log, pipeline, storytime
+from daemon import answers, log, pipeline
 from daemon.config.values import DEFAULT_STALENESS, LIMITS
 from daemon.errors import StateFileMissing, UsageError
 from daemon.formats import adapter_for, builtin
@@ -231,8 +231,6 @@ class Daemon:
         between them waits for one workspace at most, not the whole warm-up."""
         started = time.perf_counter()
         timing: dict[str, float] = {}
-        if self.settings.staleness == storytime.GIT:
-            self.refresher.call(storytime.enable_batching)
         for path in paths:
             self.refresher.call(partial(self._warm_read, path))
         self.refresher.call(lambda: timing.update(read_ms=_ms(started)))
