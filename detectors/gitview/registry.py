@@ -10,7 +10,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from daemon.errors import GitError
-from daemon.gitstate import git_dirs
+from daemon.gitstate import locate
 from detectors import Context, unit_context
 from detectors.gitview.errors import _git_module, _translated
 from detectors.gitview.proc import GitStuck, check_git_files
@@ -52,10 +52,11 @@ def open_view(root: str, *, walk_limit: int = DEFAULT_WALK_LIMIT) -> GitView | N
     git = _git_module()
     if git is None:
         return None
-    dirs = git_dirs(root)
-    try:
-        if dirs is not None:  # GitPython itself reads commondir: a FIFO there hangs it
-            check_git_files(*dirs, names=("commondir",))
+    where = locate(root)
+    if where is None:  # no `.git` there, a FIFO, or a `.git` file naming no folder
+        return None
+    try:  # GitPython itself reads commondir: a FIFO there hangs it
+        check_git_files(where.gitdir, where.common, names=("commondir",))
         with _translated("open"):
             repo = git.Repo(root)
             if repo.bare or repo.working_tree_dir is None:
