@@ -1,16 +1,18 @@
 """Finding a workspace's view: one per repository and per thread (the Runner's worker
 keeps its views in its per-thread `local` dict), and the Runner's context factory.
+
+Where a repository's files are is daemon.gitstate's answer (`locate`, `work_tree_root`).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from daemon.errors import GitError
-from daemon.gitstate import locate
+from daemon.gitstate import is_work_tree, locate
+from daemon.gitstate import work_tree_root as find_root
 from detectors import Context, unit_context
 from detectors.gitview.errors import _git_module, _translated
 from detectors.gitview.proc import GitStuck, check_git_files
@@ -33,18 +35,6 @@ _LOCAL_KEY = "storyd.gitviews"
 _NO_GIT_KEY = "storyd.git-unavailable"
 _HOLD_KEY = "storyd.hold-tips"
 _ROOTS_KEY = "storyd.held-roots"  # workspace -> its work tree, during a held pass
-
-
-def find_root(workspace: str) -> str | None:
-    """The work tree holding `workspace`: the nearest folder upward with a `.git`."""
-    folder = os.path.realpath(workspace)
-    while True:
-        if os.path.exists(os.path.join(folder, ".git")):
-            return folder
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
 
 
 def open_view(root: str, *, walk_limit: int = DEFAULT_WALK_LIMIT) -> GitView | None:
@@ -99,7 +89,7 @@ def view_for(local: dict[str, object], workspace: str) -> GitView | None:
         return None
     views = _views(local)
     view = views.get(root)
-    if view is not None and os.path.exists(os.path.join(root, ".git")):
+    if view is not None and is_work_tree(root):
         return view
     if view is not None:
         views.pop(root)
