@@ -2,6 +2,14 @@
 keeps its views in its per-thread `local` dict), and the Runner's context factory.
 
 Where a repository's files are is daemon.gitstate's answer (`locate`, `work_tree_root`).
+
+Two kinds of owner hold views in the daemon, never sharing one:
+
+    view_for(local, ws)    the Runner's worker: cached per repository in its thread's
+                           `local`, ended by `close_views` (a replaced worker's go with it)
+    private_view(ws)       one request's own (the epic view's and reconcile's evidence, on
+                           a pool thread or the reconcile thread): opened for the request,
+                           used on that thread only, closed by the caller, never cached
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ __all__ = [
     "git_context",
     "hold_tips",
     "open_view",
+    "private_view",
     "refresh_views",
     "view_for",
 ]
@@ -103,6 +112,16 @@ def view_for(local: dict[str, object], workspace: str) -> GitView | None:
         if local.get(_HOLD_KEY):
             view.hold_tips(True)
     return view
+
+
+def private_view(workspace: str) -> GitView | None:
+    """A view of the repository holding `workspace` that belongs to one request: the
+    calling thread alone uses it and closes it (`view.close()`); it is never cached nor
+    lent. None outside a repository or when git is unusable. It runs beside the Runner's
+    views safely: its own processes, read-only git (`--no-optional-locks`), each with a
+    deadline (proc.py)."""
+    root = find_root(workspace)
+    return open_view(root) if root is not None else None
 
 
 def git_context(
