@@ -32,14 +32,13 @@ class Evidence:
     """Git's word on what landed on the base branch (HEAD's branch, else HEAD)."""
 
     def __init__(self, workspace: str) -> None:
-        from detectors.gitview import GitError, find_root, open_view
+        from detectors.gitview import GitError, private_view
 
         self.base: str | None = None
         self.view: Any = None
         self.tip_sha: str | None = None
         self.named: dict[str, str] = {}  # casefolded token -> newest commit naming it
-        root = find_root(workspace)
-        view = open_view(root) if root else None
+        view = private_view(workspace)  # this request's own: closed by close()
         if view is None:
             return
         try:

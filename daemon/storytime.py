@@ -28,7 +28,9 @@ import os
 import time
 from _thread import _local  # threading's own thread-local store, without its import
 
-from daemon.regular import open_regular
+TYPE_CHECKING = False  # `typing` costs start-up time on the resume path (daemon/model.py)
+if TYPE_CHECKING:
+    from daemon.gitstate import GitLocation
 
 __all__ = [
     "DEFAULT_MODE",
@@ -117,89 +119,39 @@ def git_commit_time(workspace: str, relpath: str) -> int | None:
 _MISS = object()
 
 
-def _read_git_file(path: str, size: int) -> bytes:
-    """The first `size` bytes of a regular file (NotRegularFile, an OSError, if not one)."""
-    fd = open_regular(path)
-    try:
-        return os.read(fd, size)
-    finally:
-        os.close(fd)
+def _locate(workspace: str) -> GitLocation | None:
+    """daemon.gitstate.locate, imported on first use: most runs of `storyd resume` never
+    read git's files."""
+    from daemon.gitstate import locate
 
-
-def _head_commit(gitdir: str) -> str | None:
-    """The commit HEAD resolves to, read from the files (no git process): a detached
-    sha, the branch's loose ref, or its line in packed-refs."""
-    try:
-        head = _read_git_file(os.path.join(gitdir, "HEAD"), 512).strip()
-        if not head.startswith(b"ref: "):
-            return head.decode("ascii", "replace")
-        ref = head[5:].decode("utf-8", "replace")
-        try:
-            return _read_git_file(os.path.join(gitdir, ref), 128).strip().decode("ascii", "replace")
-        except FileNotFoundError:
-            pass
-        wanted = b" " + ref.encode() + b"\n"
-        fd = open_regular(os.path.join(gitdir, "packed-refs"))  # a FIFO would block open(2)
-        with os.fdopen(fd, "rb") as f:
-            for line in f:
-                if line.endswith(wanted):
-                    return line[:40].decode("ascii", "replace")
-    except OSError:
-        return None
-    return None  # an unborn branch
+    return locate(workspace)
 
 
 def _repo_stamp(workspace: str) -> tuple[object, ...] | None:
     """What every git answer of a workspace depends on: the index's stat and the commit
     HEAD resolves to (a reset, commit, checkout or fetch-and-merge changes one of them)."""
-    gitdir = os.path.join(workspace, ".git")
+    where = _locate(workspace)
+    if where is None:
+        return None
     try:
-        index = os.stat(os.path.join(gitdir, "index"))
+        index = os.stat(where.index)
     except OSError:
         return None
-    head = _head_commit(gitdir)
+    head = where.head_commit()
     if head is None:
         return None
     return (index.st_mtime_ns, index.st_size, index.st_ino, head)
-
-
-def _git_dir(workspace: str) -> str | None:
-    """The workspace's git directory: `.git`, or where a worktree's `.git` file points."""
-    dotgit = os.path.join(workspace, ".git")
-    if os.path.isdir(dotgit):
-        return dotgit
-    try:
-        text = _read_git_file(dotgit, 4096).decode("utf-8", "replace").strip()
-    except OSError:  # absent, or not a regular file (a FIFO would block open(2))
-        return None
-    if not text.startswith("gitdir: "):
-        return None
-    return os.path.normpath(os.path.join(workspace, text[8:].strip()))
 
 
 def stamp_files(workspace: str) -> tuple[tuple[str, tuple[int, int, int, int, int] | None], ...]:
     """The files git's answers about a workspace depend on, with their signatures: the
     index, HEAD, the ref HEAD names and packed-refs (absolute paths). A cached answer
     that asked git is served only while they are unchanged (daemon/pipeline.py)."""
-    gitdir = _git_dir(workspace)
-    if gitdir is None:
+    where = _locate(workspace)
+    if where is None:
         return ()
-    common = gitdir  # a worktree keeps its index and HEAD, and shares refs
-    try:
-        shared = _read_git_file(os.path.join(gitdir, "commondir"), 4096)
-        common = os.path.join(gitdir, shared.decode("utf-8", "replace").strip())
-    except OSError:
-        pass
-    paths = [os.path.join(gitdir, "index"), os.path.join(gitdir, "HEAD")]
-    paths.append(os.path.join(common, "packed-refs"))
-    try:
-        head = _read_git_file(os.path.join(gitdir, "HEAD"), 512).strip()
-        if head.startswith(b"ref: "):
-            paths.append(os.path.join(common, head[5:].decode("utf-8", "replace")))
-    except OSError:
-        pass
     found = []
-    for path in paths:
+    for path in where.stamp_paths():
         try:
             st = os.stat(path)
             sig: tuple[int, int, int, int, int] | None = (

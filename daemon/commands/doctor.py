@@ -258,13 +258,19 @@ def _inotify_in_use() -> tuple[int, int]:
 
 
 def _estimate_dirs(workspace: str, adapters: list[Adapter]) -> int:
-    """Directories the daemon would watch in one workspace: its root, .git, format roots, refs."""
+    """Directories the daemon would watch in one workspace: its root, its git dir (and a
+    linked worktree's common dir), format roots, refs (in the common dir)."""
+    from daemon.gitstate import locate
+
     roots = sorted({root for a in adapters for root in getattr(a, "roots", ())})
     top = os.path.realpath(workspace) + os.sep
     tops = [os.path.join(workspace, root) for root in roots]
     tops = [t for t in tops if (os.path.realpath(t) + os.sep).startswith(top)]  # not followed
-    tops.append(os.path.join(workspace, ".git", "refs"))
-    return 2 + sum(sum(1 for _ in os.walk(top)) for top in tops if os.path.isdir(top))
+    where = locate(workspace)
+    if where is not None:
+        tops.append(os.path.join(where.common, "refs"))
+    linked = 1 if where is not None and where.linked else 0
+    return 2 + linked + sum(sum(1 for _ in os.walk(top)) for top in tops if os.path.isdir(top))
 
 
 def _check_inotify(screen: _Screen, watched: int | None, estimate: int) -> None:

@@ -2,7 +2,8 @@
 an output file. Each is read afresh from git or the disk when the plan is made; a repair
 is planned only when its evidence is found.
 
-Git is asked through the detectors' own `GitView` (one per plan, on the planning thread).
+Git is asked through the detectors' own `GitView`: one private view per plan
+(detectors.gitview.private_view), used and closed on the planning thread.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 
 from daemon.reconcile.targets import utc_stamp
 from daemon.regular import open_regular, read_regular
-from detectors.gitview import GitError, GitView, find_root, open_view
+from detectors.gitview import GitError, GitView, private_view
 
 __all__ = [
     "CommitEvidence",
@@ -96,8 +97,7 @@ class Evidence:
         """The repository's view, opened on first use; None without a repository."""
         if not self._opened:
             self._opened = True
-            root = find_root(self.workspace)
-            self._view = open_view(root) if root else None
+            self._view = private_view(self.workspace)
         return self._view
 
     def commit(self, name: str) -> CommitEvidence | None:

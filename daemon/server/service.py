@@ -27,6 +27,7 @@ from daemon.config.values import DEFAULT_STALENESS, LIMITS
 from daemon.errors import StateFileMissing, UsageError
 from daemon.formats import adapter_for, builtin
 from daemon.formats.epic import epic_state_file
+from daemon.gitstate import is_work_tree
 
 if TYPE_CHECKING:
     from daemon.query import Query
@@ -458,7 +459,7 @@ class Daemon:
         make the daemon walk anything)."""
         if path == os.path.dirname(path):
             return f"{path} is the file system's root, not a workspace"
-        if os.path.exists(os.path.join(path, ".git")):
+        if is_work_tree(path):
             return None
         for adapter in self.engine.adapters:
             for root in adapter.roots:

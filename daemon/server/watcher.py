@@ -47,7 +47,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver, ObservedWatch
 
 from daemon import log
-from daemon.gitstate import git_dirs
+from daemon.gitstate import locate
 from daemon.server import inotify
 
 if TYPE_CHECKING:
@@ -371,10 +371,10 @@ class Watcher:
     def _ensure_git(
         self, workspace: str, watches: dict[str, ObservedWatch], handler: _Handler
     ) -> None:
-        dirs = git_dirs(workspace)
+        dirs = locate(workspace)
         if dirs is None:
             return
-        gitdir, common = dirs
+        gitdir, common = dirs.gitdir, dirs.common
         git_handler = _GitHandler(self.refresher, workspace)
         refs = os.path.join(common, "refs")
         self._schedule(workspace, watches, "git", git_handler, gitdir, recursive=False)
@@ -540,16 +540,16 @@ def _count_watched_dirs(workspace: str, keys: list[str]) -> set[int]:
     covers its tree): a set, so that folders two watches share count once, as the
     kernel counts them."""
     inodes: set[int] = set()
-    dirs = git_dirs(workspace)
+    dirs = locate(workspace)
     for key in keys:
         if key.startswith("root:"):
             inodes.update(_tree_inodes(os.path.join(workspace, key[5:])))
         elif key == "git-refs":
-            inodes.update(_tree_inodes(os.path.join(dirs[1], "refs")) if dirs else ())
+            inodes.update(_tree_inodes(os.path.join(dirs.common, "refs")) if dirs else ())
         else:
-            place = {"top": workspace, "git": dirs[0] if dirs else None}.get(key)
+            place = {"top": workspace, "git": dirs.gitdir if dirs else None}.get(key)
             if key == "git-common" and dirs:
-                place = dirs[1]
+                place = dirs.common
             inodes.update(_tree_inodes(place, recursive=False) if place else ())
     return inodes
 

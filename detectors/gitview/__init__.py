@@ -23,7 +23,9 @@ that refs moved or objects arrived.
 
 GitPython objects are not thread-safe: a view belongs to the thread that made it (the
 detector Runner's worker keeps its views in its per-thread `local` dict, and a
-replacement worker builds fresh ones). `git_context` is the Runner's context factory.
+replacement worker builds fresh ones; a request's `private_view` is its caller's until
+it closes it). `git_context` is the Runner's context factory. Where a repository keeps
+its files (git dir, common dir, HEAD) is daemon.gitstate's answer.
 
 Errors: every GitPython, subprocess and OS failure is translated, in errors.py, into
 daemon.errors.GitError (a git command failed, or the repository cannot be read).
@@ -31,7 +33,8 @@ daemon.errors.GitError (a git command failed, or the repository cannot be read).
     errors.py    the boundary where foreign errors become GitError
     objects.py   the cat-file pipe, object answers and their stamps
     view.py      GitView: one repository's caches
-    registry.py  one view per repository and thread; the Runner's context factory
+    registry.py  one view per repository and thread; a request's private view; the
+                 Runner's context factory
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from detectors.gitview.registry import (
     git_context,
     hold_tips,
     open_view,
+    private_view,
     refresh_views,
     view_for,
 )
@@ -71,6 +75,7 @@ __all__ = [
     "hold_tips",
     "is_object_name",
     "open_view",
+    "private_view",
     "refresh_views",
     "view_for",
 ]

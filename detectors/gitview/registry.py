@@ -1,16 +1,26 @@
 """Finding a workspace's view: one per repository and per thread (the Runner's worker
 keeps its views in its per-thread `local` dict), and the Runner's context factory.
+
+Where a repository's files are is daemon.gitstate's answer (`locate`, `work_tree_root`).
+
+Two kinds of owner hold views in the daemon, never sharing one:
+
+    view_for(local, ws)    the Runner's worker: cached per repository in its thread's
+                           `local`, ended by `close_views` (a replaced worker's go with it)
+    private_view(ws)       one request's own (the epic view's and reconcile's evidence, on
+                           a pool thread or the reconcile thread): opened for the request,
+                           used on that thread only, closed by the caller, never cached
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from daemon.errors import GitError
-from daemon.gitstate import git_dirs
+from daemon.gitstate import is_work_tree, locate
+from daemon.gitstate import work_tree_root as find_root
 from detectors import Context, unit_context
 from detectors.gitview.errors import _git_module, _translated
 from detectors.gitview.proc import GitStuck, check_git_files
@@ -25,6 +35,7 @@ __all__ = [
     "git_context",
     "hold_tips",
     "open_view",
+    "private_view",
     "refresh_views",
     "view_for",
 ]
@@ -35,27 +46,16 @@ _HOLD_KEY = "storyd.hold-tips"
 _ROOTS_KEY = "storyd.held-roots"  # workspace -> its work tree, during a held pass
 
 
-def find_root(workspace: str) -> str | None:
-    """The work tree holding `workspace`: the nearest folder upward with a `.git`."""
-    folder = os.path.realpath(workspace)
-    while True:
-        if os.path.exists(os.path.join(folder, ".git")):
-            return folder
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
-
-
 def open_view(root: str, *, walk_limit: int = DEFAULT_WALK_LIMIT) -> GitView | None:
     """A new view of the repository at `root`; None when git or the repository is unusable."""
     git = _git_module()
     if git is None:
         return None
-    dirs = git_dirs(root)
-    try:
-        if dirs is not None:  # GitPython itself reads commondir: a FIFO there hangs it
-            check_git_files(*dirs, names=("commondir",))
+    where = locate(root)
+    if where is None:  # no `.git` there, a FIFO, or a `.git` file naming no folder
+        return None
+    try:  # GitPython itself reads commondir: a FIFO there hangs it
+        check_git_files(where.gitdir, where.common, names=("commondir",))
         with _translated("open"):
             repo = git.Repo(root)
             if repo.bare or repo.working_tree_dir is None:
@@ -98,7 +98,7 @@ def view_for(local: dict[str, object], workspace: str) -> GitView | None:
         return None
     views = _views(local)
     view = views.get(root)
-    if view is not None and os.path.exists(os.path.join(root, ".git")):
+    if view is not None and is_work_tree(root):
         return view
     if view is not None:
         views.pop(root)
@@ -112,6 +112,16 @@ def view_for(local: dict[str, object], workspace: str) -> GitView | None:
         if local.get(_HOLD_KEY):
             view.hold_tips(True)
     return view
+
+
+def private_view(workspace: str) -> GitView | None:
+    """A view of the repository holding `workspace` that belongs to one request: the
+    calling thread alone uses it and closes it (`view.close()`); it is never cached nor
+    lent. None outside a repository or when git is unusable. It runs beside the Runner's
+    views safely: its own processes, read-only git (`--no-optional-locks`), each with a
+    deadline (proc.py)."""
+    root = find_root(workspace)
+    return open_view(root) if root is not None else None
 
 
 def git_context(

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from daemon.errors import GitError
-from daemon.regular import read_regular
+from daemon.gitstate import GitLocation
 from detectors.gitview import proc
 from detectors.gitview.errors import _describe, _translated
 from detectors.gitview.objects import (
@@ -90,6 +90,7 @@ class GitView:
             self.root = os.path.realpath(str(repo.working_tree_dir))
             self.common_dir = str(repo.common_dir)
             self.git_dir = str(repo.git_dir)
+        self.location = GitLocation(self.git_dir, self.common_dir)  # HEAD read there
         self.objects_dir = os.path.join(self.common_dir, "objects")
         self.walk_limit = walk_limit
         self.stats = dict.fromkeys(
@@ -272,12 +273,10 @@ class GitView:
 
     def _read_branch(self) -> str | None:
         try:
-            target = read_regular(os.path.join(self.git_dir, "HEAD"), 4096).decode().strip()
-        except (OSError, UnicodeDecodeError) as exc:
+            return self.location.branch()
+        except OSError as exc:
             msg = f"cannot read HEAD: {_describe(exc)}"
             raise GitError(msg) from exc
-        name = target.removeprefix("ref: refs/heads/")
-        return None if name in (target, ".invalid") else name
 
     def head_name(self) -> str:
         """The checked-out branch, or `HEAD` when detached."""
