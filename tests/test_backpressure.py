@@ -16,15 +16,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    Line,
-    exclusively_locked,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-    write_config,
-    write_epic,
-)
+from daemon_harness import DaemonProcess, Line, wait_for, write_config
+from epic_state_harness import write_epic
+from locks_harness import exclusively_locked
 
 Spawn = Callable[..., DaemonProcess]
 LIST_DETAIL = b'{"op":"list","detail":true}\n'

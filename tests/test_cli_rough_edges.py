@@ -14,8 +14,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import STORYD, write_epic
-from git_harness import GitWorkspace, run_in_pty, story_id, task_id
+from cli_harness import STORYD, run_in_pty
+from epic_state_harness import story_id, task_id, write_epic
+from git_harness import GitWorkspace
 
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
 

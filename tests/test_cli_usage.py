@@ -10,13 +10,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    STORYD,
-    DaemonProcess,
-    daemon_env,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    write_epic,
-)
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, daemon_env
+from epic_state_harness import write_epic
 
 from daemon import __version__
 from daemon.cli import COMMANDS, module_name
@@ -45,10 +41,10 @@ def env(tmp_path: Path) -> dict[str, str]:
     return daemon_env(tmp_path, tmp_path / "run" / "storyd.sock")
 
 
-def storyd(env: dict[str, str], *args: str, cwd: Path | None = None,
+def storyd(env: dict[str, str], *args: str, cwd: Path | str = ".",
            ) -> subprocess.CompletedProcess[bytes]:
-    done = subprocess.run([STORYD, *args], env=env, cwd=cwd, capture_output=True, timeout=60,
-                          check=False)
+    """`storyd ARGS`, failing the test on a traceback."""
+    done = run_storyd_cli(*args, env=env, cwd=cwd, timeout=60)
     assert b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
     return done
 

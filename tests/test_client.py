@@ -9,16 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    BIN,
-    STORYD,
-    DaemonProcess,
-    daemon_env,
-    epic_relpath,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    write_epic,
-)
+from cli_harness import BIN, STORYD, path_without, run_storyd_cli
+from daemon_harness import DaemonProcess, daemon_env
+from epic_state_harness import epic_relpath, write_epic
 
 from daemon.answers import run as run_direct
 from daemon.client import Client, DaemonUnavailable, ask_cli
@@ -219,8 +212,6 @@ class TestShellFastPathBounds:
 
     def test_fallback_off_path_runs_the_storyd_beside_it(self, tmp_path: Path, ws: Path,
                                                         fast_path: str) -> None:
-        from git_harness import path_without
-
         env = daemon_env(tmp_path, tmp_path / "run" / "none.sock")
         env["PATH"] = path_without("storyd")  # a shell where the venv is not activated
         link = tmp_path / "elsewhere" / "sr"  # called through a symlink in another folder

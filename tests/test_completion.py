@@ -14,7 +14,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from daemon_harness import STORYD
+from cli_harness import STORYD
+from epic_state_harness import write_epic
 
 from daemon.cli import COMMANDS, module_name
 
@@ -170,8 +171,6 @@ def test_epic_and_story_ids_and_repair_codes(shell: str, scripts: dict[str, Path
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 20: ids come from the workspace's epic state files when TAB is pressed; the
     repair codes of `reconcile --only` from the repairs' table."""
-    from daemon_harness import write_epic
-
     complete = COMPLETERS[shell]
     path = scripts[shell]
     write_epic(tmp_path, "0049", {"story-0049-0001": {"tasks": {}},

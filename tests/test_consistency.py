@@ -14,12 +14,8 @@ from pathlib import Path
 
 import pytest
 from consistency import EPIC, History, race
-from daemon_harness import (
-    Line,
-    spawn_daemon_fixture,  # noqa: F401  (the spawn_daemon fixture)
-    wait_for,
-    write_epic,
-)
+from daemon_harness import Line, wait_for
+from epic_state_harness import write_epic
 
 S1, S2 = "story-0049-0001", "story-0049-0002"
 REL = "plans/epic-0049/execution-state.json"

@@ -8,15 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-)
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, EventStream, wait_for
 from epic_corpus import ENVELOPE_KEYS, lay_out, manifest
-from git_harness import EventStream
-from test_gitview import GitRepo
+from git_harness import GitRepo
 
 from daemon import lifecycle
 from daemon.formats import builtin

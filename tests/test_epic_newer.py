@@ -15,12 +15,8 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from daemon_harness import (
-    DaemonProcess,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-)
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, wait_for
 from epic_corpus import ENVELOPE_KEYS
 
 Run = Callable[..., subprocess.CompletedProcess[bytes]]

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import run_reference
+from cli_harness import run_reference
+from epic_corpus import ENVELOPE_KEYS, epic_of, lay_out, load, manifest, shape, story_ids
 
 from daemon.answers import Options, resume_epic, resume_unit
 from daemon.formats import builtin
 from daemon.formats.base import Source
-from tests.epic_corpus import ENVELOPE_KEYS, epic_of, lay_out, load, manifest, shape, story_ids
 
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
 ENTRIES = manifest()

@@ -11,12 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    epic_relpath,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    write_epic,
-)
+from daemon_harness import DaemonProcess
+from epic_state_harness import epic_relpath, write_epic
 
 from daemon.locking import MAX_STATE_BYTES
 

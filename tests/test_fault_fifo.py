@@ -17,15 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    daemon_env,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-    write_epic,
-)
-from git_harness import STORY, GitWorkspace
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, daemon_env, wait_for
+from epic_state_harness import STORY, write_epic
+from git_harness import GitWorkspace
 
 from daemon.regular import NotRegularFile, open_regular, read_regular
 

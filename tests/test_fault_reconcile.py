@@ -21,7 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon_harness import daemon_env, run_storyd_cli, write_epic
+from cli_harness import STORYD, run_storyd_cli
+from daemon_harness import daemon_env
+from epic_state_harness import write_epic
 from git_harness import GitWorkspace
 
 from daemon.reconcile.atomic import HOOK_ENV, TEMP_MARK
@@ -78,8 +80,6 @@ def run(env: dict[str, str], repo: GitWorkspace, *args: str,
     if not prefix:
         return run_storyd_cli("reconcile", "--workspace", str(repo.path), *args, env=env,
                               cwd=repo.path, timeout=60)
-    from daemon_harness import STORYD
-
     return subprocess.run([*prefix, STORYD, "reconcile", "--workspace", str(repo.path), *args],
                           env=env, cwd=repo.path, capture_output=True, timeout=60, check=False)
 

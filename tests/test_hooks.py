@@ -12,9 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 from agents_harness import AgentsEnv, demo_workspace, hook_payload, run_hook
-from daemon_harness import STORYD, spawn_daemon_fixture, wait_for
-
-spawn_daemon = spawn_daemon_fixture
+from cli_harness import STORYD
+from daemon_harness import wait_for
+from locks_harness import exclusively_locked
 
 IN_FLIGHT = {
     "issue-42-geofencing", "autodev", "fleet-portal", "wf-fleet-portal-001",
@@ -341,8 +341,6 @@ def test_post_tool_use_waits_for_no_writer_past_its_bound(own: tuple[Path, Agent
     state = ws / EPIC_STATE
     holder = subprocess.Popen(["flock", "-x", str(state), "sleep", "30"])
     try:
-        from daemon_harness import exclusively_locked
-
         wait_for(lambda: exclusively_locked(state), 10, "the writer's lock")
         state.write_bytes(b"{")
         done = run_hook("post-tool-use", _written(ws, state), env.env)

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 from agents_harness import AgentsEnv, demo_workspace
-from conftest import run_reference
-from daemon_harness import BIN, STORYD
+from cli_harness import BIN, STORYD, run_reference
 
 EXISTING = """{
     "permissions": {"allow": ["Bash(npm test)"]},

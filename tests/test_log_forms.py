@@ -14,11 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
-from daemon_harness import (
-    DaemonProcess,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-)
+from daemon_harness import DaemonProcess, wait_for
 
 Spawn = Callable[..., DaemonProcess]
 

@@ -11,11 +11,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from daemon_harness import (
-    DaemonProcess,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-)
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess
 from format_harness import copy_fixture
 
 Spawn = Callable[..., DaemonProcess]

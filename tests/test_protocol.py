@@ -12,19 +12,12 @@ from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    Line,
-    daemon_env,
-    epic_relpath,
-    exclusively_locked,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-    write_epic,
-)
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, Line, daemon_env, wait_for
+from epic_state_harness import epic_relpath, write_epic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from locks_harness import exclusively_locked
 
 Spawn = Callable[..., DaemonProcess]
 S = "story-0049-0013"

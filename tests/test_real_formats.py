@@ -16,12 +16,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    atomic_write,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-)
+from daemon_harness import DaemonProcess, wait_for
+from epic_state_harness import atomic_write
 from format_harness import Run, copy_fixture, load_one, resume_direct
 
 from daemon.formats.base import Source

@@ -14,16 +14,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    daemon_env,
-    exclusively_locked,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-    write_config,
-)
-from git_harness import EPIC, STATE, STORY, EventStream, GitWorkspace, task_id
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, EventStream, daemon_env, wait_for, write_config
+from epic_state_harness import EPIC, STATE, STORY, task_id
+from git_harness import GitWorkspace
+from locks_harness import exclusively_locked
 
 from daemon.config import Config
 from daemon.reconcile import make_plan
@@ -656,8 +651,6 @@ def test_auto_reconcile_waits_the_lock_timeout_a_reload_set(
     """The auto-reconciler reads the daemon's lock_timeout as a reload left it (the engine's
     options), not the one in the configuration it was started with: a writer holding the
     lock makes it give up after the new 0.2 s, not the old 30 s."""
-    from daemon_harness import exclusively_locked, wait_for
-
     from daemon.answers import Options
     from daemon.errors import LockTimeout
     from daemon.reconcile.auto import AutoReconciler

@@ -14,14 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    exclusively_locked,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-    write_config,
-    write_epic,
-)
+from daemon_harness import DaemonProcess, wait_for, write_config
+from epic_state_harness import write_epic
+from locks_harness import exclusively_locked
 
 Spawn = Callable[..., DaemonProcess]
 STORY = "story-0049-0001"

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from daemon_harness import wait_for
+from epic_state_harness import write_epic
 
 from daemon.server.service import Daemon, Settings
-from tests.conftest import write_epic_state
-from tests.daemon_harness import wait_for
 
 STORY = {"story-0049-0001": {"TASK-1": {"status": "pending"}}}
 
@@ -23,7 +23,7 @@ STORY = {"story-0049-0001": {"TASK-1": {"status": "pending"}}}
 def running(tmp_path: Path) -> Iterator[tuple[Daemon, Path]]:
     """A started Daemon (mtime staleness: no git needed) on one epic workspace."""
     workspace = tmp_path / "ws"
-    write_epic_state(workspace, "0049", STORY)
+    write_epic(workspace, "0049", tasks=STORY)
     (workspace / "plans" / "epic-0049" / "notes").mkdir()
     daemon = Daemon(Settings(staleness="mtime", verify_interval=0.1))
     daemon.start([str(workspace)])
@@ -137,7 +137,7 @@ class TestAliases:
 
     def test_unwatch_while_a_query_adds_a_spelling(self, tmp_path: Path) -> None:
         workspace = tmp_path / "ws"
-        write_epic_state(workspace, "0049", STORY)
+        write_epic(workspace, "0049", tasks=STORY)
         (workspace / "d").mkdir()
         daemon = Daemon(Settings(staleness="mtime"))
         aliases = _PausingDict()
@@ -181,7 +181,7 @@ class TestWatchOwnership:
         self, tmp_path: Path
     ) -> None:
         workspace = tmp_path / "ws"
-        write_epic_state(workspace, "0049", STORY)
+        write_epic(workspace, "0049", tasks=STORY)
         # a tick every millisecond: the refresher's ensure_roots races each event
         daemon = Daemon(Settings(staleness="mtime", verify_interval=0.001))
         daemon.start([str(workspace)])

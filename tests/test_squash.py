@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from test_gitview import GitRepo
+from git_harness import GitRepo
 
 from daemon.model import DONE, Finding, Task, Unit
 from detectors.gitview import close_views, git_context

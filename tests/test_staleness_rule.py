@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import write_epic_state
-from test_gitview import EPOCH, GitRepo
+from epic_state_harness import write_epic
+from git_harness import EPOCH, GitRepo
 
 from daemon import answers, storytime
 from detectors import Runner
@@ -123,7 +123,7 @@ def repo(tmp_path: Path) -> GitRepo:
     repo = GitRepo(tmp_path / "repo").init()
     repo.commit("story", {STORY: "# story\n"})
     repo.commit("story, revised", {STORY: "# story, revised\n"})
-    write_epic_state(repo.path, EPIC, {S: TASKS})  # untracked: the rule never reads it
+    write_epic(repo.path, EPIC, tasks={S: TASKS})  # untracked: the rule never reads it
     os.utime(repo.path / STORY, (MTIME, MTIME))
     return repo
 

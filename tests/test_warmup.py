@@ -9,14 +9,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-)
-from git_harness import EPIC, story_id, task_id
-from test_gitview import GitRepo
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, wait_for
+from epic_state_harness import EPIC, story_id, task_id
+from git_harness import GitRepo
 
 from daemon import storytime
 
