@@ -90,6 +90,7 @@ def _settled(proc: DaemonProcess) -> int:
     return wait_for(still, 20, "stats.requests to settle")
 
 
+@pytest.mark.slow
 class TestPipelinedNeverRead:
     """Item 2: a client that pipelines and never reads holds a bounded amount."""
 
@@ -164,6 +165,7 @@ class TestPipelinedNeverRead:
         wait_for(lambda: proc.stats()["unsentBytes"] == 0, message="the hogs' output to go")
 
 
+@pytest.mark.slow
 class TestIdle:
     """Item 11: the connection cap cannot be held for ever by silent connections."""
 

@@ -17,6 +17,8 @@ from cli_harness import run_storyd_cli
 from daemon_harness import DaemonProcess, write_config
 from epic_state_harness import write_epic
 
+pytestmark = pytest.mark.slow
+
 Spawn = Callable[..., DaemonProcess]
 UNIT = "story-0007-0001"
 COMMANDS = ("status", "list", "check")

@@ -725,6 +725,7 @@ SAME_INSTANT = [
 class TestStaleness:
     """A DONE task completed before the story file's mtime (whole seconds) is stale."""
 
+    @pytest.mark.slow
     @pytest.mark.parametrize(("offset", "stale"), [(1.0, True), (0.0, False), (0.999, False)])
     @pytest.mark.parametrize("stamp", SAME_INSTANT)
     def test_timestamp_forms(

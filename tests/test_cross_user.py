@@ -206,6 +206,7 @@ print(json.dumps({"sent": sent, "reply": data.decode(), "ending": ending}))
 """
 
 
+@pytest.mark.slow
 class TestRefusalArrives:
     """(c) The refusal line reaches a client of another uid that sends before it reads."""
 

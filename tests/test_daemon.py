@@ -29,6 +29,8 @@ from epic_state_harness import atomic_write, epic_relpath, write_epic
 from locks_harness import exclusively_locked
 from users_harness import python_for_others
 
+pytestmark = pytest.mark.slow
+
 Spawn = Callable[..., DaemonProcess]
 S = "story-0049-0013"
 S_DONE = "story-0049-0014"

@@ -488,6 +488,7 @@ class TestRunner:
         ]
         assert "RuntimeError: boom in story-0049-0013" in findings[1].message
 
+    @pytest.mark.slow
     def test_a_hang_is_cut_off_and_later_checks_work(self, entry_points: Callable[..., None],
                                                      runner: Callable[..., Runner],
                                                      repo: GitRepo) -> None:

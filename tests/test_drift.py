@@ -20,6 +20,8 @@ from epic_state_harness import EPIC, STATE, STORY, story_id, task_id
 from git_harness import GitWorkspace
 from notify_harness import append_stdin_hook, fake_notify_send, hook_calls
 
+pytestmark = pytest.mark.slow
+
 Spawn = Callable[..., DaemonProcess]
 Done = subprocess.CompletedProcess[bytes]
 Predicate = Callable[[dict[str, object]], bool]

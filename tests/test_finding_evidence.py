@@ -203,6 +203,7 @@ class TestRewordedMessages:
         assert t2[:12] in left[0]["finding"]["message"]
 
 
+@pytest.mark.slow
 def test_resume_detail_shows_the_evidence_of_a_rewritten_commit(
     env: dict[str, str], repo: GitWorkspace
 ) -> None:

@@ -300,6 +300,7 @@ def test_fleet_commands_without_a_url(tmp_path: Path, isolated_env) -> None:
     assert usage.returncode == 64 and "storyd fleet status" in usage.stderr
 
 
+@pytest.mark.slow
 @NEEDS_NATS
 def test_a_resent_message_id_is_stored_once(nats_server) -> None:
     """Two publishers with one machine and instance send the same ids: the second
@@ -361,6 +362,7 @@ def test_flags_and_staleness() -> None:
     assert found == {("s1", "finished-and-open"), ("s2", "in-flight-twice")}
 
 
+@pytest.mark.slow
 @NEEDS_NATS
 def test_a_resync_is_whole_while_events_arrive(nats_server) -> None:
     """1,000 summaries re-published while events keep arriving: every one goes out, and

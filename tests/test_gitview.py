@@ -310,6 +310,7 @@ class TestAncestry:
         assert view.stats["incremental_walks"] == 1
         assert view.stats["walked"] == 5 + 3
 
+    @pytest.mark.slow
     @settings(max_examples=15, deadline=None)
     @given(st.lists(st.sampled_from(["commit", "commit", "reset", "branch"]), max_size=8))
     def test_cached_ancestry_equals_a_fresh_walk(self, ops: list[str]) -> None:

@@ -69,6 +69,7 @@ def ws(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_one_story_changed_only_that_story_rebuilt(spawn_daemon: Spawn, ws: Path) -> None:
     proc = spawn_daemon([ws])
     before = snapshot(proc, ws)
@@ -106,6 +107,7 @@ TRICKY_STATE = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("data", [
     pytest.param(TRICKY_STATE, id="big-ints-surrogates-duplicates-overflow"),
     pytest.param(TRICKY_STATE.replace(b"1e400", b"2").replace(b"\\ud800", b"3")
@@ -203,6 +205,7 @@ def test_a_torn_read_at_a_writes_end_changes_nothing(ws: Path) -> None:
     assert "state-unreadable" in codes
 
 
+@pytest.mark.slow
 def test_a_finished_write_is_answered_before_the_settle_window(
     spawn_daemon: Spawn, ws: Path, tmp_path: Path
 ) -> None:

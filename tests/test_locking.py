@@ -190,6 +190,7 @@ def assert_old_answer(reader: Reader, state_bytes: bytes) -> None:
 class TestExclusiveWriterBlocksReader:
     """A reader waits while a writer holds `flock -x`, and returns once it lets go."""
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("kind", ["thread", "process"])
     def test_waits_then_reads(
         self,
@@ -242,6 +243,7 @@ class TestSharedWriterDoesNotBlock:
 class TestBound:
     """A writer that never lets go gives exit 75 after about --lock-timeout seconds."""
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("bound", [0.3, 0.6])
     def test_in_process(self, bound: float, state: Path, writers: Writers) -> None:
         writers(state, "-x")
@@ -254,6 +256,7 @@ class TestBound:
         assert str(state) in raised.value.message
         assert f"{bound:g} s" in raised.value.message
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("bound", [0.3, 0.6])
     def test_process(
         self,
@@ -289,6 +292,7 @@ class TestBound:
             read_locked(str(state), 0)
         assert time.monotonic() - start < 0.5
 
+    @pytest.mark.slow
     def test_fallback_path_is_bounded_too(
         self,
         state: Path,
@@ -306,6 +310,7 @@ class TestBound:
 class TestRenameReplace:
     """A file renamed over the path while the reader waits: the new file is what it returns."""
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("kind", ["thread", "process"])
     def test_returns_new_content(
         self,
@@ -333,6 +338,7 @@ class TestRenameReplace:
         else:
             assert (reader.proc.returncode, reader.stdout, reader.stderr) == (0, NEW_OUT, b"")
 
+    @pytest.mark.slow
     def test_new_file_locked_too(self, state: Path, writers: Writers) -> None:
         old = inode(state)
         first = writers(state, "-x")

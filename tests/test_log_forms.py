@@ -14,7 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import pytest
 from daemon_harness import DaemonProcess, wait_for
+
+pytestmark = pytest.mark.slow
 
 Spawn = Callable[..., DaemonProcess]
 

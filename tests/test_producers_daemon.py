@@ -11,9 +11,12 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from cli_harness import run_storyd_cli
 from daemon_harness import DaemonProcess
 from format_harness import copy_fixture
+
+pytestmark = pytest.mark.slow
 
 Spawn = Callable[..., DaemonProcess]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

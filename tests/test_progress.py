@@ -23,9 +23,12 @@ from locks_harness import FlockWriter
 
 Spawn = Callable[..., DaemonProcess]
 STORY = "story-0049-0001"
-pytestmark = pytest.mark.skipif(
-    subprocess.run(["which", "flock"], capture_output=True, check=False).returncode != 0,
-    reason="needs flock(1) from util-linux")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        subprocess.run(["which", "flock"], capture_output=True, check=False).returncode != 0,
+        reason="needs flock(1) from util-linux"),
+]
 
 
 def _ws(tmp_path: Path) -> Path:

@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from daemon.answers import Options, answer
 from daemon.formats.epic import ADAPTER
 
+pytestmark = pytest.mark.slow
+
 S = "story-0049-0013"
 RELPATH = "plans/epic-0049/execution-state.json"
 KEYS = ["resumePoint", "tasksCompleted", "tasksPending", "lastCommitSha", "staleWarnings"]

@@ -121,6 +121,7 @@ def unrecorded(repo: GitWorkspace) -> tuple[Path, str, str]:
     return write_state(repo, text), text, t2
 
 
+@pytest.mark.slow
 class TestRepairs:
     """Each repair class on a real repository, through the CLI."""
 
@@ -288,6 +289,7 @@ class TestRepairs:
 class TestSafety:
     """Locks, races, crashes and undo."""
 
+    @pytest.mark.slow
     def test_a_writer_holding_the_lock_gives_exit_75(
         self, env: dict[str, str], repo: GitWorkspace, unrecorded: tuple[Path, str, str]
     ) -> None:
@@ -333,6 +335,7 @@ class TestSafety:
         assert document["note"] == "writer"  # the writer's change survives
         assert document["stories"][STORY]["tasks"][T2]["commitSha"] == t2
 
+    @pytest.mark.slow
     @pytest.mark.parametrize(("point", "survivor"), [("before-rename", "old"),
                                                      ("after-rename", "new")])
     def test_kill_9_leaves_the_old_file_or_the_new_one(
@@ -358,6 +361,7 @@ class TestSafety:
         assert [p.name for p in path.parent.iterdir() if TEMP_MARK in p.name] == []
         assert json.loads(path.read_text())["stories"][STORY]["tasks"][T2]["commitSha"] == t2
 
+    @pytest.mark.slow
     def test_undo_restores_byte_for_byte(
         self, env: dict[str, str], repo: GitWorkspace, unrecorded: tuple[Path, str, str]
     ) -> None:
@@ -371,6 +375,7 @@ class TestSafety:
         again = reconcile(env, repo, "--undo")
         assert again.returncode == 1 and b"nothing to undo" in again.stderr
 
+    @pytest.mark.slow
     def test_undo_refused_after_a_later_write(
         self, env: dict[str, str], repo: GitWorkspace, unrecorded: tuple[Path, str, str]
     ) -> None:
@@ -384,6 +389,7 @@ class TestSafety:
         assert STATE.encode() in refused.stderr
         assert path.read_text(encoding="utf-8") == later
 
+    @pytest.mark.slow
     def test_only_limits_the_classes(self, env: dict[str, str], repo: GitWorkspace) -> None:
         t1, t2, _ = repo.tasks_commits(STORY, 3)
         text = epic_text({
@@ -443,6 +449,7 @@ def daemon_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Git
     yield repo
 
 
+@pytest.mark.slow
 class TestDaemon:
     """The read-only socket op, the CLI apply's event, and auto-apply of configured classes."""
 
@@ -579,6 +586,7 @@ def test_a_file_removed_after_the_plan_is_not_recreated(
     assert not path.exists()
 
 
+@pytest.mark.slow
 class TestSquashLanded:
     """issue 9's squash-merged finding: the story gets the producer's status for a merged PR."""
 
@@ -645,6 +653,7 @@ class TestSquashLanded:
         assert path.read_text(encoding="utf-8") == text
 
 
+@pytest.mark.slow
 def test_auto_reconcile_waits_the_lock_timeout_a_reload_set(
     repo: GitWorkspace, unrecorded: tuple[Path, str, str]
 ) -> None:

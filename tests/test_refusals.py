@@ -9,6 +9,8 @@ import pytest
 from daemon_harness import DaemonProcess, write_config
 from epic_state_harness import write_epic
 
+pytestmark = pytest.mark.slow
+
 Spawn = Callable[..., DaemonProcess]
 
 

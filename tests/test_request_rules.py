@@ -13,6 +13,8 @@ import pytest
 from cli_harness import run_storyd_cli
 from epic_state_harness import epic_relpath, write_epic
 
+pytestmark = pytest.mark.slow
+
 STORY = "story-0049-0001"
 TASKS = {"TASK-1": {"status": "PENDING"}}
 

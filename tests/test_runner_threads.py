@@ -17,6 +17,8 @@ import pytest
 from daemon.model import Finding, Unit
 from detectors import Context, Runner
 
+pytestmark = pytest.mark.slow
+
 
 class _Sleeper:
     """A detector that takes `seconds` of real work and finds nothing."""

@@ -85,6 +85,7 @@ class TestWatchCount:
         assert daemon.unwatch(str(workspace)).result(timeout=5)
         assert daemon.watcher.watched_dirs() == 0
 
+    @pytest.mark.slow
     def test_an_idle_tick_does_not_recount(
         self, running: tuple[Daemon, Path], monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -132,6 +133,7 @@ class _PausingDict(dict[str, str]):
         yield from it
 
 
+@pytest.mark.slow
 class TestAliases:
     """Defect 5: the refresher iterated `aliases` while the event loop added to it."""
 
@@ -167,6 +169,7 @@ class TestAliases:
             daemon.stop()
 
 
+@pytest.mark.slow
 class TestWatchOwnership:
     """The watches are the refresher's: watchdog's dispatcher only queues work for it.
 

@@ -110,6 +110,7 @@ def test_merge_commit_naming_the_pr_keeps_commits_reachable(repo: GitRepo, check
     assert check(unit(shas, pr=7), repo.path) == []
 
 
+@pytest.mark.slow
 def test_storyd_detail_reports_the_squash(repo: GitRepo, run_storyd: Run) -> None:
     shas = topic(repo)
     squash(repo, f"{S}: squashed (#12)")

@@ -164,6 +164,7 @@ class TestEveryPathAgrees:
         repo.git("reset", "--soft", "HEAD~1")  # the revision is staged now: not clean
         assert paths.agree(None) == expected(paths, vouched=False)
 
+    @pytest.mark.slow
     def test_committed_again_after_reset_soft(self, repo: GitRepo, paths: Paths) -> None:
         assert paths.agree(EPOCH + 120) == expected(paths, vouched=True)
         repo.git("reset", "--soft", "HEAD~1")

@@ -10,9 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 from cli_harness import run_storyd_cli
 from daemon_harness import wait_for
 from epic_state_harness import epic_relpath, write_epic
+
+pytestmark = pytest.mark.slow
 
 GOOD = {"story-0049-0001": {"tasks": {"TASK-1": {"status": "PENDING"}}}}
 

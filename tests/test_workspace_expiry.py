@@ -7,9 +7,12 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from cli_harness import run_storyd_cli
 from daemon_harness import DaemonProcess, wait_for, write_config
 from epic_state_harness import write_epic
+
+pytestmark = pytest.mark.slow
 
 Spawn = Callable[..., DaemonProcess]
 STORY = "story-0049-0001"
