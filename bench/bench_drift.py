@@ -40,8 +40,9 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent / "tests"))
 
-from daemon_harness import DaemonProcess, daemon_env, write_config  # noqa: E402
-from git_harness import EventStream, GitWorkspace, story_id, task_id  # noqa: E402
+from daemon_harness import DaemonProcess, EventStream, daemon_env, write_config  # noqa: E402
+from epic_state_harness import story_id, task_id  # noqa: E402
+from git_harness import GitWorkspace  # noqa: E402
 
 TARGET_MS = 200.0
 STORY = story_id(13)

@@ -22,7 +22,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from consistency import EPIC, History, Report, race  # noqa: E402
-from daemon_harness import DaemonProcess, daemon_env, write_epic  # noqa: E402
+from daemon_harness import DaemonProcess, daemon_env  # noqa: E402
+from epic_state_harness import write_epic  # noqa: E402
 
 
 def _daemon(root: Path, workspaces: list[Path]) -> DaemonProcess:

@@ -13,7 +13,8 @@ import subprocess
 from pathlib import Path
 
 import orjson
-from daemon_harness import STORYD, daemon_env, write_config
+from cli_harness import STORYD
+from daemon_harness import daemon_env, write_config
 
 from daemon.commands.demo import prepare
 

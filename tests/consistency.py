@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
-from daemon_harness import DaemonProcess, Line, atomic_write, epic_relpath
+from daemon_harness import DaemonProcess, Line
+from epic_state_harness import atomic_write, epic_relpath
 
 from daemon import pipeline
 from daemon.formats import builtin

@@ -1,25 +1,28 @@
 """A real `storyd serve` subprocess for tests: start it, talk NDJSON over AF_UNIX, stop it.
 
-    DaemonProcess        one `storyd serve` child with its own socket, config and log file
-    Line                 one client connection: send requests, read answer lines
-    wait_for()           poll a condition until it holds or a deadline passes
-    exclusively_locked() whether a writer holds flock(2) LOCK_EX on a file
-    spawn_daemon         pytest fixture: a factory of DaemonProcess, all killed at teardown
+    DaemonProcess           one `storyd serve` child with its own socket, config and log file
+    Line                    one client connection: send requests, read answer lines
+    EventStream             a `subscribe` connection read by a thread that stamps each event
+    wait_for()              poll a condition until it holds or a deadline passes
+    daemon_env()            a private environment: config and runtime dirs, STORYD_SOCKET
+    write_config()          the config.toml that environment reads
+    resume_via_daemon()     `storyd resume`, asserting the daemon (not the fallback) answered
+    resume_without_daemon() `storyd resume --direct`, for comparison
+    assert_same_output()    two finished `storyd` runs printed and exited alike
+    spawn_daemon            pytest fixture: a factory of DaemonProcess, all killed at teardown
 
-A test module registers the fixture by importing `spawn_daemon_fixture` (it is named
-`spawn_daemon` for pytest), so tests/conftest.py needs no change. No test sleeps and
-hopes: every wait is a poll with a deadline.
+Registered as a plugin by tests/conftest.py, so the fixture reaches every test module.
+No test sleeps and hopes: every wait is a poll with a deadline.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import socket
 import subprocess
-import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -27,28 +30,26 @@ from typing import TypeVar
 
 import orjson
 import pytest
+from cli_harness import BIN, STORYD, run_storyd_cli
 
 __all__ = [
-    "BIN",
-    "STORYD",
     "DaemonProcess",
+    "Event",
+    "EventStream",
     "Line",
-    "atomic_write",
+    "assert_same_output",
     "daemon_env",
-    "epic_relpath",
-    "exclusively_locked",
-    "run_storyd_cli",
-    "spawn_daemon_fixture",
+    "resume_via_daemon",
+    "resume_without_daemon",
     "wait_for",
     "write_config",
-    "write_epic",
 ]
 
 T = TypeVar("T")
-BIN = Path(sys.executable).parent
-STORYD = str(BIN / "storyd")
 START_DEADLINE = 10.0
 _POLL = 0.005
+Event = tuple[float, dict[str, object]]  # (time.monotonic() on arrival, the event)
+Done = subprocess.CompletedProcess[bytes]
 
 
 def wait_for(predicate: Callable[[], T], timeout: float = 5.0, message: str = "condition") -> T:
@@ -61,51 +62,6 @@ def wait_for(predicate: Callable[[], T], timeout: float = 5.0, message: str = "c
         if time.monotonic() >= deadline:
             pytest.fail(f"timed out after {timeout:g} s waiting for {message}")
         time.sleep(_POLL)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to a sibling temporary file, then rename it over `path` (one event)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def exclusively_locked(path: Path) -> bool:
-    """Whether someone holds an exclusive flock(2) on the file."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-def epic_relpath(epic: str) -> str:
-    """The workspace-relative state file of an epic (`0049`)."""
-    return f"plans/epic-{epic}/execution-state.json"
-
-
-def write_epic(workspace: Path, epic: str, stories: dict[str, object], *,
-               atomic: bool = True) -> Path:
-    """Write plans/epic-<epic>/execution-state.json holding `{"stories": stories}`."""
-    path = workspace / epic_relpath(epic)
-    data = orjson.dumps({"epic": epic, "stories": stories})
-    if atomic:
-        atomic_write(path, data)
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    return path
-
-
-def run_storyd_cli(*args: str, env: dict[str, str], cwd: Path | str = ".",
-                   timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
-    """Run the installed `storyd` with `args` (no shell) and capture everything."""
-    return subprocess.run([STORYD, *args], cwd=cwd, env=env, capture_output=True,
-                          timeout=timeout, check=False)
 
 
 class Line:
@@ -308,6 +264,122 @@ class DaemonProcess:
         return wait_for(find, timeout, f"log event {event!r} {match or ''}")
 
 
+class EventStream:
+    """A subscriber: one socket, one reader thread, every line stamped as it arrives.
+
+    Use as a context manager; `close()` shuts the socket down and joins the thread.
+    """
+
+    def __init__(self, proc: DaemonProcess, **fields: object) -> None:
+        self.line = proc.connect(timeout=5.0)
+        self.first = self.line.request({"op": "subscribe", **fields})
+        assert self.first.get("ok") is True and self.first.get("subscribed") is True, self.first
+        self.events: list[Event] = []
+        self.error: BaseException | None = None
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="drift-subscriber", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop reading and close the connection."""
+        with self._cond:
+            self._stopping = True
+        with contextlib.suppress(OSError):
+            self.line.sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(timeout=5)
+        self.line.close()
+
+    def _run(self) -> None:
+        self.line.sock.settimeout(0.2)
+        while True:
+            with self._cond:
+                if self._stopping:
+                    return
+            try:
+                raw = self.line.read_raw()
+            except TimeoutError:
+                continue
+            except (OSError, ConnectionError) as exc:
+                with self._cond:
+                    if not self._stopping:
+                        self.error = exc
+                    self._cond.notify_all()
+                return
+            stamp = time.monotonic()
+            event = orjson.loads(raw)
+            with self._cond:
+                self.events.append((stamp, event))
+                self._cond.notify_all()
+
+    def mark(self) -> int:
+        """The number of events so far: pass it as `start` to look only at later ones."""
+        with self._cond:
+            return len(self.events)
+
+    def since(self, start: int = 0) -> list[dict[str, object]]:
+        """The events received after `mark()` returned `start`."""
+        with self._cond:
+            return [event for _, event in self.events[start:]]
+
+    def wait(self, predicate: Callable[[dict[str, object]], bool], *, start: int = 0,
+             timeout: float = 5.0, message: str = "an event") -> Event:
+        """The first event from `start` on that matches, waiting up to `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for stamp, event in self.events[start:]:
+                    if predicate(event):
+                        return stamp, event
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.error is not None:
+                    got = [(e.get("event"), e.get("unit")) for _, e in self.events[start:]]
+                    pytest.fail(f"timed out after {timeout:g} s waiting for {message}; "
+                                f"got {got}; reader error: {self.error!r}")
+                self._cond.wait(remaining)
+
+    def wait_count(self, predicate: Callable[[dict[str, object]], bool], count: int, *,
+                   start: int = 0, timeout: float = 5.0,
+                   message: str = "events") -> list[Event]:
+        """The first `count` matching events from `start` on, waiting up to `timeout`."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                found = [(s, e) for s, e in self.events[start:] if predicate(e)]
+                if len(found) >= count:
+                    return found[:count]
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.error is not None:
+                    pytest.fail(f"timed out after {timeout:g} s waiting for {count} {message}; "
+                                f"got {len(found)}; reader error: {self.error!r}")
+                self._cond.wait(remaining)
+
+    def settle(self, quiet: float, *, timeout: float = 10.0) -> list[dict[str, object]]:
+        """Every event, once none has arrived for `quiet` seconds (bounded by `timeout`).
+
+        Proving that something does *not* happen needs a window; this is that window. It
+        waits on the reader's Condition, and every new event starts the window again.
+        """
+        called = time.monotonic()
+        deadline = called + timeout
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                last = max(called, self.events[-1][0] if self.events else called)
+                idle = now - last
+                if idle >= quiet:
+                    return [event for _, event in self.events]
+                if now >= deadline:
+                    pytest.fail(f"events did not settle for {quiet:g} s within {timeout:g} s")
+                self._cond.wait(min(quiet - idle, deadline - now))
+
+
 def daemon_env(root: Path, socket_path: Path) -> dict[str, str]:
     """A private environment: config and runtime under `root`, STORYD_SOCKET set."""
     env = dict(os.environ)
@@ -332,8 +404,26 @@ def write_config(root: Path, text: str) -> Path:
     return path
 
 
-@pytest.fixture(name="spawn_daemon")
-def spawn_daemon_fixture(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
+def resume_without_daemon(env: dict[str, str], workspace: Path, *args: str) -> Done:
+    """`storyd resume --direct ARGS` in the workspace."""
+    return run_storyd_cli("resume", "--direct", *args, env=env, cwd=workspace)
+
+
+def resume_via_daemon(proc: DaemonProcess, workspace: Path, *args: str) -> Done:
+    """`storyd resume ARGS` in the workspace, asserting the daemon (not the fallback) answered."""
+    before = proc.stats()["queries"]
+    done = run_storyd_cli("resume", "--timeout", "5000", *args, env=proc.env, cwd=workspace)
+    assert proc.stats()["queries"] == before + 1, "the daemon did not answer this query"
+    return done
+
+
+def assert_same_output(a: Done, b: Done) -> None:
+    """Both runs exited with the same code and printed the same bytes on both streams."""
+    assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr)
+
+
+@pytest.fixture
+def spawn_daemon(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
     """A factory: `spawn_daemon(workspaces=[...], args=[...], start=True)` -> DaemonProcess.
 
     Every daemon shares tmp_path's config home; each gets its own log file. Any still

@@ -5,6 +5,9 @@
     nats_server     pytest fixture: a factory of NatsServer, all stopped at teardown
     fleet_config    the `[fleet]` table text for a machine
     NEEDS_NATS      skip marker: nats-server or nats-py missing (says which)
+    free_port()     a loopback TCP port nothing listens on
+
+Registered as a plugin by tests/conftest.py, so the fixture reaches every test module.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pathlib import Path
 import pytest
 from daemon_harness import wait_for
 
-__all__ = ["NEEDS_NATS", "NatsServer", "fleet_config", "nats_server_fixture"]
+__all__ = ["NEEDS_NATS", "NatsServer", "fleet_config", "free_port"]
 
 _MISSING = [
     what
@@ -33,7 +36,8 @@ _MISSING = [
 NEEDS_NATS = pytest.mark.skipif(bool(_MISSING), reason=f"needs {' and '.join(_MISSING)}")
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on just now."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -43,7 +47,7 @@ class NatsServer:
     """`nats-server [-js] -a 127.0.0.1 -p PORT -sd STORE` as a child process."""
 
     def __init__(self, root: Path, *, jetstream: bool = True, args: tuple[str, ...] = ()) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.store = root / f"nats-{self.port}"
         self.store.mkdir(parents=True, exist_ok=True)
         self.log = self.store / "server.log"
@@ -78,8 +82,8 @@ class NatsServer:
         self.proc = None
 
 
-@pytest.fixture(name="nats_server")
-def nats_server_fixture(tmp_path: Path) -> Iterator[Callable[..., NatsServer]]:
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[Callable[..., NatsServer]]:
     """A factory: `nats_server(jetstream=True, args=())` -> a started NatsServer."""
     made: list[NatsServer] = []
 

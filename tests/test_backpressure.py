@@ -16,15 +16,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    Line,
-    exclusively_locked,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-    write_config,
-    write_epic,
-)
+from daemon_harness import DaemonProcess, Line, wait_for, write_config
+from epic_state_harness import write_epic
+from locks_harness import exclusively_locked
 
 Spawn = Callable[..., DaemonProcess]
 LIST_DETAIL = b'{"op":"list","detail":true}\n'
@@ -96,6 +90,7 @@ def _settled(proc: DaemonProcess) -> int:
     return wait_for(still, 20, "stats.requests to settle")
 
 
+@pytest.mark.slow
 class TestPipelinedNeverRead:
     """Item 2: a client that pipelines and never reads holds a bounded amount."""
 
@@ -170,6 +165,7 @@ class TestPipelinedNeverRead:
         wait_for(lambda: proc.stats()["unsentBytes"] == 0, message="the hogs' output to go")
 
 
+@pytest.mark.slow
 class TestIdle:
     """Item 11: the connection cap cannot be held for ever by silent connections."""
 

@@ -13,13 +13,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    write_config,
-    write_epic,
-)
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, write_config
+from epic_state_harness import write_epic
+
+pytestmark = pytest.mark.slow
 
 Spawn = Callable[..., DaemonProcess]
 UNIT = "story-0007-0001"

@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from conftest import write_epic_state
+from epic_state_harness import write_epic
 
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
 S = "story-0049-0013"
@@ -54,7 +54,7 @@ def write_raw(workspace: Path, data: bytes | str) -> Path:
 
 def write_tasks(workspace: Path, tasks: dict[str, dict[str, object]]) -> Path:
     """One story, story-0049-0013, with these tasks in this order."""
-    return write_epic_state(workspace, "0049", {S: tasks})
+    return write_epic(workspace, "0049", tasks={S: tasks})
 
 
 def touch_story(workspace: Path, mtime: float) -> Path:
@@ -274,13 +274,13 @@ class TestEpicId:
         assert done.stdout == SIMPLE_OUT
 
     def test_five_digits_not_truncated(self, ws: Path, run_storyd: Run) -> None:
-        write_epic_state(ws, "12345", {S: {"T9": {"status": "PENDING"}}})
+        write_epic(ws, "12345", tasks={S: {"T9": {"status": "PENDING"}}})
         done = resume(run_storyd, ws, "--story-id", S, "--epic-id", "12345", "--direct")
         assert envelope(done)["tasksPending"] == ["T9"]
 
     def test_padding_selects_the_padded_folder(self, ws: Path, run_storyd: Run) -> None:
-        write_epic_state(ws, "0007", {S: {"T7": {"status": "PENDING"}}})
-        write_epic_state(ws, "7", {S: {"WRONG": {"status": "PENDING"}}})
+        write_epic(ws, "0007", tasks={S: {"T7": {"status": "PENDING"}}})
+        write_epic(ws, "7", tasks={S: {"WRONG": {"status": "PENDING"}}})
         done = resume(run_storyd, ws, "--story-id", S, "--epic-id", "7", "--direct")
         assert envelope(done)["tasksPending"] == ["T7"]
 
@@ -725,6 +725,7 @@ SAME_INSTANT = [
 class TestStaleness:
     """A DONE task completed before the story file's mtime (whole seconds) is stale."""
 
+    @pytest.mark.slow
     @pytest.mark.parametrize(("offset", "stale"), [(1.0, True), (0.0, False), (0.999, False)])
     @pytest.mark.parametrize("stamp", SAME_INSTANT)
     def test_timestamp_forms(
@@ -965,7 +966,7 @@ class TestStateFileFlag:
         assert done.stdout == SIMPLE_OUT
 
     def test_several_units_need_one_named(self, ws: Path, run_storyd: Run) -> None:
-        write_epic_state(ws, "0049", {S: {}, "story-0049-0014": {}})
+        write_epic(ws, "0049", tasks={S: {}, "story-0049-0014": {}})
         done = resume(run_storyd, ws, "--state-file", str(STATE), "--direct")
         assert done.returncode == 64
         assert "name one with --unit" in done.stderr.decode()

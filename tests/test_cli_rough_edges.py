@@ -14,8 +14,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import STORYD, write_epic
-from git_harness import GitWorkspace, run_in_pty, story_id, task_id
+from cli_harness import STORYD, run_in_pty
+from epic_state_harness import story_id, task_id, write_epic
+from git_harness import GitWorkspace
 
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
 
@@ -55,6 +56,7 @@ def _buffered(env: dict[str, str]) -> dict[str, str]:
 
 
 class TestClosedPipe:
+    @pytest.mark.slow
     def test_a_reader_that_goes_away_leaves_no_traceback(self, tmp_path: Path,
                                                          isolated_env: dict[str, str]) -> None:
         isolated_env = _buffered(isolated_env)
@@ -89,6 +91,7 @@ class TestColourAndPercent:
         assert code == 0, out
         return out
 
+    @pytest.mark.slow
     def test_an_empty_no_color_keeps_colour(self, tmp_path: Path,
                                             isolated_env: dict[str, str]) -> None:
         write_epic(tmp_path, "0049", {story_id(1): _tasks(story_id(1), 2, 2)})
@@ -120,6 +123,7 @@ class TestEpicAndReconcile:
         assert max(len(line) for line in out.splitlines()) <= 100
         assert "story-0049-0021," not in out.split("executable next")[1]
 
+    @pytest.mark.slow
     def test_epic_id_alone_reconciles_every_story(self, run_storyd: Run,
                                                   tmp_path: Path) -> None:
         repo = GitWorkspace(tmp_path / "ws").init()
@@ -160,6 +164,7 @@ class TestConfigShow:
             "(did you mean 'error'?)\n")
 
 
+@pytest.mark.slow
 class TestDoctor:
     def test_desktop_without_a_session_bus_fast_path_and_path(
             self, tmp_path: Path, isolated_env: dict[str, str]) -> None:
@@ -241,6 +246,7 @@ def answering(tmp_path: Path) -> Iterator[Path]:
     server.close()
 
 
+@pytest.mark.slow
 class TestUnreadable:
     def test_status_list_and_check_name_the_file(self, run_storyd: Run,
                                                  answering: Path) -> None:

@@ -10,13 +10,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    STORYD,
-    DaemonProcess,
-    daemon_env,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    write_epic,
-)
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, daemon_env
+from epic_state_harness import write_epic
 
 from daemon import __version__
 from daemon.cli import COMMANDS, module_name
@@ -45,14 +41,15 @@ def env(tmp_path: Path) -> dict[str, str]:
     return daemon_env(tmp_path, tmp_path / "run" / "storyd.sock")
 
 
-def storyd(env: dict[str, str], *args: str, cwd: Path | None = None,
+def storyd(env: dict[str, str], *args: str, cwd: Path | str = ".",
            ) -> subprocess.CompletedProcess[bytes]:
-    done = subprocess.run([STORYD, *args], env=env, cwd=cwd, capture_output=True, timeout=60,
-                          check=False)
+    """`storyd ARGS`, failing the test on a traceback."""
+    done = run_storyd_cli(*args, env=env, cwd=cwd, timeout=60)
     assert b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
     return done
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("words", INVOCATIONS, ids=" ".join)
 @pytest.mark.parametrize("flag", ["-h", "--help"])
 def test_every_command_answers_help(env: dict[str, str], tmp_path: Path,
@@ -69,6 +66,7 @@ def test_every_command_answers_help(env: dict[str, str], tmp_path: Path,
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_help_command_is_the_help_flag(env: dict[str, str], command: str) -> None:
     """`storyd help X` prints what `storyd X --help` prints: the usage, then the module's
@@ -163,6 +161,7 @@ def test_serve_refuses_the_named_broken_config(env: dict[str, str], ws: Path,
     assert f"{broken}:1: stalenes" in done.stderr.decode()
 
 
+@pytest.mark.slow
 def test_reconcile_reads_the_named_config(env: dict[str, str], ws: Path, broken: Path) -> None:
     done = storyd(env, "reconcile", "--workspace", str(ws), "--config", str(broken))
     assert done.returncode == 78, done.stderr
@@ -204,6 +203,7 @@ def test_config_file_is_an_alias_of_config(env: dict[str, str], broken: Path,
 # -- the shell fast path's op ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_resume_cli_op_answers_help_like_the_cli(spawn_daemon: Spawn, ws: Path) -> None:
     """`storyd-resume --help` through the daemon prints what `storyd resume --help` does."""
     proc = spawn_daemon([ws])

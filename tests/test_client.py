@@ -9,16 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    BIN,
-    STORYD,
-    DaemonProcess,
-    daemon_env,
-    epic_relpath,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    write_epic,
-)
+from cli_harness import BIN, STORYD, path_without, run_storyd_cli
+from daemon_harness import DaemonProcess, daemon_env
+from epic_state_harness import epic_relpath, write_epic
 
 from daemon.answers import run as run_direct
 from daemon.client import Client, DaemonUnavailable, ask_cli
@@ -49,6 +42,7 @@ def ws(tmp_path: Path) -> Path:
 class TestPythonClient:
     """`Client.resume` answers the same envelope from the daemon and from the fallback."""
 
+    @pytest.mark.slow
     def test_cache_then_fallback(self, spawn_daemon: Spawn, ws: Path) -> None:
         proc = spawn_daemon([ws])
         with Client(str(proc.socket), timeout=5.0) as client:
@@ -119,12 +113,14 @@ class TestAskCli:
         argv = list(CASES["success"])
         assert ask_cli(str(tmp_path / "absent.sock"), argv, str(ws), 0.5) is None
 
+    @pytest.mark.slow
     def test_none_with_stale_socket(self, spawn_daemon: Spawn, ws: Path) -> None:
         proc = spawn_daemon([ws])
         proc.kill()
         assert os.path.lexists(proc.socket)
         assert ask_cli(str(proc.socket), list(CASES["success"]), str(ws), 0.5) is None
 
+    @pytest.mark.slow
     def test_same_output_as_direct(self, spawn_daemon: Spawn, ws: Path) -> None:
         proc = spawn_daemon([ws])
         before = proc.stats()["queries"]
@@ -162,6 +158,7 @@ def fast_path(tmp_path: Path) -> str:
 class TestShellFastPath:
     """`storyd-resume` prints exactly what `storyd resume --direct` prints, and exits the same."""
 
+    @pytest.mark.slow
     def test_through_daemon_then_fallback(self, spawn_daemon: Spawn, ws: Path,
                                           fast_path: str) -> None:
         if not (shutil.which("nc") or shutil.which("socat")):
@@ -202,6 +199,7 @@ class TestShellFastPath:
             f"{installed} differs from {SOURCE_SCRIPT}: setuptools copies script-files at "
             "install time, so the venv runs a stale fast path until the project is reinstalled")
 
+    @pytest.mark.slow
     def test_fallback_without_any_daemon(self, tmp_path: Path, ws: Path, fast_path: str) -> None:
         env = daemon_env(tmp_path, tmp_path / "run" / "none.sock")
         for name, args in CASES.items():
@@ -219,8 +217,6 @@ class TestShellFastPathBounds:
 
     def test_fallback_off_path_runs_the_storyd_beside_it(self, tmp_path: Path, ws: Path,
                                                         fast_path: str) -> None:
-        from git_harness import path_without
-
         env = daemon_env(tmp_path, tmp_path / "run" / "none.sock")
         env["PATH"] = path_without("storyd")  # a shell where the venv is not activated
         link = tmp_path / "elsewhere" / "sr"  # called through a symlink in another folder
@@ -233,6 +229,7 @@ class TestShellFastPathBounds:
             assert (done.returncode, done.stdout, done.stderr) == (
                 0, want.stdout, want.stderr), script
 
+    @pytest.mark.slow
     @pytest.mark.parametrize(("tool", "timeout_ms"), [("nc", None), ("nc", 400),
                                                       ("socat", None)])
     def test_a_stopped_daemon_costs_one_bounded_try(self, spawn_daemon: Spawn, ws: Path,

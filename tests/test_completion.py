@@ -14,7 +14,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from daemon_harness import STORYD
+from cli_harness import STORYD
+from epic_state_harness import write_epic
 
 from daemon.cli import COMMANDS, module_name
 
@@ -104,6 +105,7 @@ def flags_of(command: str, sub: str | None = None) -> list[str]:
     return sorted(f"--{name}" for name in spec if name not in aliases)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shell", SHELLS)
 def test_commands_subcommands_and_values(shell: str, scripts: dict[str, Path],
                                          tmp_path: Path) -> None:
@@ -134,6 +136,7 @@ def test_commands_subcommands_and_values(shell: str, scripts: dict[str, Path],
         assert sorted(f.rstrip("/") for f in files) == ["ws-file.toml", "ws-one"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shell", SHELLS)
 def test_every_command_offers_its_flags(shell: str, scripts: dict[str, Path],
                                         tmp_path: Path) -> None:
@@ -164,14 +167,13 @@ def test_completion_needs_one_known_shell(args: tuple[str, ...]) -> None:
     assert b"usage: storyd completion bash|zsh|fish" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shell", SHELLS)
 def test_epic_and_story_ids_and_repair_codes(shell: str, scripts: dict[str, Path],
                                              tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 20: ids come from the workspace's epic state files when TAB is pressed; the
     repair codes of `reconcile --only` from the repairs' table."""
-    from daemon_harness import write_epic
-
     complete = COMPLETERS[shell]
     path = scripts[shell]
     write_epic(tmp_path, "0049", {"story-0049-0001": {"tasks": {}},

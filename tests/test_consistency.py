@@ -14,12 +14,10 @@ from pathlib import Path
 
 import pytest
 from consistency import EPIC, History, race
-from daemon_harness import (
-    Line,
-    spawn_daemon_fixture,  # noqa: F401  (the spawn_daemon fixture)
-    wait_for,
-    write_epic,
-)
+from daemon_harness import Line, wait_for
+from epic_state_harness import write_epic
+
+pytestmark = pytest.mark.slow
 
 S1, S2 = "story-0049-0001", "story-0049-0002"
 REL = "plans/epic-0049/execution-state.json"
@@ -39,7 +37,6 @@ def _resume(ws: Path, story: str = S1) -> dict[str, object]:
     return {"op": "resume", "workspace": str(ws), "epic": "0049", "story": story}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("seed", [int(s) for s in os.environ.get("STORYD_SEEDS", "1,2").split(",")])
 def test_random_operations_every_answer_is_the_files(spawn_daemon, tmp_path: Path,
                                                      seed: int) -> None:
@@ -62,7 +59,6 @@ def test_random_operations_every_answer_is_the_files(spawn_daemon, tmp_path: Pat
     assert report.violations == [], "\n".join(report.violations[:10])
 
 
-@pytest.mark.slow
 def test_racing_writer_readers_read_their_writes(spawn_daemon, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     write_epic(ws, EPIC, {})

@@ -18,19 +18,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import (
-    STORYD,
-    DaemonProcess,
-    daemon_env,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-    write_epic,
-)
-from users_harness import (  # noqa: F401  (registers the shared_dir and other_user fixtures)
-    other_user_fixture,
-    python_for_others,
-    shared_dir_fixture,
-)
+from cli_harness import STORYD
+from daemon_harness import DaemonProcess, daemon_env, wait_for
+from epic_state_harness import write_epic
+from users_harness import python_for_others
 
 Spawn = Callable[..., DaemonProcess]
 STORY = "story-0049-0001"
@@ -215,6 +206,7 @@ print(json.dumps({"sent": sent, "reply": data.decode(), "ending": ending}))
 """
 
 
+@pytest.mark.slow
 class TestRefusalArrives:
     """(c) The refusal line reaches a client of another uid that sends before it reads."""
 

@@ -15,19 +15,21 @@ from pathlib import Path
 
 import orjson
 import pytest
+from cli_harness import run_storyd_cli
 from daemon_harness import (
     DaemonProcess,
     Line,
-    atomic_write,
-    epic_relpath,
-    exclusively_locked,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
+    assert_same_output,
+    resume_via_daemon,
+    resume_without_daemon,
     wait_for,
     write_config,
-    write_epic,
 )
-from users_harness import python_for_others, shared_dir_fixture  # noqa: F401  (a fixture)
+from epic_state_harness import atomic_write, epic_relpath, write_epic
+from locks_harness import exclusively_locked
+from users_harness import python_for_others
+
+pytestmark = pytest.mark.slow
 
 Spawn = Callable[..., DaemonProcess]
 S = "story-0049-0013"
@@ -60,26 +62,6 @@ def codes(answer: dict[str, object]) -> set[str]:
     return {f"{f['detector']}/{f['code']}" for f in answer["findings"]}  # type: ignore[union-attr]
 
 
-Done = subprocess.CompletedProcess[bytes]
-
-
-def direct(env: dict[str, str], workspace: Path, *args: str) -> Done:
-    """`storyd resume --direct` in the workspace."""
-    return run_storyd_cli("resume", "--direct", *args, env=env, cwd=workspace)
-
-
-def via_daemon(proc: DaemonProcess, workspace: Path, *args: str) -> Done:
-    """`storyd resume` in the workspace, asserting the daemon (not the fallback) answered."""
-    before = proc.stats()["queries"]
-    done = run_storyd_cli("resume", "--timeout", "5000", *args, env=proc.env, cwd=workspace)
-    assert proc.stats()["queries"] == before + 1, "the daemon did not answer this query"
-    return done
-
-
-def same_output(a: Done, b: Done) -> None:
-    assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr)
-
-
 class TestUpdates:
     """What a writer does to the files shows up through the socket, fast and safely."""
 
@@ -100,14 +82,15 @@ class TestUpdates:
         assert latency < 1.0, f"update took {latency:.3f} s to reach the cache"
         assert answer["envelope"] == at_once["envelope"]
         assert answer["generation"] > first["generation"]  # type: ignore[operator]
-        same_output(via_daemon(proc, ws, *ARGS), direct(proc.env, ws, *ARGS))
+        assert_same_output(resume_via_daemon(proc, ws, *ARGS),
+                           resume_without_daemon(proc.env, ws, *ARGS))
 
     def test_torn_write_keeps_last_good_answer_until_repaired(self, spawn_daemon: Spawn,
                                                              ws: Path) -> None:
         proc = spawn_daemon([ws])
         good = proc.request(resume_request(ws))
         assert good["ok"] is True and "engine/state-unreadable" not in codes(good)
-        good_cli = via_daemon(proc, ws, *ARGS)
+        good_cli = resume_via_daemon(proc, ws, *ARGS)
         whole = orjson.dumps({"stories": V2})
         (ws / REL).write_bytes(whole[: len(whole) // 2])  # in place, not atomic: torn
 
@@ -123,25 +106,28 @@ class TestUpdates:
                        if f["code"] == "state-unreadable")
         assert "unreadable since" in message and REL in message
         assert proc.stats()["unreadable"] >= 1
-        assert via_daemon(proc, ws, *ARGS).stdout == good_cli.stdout  # still the last good one
-        assert direct(proc.env, ws, *ARGS).returncode == 65  # the file itself is broken
+        # still the last good one
+        assert resume_via_daemon(proc, ws, *ARGS).stdout == good_cli.stdout
+        # the file itself is broken
+        assert resume_without_daemon(proc.env, ws, *ARGS).returncode == 65
 
         atomic_write(ws / REL, whole)
         fixed = wait_for(lambda: (a := proc.request(resume_request(ws)))
                          and "engine/state-unreadable" not in codes(a) and a,
                          message="the finding to clear")
         assert fixed["envelope"]["resumePoint"] == "phase-2-task-3"  # type: ignore[index]
-        same_output(via_daemon(proc, ws, *ARGS), direct(proc.env, ws, *ARGS))
+        assert_same_output(resume_via_daemon(proc, ws, *ARGS),
+                           resume_without_daemon(proc.env, ws, *ARGS))
 
         (ws / REL).unlink()
         wait_for(lambda: not proc.units(ws), message="the deleted file's units to go")
         gone = proc.request(resume_request(ws))
         assert gone["ok"] is False
         assert gone["error"]["code"] == 1  # type: ignore[index]
-        answered = via_daemon(proc, ws, *ARGS)
-        expected = direct(proc.env, ws, *ARGS)
+        answered = resume_via_daemon(proc, ws, *ARGS)
+        expected = resume_without_daemon(proc.env, ws, *ARGS)
         assert expected.returncode == 1
-        same_output(answered, expected)
+        assert_same_output(answered, expected)
         assert gone["error"]["message"] == expected.stderr.decode().strip()  # type: ignore[index]
 
 
@@ -229,14 +215,15 @@ class TestSocketLife:
 
         for args in (ARGS, ("--story-id", "story-0049-0099", "--epic-id", "49")):
             fallback = run_storyd_cli("resume", *args, env=first.env, cwd=ws)
-            same_output(fallback, direct(first.env, ws, *args))
+            assert_same_output(fallback, resume_without_daemon(first.env, ws, *args))
         assert fallback.returncode == 2
 
         second = spawn_daemon([ws])
         ping = second.request({"op": "ping"})
         assert ping["pid"] == second.pid != first.pid
         assert ping["instance"] != old_instance
-        same_output(via_daemon(second, ws, *ARGS), direct(second.env, ws, *ARGS))
+        assert_same_output(resume_via_daemon(second, ws, *ARGS),
+                           resume_without_daemon(second.env, ws, *ARGS))
 
     def test_second_daemon_on_live_socket_is_refused(self, spawn_daemon: Spawn, ws: Path) -> None:
         first = spawn_daemon([ws])
@@ -446,7 +433,7 @@ class TestLoad:
         proc = spawn_daemon([ws])
         expected = {}
         for story in (S, S_DONE, "story-0049-0099"):
-            done = direct(proc.env, ws, "--story-id", story, "--epic-id", "0049")
+            done = resume_without_daemon(proc.env, ws, "--story-id", story, "--epic-id", "0049")
             expected[story] = (done.returncode, done.stdout)
 
         def client(n: int) -> list[tuple[str, int, bytes]]:

@@ -15,6 +15,7 @@ DEMO = ROOT / "daemon" / "demo"
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
 
 
+@pytest.mark.slow
 def test_demo_runs_every_query_and_stops_cleanly(run_storyd: Run, tmp_path: Path) -> None:
     """From any folder, without --workspace: the demo ships inside the package."""
     done = run_storyd("demo", cwd=tmp_path, timeout=120)
@@ -37,6 +38,7 @@ def test_demo_runs_every_query_and_stops_cleanly(run_storyd: Run, tmp_path: Path
     assert "daemon stopped (exit 0); its log and the workspace's copy are removed" in out
 
 
+@pytest.mark.slow
 def test_demo_keep_leaves_the_log_with_one_first_look_line(run_storyd: Run) -> None:
     done = run_storyd("demo", "--workspace", str(DEMO), "--keep", cwd=ROOT, timeout=120)
     out = done.stdout.decode()

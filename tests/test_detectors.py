@@ -12,9 +12,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import write_epic_state
+from epic_state_harness import write_epic
+from git_harness import EPOCH, GitRepo, ambiguous_commit_prefix
 from plugins import broken
-from test_gitview import EPOCH, GitRepo, ambiguous_commit_prefix
 
 import detectors
 from daemon import answers
@@ -94,7 +94,7 @@ class TestStaleness:
             tid(2): {"status": "DONE", "commitSha": None, "completedAt": "2026-01-03T00:00:00Z"},
             tid(3): {"status": "PENDING"},
         }
-        write_epic_state(repo.path, "0049", {S: tasks})
+        write_epic(repo.path, "0049", tasks={S: tasks})
         repo.commit("story", {STORY: "# story\n"})  # committed 2026-01-01
         return repo.clone(tmp_path / "clone")
 
@@ -489,6 +489,7 @@ class TestRunner:
         ]
         assert "RuntimeError: boom in story-0049-0013" in findings[1].message
 
+    @pytest.mark.slow
     def test_a_hang_is_cut_off_and_later_checks_work(self, entry_points: Callable[..., None],
                                                      runner: Callable[..., Runner],
                                                      repo: GitRepo) -> None:
@@ -536,7 +537,7 @@ class TestEndToEnd:
             tid(5): {"status": "PENDING"},
             tid(6): {"status": "DONE", "commitSha": None, "completedAt": stamp},
         }
-        write_epic_state(repo.path, "0049", {S: tasks})
+        write_epic(repo.path, "0049", tasks={S: tasks})
         story_file = repo.write(STORY, "# story\n")
         later = EPOCH + 86400 * 60
         os.utime(story_file, (later, later))

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import write_epic_state
+from epic_state_harness import write_epic
 
 from daemon import __version__
 
@@ -38,7 +38,7 @@ def repo(tmp_path: Path) -> Path:
     path = tmp_path / "work"
     path.mkdir()
     git(path, "-c", "init.defaultBranch=main", "init", "-q")
-    write_epic_state(path, "0001", {"story-0001-0001": {"T1": {"status": "pending"}}})
+    write_epic(path, "0001", tasks={"story-0001-0001": {"T1": {"status": "pending"}}})
     git(path, "add", "-A")
     git(path, "commit", "-q", "-m", "first")
     (path / "README").write_text("two\n")

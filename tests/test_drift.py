@@ -14,30 +14,13 @@ from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import (
-    BIN,
-    STORYD,
-    DaemonProcess,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-    write_config,
-)
-from git_harness import (
-    EPIC,
-    STATE,
-    STORY,
-    EventStream,
-    GitWorkspace,
-    PipeLines,
-    append_stdin_hook,
-    fake_notify_send,
-    hook_calls,
-    path_without,
-    run_in_pty,
-    story_id,
-    task_id,
-)
+from cli_harness import BIN, STORYD, PipeLines, path_without, run_in_pty, run_storyd_cli
+from daemon_harness import DaemonProcess, EventStream, wait_for, write_config
+from epic_state_harness import EPIC, STATE, STORY, story_id, task_id
+from git_harness import GitWorkspace
+from notify_harness import append_stdin_hook, fake_notify_send, hook_calls
+
+pytestmark = pytest.mark.slow
 
 Spawn = Callable[..., DaemonProcess]
 Done = subprocess.CompletedProcess[bytes]

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from git_harness import GitWorkspace, task_id
+from epic_state_harness import task_id, write_epic
+from git_harness import GitWorkspace
 
 from daemon.answers import Answer, Options
 from daemon.model import Finding, Unit
@@ -24,7 +25,6 @@ from daemon.server.engine import Engine, Look, Workspace
 from detectors.gitview import close_views, git_context
 from detectors.history import DETECTOR as HISTORY
 from detectors.runner import Runner
-from tests.conftest import write_epic_state
 
 REL = "plans/epic-0049/execution-state.json"
 S1, S2 = "story-0049-0001", "story-0049-0002"
@@ -44,7 +44,7 @@ def _flag_done(workspace: str, unit: Unit, answer: Answer) -> tuple[Finding, ...
 @pytest.fixture
 def space(tmp_path: Path) -> tuple[Engine, Workspace, Path]:
     root = tmp_path / "ws"
-    write_epic_state(root, "0049", {S1: PENDING, S2: PENDING})
+    write_epic(root, "0049", tasks={S1: PENDING, S2: PENDING})
     engine = Engine(Options(staleness="mtime"), detect=_flag_done)
     ws = engine.add_workspace(str(root))
     engine.scan(ws)
@@ -58,7 +58,7 @@ def _events(engine: Engine) -> list[dict[str, object]]:
 
 
 def _write(root: Path, stories: dict[str, dict[str, dict[str, object]]]) -> None:
-    state = write_epic_state(root, "0049", stories)
+    state = write_epic(root, "0049", tasks=stories)
     stamp = os.stat(state).st_mtime_ns + 10_000_000  # a new signature even on coarse clocks
     os.utime(state, ns=(stamp, stamp))
 
@@ -126,7 +126,7 @@ class TestReading:
         """A writer holding flock(2) past `lock_timeout`: the last good answer stays, with
         an unreadable finding (a drift event); once the lock is free it is resolved."""
         root = tmp_path / "ws"
-        write_epic_state(root, "0049", {S1: PENDING})
+        write_epic(root, "0049", tasks={S1: PENDING})
         engine = Engine(Options(lock_timeout=0.05, staleness="mtime"), detect=_flag_done)
         ws = engine.add_workspace(str(root))
         engine.scan(ws)
@@ -205,7 +205,7 @@ class TestDriftAndResolved:
             raise RuntimeError("boom")
 
         root = tmp_path / "ws"
-        write_epic_state(root, "0049", {S1: PENDING})
+        write_epic(root, "0049", tasks={S1: PENDING})
         engine = Engine(Options(staleness="mtime"), detect=broken)
         ws = engine.add_workspace(str(root))
         with pytest.raises(RuntimeError):
@@ -295,7 +295,7 @@ class TestFirstLook:
 
     def test_a_watch_ends_its_first_look_with_the_first_scan(self, tmp_path: Path) -> None:
         root = tmp_path / "ws"
-        write_epic_state(root, "0049", {S1: DONE, S2: PENDING})
+        write_epic(root, "0049", tasks={S1: DONE, S2: PENDING})
         found: list[Look] = []
         engine = self._engine(found)
         ws = engine.add_workspace(str(root))
@@ -315,7 +315,7 @@ class TestFirstLook:
 
     def test_a_warm_up_ends_it_after_the_detectors_pass(self, tmp_path: Path) -> None:
         root = tmp_path / "ws"
-        write_epic_state(root, "0049", {S1: DONE, S2: DONE})
+        write_epic(root, "0049", tasks={S1: DONE, S2: DONE})
         found: list[Look] = []
         engine = self._engine(found)
         ws = engine.add_workspace(str(root), checked=False)
@@ -327,7 +327,7 @@ class TestFirstLook:
 
     def test_a_unit_with_only_info_is_not_out_of_step(self, tmp_path: Path) -> None:
         root = tmp_path / "ws"
-        write_epic_state(root, "0049", {S1: DONE, S2: PENDING})
+        write_epic(root, "0049", tasks={S1: DONE, S2: PENDING})
 
         def info_or_warning(workspace: str, unit: Unit, answer: Answer) -> tuple[Finding, ...]:
             severity = "warning" if unit.tasks[0].done else "info"
@@ -341,7 +341,7 @@ class TestFirstLook:
 
     def test_a_workspace_removed_mid_look_announces_nothing(self, tmp_path: Path) -> None:
         root = tmp_path / "ws"
-        write_epic_state(root, "0049", {S1: DONE})
+        write_epic(root, "0049", tasks={S1: DONE})
         found: list[Look] = []
         engine = self._engine(found)
         ws = engine.add_workspace(str(root), checked=False)
@@ -438,7 +438,7 @@ class TestReplay:
         self, tmp_path: Path
     ) -> None:
         root = tmp_path / "ws"
-        write_epic_state(root, "0049", {S1: DONE})
+        write_epic(root, "0049", tasks={S1: DONE})
         engine = Engine(Options(staleness="mtime"), detect=_flag_done)
         start = engine.clock()
         ws = engine.add_workspace(str(root), checked=False)
@@ -482,7 +482,7 @@ def _capped(tmp_path: Path, lines: int) -> tuple[Engine, Workspace, Path]:
     """An engine without detectors (one event line per generation) whose history holds
     `lines` lines, after a first scan of two pending units (generations 1 and 2)."""
     root = tmp_path / "ws"
-    write_epic_state(root, "0049", {S1: PENDING, S2: PENDING})
+    write_epic(root, "0049", tasks={S1: PENDING, S2: PENDING})
     engine = Engine(Options(staleness="mtime"))
     engine.history = deque(maxlen=lines)
     ws = engine.add_workspace(str(root))

@@ -8,15 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-)
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, EventStream, wait_for
 from epic_corpus import ENVELOPE_KEYS, lay_out, manifest
-from git_harness import EventStream
-from test_gitview import GitRepo
+from git_harness import GitRepo
 
 from daemon import lifecycle
 from daemon.formats import builtin
@@ -148,6 +143,7 @@ def test_finished_story_keeps_the_seed_envelope_and_says_so(
     assert "do not re-execute" in finished["message"] and "'COMPLETE'" in finished["message"]
 
 
+@pytest.mark.slow
 def test_finished_finding_in_status_check_and_events(
     spawn_daemon: Spawn, tmp_path: Path
 ) -> None:
@@ -194,6 +190,7 @@ def _epic_repo(tmp_path: Path) -> GitRepo:
     return repo
 
 
+@pytest.mark.slow
 def test_epic_view_direct(tmp_path: Path, run_storyd: Run) -> None:
     repo = _epic_repo(tmp_path)
     done = run_storyd("epic", "--epic-id", "24", "--json", "--direct", cwd=repo.path)
@@ -216,6 +213,7 @@ def test_epic_view_direct(tmp_path: Path, run_storyd: Run) -> None:
     assert b"executable next: story-0024-0011, story-0024-0013, story-0024-0014" in text.stdout
 
 
+@pytest.mark.slow
 def test_epic_view_via_daemon_is_the_same(spawn_daemon: Spawn, tmp_path: Path) -> None:
     repo = _epic_repo(tmp_path)
     proc = spawn_daemon([repo.path])
@@ -261,6 +259,7 @@ def test_epic_view_of_every_readable_real_version(tmp_path: Path) -> None:
     assert sequential == 54  # "mode": "sequential" (13), {"parallel": false, ...} (41)
 
 
+@pytest.mark.slow
 def test_daemon_serves_slugged_folders_from_its_cache(spawn_daemon: Spawn, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     lay_out(SLUGGED, ws)
@@ -305,6 +304,7 @@ def test_epic_view_of_the_seed_shape_reads_the_tasks(tmp_path: Path, run_storyd:
     assert "story-0049-0012" not in view["executable"]
 
 
+@pytest.mark.slow
 def test_daemon_resolves_epics_from_its_cache(spawn_daemon: Spawn, tmp_path: Path) -> None:
     """The query path finds the epic's folder among the files the cache knows (no disk),
     and two claimants there are the same exit 64 as the direct read."""

@@ -15,12 +15,9 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from daemon_harness import (
-    DaemonProcess,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-)
+import pytest
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, wait_for
 from epic_corpus import ENVELOPE_KEYS
 
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
@@ -105,6 +102,7 @@ def _finished_epic(ws: Path, epic: str) -> None:
     (folder / "execution-state.json").write_text(json.dumps({"storyStatuses": stories}), "utf-8")
 
 
+@pytest.mark.slow
 def test_external_dependencies_gate_and_are_named(tmp_path: Path, run_storyd: Run) -> None:
     """epic 0066 (schemaVersion 2.0.0): three blocking external epics, none here yet."""
     lay("epic-0066-schema-2-pendente.json", tmp_path)
@@ -153,6 +151,7 @@ def test_blocks_gate_like_blocked_by(tmp_path: Path, run_storyd: Run) -> None:
 # -- 3. the producer's own words ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_portuguese_statuses_are_the_producers_words(tmp_path: Path, run_storyd: Run) -> None:
     """epic 0066 mid-run: COMPLETE and Pendente side by side; epic 0071: `refinada`."""
     lay("epic-0066-schema-2-mixed.json", tmp_path)
@@ -180,6 +179,7 @@ def _unknown_status_workspace(ws: Path) -> Path:
     return state
 
 
+@pytest.mark.slow
 def test_unknown_story_status_is_a_finding_everywhere(tmp_path: Path, run_storyd: Run) -> None:
     ws = tmp_path / "ws"
     _unknown_status_workspace(ws)
@@ -202,6 +202,7 @@ def test_unknown_story_status_is_a_finding_everywhere(tmp_path: Path, run_storyd
     assert blocked["story-0066-0002"] == "EM REVISÃO: unknown status 'Em Revisão'; left as recorded"
 
 
+@pytest.mark.slow
 def test_unknown_story_status_via_the_daemon(spawn_daemon: Spawn, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     state = lay("epic-0066-schema-2-pendente.json", ws)
@@ -222,6 +223,7 @@ def test_unknown_story_status_via_the_daemon(spawn_daemon: Spawn, tmp_path: Path
 # -- 4. docs/stories/ ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_older_location_is_read(tmp_path: Path, run_storyd: Run) -> None:
     """docs/stories/epic-0013/ (before the producer's move to plans/, 2026-04-04)."""
     lay("docs-stories-epic-0013.json", tmp_path, root="docs/stories")
@@ -239,6 +241,7 @@ def test_older_location_is_read(tmp_path: Path, run_storyd: Run) -> None:
     assert view["olderCopy"] is None
 
 
+@pytest.mark.slow
 def test_plans_wins_over_the_older_copy_and_says_so(tmp_path: Path, run_storyd: Run) -> None:
     lay("docs-stories-epic-0013.json", tmp_path, root="docs/stories")
     newer = lay("docs-stories-epic-0013.json", tmp_path)
@@ -262,6 +265,7 @@ def test_plans_wins_over_the_older_copy_and_says_so(tmp_path: Path, run_storyd: 
     assert "plans/epic-0013/execution-state.json also exists" in twin["message"]
 
 
+@pytest.mark.slow
 def test_daemon_watches_the_older_location(spawn_daemon: Spawn, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     (ws / "docs").mkdir(parents=True)  # docs/ first, as in a real repository

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import run_reference
+from cli_harness import run_reference
+from epic_corpus import ENVELOPE_KEYS, epic_of, lay_out, load, manifest, shape, story_ids
 
 from daemon.answers import Options, resume_epic, resume_unit
 from daemon.formats import builtin
 from daemon.formats.base import Source
-from tests.epic_corpus import ENVELOPE_KEYS, epic_of, lay_out, load, manifest, shape, story_ids
 
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
 ENTRIES = manifest()
@@ -62,6 +62,7 @@ def test_every_story_answers_in_process(entry: dict[str, str], tmp_path: Path) -
     assert all(u.error is None for u in units)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", READABLE, ids=_ids)
 def test_first_and_last_story_through_storyd(
     entry: dict[str, str], tmp_path: Path, run_storyd: Run
@@ -106,6 +107,7 @@ def test_a_torn_real_file_is_exit_65(
 SEED_SHAPED = [e for e in READABLE if shape(load(e)) == "stories-map-tasks"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("jq") is None, reason="the reference needs jq")
 @pytest.mark.parametrize("entry", SEED_SHAPED, ids=_ids)
 def test_seed_shaped_real_files_match_the_reference(

@@ -56,8 +56,36 @@ def test_the_tree_names_no_class_that_does_not_exist() -> None:
     assert set(_tree()) - known == set()
 
 
+def _name_problem(cls: type[StorydError]) -> str | None:
+    """Why `cls` has no protocol name of its own (None when it has one)."""
+    if cls.name == StorydError.name:
+        return f"{cls.__name__} (code {cls.code}) kept {StorydError.name}"
+    if not re.fullmatch(r"[A-Z][A-Z0-9_]*", cls.name):
+        return f"{cls.__name__}'s name {cls.name!r} is not an UPPER_SNAKE protocol name"
+    if not 0 < cls.code < 256:
+        return f"{cls.__name__}'s code {cls.code} is not a failing exit status"
+    return None
+
+
 @pytest.mark.parametrize("cls", _storyd_errors(), ids=lambda c: c.__name__)
 def test_every_error_has_a_name_of_its_own(cls: type[StorydError]) -> None:
-    """A subclass that kept INTERNAL_ERROR would tell a client "bug" for a plain refusal."""
-    if cls.code != 70:
-        assert cls.name != "INTERNAL_ERROR", f"{cls.__name__} (code {cls.code}) has no name"
+    """A subclass that kept INTERNAL_ERROR would tell a client "bug" for a plain refusal;
+    that holds for code 70 too (a GitError is git failing, not a bug in storyd)."""
+    assert _name_problem(cls) is None, _name_problem(cls)
+
+
+def test_a_class_that_kept_the_internal_name_is_caught() -> None:
+    """The check above fails for a subclass that set only its code, whatever the code."""
+    for code in (70, 65):
+        bare = type("Bare", (StorydError,), {"code": code})
+        assert _name_problem(bare) == f"Bare (code {code}) kept INTERNAL_ERROR"
+    assert _name_problem(type("Lower", (StorydError,), {"name": "lower"})) is not None
+    assert _name_problem(type("Zero", (StorydError,), {"name": "OK", "code": 0})) is not None
+
+
+def test_a_name_always_comes_with_the_same_code() -> None:
+    """Clients read `{code, name}` pairs: no name may stand for two exit codes."""
+    codes: dict[str, set[int]] = {}
+    for cls in [StorydError, *_storyd_errors()]:
+        codes.setdefault(cls.name, set()).add(cls.code)
+    assert {name: c for name, c in codes.items() if len(c) > 1} == {}

@@ -13,13 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
-from daemon_harness import (
-    STORYD,
-    DaemonProcess,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    write_epic,
-)
-from git_harness import EPIC, GitWorkspace, PipeLines, story_id, task_id
+import pytest
+from cli_harness import STORYD, PipeLines
+from daemon_harness import DaemonProcess
+from epic_state_harness import EPIC, story_id, task_id, write_epic
+from git_harness import GitWorkspace
+
+pytestmark = pytest.mark.slow
 
 Spawn = Callable[..., DaemonProcess]
 

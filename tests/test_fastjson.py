@@ -109,6 +109,7 @@ def _containers(inner: st.SearchStrategy[object]) -> st.SearchStrategy[object]:
 documents = st.recursive(scalars, _containers, max_leaves=30)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(document=documents, ascii_only=st.booleans(), indent=st.sampled_from([None, 0, 2, "\t"]))
 def test_generated_documents(document: object, ascii_only: bool, indent: int | str | None) -> None:
@@ -116,6 +117,7 @@ def test_generated_documents(document: object, ascii_only: bool, indent: int | s
     assert_same(text.encode("utf-8", "surrogatepass"))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(number=json_numbers)
 def test_number_spellings(number: str) -> None:

@@ -11,14 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    epic_relpath,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    write_epic,
-)
+from daemon_harness import DaemonProcess
+from epic_state_harness import epic_relpath, write_epic
 
 from daemon.locking import MAX_STATE_BYTES
+
+pytestmark = pytest.mark.slow
 
 Spawn = Callable[..., DaemonProcess]
 BIG = 500 * 1024 * 1024
@@ -33,7 +31,6 @@ def rss_mib(pid: int) -> float:
     raise AssertionError(f"no VmRSS for {pid}")
 
 
-@pytest.mark.slow
 def test_oversized_state_file_costs_no_memory(tmp_path: Path, spawn_daemon: Spawn) -> None:
     ws = tmp_path / "ws"
     write_epic(ws, "0001", {"story-0001-0001": {"tasks": {}}})

@@ -17,15 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    daemon_env,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-    write_epic,
-)
-from git_harness import STORY, GitWorkspace
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, daemon_env, wait_for
+from epic_state_harness import STORY, write_epic
+from git_harness import GitWorkspace
 
 from daemon.regular import NotRegularFile, open_regular, read_regular
 
@@ -88,6 +83,7 @@ def test_open_regular_refuses_a_fifo_at_once(tmp_path: Path) -> None:
         os.close(fd)
 
 
+@pytest.mark.slow
 def test_reconcile_with_a_fifo_output_ends(tmp_path: Path, env: dict[str, str]) -> None:
     ws = checkpoint_workspace(tmp_path / "ws")
     for args in ((), ("--apply",)):
@@ -136,6 +132,7 @@ def fifo_ref_repo(root: Path) -> GitWorkspace:
     return repo
 
 
+@pytest.mark.slow
 def test_git_that_never_answers_is_killed_with_a_finding(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
@@ -147,6 +144,7 @@ def test_git_that_never_answers_is_killed_with_a_finding(
     assert time.monotonic() - started < BOUND
 
 
+@pytest.mark.slow
 def test_a_fifo_packed_refs_is_named_without_starting_git(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
@@ -159,6 +157,7 @@ def test_a_fifo_packed_refs_is_named_without_starting_git(
     assert b"Traceback" not in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_exit_now_ends_a_process_whose_worker_is_stuck(tmp_path: Path) -> None:
     """A thread-pool worker blocked for ever in open(2) of a FIFO: the process still ends."""
     fifo = tmp_path / "pipe"

@@ -14,13 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-)
-from git_harness import STORY, GitWorkspace, task_id
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, daemon_env, wait_for
+from epic_state_harness import STORY, task_id
+from git_harness import GitWorkspace
 
 Spawn = Callable[..., DaemonProcess]
 
@@ -64,8 +61,6 @@ def test_a_stale_index_lock_defers_the_detectors_only_for_a_while(
 
 
 def test_doctor_says_how_long_a_git_lock_has_been_held(tmp_path: Path) -> None:
-    from daemon_harness import daemon_env
-
     repo = GitWorkspace(tmp_path / "ws").init()
     repo.commit("base", {"README": "hello\n"})
     lock = repo.path / ".git" / "index.lock"

@@ -16,13 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-    write_epic,
-)
-from git_harness import STORY
+from daemon_harness import DaemonProcess, wait_for
+from epic_state_harness import STORY, write_epic
 
 Spawn = Callable[..., DaemonProcess]
 FOLDERS = 9000
@@ -93,13 +88,11 @@ def test_an_overflow_is_one_json_line_and_one_rescan(
     import logging
     import threading
 
-    from conftest import write_epic_state
-
     from daemon.server.assembly import build_daemon
     from daemon.server.service import Settings
 
     workspace = tmp_path / "ws"
-    write_epic_state(workspace, "0049", {STORY: {"T1": {"status": "pending"}}})
+    write_epic(workspace, "0049", tasks={STORY: {"T1": {"status": "pending"}}})
     daemon = build_daemon(Settings(staleness="mtime", verify_interval=3600.0))
     scans: list[str] = []
     done = threading.Event()

@@ -21,10 +21,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon_harness import daemon_env, run_storyd_cli, write_epic
+from cli_harness import STORYD, run_storyd_cli
+from daemon_harness import daemon_env
+from epic_state_harness import write_epic
 from git_harness import GitWorkspace
 
 from daemon.reconcile.atomic import HOOK_ENV, TEMP_MARK
+
+pytestmark = pytest.mark.slow
 
 EPICS = ("0049", "0050", "0051")
 
@@ -78,8 +82,6 @@ def run(env: dict[str, str], repo: GitWorkspace, *args: str,
     if not prefix:
         return run_storyd_cli("reconcile", "--workspace", str(repo.path), *args, env=env,
                               cwd=repo.path, timeout=60)
-    from daemon_harness import STORYD
-
     return subprocess.run([*prefix, STORYD, "reconcile", "--workspace", str(repo.path), *args],
                           env=env, cwd=repo.path, capture_output=True, timeout=60, check=False)
 
@@ -138,7 +140,6 @@ def no_dac_or_skip() -> tuple[str, ...]:
 
 
 class TestDiskFull:
-    @pytest.mark.slow
     def test_enospc_is_one_line_exit_74_naming_what_was_written(
         self, env: dict[str, str], tmp_path: Path
     ) -> None:
@@ -216,7 +217,6 @@ def single_epic(root: Path) -> tuple[GitWorkspace, bytes]:
 class TestKilledAtEachStep:
     """SIGKILL at the N-th disk-changing system call, for every N, of apply and of undo."""
 
-    @pytest.mark.slow
     def test_apply_killed_anywhere_leaves_old_or_new_and_undo_works(
         self, env: dict[str, str], tmp_path: Path
     ) -> None:
@@ -244,7 +244,6 @@ class TestKilledAtEachStep:
         assert run(env, repo, "--apply").returncode == 0  # cleans killed runs' temps
         assert not [p for p in path.parent.iterdir() if TEMP_MARK in p.name]
 
-    @pytest.mark.slow
     def test_undo_killed_anywhere_can_be_run_again(
         self, env: dict[str, str], tmp_path: Path
     ) -> None:

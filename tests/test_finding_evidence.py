@@ -11,8 +11,10 @@ from typing import Any
 
 import orjson
 import pytest
-from daemon_harness import daemon_env, run_storyd_cli
-from git_harness import EPIC, STATE, STORY, GitWorkspace, task_id
+from cli_harness import run_storyd_cli
+from daemon_harness import daemon_env
+from epic_state_harness import EPIC, STATE, STORY, task_id
+from git_harness import GitWorkspace
 
 from daemon.config import Config
 from daemon.model import Finding, Unit, Wording
@@ -201,6 +203,7 @@ class TestRewordedMessages:
         assert t2[:12] in left[0]["finding"]["message"]
 
 
+@pytest.mark.slow
 def test_resume_detail_shows_the_evidence_of_a_rewritten_commit(
     env: dict[str, str], repo: GitWorkspace
 ) -> None:

@@ -17,17 +17,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import (
-    STORYD,
-    run_storyd_cli,
-    spawn_daemon_fixture,
-    wait_for,
-    write_epic,
-)
-from git_harness import EventStream
-from nats_harness import NEEDS_NATS, fleet_config, nats_server_fixture
-
-_ = (spawn_daemon_fixture, nats_server_fixture)  # pytest fixtures, registered by import
+from cli_harness import STORYD, run_storyd_cli
+from daemon_harness import EventStream, wait_for
+from epic_state_harness import write_epic
+from nats_harness import NEEDS_NATS, fleet_config, free_port
 
 EPIC = "0007"
 REMOTE = "https://ci-token@example.com/team/app.git"
@@ -201,9 +194,7 @@ def test_bad_server_is_one_line_and_the_daemon_answers(
     case: str, tmp_path: Path, spawn_daemon, nats_server
 ) -> None:
     if case == "unreachable":
-        from nats_harness import _free_port
-
-        url, expected = f"nats://127.0.0.1:{_free_port()}", "cannot reach"
+        url, expected = f"nats://127.0.0.1:{free_port()}", "cannot reach"
     elif case == "no-jetstream":
         url, expected = nats_server(jetstream=False).url, "has no JetStream"
     elif case == "refused":
@@ -249,10 +240,8 @@ def _make_bucket(url: str, history: int) -> None:
 @NEEDS_NATS
 @pytest.mark.slow
 def test_backlog_overflow_is_counted(tmp_path: Path, spawn_daemon) -> None:
-    from nats_harness import _free_port
-
     ws = _workspace(tmp_path / "ws", {"story-0007-0001": _story(False)})
-    cfg = _config(tmp_path, "m", fleet_config(f"nats://127.0.0.1:{_free_port()}", "m1",
+    cfg = _config(tmp_path, "m", fleet_config(f"nats://127.0.0.1:{free_port()}", "m1",
                                               backlog=10))
     daemon = spawn_daemon([ws], args=["--config", str(cfg)])
     with EventStream(daemon) as seen:
@@ -314,6 +303,7 @@ def test_fleet_commands_without_a_url(tmp_path: Path, isolated_env) -> None:
     assert usage.returncode == 64 and "storyd fleet status" in usage.stderr
 
 
+@pytest.mark.slow
 @NEEDS_NATS
 def test_a_resent_message_id_is_stored_once(nats_server) -> None:
     """Two publishers with one machine and instance send the same ids: the second
@@ -375,6 +365,7 @@ def test_flags_and_staleness() -> None:
     assert found == {("s1", "finished-and-open"), ("s2", "in-flight-twice")}
 
 
+@pytest.mark.slow
 @NEEDS_NATS
 def test_a_resync_is_whole_while_events_arrive(nats_server) -> None:
     """1,000 summaries re-published while events keep arriving: every one goes out, and

@@ -183,6 +183,7 @@ def refresher(repo: GitWorkspace) -> Iterator[tuple[Refresher, Workspace, _Reche
     thread.join(TIMEOUT)
 
 
+@pytest.mark.slow
 class TestOneRecheckPerOperation:
     def test_the_markers_removal_event_ends_the_wait(
         self, repo: GitWorkspace, refresher: tuple[Refresher, Workspace, _Rechecks]

@@ -6,11 +6,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from git_harness import EPOCH, GitRepo, age, ambiguous_commit_prefix
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,121 +31,7 @@ from detectors.gitview import (
     view_for,
 )
 
-EPOCH = 1767225600  # 2026-01-01T00:00:00Z
 OpenView = Callable[..., GitView]
-
-
-class GitRepo:
-    """A repository built by the real `git`, every commit dated one minute after the last."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.clock = EPOCH
-        path.mkdir(parents=True, exist_ok=True)
-
-    def env(self) -> dict[str, str]:
-        """A clean environment with fixed identities and dates."""
-        stamp = f"@{self.clock} +0000"
-        return {
-            **os.environ,
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_AUTHOR_NAME": "Ada",
-            "GIT_AUTHOR_EMAIL": "ada@example.com",
-            "GIT_COMMITTER_NAME": "Ada",
-            "GIT_COMMITTER_EMAIL": "ada@example.com",
-            "GIT_AUTHOR_DATE": stamp,
-            "GIT_COMMITTER_DATE": stamp,
-        }
-
-    def git(self, *args: str, input: bytes | None = None, cwd: Path | None = None) -> str:
-        """Run git here (or in `cwd`) and return its stdout; failures fail the test."""
-        done = subprocess.run(
-            ["git", *args], cwd=cwd or self.path, env=self.env(), input=input,
-            capture_output=True, check=False, timeout=60,
-        )
-        assert done.returncode == 0, done.stderr.decode(errors="replace")
-        return done.stdout.decode().strip()
-
-    def init(self, branch: str = "main") -> GitRepo:
-        """`git init` with `branch` as the initial branch."""
-        self.git("init", "-q", "-b", branch)
-        return self
-
-    def write(self, relpath: str, text: str) -> Path:
-        """Write a work-tree file."""
-        path = self.path / relpath
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        return path
-
-    def commit(self, message: str, files: dict[str, str] | None = None, *,
-               amend: bool = False) -> str:
-        """Write `files`, stage everything, commit; returns the new sha."""
-        self.clock += 60
-        for relpath, text in (files or {}).items():
-            self.write(relpath, text)
-        self.git("add", "-A")
-        self.git("commit", "-q", "--allow-empty", "-m", message, *(["--amend"] if amend else []))
-        return self.head()
-
-    def head(self, rev: str = "HEAD") -> str:
-        """The sha `rev` names."""
-        return self.git("rev-parse", rev)
-
-    def fast_import(self, commits: int, branch: str = "main") -> None:
-        """Append `commits` commits (one new file each) through `git fast-import`."""
-        lines = []
-        parent = self.git("rev-parse", "-q", "--verify", branch) if self._has(branch) else None
-        for i in range(commits):
-            self.clock += 60
-            msg = f"bulk {i}\n"
-            body = f"content {i}\n"
-            lines.append(f"commit refs/heads/{branch}\nmark :{i + 1}\n"
-                         f"committer Ada <ada@example.com> {self.clock} +0000\n"
-                         f"data {len(msg)}\n{msg}")
-            if i:
-                lines.append(f"from :{i}\n")
-            elif parent:
-                lines.append(f"from {parent}\n")
-            lines.append(f"M 100644 inline bulk/{i}.txt\ndata {len(body)}\n{body}\n")
-        self.git("fast-import", "--quiet", input="".join(lines).encode())
-        if self._has("HEAD"):
-            self.git("reset", "-q", "--hard")
-
-    def _has(self, rev: str) -> bool:
-        done = subprocess.run(["git", "rev-parse", "-q", "--verify", rev], cwd=self.path,
-                              env=self.env(), capture_output=True, check=False)
-        return done.returncode == 0
-
-    def clone(self, dest: Path, *args: str) -> GitRepo:
-        """`git clone <args> file://<here> <dest>`."""
-        self.git("clone", "-q", *args, f"file://{self.path}", str(dest), cwd=dest.parent)
-        other = GitRepo(dest)
-        other.clock = self.clock
-        return other
-
-
-def age(repo: GitRepo, seconds: int = 3600) -> None:
-    """Backdate the object folders' mtimes, as in a repository not written to just now."""
-    objects = repo.path / ".git" / "objects"
-    past = time.time() - seconds
-    for folder in [objects, *objects.iterdir()]:
-        os.utime(folder, (past, past))
-
-
-def ambiguous_commit_prefix(repo: GitRepo) -> tuple[str, str]:
-    """A commit and a 4-digit prefix of it that another object shares."""
-    listing = repo.git("cat-file", "--batch-all-objects",
-                       "--batch-check=%(objectname) %(objecttype)")
-    objects = [line.split() for line in listing.splitlines()]
-    counts: dict[str, int] = {}
-    for sha, _ in objects:
-        counts[sha[:4]] = counts.get(sha[:4], 0) + 1
-    for sha, kind in objects:
-        if kind == "commit" and counts[sha[:4]] > 1:
-            return sha, sha[:4]
-    pytest.fail("no ambiguous prefix in the repository")
 
 
 @pytest.fixture
@@ -424,6 +310,7 @@ class TestAncestry:
         assert view.stats["incremental_walks"] == 1
         assert view.stats["walked"] == 5 + 3
 
+    @pytest.mark.slow
     @settings(max_examples=15, deadline=None)
     @given(st.lists(st.sampled_from(["commit", "commit", "reset", "branch"]), max_size=8))
     def test_cached_ancestry_equals_a_fresh_walk(self, ops: list[str]) -> None:

@@ -157,6 +157,7 @@ class TestGoldenFolders:
 class TestStorydMatchesGoldens:
     """`storyd resume` prints exactly the golden stdout, stderr and exit code."""
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("mode", list(MODES))
     @pytest.mark.parametrize("name", SCENARIOS)
     def test_byte_identical(self, name: str, mode: str, tmp_path: Path, run_storyd: Run) -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 from agents_harness import AgentsEnv, demo_workspace, hook_payload, run_hook
-from daemon_harness import STORYD, spawn_daemon_fixture, wait_for
-
-spawn_daemon = spawn_daemon_fixture
+from cli_harness import STORYD
+from daemon_harness import wait_for
+from locks_harness import exclusively_locked
 
 IN_FLIGHT = {
     "issue-42-geofencing", "autodev", "fleet-portal", "wf-fleet-portal-001",
@@ -57,6 +57,7 @@ def _context(done: subprocess.CompletedProcess[bytes]) -> str:
 # -- session-start --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["startup", "resume", "compact", "clear"])
 def test_session_start_lists_the_units_in_flight(shared: tuple[Path, AgentsEnv],
                                                  source: str) -> None:
@@ -73,6 +74,7 @@ def test_session_start_lists_the_units_in_flight(shared: tuple[Path, AgentsEnv],
     assert "and " not in text.splitlines()[-1][:4]  # everything fit: no "and N more"
 
 
+@pytest.mark.slow
 def test_session_start_from_a_subfolder_finds_the_workspace(
         shared: tuple[Path, AgentsEnv]) -> None:
     ws, env = shared
@@ -93,6 +95,7 @@ def test_session_start_with_the_daemon_says_the_same(spawn_daemon: object,
     assert str(ws) in [u["workspace"] for u in daemon.units()]  # it asked the daemon
 
 
+@pytest.mark.slow
 def test_session_start_keeps_to_its_budget(tmp_path: Path) -> None:
     ws = demo_workspace(tmp_path)
     env = AgentsEnv(tmp_path, f"roots = [{str(tmp_path)!r}]\ncontext_chars = 700\n")
@@ -163,6 +166,7 @@ def test_bad_input_exits_0_silently(shared: tuple[Path, AgentsEnv], event: str,
     assert b"Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_a_workspace_outside_the_roots_is_not_read(tmp_path: Path) -> None:
     """The demo workspace itself, with roots elsewhere: nothing about it comes out."""
     ws = demo_workspace(tmp_path / "outside")
@@ -197,6 +201,7 @@ def _reason(done: subprocess.CompletedProcess[bytes]) -> str:
     return reason
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("event", ["Stop", "SubagentStop"])
 def test_stop_blocks_while_the_state_lags_behind_git(shared: tuple[Path, AgentsEnv],
                                                      event: str) -> None:
@@ -220,6 +225,7 @@ def test_stop_hook_active_never_blocks_again(shared: tuple[Path, AgentsEnv]) -> 
     assert (done.returncode, done.stdout) == (0, b"")
 
 
+@pytest.mark.slow
 def test_the_fix_commands_it_names_end_the_block(own: tuple[Path, AgentsEnv]) -> None:
     ws, env = own
     payload = hook_payload("Stop", ws, stop_hook_active=False)
@@ -235,6 +241,7 @@ def test_the_fix_commands_it_names_end_the_block(own: tuple[Path, AgentsEnv]) ->
     assert (after.returncode, after.stdout) == (0, b""), after.stdout
 
 
+@pytest.mark.slow
 def test_block_stop_on_is_configurable(own: tuple[Path, AgentsEnv]) -> None:
     ws, env = own
     root = str(env.root)
@@ -275,6 +282,7 @@ def _written(ws: Path, path: Path, tool: str = "Write") -> dict[str, object]:
                         tool_response={"filePath": str(path), "success": True})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tool", ["Write", "Edit", "MultiEdit"])
 def test_post_tool_use_reports_a_state_file_that_no_longer_parses(
         own: tuple[Path, AgentsEnv], tool: str) -> None:
@@ -289,6 +297,7 @@ def test_post_tool_use_reports_a_state_file_that_no_longer_parses(
     assert EPIC_STATE in lines[0] and "line 1 column" in lines[0]
 
 
+@pytest.mark.slow
 def test_post_tool_use_reports_a_state_file_that_lost_its_units(
         own: tuple[Path, AgentsEnv]) -> None:
     ws, env = own
@@ -302,6 +311,7 @@ def test_post_tool_use_reports_a_state_file_that_lost_its_units(
     )
 
 
+@pytest.mark.slow
 def test_post_tool_use_names_a_unit_that_no_longer_parses(own: tuple[Path, AgentsEnv]) -> None:
     ws, env = own
     state = ws / ".claude/plans/issue-42-geofencing/execution-state.json"
@@ -311,6 +321,7 @@ def test_post_tool_use_names_a_unit_that_no_longer_parses(own: tuple[Path, Agent
     assert done.stderr.decode().startswith("storyd: .claude/plans/issue-42-geofencing/")
 
 
+@pytest.mark.slow
 def test_post_tool_use_is_silent_for_good_files_and_other_files(
         own: tuple[Path, AgentsEnv]) -> None:
     ws, env = own
@@ -333,6 +344,7 @@ def test_post_tool_use_ignores_a_state_file_outside_the_roots(tmp_path: Path) ->
     assert (done.returncode, done.stderr) == (0, b"")
 
 
+@pytest.mark.slow
 def test_post_tool_use_waits_for_no_writer_past_its_bound(own: tuple[Path, AgentsEnv]) -> None:
     """A writer holding flock -x: the hook says nothing rather than guess (exit 0)."""
     ws, env = own
@@ -341,8 +353,6 @@ def test_post_tool_use_waits_for_no_writer_past_its_bound(own: tuple[Path, Agent
     state = ws / EPIC_STATE
     holder = subprocess.Popen(["flock", "-x", str(state), "sleep", "30"])
     try:
-        from daemon_harness import exclusively_locked
-
         wait_for(lambda: exclusively_locked(state), 10, "the writer's lock")
         state.write_bytes(b"{")
         done = run_hook("post-tool-use", _written(ws, state), env.env)

@@ -14,14 +14,14 @@ import orjson
 import pytest
 from daemon_harness import (
     DaemonProcess,
-    atomic_write,
-    epic_relpath,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
+    EventStream,
+    assert_same_output,
+    resume_via_daemon,
+    resume_without_daemon,
     wait_for,
     write_config,
 )
-from git_harness import EventStream
-from test_daemon import direct, same_output, via_daemon
+from epic_state_harness import atomic_write, epic_relpath
 
 from daemon.answers import Options
 from daemon.server.engine import Engine, Workspace
@@ -69,6 +69,7 @@ def ws(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_one_story_changed_only_that_story_rebuilt(spawn_daemon: Spawn, ws: Path) -> None:
     proc = spawn_daemon([ws])
     before = snapshot(proc, ws)
@@ -91,7 +92,8 @@ def test_one_story_changed_only_that_story_rebuilt(spawn_daemon: Spawn, ws: Path
     }, "an unchanged story was rebuilt"
     for name in (CHANGED, story(1), story(COUNT)):
         args = ("--story-id", name, "--epic-id", "0049")
-        same_output(via_daemon(proc, ws, *args), direct(proc.env, ws, *args))
+        assert_same_output(resume_via_daemon(proc, ws, *args),
+                           resume_without_daemon(proc.env, ws, *args))
 
 
 TRICKY_STATE = (
@@ -105,6 +107,7 @@ TRICKY_STATE = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("data", [
     pytest.param(TRICKY_STATE, id="big-ints-surrogates-duplicates-overflow"),
     pytest.param(TRICKY_STATE.replace(b"1e400", b"2").replace(b"\\ud800", b"3")
@@ -119,9 +122,9 @@ def test_tricky_state_file_answers_as_direct(spawn_daemon: Spawn, ws: Path,
              timeout=10, message="the tricky file's units")
     for name in (story(1), story(2)):
         args = ("--story-id", name, "--epic-id", "0049")
-        daemon, cli = via_daemon(proc, ws, *args), direct(proc.env, ws, *args)
+        daemon, cli = resume_via_daemon(proc, ws, *args), resume_without_daemon(proc.env, ws, *args)
         assert daemon.returncode == 0, daemon.stderr
-        same_output(daemon, cli)
+        assert_same_output(daemon, cli)
 
 
 # -- in process: which units a write rebuilds, and a read at a write's very end --------
@@ -202,6 +205,7 @@ def test_a_torn_read_at_a_writes_end_changes_nothing(ws: Path) -> None:
     assert "state-unreadable" in codes
 
 
+@pytest.mark.slow
 def test_a_finished_write_is_answered_before_the_settle_window(
     spawn_daemon: Spawn, ws: Path, tmp_path: Path
 ) -> None:

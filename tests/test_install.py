@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import storyd_path
+from cli_harness import STORYD
 
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
 UNITS = ("storyd.socket", "storyd.service")
@@ -46,7 +46,7 @@ class TestInstall:
         units = tmp_path / "units"
         lines = out(run_storyd("install", "--unit-dir", str(units)))
         assert lines[:2] == [f"wrote: {units / u}" for u in UNITS]
-        assert f"ExecStart={storyd_path()} serve" in lines
+        assert f"ExecStart={STORYD} serve" in lines
         commands = [line.strip() for line in lines[lines.index("to enable, run:") + 1:]]
         assert commands == [
             "systemctl --user daemon-reload",
@@ -61,7 +61,7 @@ class TestInstall:
         run_storyd("install", "--unit-dir", str(units))
         service = (units / "storyd.service").read_text()
         socket_unit = (units / "storyd.socket").read_text()
-        exe = storyd_path()
+        exe = STORYD
         assert os.path.isabs(exe)
         assert f"\nExecStart={exe} serve\n" in service
         assert "@STORYD_BIN@" not in service
@@ -83,7 +83,7 @@ class TestInstall:
         units = tmp_path / "units"
         run_storyd("install", "--unit-dir", str(units))
         service = units / "storyd.service"
-        service.write_text(service.read_text().replace(storyd_path(), "/old/venv/bin/storyd"))
+        service.write_text(service.read_text().replace(STORYD, "/old/venv/bin/storyd"))
         lines = out(run_storyd("install", "--unit-dir", str(units)))
         assert lines[:2] == [f"unchanged: {units / 'storyd.socket'}", f"updated: {service}"]
         assert "  systemctl --user try-restart storyd.service" in lines

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 from agents_harness import AgentsEnv, demo_workspace
-from conftest import run_reference
-from daemon_harness import BIN, STORYD
+from cli_harness import BIN, STORYD, run_reference
 
 EXISTING = """{
     "permissions": {"allow": ["Bash(npm test)"]},
@@ -158,6 +157,7 @@ def test_flags_that_do_not_go_together(env: dict[str, str], tmp_path: Path) -> N
     assert missing.returncode == 64 and "not a folder" in missing.stderr
 
 
+@pytest.mark.slow
 def test_the_skill_answers_as_the_seed_skill(env: dict[str, str], tmp_path: Path) -> None:
     """The SKILL.md's command, run as an agent runs it, prints the seed reference's bytes
     and exit codes (in the seed's mtime staleness rule); uninstall --skill removes it."""
@@ -206,6 +206,7 @@ def test_an_install_from_another_storyd_updates_in_place(env: dict[str, str],
     assert json.loads(settings_path.read_text()) == json.loads(EXISTING)
 
 
+@pytest.mark.slow
 def test_doctor_reports_the_claude_setup(env: dict[str, str], tmp_path: Path) -> None:
     home = Path(env["HOME"])
     settings = home / ".claude" / "settings.json"

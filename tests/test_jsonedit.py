@@ -81,6 +81,7 @@ _documents = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     document=st.dictionaries(st.text(max_size=5), _documents, min_size=1, max_size=5),

@@ -54,6 +54,7 @@ TRICKY = [
 class TestDumpsMatchesJq:
     """`dumps` writes what `jq -c` writes, byte for byte."""
 
+    @pytest.mark.slow
     @pytest.mark.parametrize(
         "text", TRICKY, ids=[f"U+{ord(t[0]):04X}" if len(t) == 1 else repr(t) for t in TRICKY]
     )

@@ -14,15 +14,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from daemon_harness import (
-    DaemonProcess,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-    write_config,
-    write_epic,
-)
-from git_harness import EPIC, EventStream, GitWorkspace, fake_notify_send, story_id, task_id
+import pytest
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, EventStream, wait_for, write_config
+from epic_state_harness import EPIC, story_id, task_id, write_epic
+from git_harness import GitWorkspace
+from notify_harness import fake_notify_send
+
+pytestmark = pytest.mark.slow
 
 Spawn = Callable[..., DaemonProcess]
 MISSING = "0" * 40

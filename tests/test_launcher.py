@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import storyd_path, write_epic_state
+from cli_harness import STORYD
+from epic_state_harness import write_epic
 
 S = "story-0049-0013"
 IDS = ("--story-id", S, "--epic-id", "0049", "--direct")
@@ -22,7 +23,7 @@ def run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Completed
 def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"
     ws.mkdir()
-    write_epic_state(ws, "0049", {S: {"T1": {"status": "DONE"}, "T2": {"status": "PENDING"}}})
+    write_epic(ws, "0049", tasks={S: {"T1": {"status": "DONE"}, "T2": {"status": "PENDING"}}})
     return ws
 
 
@@ -49,7 +50,7 @@ class TestLauncher:
 
     def test_is_our_launcher(self) -> None:
         """The installed file is bin/storyd (no `re`), not pip's generated wrapper."""
-        text = Path(storyd_path()).read_text(encoding="utf-8")
+        text = Path(STORYD).read_text(encoding="utf-8")
         assert "from daemon.cli import main" in text
         assert "import re" not in text
 
@@ -59,7 +60,7 @@ class TestLauncher:
         if callable(damage):
             damage(workspace)
         argv = list(args or IDS)
-        launched = run([storyd_path(), "resume", *argv], workspace, isolated_env)
+        launched = run([STORYD, "resume", *argv], workspace, isolated_env)
         module = run([sys.executable, "-m", "daemon.cli", "resume", *argv], workspace,
                      isolated_env)
         assert b"Traceback" not in launched.stderr, launched.stderr
@@ -74,9 +75,9 @@ class TestLauncher:
         """A symlink elsewhere (e.g. ~/.local/bin/storyd, as pipx makes) still runs it."""
         link = tmp_path / "elsewhere" / "storyd"
         link.parent.mkdir()
-        link.symlink_to(storyd_path())
+        link.symlink_to(STORYD)
         linked = run([str(link), "resume", *IDS], workspace, isolated_env)
-        direct = run([storyd_path(), "resume", *IDS], workspace, isolated_env)
+        direct = run([STORYD, "resume", *IDS], workspace, isolated_env)
         assert linked.returncode == 0, linked.stderr
         assert linked.stdout == direct.stdout
         assert linked.stdout.startswith(b'{"resumePoint":')
@@ -85,7 +86,7 @@ class TestLauncher:
 def test_resume_start_up_does_not_import_re(workspace: Path) -> None:
     """Nothing the launcher imports after `site` pulls in `re` (pip's wrapper did)."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", storyd_path(), "resume", *IDS],
+        [sys.executable, "-X", "importtime", STORYD, "resume", *IDS],
         cwd=workspace, capture_output=True, timeout=60, check=False,
     )
     assert done.returncode == 0, done.stderr

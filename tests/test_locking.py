@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import errno
 import os
-import selectors
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -14,7 +11,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import storyd_path, write_epic_state
+from cli_harness import STORYD
+from epic_state_harness import write_epic
+from locks_harness import FlockWriter
 
 from daemon.errors import LockTimeout, StateFileMissing
 from daemon.locking import LockedRead, read_locked
@@ -70,76 +69,17 @@ def holds_open(pid: int, wanted: tuple[int, int]) -> bool:
     return False
 
 
-class Writer:
-    """A `flock(1)` process that holds a lock on a path until the test releases it.
-
-    The command under the lock reports `locked`, then blocks reading a FIFO; opening and
-    closing the FIFO's write end lets it exit, and flock(1) releases the lock.
-    """
-
-    def __init__(self, path: Path, mode: str, fifo: Path) -> None:
-        self.fifo = fifo
-        os.mkfifo(fifo)
-        self.proc = subprocess.Popen(
-            [
-                "flock",
-                "-o",
-                mode,
-                str(path),
-                "sh",
-                "-c",
-                'echo locked; exec cat "$1" >/dev/null',
-                "sh",
-                str(fifo),
-            ],
-            stdout=subprocess.PIPE,
-            start_new_session=True,
-        )
-        assert self.proc.stdout is not None
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            ready = sel.select(timeout=WAIT)
-        assert ready, "the writer never took its lock"
-        assert self.proc.stdout.readline() == b"locked\n"
-
-    def release(self) -> None:
-        """Let the command under the lock finish, and wait for flock(1) to exit."""
-        fd = -1
-
-        def opened() -> bool:
-            nonlocal fd
-            try:
-                fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK)
-            except OSError as exc:
-                if exc.errno != errno.ENXIO:  # ENXIO: `cat` has not opened the FIFO yet
-                    raise
-                return False
-            return True
-
-        assert wait_until(opened), "the writer's command never opened its FIFO"
-        os.close(fd)
-        assert self.proc.wait(timeout=WAIT) == 0
-
-    def kill(self) -> None:
-        """Stop this writer's own process group, if it still runs."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=WAIT)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-
-Writers = Callable[[Path, str], Writer]
+Writers = Callable[[Path, str], FlockWriter]
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
 
 
 @pytest.fixture
 def writers(tmp_path: Path) -> Iterator[Writers]:
     """Start flock(1) writers; any still holding a lock are stopped at teardown."""
-    started: list[Writer] = []
+    started: list[FlockWriter] = []
 
-    def start(path: Path, mode: str) -> Writer:
-        writer = Writer(path, mode, tmp_path / f"release-{len(started)}")
+    def start(path: Path, mode: str) -> FlockWriter:
+        writer = FlockWriter(path, mode, tmp_path / f"release-{len(started)}")
         started.append(writer)
         return writer
 
@@ -180,7 +120,7 @@ class ProcessReader:
 
     def __init__(self, workspace: Path, timeout: float, env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
-            [storyd_path(), "resume", *ARGS, "--direct", "--lock-timeout", str(timeout)],
+            [STORYD, "resume", *ARGS, "--direct", "--lock-timeout", str(timeout)],
             cwd=workspace,
             env=env,
             stdout=subprocess.PIPE,
@@ -210,7 +150,7 @@ StartReader = Callable[[str, float], Reader]
 @pytest.fixture
 def state(tmp_path: Path) -> Path:
     """A workspace whose state file says fresh-start (the "old" content)."""
-    return write_epic_state(tmp_path / "ws", "0049", {S: {"T1": {"status": "PENDING"}}})
+    return write_epic(tmp_path / "ws", "0049", tasks={S: {"T1": {"status": "PENDING"}}})
 
 
 def new_content() -> bytes:
@@ -250,6 +190,7 @@ def assert_old_answer(reader: Reader, state_bytes: bytes) -> None:
 class TestExclusiveWriterBlocksReader:
     """A reader waits while a writer holds `flock -x`, and returns once it lets go."""
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("kind", ["thread", "process"])
     def test_waits_then_reads(
         self,
@@ -302,6 +243,7 @@ class TestSharedWriterDoesNotBlock:
 class TestBound:
     """A writer that never lets go gives exit 75 after about --lock-timeout seconds."""
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("bound", [0.3, 0.6])
     def test_in_process(self, bound: float, state: Path, writers: Writers) -> None:
         writers(state, "-x")
@@ -314,6 +256,7 @@ class TestBound:
         assert str(state) in raised.value.message
         assert f"{bound:g} s" in raised.value.message
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("bound", [0.3, 0.6])
     def test_process(
         self,
@@ -349,6 +292,7 @@ class TestBound:
             read_locked(str(state), 0)
         assert time.monotonic() - start < 0.5
 
+    @pytest.mark.slow
     def test_fallback_path_is_bounded_too(
         self,
         state: Path,
@@ -366,6 +310,7 @@ class TestBound:
 class TestRenameReplace:
     """A file renamed over the path while the reader waits: the new file is what it returns."""
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("kind", ["thread", "process"])
     def test_returns_new_content(
         self,
@@ -393,6 +338,7 @@ class TestRenameReplace:
         else:
             assert (reader.proc.returncode, reader.stdout, reader.stderr) == (0, NEW_OUT, b"")
 
+    @pytest.mark.slow
     def test_new_file_locked_too(self, state: Path, writers: Writers) -> None:
         old = inode(state)
         first = writers(state, "-x")

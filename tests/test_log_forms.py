@@ -14,11 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
-from daemon_harness import (
-    DaemonProcess,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-)
+import pytest
+from daemon_harness import DaemonProcess, wait_for
+
+pytestmark = pytest.mark.slow
 
 Spawn = Callable[..., DaemonProcess]
 

@@ -16,11 +16,11 @@ pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install '
 
 import anyio
 from agents_harness import AgentsEnv, demo_workspace
-from daemon_harness import STORYD, spawn_daemon_fixture
+from cli_harness import STORYD
+from daemon_harness import wait_for
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-spawn_daemon = spawn_daemon_fixture
 T = TypeVar("T")
 TOOLS = {"resume", "status", "epic", "check", "reconcile_preview", "reconcile_apply"}
 ISSUE_STATE = ".claude/plans/issue-42-geofencing/execution-state.json"
@@ -195,7 +195,6 @@ def test_a_listen_subscription_hears_the_daemons_changes(spawn_daemon: Any,
                                                          own: tuple[Path, AgentsEnv]) -> None:
     """`subscriptions/listen` on storyd://in-flight (the SDK's `Client.listen`, protocol
     2026-07-28): a state-file change the daemon sees arrives as ResourceUpdated."""
-    from daemon_harness import wait_for
     from mcp import Client
     from mcp.shared.subscriptions import ResourceUpdated
 

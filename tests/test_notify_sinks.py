@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from git_harness import append_stdin_hook, fake_notify_send, hook_calls
+from notify_harness import append_stdin_hook, fake_notify_send, hook_calls
 
 from daemon.server.engine import Look
 from daemon.server.notify import Notifications

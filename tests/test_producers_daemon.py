@@ -11,12 +11,12 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from daemon_harness import (
-    DaemonProcess,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-)
+import pytest
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess
 from format_harness import copy_fixture
+
+pytestmark = pytest.mark.slow
 
 Spawn = Callable[..., DaemonProcess]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

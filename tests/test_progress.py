@@ -16,20 +16,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    STORYD,
-    DaemonProcess,
-    epic_relpath,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    write_epic,
-)
-from test_locking import Writer
+from cli_harness import STORYD
+from daemon_harness import DaemonProcess
+from epic_state_harness import epic_relpath, write_epic
+from locks_harness import FlockWriter
 
 Spawn = Callable[..., DaemonProcess]
 STORY = "story-0049-0001"
-pytestmark = pytest.mark.skipif(
-    subprocess.run(["which", "flock"], capture_output=True, check=False).returncode != 0,
-    reason="needs flock(1) from util-linux")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        subprocess.run(["which", "flock"], capture_output=True, check=False).returncode != 0,
+        reason="needs flock(1) from util-linux"),
+]
 
 
 def _ws(tmp_path: Path) -> Path:
@@ -43,7 +42,7 @@ def _run_held(argv: list[str], ws: Path, env: dict[str, str], tmp_path: Path, *,
               tty: bool) -> tuple[int, bytes, bytes]:
     """Run `argv` while a writer holds the state file; release it once the progress line
     shows (tty) or after a second (piped). Exit code, stdout, stderr."""
-    writer = Writer(ws / epic_relpath("0049"), "-x", tmp_path / "fifo")
+    writer = FlockWriter(ws / epic_relpath("0049"), "-x", tmp_path / "fifo")
     master, slave = pty.openpty() if tty else (-1, -1)
     try:
         child = subprocess.Popen(argv, cwd=ws, env=env, stdin=subprocess.DEVNULL,

@@ -13,12 +13,14 @@ from pathlib import Path
 from time import gmtime
 
 import pytest
-from conftest import run_reference, storyd_path
+from cli_harness import STORYD, run_reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from daemon.answers import Options, answer
 from daemon.formats.epic import ADAPTER
+
+pytestmark = pytest.mark.slow
 
 S = "story-0049-0013"
 RELPATH = "plans/epic-0049/execution-state.json"
@@ -332,7 +334,7 @@ class TestReferenceParity:
             workspace = Path(root)
             lay_out(workspace, data, mtime)
             ours = subprocess.run(
-                [storyd_path(), "resume", *argv, "--direct", "--staleness", "mtime"],
+                [STORYD, "resume", *argv, "--direct", "--staleness", "mtime"],
                 cwd=workspace,
                 env=env,
                 capture_output=True,

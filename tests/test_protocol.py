@@ -12,19 +12,12 @@ from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    Line,
-    daemon_env,
-    epic_relpath,
-    exclusively_locked,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-    write_epic,
-)
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, Line, daemon_env, wait_for
+from epic_state_harness import epic_relpath, write_epic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from locks_harness import exclusively_locked
 
 Spawn = Callable[..., DaemonProcess]
 S = "story-0049-0013"
@@ -104,6 +97,7 @@ def resume_line(**fields: object) -> bytes:
 class TestErrors:
     """Every bad request gets an error answer; the connection and the daemon stay up."""
 
+    @pytest.mark.slow
     @pytest.mark.parametrize(("name", "line", "code", "fragment"), BAD_LINES,
                              ids=[case[0] for case in BAD_LINES])
     def test_bad_line(self, served: tuple[DaemonProcess, Path, Path], name: str, line: bytes,
@@ -213,6 +207,7 @@ class TestErrors:
 class TestPipelining:
     """Many requests in one write: answers in request order, ids echoed."""
 
+    @pytest.mark.slow
     def test_answers_in_order_around_a_slow_cache_miss(
             self, served: tuple[DaemonProcess, Path, Path]) -> None:
         proc, ws, other = served
@@ -295,6 +290,7 @@ class TestOps:
         assert several["ok"] is False and several["error"]["code"] == 64  # type: ignore[index]
         assert "holds 2 units" in several["error"]["message"]  # type: ignore[index]
 
+    @pytest.mark.slow
     def test_watch_and_unwatch(self, spawn_daemon: Spawn, tmp_path: Path) -> None:
         ws = tmp_path / "ws"
         write_epic(ws, "0049", STORIES)
@@ -345,6 +341,7 @@ NEXT = {S: {"tasks": {"T1": {"status": "done", "commitSha": "aaa1"},
         S_DONE: {"tasks": {"T1": {"status": "done", "commitSha": "bbb1"}}}}
 
 
+@pytest.mark.slow
 class TestSubscribe:
     """changed events, replay with since, fresh lists across daemon restarts."""
 
@@ -458,6 +455,7 @@ def raw_envelope(line: bytes) -> bytes:
     return text[len(prefix):end].encode("utf-8")
 
 
+@pytest.mark.slow
 class TestEquivalence:
     """Socket, daemon-backed CLI and direct read agree byte for byte on generated files."""
 

@@ -16,12 +16,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    atomic_write,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-)
+from daemon_harness import DaemonProcess, wait_for
+from epic_state_harness import atomic_write
 from format_harness import Run, copy_fixture, load_one, resume_direct
 
 from daemon.formats.base import Source
@@ -135,6 +131,7 @@ REAL_SESSIONS = {
 class TestRealSessions:
     """apex's 00-session-state.json as its writer left them, in five shapes."""
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("name", sorted(REAL_SESSIONS))
     def test_envelope(self, name: str, tmp_path: Path, run_storyd: Run) -> None:
         project, expected = REAL_SESSIONS[name]
@@ -524,6 +521,7 @@ STATE_FILES = {
 class TestUnreadable:
     """A file that cannot be read: exit 65 and one stderr line naming file, cause, position."""
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("fmt", sorted(STATE_FILES))
     @pytest.mark.parametrize(("data", "cause", "where"), BROKEN_JSON, ids=BROKEN_IDS)
     def test_one_line(
@@ -612,6 +610,7 @@ class TestUnreadable:
         assert [t.status for t in unit.tasks] == ["pending"]
 
 
+@pytest.mark.slow
 class TestDaemonFinding:
     """The daemon's state-unreadable finding carries the same cause as the CLI's line."""
 

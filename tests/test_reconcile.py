@@ -14,16 +14,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    daemon_env,
-    exclusively_locked,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-    write_config,
-)
-from git_harness import EPIC, STATE, STORY, EventStream, GitWorkspace, task_id
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, EventStream, daemon_env, wait_for, write_config
+from epic_state_harness import EPIC, STATE, STORY, task_id
+from git_harness import GitWorkspace
+from locks_harness import exclusively_locked
 
 from daemon.config import Config
 from daemon.reconcile import make_plan
@@ -126,6 +121,7 @@ def unrecorded(repo: GitWorkspace) -> tuple[Path, str, str]:
     return write_state(repo, text), text, t2
 
 
+@pytest.mark.slow
 class TestRepairs:
     """Each repair class on a real repository, through the CLI."""
 
@@ -293,6 +289,7 @@ class TestRepairs:
 class TestSafety:
     """Locks, races, crashes and undo."""
 
+    @pytest.mark.slow
     def test_a_writer_holding_the_lock_gives_exit_75(
         self, env: dict[str, str], repo: GitWorkspace, unrecorded: tuple[Path, str, str]
     ) -> None:
@@ -338,6 +335,7 @@ class TestSafety:
         assert document["note"] == "writer"  # the writer's change survives
         assert document["stories"][STORY]["tasks"][T2]["commitSha"] == t2
 
+    @pytest.mark.slow
     @pytest.mark.parametrize(("point", "survivor"), [("before-rename", "old"),
                                                      ("after-rename", "new")])
     def test_kill_9_leaves_the_old_file_or_the_new_one(
@@ -363,6 +361,7 @@ class TestSafety:
         assert [p.name for p in path.parent.iterdir() if TEMP_MARK in p.name] == []
         assert json.loads(path.read_text())["stories"][STORY]["tasks"][T2]["commitSha"] == t2
 
+    @pytest.mark.slow
     def test_undo_restores_byte_for_byte(
         self, env: dict[str, str], repo: GitWorkspace, unrecorded: tuple[Path, str, str]
     ) -> None:
@@ -376,6 +375,7 @@ class TestSafety:
         again = reconcile(env, repo, "--undo")
         assert again.returncode == 1 and b"nothing to undo" in again.stderr
 
+    @pytest.mark.slow
     def test_undo_refused_after_a_later_write(
         self, env: dict[str, str], repo: GitWorkspace, unrecorded: tuple[Path, str, str]
     ) -> None:
@@ -389,6 +389,7 @@ class TestSafety:
         assert STATE.encode() in refused.stderr
         assert path.read_text(encoding="utf-8") == later
 
+    @pytest.mark.slow
     def test_only_limits_the_classes(self, env: dict[str, str], repo: GitWorkspace) -> None:
         t1, t2, _ = repo.tasks_commits(STORY, 3)
         text = epic_text({
@@ -448,6 +449,7 @@ def daemon_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Git
     yield repo
 
 
+@pytest.mark.slow
 class TestDaemon:
     """The read-only socket op, the CLI apply's event, and auto-apply of configured classes."""
 
@@ -584,6 +586,7 @@ def test_a_file_removed_after_the_plan_is_not_recreated(
     assert not path.exists()
 
 
+@pytest.mark.slow
 class TestSquashLanded:
     """issue 9's squash-merged finding: the story gets the producer's status for a merged PR."""
 
@@ -650,14 +653,13 @@ class TestSquashLanded:
         assert path.read_text(encoding="utf-8") == text
 
 
+@pytest.mark.slow
 def test_auto_reconcile_waits_the_lock_timeout_a_reload_set(
     repo: GitWorkspace, unrecorded: tuple[Path, str, str]
 ) -> None:
     """The auto-reconciler reads the daemon's lock_timeout as a reload left it (the engine's
     options), not the one in the configuration it was started with: a writer holding the
     lock makes it give up after the new 0.2 s, not the old 30 s."""
-    from daemon_harness import exclusively_locked, wait_for
-
     from daemon.answers import Options
     from daemon.errors import LockTimeout
     from daemon.server.engine import Engine

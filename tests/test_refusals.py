@@ -6,12 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    write_config,
-    write_epic,
-)
+from daemon_harness import DaemonProcess, write_config
+from epic_state_harness import write_epic
+
+pytestmark = pytest.mark.slow
 
 Spawn = Callable[..., DaemonProcess]
 

@@ -14,14 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    exclusively_locked,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-    write_config,
-    write_epic,
-)
+from daemon_harness import DaemonProcess, wait_for, write_config
+from epic_state_harness import write_epic
+from locks_harness import exclusively_locked
 
 Spawn = Callable[..., DaemonProcess]
 STORY = "story-0049-0001"
@@ -80,6 +75,7 @@ def test_stats_shows_the_reloaded_limits(reloaded: DaemonProcess) -> None:
     }
 
 
+@pytest.mark.slow
 def test_a_line_over_the_new_max_line_bytes_is_refused(reloaded: DaemonProcess) -> None:
     padded = {"op": "ping", "pad": "x" * 2000}
     answer = reloaded.request(padded)
@@ -92,6 +88,7 @@ def test_a_line_over_the_new_max_line_bytes_is_refused(reloaded: DaemonProcess) 
     assert reloaded.request({"op": "ping"})["ok"] is True
 
 
+@pytest.mark.slow
 def test_a_held_lock_times_out_after_the_new_lock_timeout(
     reloaded: DaemonProcess, tmp_path: Path
 ) -> None:
@@ -116,6 +113,7 @@ def test_a_held_lock_times_out_after_the_new_lock_timeout(
     assert waited < 10.0
 
 
+@pytest.mark.slow
 def test_a_refresher_waiting_out_a_long_interval_takes_the_new_one() -> None:
     """In process: `configure` wakes a refresher that waits out 3600 s, and the new 0.05 s
     interval makes it verify (its tick) at once, not in an hour."""
@@ -137,6 +135,7 @@ def test_a_refresher_waiting_out_a_long_interval_takes_the_new_one() -> None:
         refresher.join(timeout=5)
 
 
+@pytest.mark.slow
 def test_keys_read_at_start_only_say_they_need_a_restart(
     spawn_daemon: Spawn, tmp_path: Path
 ) -> None:

@@ -10,12 +10,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import (
-    epic_relpath,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (the spawn_daemon fixture)
-    write_epic,
-)
+from cli_harness import run_storyd_cli
+from epic_state_harness import epic_relpath, write_epic
+
+pytestmark = pytest.mark.slow
 
 STORY = "story-0049-0001"
 TASKS = {"TASK-1": {"status": "PENDING"}}

@@ -7,7 +7,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import write_epic_state
+from epic_state_harness import write_epic
 
 STORY = "story-0049-0013"
 ARGS = ("resume", "--story-id", STORY, "--epic-id", "49", "--direct")
@@ -16,8 +16,8 @@ OLD = "2026-01-01T00:00:00Z"
 
 def _fresh_clone_like(ws: Path) -> None:
     """A story file committed before its task was done, with a brand-new mtime."""
-    write_epic_state(
-        ws, "0049", {STORY: {"T1": {"status": "DONE", "completedAt": "2026-02-01T00:00:00Z"}}}
+    write_epic(
+        ws, "0049", tasks={STORY: {"T1": {"status": "DONE", "completedAt": "2026-02-01T00:00:00Z"}}}
     )
     story = ws / "plans" / "epic-0049" / f"{STORY}.md"
     story.write_text("# story\n", encoding="utf-8")

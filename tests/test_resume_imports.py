@@ -123,6 +123,7 @@ def test_the_check_can_fail(workspace: Path) -> None:
                if line.startswith("import time:"))
 
 
+@pytest.mark.slow
 def test_the_guard_sees_the_mcp_server_modules(workspace: Path) -> None:
     """The MCP server's own import does load what the guard forbids (so a pass above means
     the resume path stays clear of it)."""

@@ -18,6 +18,8 @@ from daemon.model import Finding, Unit
 from detectors import Context
 from detectors.runner import Runner
 
+pytestmark = pytest.mark.slow
+
 
 class _Sleeper:
     """A detector that takes `seconds` of real work and finds nothing."""

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from daemon_harness import wait_for
+from epic_state_harness import write_epic
 
 from daemon.server.assembly import build_daemon
 from daemon.server.service import Daemon, Settings
-from tests.conftest import write_epic_state
-from tests.daemon_harness import wait_for
 
 STORY = {"story-0049-0001": {"TASK-1": {"status": "pending"}}}
 
@@ -24,7 +24,7 @@ STORY = {"story-0049-0001": {"TASK-1": {"status": "pending"}}}
 def running(tmp_path: Path) -> Iterator[tuple[Daemon, Path]]:
     """A started Daemon (mtime staleness: no git needed) on one epic workspace."""
     workspace = tmp_path / "ws"
-    write_epic_state(workspace, "0049", STORY)
+    write_epic(workspace, "0049", tasks=STORY)
     (workspace / "plans" / "epic-0049" / "notes").mkdir()
     daemon = build_daemon(Settings(staleness="mtime", verify_interval=0.1))
     daemon.start([str(workspace)])
@@ -86,6 +86,7 @@ class TestWatchCount:
         assert daemon.unwatch(str(workspace)).result(timeout=5)
         assert daemon.watcher.watched_dirs() == 0
 
+    @pytest.mark.slow
     def test_an_idle_tick_does_not_recount(
         self, running: tuple[Daemon, Path], monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -133,12 +134,13 @@ class _PausingDict(dict[str, str]):
         yield from it
 
 
+@pytest.mark.slow
 class TestAliases:
     """Defect 5: the refresher iterated `aliases` while the event loop added to it."""
 
     def test_unwatch_while_a_query_adds_a_spelling(self, tmp_path: Path) -> None:
         workspace = tmp_path / "ws"
-        write_epic_state(workspace, "0049", STORY)
+        write_epic(workspace, "0049", tasks=STORY)
         (workspace / "d").mkdir()
         daemon = build_daemon(Settings(staleness="mtime"))
         aliases = _PausingDict()
@@ -168,6 +170,7 @@ class TestAliases:
             daemon.stop()
 
 
+@pytest.mark.slow
 class TestWatchOwnership:
     """The watches are the refresher's: watchdog's dispatcher only queues work for it.
 
@@ -182,7 +185,7 @@ class TestWatchOwnership:
         self, tmp_path: Path
     ) -> None:
         workspace = tmp_path / "ws"
-        write_epic_state(workspace, "0049", STORY)
+        write_epic(workspace, "0049", tasks=STORY)
         # a tick every millisecond: the refresher's ensure_roots races each event
         daemon = build_daemon(Settings(staleness="mtime", verify_interval=0.001))
         daemon.start([str(workspace)])

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from test_gitview import GitRepo
+from git_harness import GitRepo
 
 from daemon.model import DONE, Finding, Task, Unit
 from detectors.gitview import close_views, git_context
@@ -110,6 +110,7 @@ def test_merge_commit_naming_the_pr_keeps_commits_reachable(repo: GitRepo, check
     assert check(unit(shas, pr=7), repo.path) == []
 
 
+@pytest.mark.slow
 def test_storyd_detail_reports_the_squash(repo: GitRepo, run_storyd: Run) -> None:
     shas = topic(repo)
     squash(repo, f"{S}: squashed (#12)")

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import write_epic_state
-from test_gitview import EPOCH, GitRepo
+from epic_state_harness import write_epic
+from git_harness import EPOCH, GitRepo
 
 from daemon import answers, storytime
 from detectors.gitview import close_views, git_context
@@ -123,7 +123,7 @@ def repo(tmp_path: Path) -> GitRepo:
     repo = GitRepo(tmp_path / "repo").init()
     repo.commit("story", {STORY: "# story\n"})
     repo.commit("story, revised", {STORY: "# story, revised\n"})
-    write_epic_state(repo.path, EPIC, {S: TASKS})  # untracked: the rule never reads it
+    write_epic(repo.path, EPIC, tasks={S: TASKS})  # untracked: the rule never reads it
     os.utime(repo.path / STORY, (MTIME, MTIME))
     return repo
 
@@ -164,6 +164,7 @@ class TestEveryPathAgrees:
         repo.git("reset", "--soft", "HEAD~1")  # the revision is staged now: not clean
         assert paths.agree(None) == expected(paths, vouched=False)
 
+    @pytest.mark.slow
     def test_committed_again_after_reset_soft(self, repo: GitRepo, paths: Paths) -> None:
         assert paths.agree(EPOCH + 120) == expected(paths, vouched=True)
         repo.git("reset", "--soft", "HEAD~1")

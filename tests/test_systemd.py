@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import storyd_path
+from cli_harness import STORYD
 
 from daemon.commands import install
 from daemon.errors import StorydError
@@ -319,7 +319,7 @@ class TestUnitFiles:
         done = run_storyd("install", "--unit-dir", str(units))
         assert done.returncode == 0, done.stderr
         rendered = [units / "storyd.socket", units / "storyd.service"]
-        assert f"ExecStart={storyd_path()} serve" in rendered[1].read_text()
+        assert f"ExecStart={STORYD} serve" in rendered[1].read_text()
         assert verify(rendered, isolated_env) == []
 
     @needs_analyze
@@ -328,7 +328,7 @@ class TestUnitFiles:
         """A path with spaces, % and $ is quoted and escaped so systemd finds the binary."""
         folder = tmp_path / "my 100% $HOME bin"
         folder.mkdir()
-        (folder / "storyd").symlink_to(storyd_path())
+        (folder / "storyd").symlink_to(STORYD)
         units = tmp_path / "units"
         units.mkdir()
         for unit, text in install.find_templates().items():

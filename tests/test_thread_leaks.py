@@ -17,9 +17,10 @@ from contextlib import suppress
 from pathlib import Path
 
 import pytest
-from conftest import leaked_threads, write_epic_state
 from daemon_harness import wait_for
-from git_harness import STORY, GitWorkspace
+from epic_state_harness import STORY, write_epic
+from git_harness import GitWorkspace
+from threads_harness import leaked_threads
 from watchdog.observers.api import BaseObserver
 
 from daemon.config.values import Config
@@ -99,7 +100,7 @@ class TestDaemonThreads:
         self, tmp_path: Path, before: set[threading.Thread]
     ) -> None:
         workspace = tmp_path / "ws"
-        write_epic_state(workspace, "0049", PENDING)
+        write_epic(workspace, "0049", tasks=PENDING)
         daemon = build_daemon(Settings(staleness="mtime", verify_interval=0.1))
         daemon.start([str(workspace)])
         try:
@@ -131,7 +132,7 @@ class TestDaemonThreads:
         paths = []
         for n in range(4):
             workspace = tmp_path / f"ws{n}"
-            write_epic_state(workspace, "0049", PENDING)
+            write_epic(workspace, "0049", tasks=PENDING)
             paths.append(str(workspace))
         daemon = build_daemon(Settings(staleness="mtime", lock_timeout=10.0))
         observer = daemon.watcher.observer
@@ -162,8 +163,8 @@ class TestDaemonThreads:
         self, tmp_path: Path, before: set[threading.Thread]
     ) -> None:
         first, second = tmp_path / "one", tmp_path / "two"
-        write_epic_state(first, "0049", PENDING)
-        write_epic_state(second, "0050", PENDING)
+        write_epic(first, "0049", tasks=PENDING)
+        write_epic(second, "0050", tasks=PENDING)
         daemon = build_daemon(Settings(staleness="mtime"))
         daemon.start([str(first)])
         try:

@@ -10,13 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-from daemon_harness import (
-    epic_relpath,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (the spawn_daemon fixture)
-    wait_for,
-    write_epic,
-)
+import pytest
+from cli_harness import run_storyd_cli
+from daemon_harness import wait_for
+from epic_state_harness import epic_relpath, write_epic
+
+pytestmark = pytest.mark.slow
 
 GOOD = {"story-0049-0001": {"tasks": {"TASK-1": {"status": "PENDING"}}}}
 

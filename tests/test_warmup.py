@@ -9,14 +9,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import (
-    DaemonProcess,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-)
-from git_harness import EPIC, story_id, task_id
-from test_gitview import GitRepo
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, wait_for
+from epic_state_harness import EPIC, story_id, task_id
+from git_harness import GitRepo
 
 from daemon import storytime
 
@@ -42,6 +38,7 @@ def big_workspace(root: Path, stories: int) -> GitRepo:
     return repo
 
 
+@pytest.mark.slow
 class TestServeFirst:
     def test_answers_during_warm_up_and_reports_progress(self, spawn_daemon: Spawn,
                                                          tmp_path: Path) -> None:
@@ -189,6 +186,7 @@ class TestBranchMoves:
         assert storytime.git_commit_time(ws, "story.md") is None
 
 
+@pytest.mark.slow
 def test_warm_up_events_are_not_kept_for_replay(spawn_daemon: Spawn, tmp_path: Path) -> None:
     """Each unit's first sight at start-up goes to live subscribers only: a `since` from
     before the warm-up's end gets the full list; later changes replay as usual."""

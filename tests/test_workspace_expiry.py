@@ -7,14 +7,12 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from daemon_harness import (
-    DaemonProcess,
-    run_storyd_cli,
-    spawn_daemon_fixture,  # noqa: F401  (registers the spawn_daemon fixture)
-    wait_for,
-    write_config,
-    write_epic,
-)
+import pytest
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, wait_for, write_config
+from epic_state_harness import write_epic
+
+pytestmark = pytest.mark.slow
 
 Spawn = Callable[..., DaemonProcess]
 STORY = "story-0049-0001"
