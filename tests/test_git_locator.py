@@ -351,6 +351,7 @@ def probe(ws: Path, relpath: str = "story.md") -> list[str]:
     return done.stdout.splitlines()
 
 
+@pytest.mark.slow  # git itself waits out storytime's 5 s deadline on the FIFO
 def test_a_fifo_head_does_not_block(repo: Path) -> None:
     head = repo / ".git" / "HEAD"
     head.unlink()
@@ -362,6 +363,7 @@ def test_a_fifo_head_does_not_block(repo: Path) -> None:
     assert "time None" in out
 
 
+@pytest.mark.slow  # git itself waits out storytime's 5 s deadline on the FIFO
 def test_a_fifo_loose_ref_does_not_block(repo: Path) -> None:
     ref = repo / ".git" / "refs" / "heads" / "main"
     ref.unlink()
@@ -370,6 +372,7 @@ def test_a_fifo_loose_ref_does_not_block(repo: Path) -> None:
     assert "branch main" in out and "commit None" in out and "stamps 4" in out
 
 
+@pytest.mark.slow  # git itself waits out storytime's 5 s deadline on the FIFO
 def test_a_fifo_packed_refs_does_not_block(repo: Path) -> None:
     git(repo, "pack-refs", "--all")
     packed = repo / ".git" / "packed-refs"
@@ -379,6 +382,7 @@ def test_a_fifo_packed_refs_does_not_block(repo: Path) -> None:
     assert "branch main" in out and "commit None" in out
 
 
+@pytest.mark.slow  # git itself waits out storytime's 5 s deadline on the FIFO
 def test_a_fifo_commondir_does_not_block(repo: Path, worktree: Path) -> None:
     where = locate(str(worktree))
     assert where is not None
