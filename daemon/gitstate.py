@@ -42,6 +42,7 @@ unit of the workspace carries a warning saying how long the lock has been held.
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 from daemon.regular import open_regular, read_regular
@@ -210,6 +211,19 @@ class GitLocation:
             except OSError:
                 break
         return tuple(paths)
+
+    def blocking_file(self) -> str | None:
+        """The first of git's files that a git process would open and wait on for ever
+        (there, but not a regular file: a FIFO, a device), or None."""
+        extra = (os.path.join(self.common, "config"), os.path.join(self.gitdir, "commondir"))
+        for path in (*self.stamp_paths(), *extra):
+            try:
+                mode = os.stat(path).st_mode
+            except OSError:
+                continue  # absent: git says so itself, in time
+            if not stat.S_ISREG(mode):
+                return path
+        return None
 
     # -- operations --------------------------------------------------------------------
 

@@ -103,6 +103,9 @@ def git_commit_time(workspace: str, relpath: str) -> int | None:
     key = _memo_key(workspace, relpath)
     if key is not None and key in _memo:
         return _memo[key]
+    where = _locate(workspace) if key is None else None  # a stamp: git's files are sound
+    if where is not None and where.blocking_file() is not None:
+        return None  # git would wait on a FIFO HEAD or ref until its deadline
     status = _git(workspace, "status", "--porcelain", "--untracked-files=all", "--", relpath)
     if status is None or status.strip():
         found = None
