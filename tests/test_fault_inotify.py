@@ -200,14 +200,18 @@ def test_instances_exhausted_fall_back_to_polling_instead_of_dying(
 ) -> None:
     ws = tmp_path / "ws"
     write_epic(ws, "0049", {STORY: {"tasks": {"T1": {"status": "pending"}}}})
-    instances, _ = in_use()
-    if instances < 1:
-        pytest.skip("no inotify instance of this user to hold the limit at")
-    # 1: below what this user holds (forked processes share instances, so /proc's count
-    # is not the kernel's): no new instance for anyone until restore()
-    with lowered("max_user_instances", 1) as restore:
-        daemon = spawn_daemon([ws], args=["--verify-interval", "0.2"])
-        restore()
+    from daemon.server.changes import Changes
+
+    held = Changes()  # an instance of this user's for the limit to sit at, whatever ran before
+    try:
+        assert held.available and in_use()[0] >= 1
+        # 1: at what this user holds (forked processes share instances, so /proc's count
+        # is not the kernel's): no new instance for anyone until restore()
+        with lowered("max_user_instances", 1) as restore:
+            daemon = spawn_daemon([ws], args=["--verify-interval", "0.2"])
+            restore()
+    finally:
+        held.close()
     assert daemon.running()
     failed = daemon.wait_log("watch_failed", timeout=10)
     assert "limit" in str(failed["error"]), failed
