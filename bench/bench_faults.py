@@ -70,8 +70,8 @@ class Daemon:
         env.update(XDG_CONFIG_HOME=str(root / "config"), XDG_RUNTIME_DIR=str(root / "runtime"),
                    XDG_STATE_HOME=str(root / "state"), STORYD_SOCKET=self.socket,
                    PYTHONPATH=src + os.pathsep + env.get("PYTHONPATH", ""))
-        code = "import sys; from daemon.cli import main; sys.exit(main())"
-        self.log = open(root / "daemon.log", "wb")  # noqa: SIM115  (closed in stop)
+        code = "import sys; from storyd.cli.main import main; sys.exit(main())"
+        self.log = open(root / "storyd.core.log", "wb")  # noqa: SIM115  (closed in stop)
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code, "serve", "--socket", self.socket,
              "--workspace", str(workspace)],
@@ -79,7 +79,7 @@ class Daemon:
             stderr=self.log)
         if wait_for_ping(self.socket, 20.0, lambda: self.proc.poll() is None) is None:
             self.stop()
-            raise SystemExit(f"storyd serve did not answer (see {root / 'daemon.log'})")
+            raise SystemExit(f"storyd serve did not answer (see {root / 'storyd.core.log'})")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             warm = ask(self.socket, {"op": "stats"}).get("warm")

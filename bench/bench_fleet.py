@@ -98,8 +98,8 @@ def synthetic(machine: int, units: int) -> list[dict[str, object]]:
 
 
 def publish(url: str, machines: int, units: int) -> dict[str, float]:
-    from daemon.fleet.config import Fleet
-    from daemon.fleet.publisher import Publisher
+    from storyd.fleet.config import Fleet
+    from storyd.fleet.publisher import Publisher
 
     class Quiet:
         def __getattr__(self, _name: str):

@@ -38,10 +38,10 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
-from daemon.model import DONE, Task, Unit  # noqa: E402
-from detectors import Context  # noqa: E402
-from detectors.gitview import GitView, close_views, git_context  # noqa: E402
-from detectors.history import DETECTOR as HISTORY  # noqa: E402
+from storyd.core.model import DONE, Task, Unit  # noqa: E402
+from storyd.detectors import Context  # noqa: E402
+from storyd.detectors.gitview import GitView, close_views, git_context  # noqa: E402
+from storyd.detectors.history import DETECTOR as HISTORY  # noqa: E402
 
 RESULTS = BENCH / "results"
 AHEAD = 200  # commits on `next` beyond `main`, one fast-forward each

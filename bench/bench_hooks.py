@@ -79,9 +79,9 @@ def bench_hooks(ws: Path, env: dict[str, str], runs: int, label: str) -> None:
 
 def bench_in_process(ws: Path, env: dict[str, str], runs: int) -> None:
     """The hooks' own work: each hook's function called in this process, imports done."""
-    from daemon.agents.post_tool_use import problem
-    from daemon.agents.session_start import context
-    from daemon.agents.stop import decide
+    from storyd.agents.post_tool_use import problem
+    from storyd.agents.session_start import context
+    from storyd.agents.stop import decide
 
     saved = dict(os.environ)
     os.environ.update(env)
@@ -146,7 +146,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
-    from daemon.commands.demo import prepare
+    from storyd.cli.commands.demo import prepare
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -26,7 +26,7 @@ import orjson
 PIP_WRAPPER = """# -*- coding: utf-8 -*-
 import re
 import sys
-from daemon.cli import main
+from storyd.cli.main import main
 if __name__ == '__main__':
     sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
     sys.exit(main())

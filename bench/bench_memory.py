@@ -38,10 +38,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tasks", type=int, default=5)
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args(argv)
-    from daemon import answers
-    from daemon.config import Config
-    from daemon.detection import build_detect
-    from daemon.server.engine import Engine
+    from storyd.api import answers
+    from storyd.api.detection import build_detect
+    from storyd.config import Config
+    from storyd.server.engine import Engine
 
     with tempfile.TemporaryDirectory(prefix="storyd-bench-memory-") as tmp:
         workspace, _ = make_epic_workspace(Path(tmp), args.stories, args.tasks)

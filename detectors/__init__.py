@@ -10,7 +10,7 @@ register there too, exactly as a third-party plugin would (see docs/detectors.md
     unit_context(...)            a unit's Context
 
 A unit is any format's unit of work (a story, a task list, a plan, a session): one
-`daemon.model.Unit`. detectors/runner.py runs the detectors on one owner thread with
+`storyd.core.model.Unit`. detectors/runner.py runs the detectors on one owner thread with
 a time limit (GitPython objects are not thread-safe); a detector that raises or hangs
 becomes an error finding.
 """
@@ -21,12 +21,12 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from daemon import storytime
-from daemon.errors import SetupError
-from daemon.model import OWN_DETECTORS, Finding, Unit
+from storyd.core import storytime
+from storyd.core.errors import SetupError
+from storyd.core.model import OWN_DETECTORS, Finding, Unit
 
 if TYPE_CHECKING:
-    from detectors.gitview import GitView
+    from storyd.detectors.gitview import GitView
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "storyd.detectors"
-RESERVED_NAMES = OWN_DETECTORS  # a plugin may not take these names (daemon/model.py)
+RESERVED_NAMES = OWN_DETECTORS  # a plugin may not take these names (daemon/core/model.py)
 DEFAULT_TIME_LIMIT = 5.0
 
 

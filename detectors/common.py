@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from daemon.model import Finding
+from storyd.core.model import Finding
 
 if TYPE_CHECKING:
-    from daemon.model import Unit
-    from detectors import Context
-    from detectors.gitview import GitError, GitView
+    from storyd.core.model import Unit
+    from storyd.detectors import Context
+    from storyd.detectors.gitview import GitError, GitView
 
 __all__ = ["SHORT", "git_failed", "int_option", "no_tip", "short", "str_option", "tip_name"]
 

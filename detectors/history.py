@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import re
 
-from daemon.model import Finding, Task, Unit, Wording
-from detectors import Context
-from detectors.common import git_failed, int_option, no_tip, tip_name
-from detectors.gitview import AMBIGUOUS, FOUND, INVALID, GitError, GitView, ObjectInfo
+from storyd.core.model import Finding, Task, Unit, Wording
+from storyd.detectors import Context
+from storyd.detectors.common import git_failed, int_option, no_tip, tip_name
+from storyd.detectors.gitview import AMBIGUOUS, FOUND, INVALID, GitError, GitView, ObjectInfo
 
 __all__ = ["DETECTOR", "HistoryDetector"]
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping
 
-from daemon import storytime
-from daemon.model import Finding, Unit
-from daemon.worker import QueueWorker
-from detectors import DEFAULT_TIME_LIMIT, Context, Detector, unit_context
+from storyd.core import storytime
+from storyd.core.model import Finding, Unit
+from storyd.core.worker import QueueWorker
+from storyd.detectors import DEFAULT_TIME_LIMIT, Context, Detector, unit_context
 
 __all__ = ["DetectorThread", "Runner"]
 

@@ -1,6 +1,6 @@
 """staleness: the envelope's staleWarnings as findings, one per stale DONE task.
 
-The envelope code path (daemon.envelope.stale_warnings, fed by daemon.answers.answer)
+The envelope code path (storyd.core.envelope.stale_warnings, fed by storyd.api.answers.answer)
 already decided which DONE tasks are stale, in the mode `context.staleness` (git: a
 tracked, clean story file dates from its last commit when that is earlier than its
 mtime; mtime: the seed's literal rule). This detector only re-states those warnings as
@@ -10,17 +10,17 @@ findings, so the direct read, the socket answer and the findings always agree.
 
 Every storyd caller passes the envelope (the daemon's engine, `resume --detail`,
 `status`, `check`, `reconcile`). A host that calls the detector with no envelope gets
-the same answer from the same rule: `_recompute` asks daemon.storytime, as
-daemon.answers.answer does. It never asks the git view.
+the same answer from the same rule: `_recompute` asks storyd.core.storytime, as
+storyd.api.answers.answer does. It never asks the git view.
 """
 
 from __future__ import annotations
 
 import os
 
-from daemon import envelope, storytime
-from daemon.model import Finding, Task, Unit
-from detectors import Context
+from storyd.core import envelope, storytime
+from storyd.core.model import Finding, Task, Unit
+from storyd.detectors import Context
 
 __all__ = ["DETECTOR", "StalenessDetector", "message"]
 
@@ -51,7 +51,7 @@ class StalenessDetector:
 
 
 def _recompute(unit: Unit, context: Context, done: list[Task]) -> list[str]:
-    """envelope.stale_warnings, asked exactly as daemon.answers.answer asks it."""
+    """envelope.stale_warnings, asked exactly as storyd.api.answers.answer asks it."""
     if not unit.story_file:
         return []
     workspace, relpath = context.workspace, unit.story_file

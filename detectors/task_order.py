@@ -12,8 +12,8 @@ One finding per offending task; <P> is the first task that is not DONE.
 
 from __future__ import annotations
 
-from daemon.model import Finding, Unit
-from detectors import Context
+from storyd.core.model import Finding, Unit
+from storyd.detectors import Context
 
 __all__ = ["DETECTOR", "TaskOrderDetector"]
 

@@ -23,11 +23,11 @@ from __future__ import annotations
 import os
 import re
 
-from daemon.isotime import parse_epoch
-from daemon.model import Finding, Task, Unit
-from detectors import Context
-from detectors.common import git_failed, int_option, short, str_option, tip_name
-from detectors.gitview import Commit, GitError, GitView
+from storyd.core.isotime import parse_epoch
+from storyd.core.model import Finding, Task, Unit
+from storyd.detectors import Context
+from storyd.detectors.common import git_failed, int_option, short, str_option, tip_name
+from storyd.detectors.gitview import Commit, GitError, GitView
 
 __all__ = ["DETECTOR", "UnrecordedDetector", "searchable"]
 

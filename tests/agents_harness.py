@@ -16,7 +16,7 @@ import orjson
 from cli_harness import STORYD
 from daemon_harness import daemon_env, write_config
 
-from daemon.commands.demo import prepare
+from storyd.cli.commands.demo import prepare
 
 __all__ = ["REPO", "AgentsEnv", "demo_workspace", "hook_payload", "run_hook"]
 

@@ -6,6 +6,7 @@
     run_in_pty()         a command with a pseudo-terminal as its stdout
     PipeLines            a child's stdout read line by line, each read bounded by a deadline
     path_without()       a $PATH on which a program is not found
+    lean_pythonpath()    a PYTHONPATH under which `python -S` imports the installed storyd
     isolated_env         pytest fixture: an environment with its own runtime and config dirs
     run_storyd           pytest fixture: run_storyd_cli bound to `isolated_env`
 
@@ -14,12 +15,15 @@ Registered as a plugin by tests/conftest.py, so its fixtures reach every test mo
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import pty
 import selectors
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -33,6 +37,7 @@ __all__ = [
     "STORYD",
     "PipeLines",
     "Run",
+    "lean_pythonpath",
     "path_without",
     "run_in_pty",
     "run_reference",
@@ -169,3 +174,28 @@ def path_without(program: str, extra: Iterable[Path | str] = ()) -> str:
     found = shutil.which(program, path=os.pathsep.join(folders))
     assert found is None or any(found.startswith(str(e)) for e in extra), found
     return os.pathsep.join(folders)
+
+
+@functools.cache
+def lean_pythonpath() -> str:
+    """A folder from which `python -S` (no site: no site-packages, no editable finder)
+    imports the storyd these tests run, so -X importtime lists only storyd's imports.
+
+    An installed wheel is site-packages/storyd: its parent serves. A checkout installed
+    editable maps storyd to daemon/ and storyd.detectors to detectors/ through a finder
+    that site loads; here a folder of symlinks stands in for that mapping.
+    """
+    import storyd
+    from storyd import detectors
+
+    package = Path(storyd.__file__).resolve().parent
+    if package.name == "storyd":
+        return str(package.parent)
+    stage = Path(tempfile.mkdtemp(prefix="storyd-lean-"))
+    atexit.register(shutil.rmtree, stage, True)
+    (stage / "storyd").mkdir()
+    for entry in package.iterdir():
+        if entry.name != "__pycache__":
+            (stage / "storyd" / entry.name).symlink_to(entry)
+    (stage / "storyd" / "detectors").symlink_to(Path(detectors.__file__).resolve().parent)
+    return str(stage)

@@ -37,10 +37,10 @@ import orjson
 from daemon_harness import DaemonProcess, Line
 from epic_state_harness import atomic_write, epic_relpath
 
-from daemon import pipeline
-from daemon.formats import builtin
-from daemon.formats.base import Source
-from daemon.query import Query
+from storyd.core import pipeline
+from storyd.core.formats import builtin
+from storyd.core.formats.base import Source
+from storyd.core.query import Query
 
 __all__ = ["EPIC", "History", "Report", "race"]
 
@@ -98,7 +98,7 @@ def envelope_of(workspace: Path, content: bytes, story: str) -> bytes | None:
 
 def direct(workspace: Path, story: str) -> tuple[int, bytes]:
     """What `storyd resume --direct` gives now (exit code, stdout), in process."""
-    from daemon import answers
+    from storyd.api import answers
 
     out = answers.run(Query(str(workspace), epic=EPIC, story=story), "git")
     return out.code, out.stdout
@@ -310,7 +310,7 @@ class History:
             self._check_list()
             return
         if how == "cli":
-            from daemon.client import ask_cli
+            from storyd.api.client import ask_cli
 
             argv = ["--epic-id", EPIC, "--story-id", story, "--workspace", str(self.ws)]
             out = ask_cli(str(self.proc.socket), argv, str(self.ws), 5.0)

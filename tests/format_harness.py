@@ -22,9 +22,9 @@ from pathlib import Path
 
 import orjson
 
-from daemon.answers import Options, resume_unit
-from daemon.formats.base import Adapter, Source
-from daemon.model import Unit
+from storyd.api.answers import Options, resume_unit
+from storyd.core.formats.base import Adapter, Source
+from storyd.core.model import Unit
 
 __all__ = [
     "OLD",

@@ -14,8 +14,8 @@ from cli_harness import run_storyd_cli
 from daemon_harness import DaemonProcess, daemon_env
 from epic_state_harness import write_epic
 
-from daemon import __version__
-from daemon.cli import COMMANDS, module_name
+from storyd import __version__
+from storyd.cli.main import COMMANDS, module_name
 
 Spawn = Callable[..., DaemonProcess]
 

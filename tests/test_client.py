@@ -13,9 +13,9 @@ from cli_harness import BIN, STORYD, path_without, run_storyd_cli
 from daemon_harness import DaemonProcess, daemon_env
 from epic_state_harness import epic_relpath, write_epic
 
-from daemon.answers import run as run_direct
-from daemon.client import Client, DaemonUnavailable, ask_cli
-from daemon.query import from_argv
+from storyd.api.answers import run as run_direct
+from storyd.api.client import Client, DaemonUnavailable, ask_cli
+from storyd.core.query import from_argv
 
 Spawn = Callable[..., DaemonProcess]
 S = "story-0049-0013"

@@ -1,4 +1,4 @@
-"""daemon.config and `storyd config check|show`: the schema, every class of problem with
+"""storyd.config and `storyd config check|show`: the schema, every class of problem with
 its field and line, and the cheap path `storyd resume` takes."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon import config
-from daemon.config import Config, ConfigError, Problem
-from daemon.errors import StorydError
+from storyd import config
+from storyd.config import Config, ConfigError, Problem
+from storyd.core.errors import StorydError
 
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
 
@@ -311,9 +311,9 @@ class TestLoadStaleness:
         assert done.stdout.decode().split() == ["git", "[]", "False"]
 
     def test_importing_the_module_is_light(self) -> None:
-        """`import daemon.config` alone adds none of the modules the CLI must not pay for."""
+        """`import storyd.config` alone adds none of the modules the CLI must not pay for."""
         code = (
-            "import sys\nbefore = set(sys.modules)\nimport daemon.config\n"
+            "import sys\nbefore = set(sys.modules)\nimport storyd.config\n"
             "new = set(sys.modules) - before\n"
             "print(sorted({'tomllib', 'dataclasses', 'typing', 're'} & new))"
         )

@@ -3,8 +3,9 @@ test_config_imports.py)."""
 
 from __future__ import annotations
 
-from daemon import config, storytime
-from daemon.server.service import Settings
+from storyd import config
+from storyd.core import storytime
+from storyd.server.service import Settings
 
 
 def test_the_daemons_settings_default_to_the_configs_limits() -> None:

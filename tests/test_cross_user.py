@@ -173,7 +173,7 @@ class TestClientChecksServer:
 
     def test_the_python_client_falls_back_to_a_direct_read(
             self, forged_socket: Path, ws: Path, capfd: pytest.CaptureFixture[str]) -> None:
-        from daemon.client import Client, DaemonUnavailable
+        from storyd.api.client import Client, DaemonUnavailable
 
         with Client(str(forged_socket), timeout=5) as client:
             answer = client.resume(str(ws), "0049", STORY)

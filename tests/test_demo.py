@@ -74,7 +74,7 @@ def test_the_wheel_carries_every_file_of_the_demo(tmp_path: Path) -> None:
                     "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=300)
     (wheel,) = tmp_path.glob("storyd-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = {f"daemon/demo/{p.relative_to(DEMO).as_posix()}"
+    shipped = {f"storyd/demo/{p.relative_to(DEMO).as_posix()}"
                for p in DEMO.rglob("*") if p.is_file()}
     assert any("/.claude/" in name for name in shipped)
     assert shipped <= names, sorted(shipped - names)

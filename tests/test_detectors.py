@@ -16,17 +16,17 @@ from epic_state_harness import write_epic
 from git_harness import EPOCH, GitRepo, ambiguous_commit_prefix
 from plugins import broken
 
-import detectors
-from daemon import answers
-from daemon.formats.base import Source
-from daemon.model import DONE, PENDING, Finding, Task, Unit
-from detectors import DetectorError, load
-from detectors.gitview import close_views, git_context
-from detectors.history import DETECTOR as HISTORY
-from detectors.runner import Runner
-from detectors.staleness import DETECTOR as STALENESS
-from detectors.task_order import DETECTOR as TASK_ORDER
-from detectors.unrecorded import DETECTOR as UNRECORDED
+from storyd import detectors
+from storyd.api import answers
+from storyd.core.formats.base import Source
+from storyd.core.model import DONE, PENDING, Finding, Task, Unit
+from storyd.detectors import DetectorError, load
+from storyd.detectors.gitview import close_views, git_context
+from storyd.detectors.history import DETECTOR as HISTORY
+from storyd.detectors.runner import Runner
+from storyd.detectors.staleness import DETECTOR as STALENESS
+from storyd.detectors.task_order import DETECTOR as TASK_ORDER
+from storyd.detectors.unrecorded import DETECTOR as UNRECORDED
 
 S = "story-0049-0013"
 STATE = "plans/epic-0049/execution-state.json"
@@ -391,7 +391,7 @@ class TestUnrecorded:
 
     def test_issue_plan_state_file(self, repo: GitRepo, check: Check) -> None:
         """Through the issue-plan adapter: its branch is the tip, its task extras are read."""
-        from daemon.formats.issue_plan import ADAPTER
+        from storyd.core.formats.issue_plan import ADAPTER
 
         relpath = ".claude/plans/issue-7-login/execution-state.json"
         state = {
@@ -451,7 +451,7 @@ class TestRunner:
                                               runner: Callable[..., Runner],
                                               tmp_path: Path) -> None:
         entry_points(("todo", "plugins.todo_detector:DETECTOR"),
-                     ("task-order", "detectors.task_order:DETECTOR"))
+                     ("task-order", "storyd.detectors.task_order:DETECTOR"))
         found = load({"todo": {"severity": "info"}})
         assert [d.name for d in found] == ["task-order", "todo"]
         r = runner(found, options={"todo": {"severity": "info"}})
@@ -478,7 +478,7 @@ class TestRunner:
                                                        runner: Callable[..., Runner],
                                                        tmp_path: Path) -> None:
         entry_points(("raising", "plugins.broken:RAISING"), ("garbage", "plugins.broken:GARBAGE"),
-                     ("task-order", "detectors.task_order:DETECTOR"))
+                     ("task-order", "storyd.detectors.task_order:DETECTOR"))
         r = runner(load())
         story = unit(task(tid(1), done=False), task(tid(2)))
         findings = r.run(str(tmp_path), story, None)
@@ -493,7 +493,7 @@ class TestRunner:
     def test_a_hang_is_cut_off_and_later_checks_work(self, entry_points: Callable[..., None],
                                                      runner: Callable[..., Runner],
                                                      repo: GitRepo) -> None:
-        entry_points(("commit-in-history", "detectors.history:DETECTOR"),
+        entry_points(("commit-in-history", "storyd.detectors.history:DETECTOR"),
                      ("hanging", "plugins.broken:HANGING"))
         gone = repo.commit("gone", {"a": "1\n"})
         repo.commit("kept", {"a": "2\n"}, amend=True)

@@ -19,12 +19,12 @@ import pytest
 from epic_state_harness import task_id, write_epic
 from git_harness import GitWorkspace
 
-from daemon.answers import Answer, Options
-from daemon.model import Finding, Unit
-from daemon.server.engine import Engine, Look, Workspace
-from detectors.gitview import close_views, git_context
-from detectors.history import DETECTOR as HISTORY
-from detectors.runner import Runner
+from storyd.api.answers import Answer, Options
+from storyd.core.model import Finding, Unit
+from storyd.detectors.gitview import close_views, git_context
+from storyd.detectors.history import DETECTOR as HISTORY
+from storyd.detectors.runner import Runner
+from storyd.server.engine import Engine, Look, Workspace
 
 REL = "plans/epic-0049/execution-state.json"
 S1, S2 = "story-0049-0001", "story-0049-0002"

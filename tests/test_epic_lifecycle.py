@@ -13,9 +13,9 @@ from daemon_harness import DaemonProcess, EventStream, wait_for
 from epic_corpus import ENVELOPE_KEYS, lay_out, manifest
 from git_harness import GitRepo
 
-from daemon import lifecycle
-from daemon.formats import builtin
-from daemon.formats.base import Source
+from storyd.core import lifecycle
+from storyd.core.formats import builtin
+from storyd.core.formats.base import Source
 
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
 Spawn = Callable[..., DaemonProcess]
@@ -231,7 +231,7 @@ def test_epic_view_via_daemon_is_the_same(spawn_daemon: Spawn, tmp_path: Path) -
 
 
 def test_epic_view_of_every_readable_real_version(tmp_path: Path) -> None:
-    from daemon.epicview import epic_view
+    from storyd.api.epicview import epic_view
 
     count = sequential = 0
     for entry in manifest():

@@ -19,9 +19,9 @@ import pytest
 from cli_harness import run_reference
 from epic_corpus import ENVELOPE_KEYS, epic_of, lay_out, load, manifest, shape, story_ids
 
-from daemon.answers import Options, resume_epic, resume_unit
-from daemon.formats import builtin
-from daemon.formats.base import Source
+from storyd.api.answers import Options, resume_epic, resume_unit
+from storyd.core.formats import builtin
+from storyd.core.formats.base import Source
 
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
 ENTRIES = manifest()

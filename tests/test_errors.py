@@ -1,4 +1,4 @@
-"""daemon/errors.py's tree lists every StorydError subclass in storyd, with its code."""
+"""daemon/core/errors.py's tree lists every StorydError subclass in storyd, with its code."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import re
 
 import pytest
 
-import daemon
-import detectors
-from daemon import errors
-from daemon.errors import StorydError
+import storyd
+from storyd import detectors
+from storyd.core import errors
+from storyd.core.errors import StorydError
 
 
 def _import_everything() -> None:
-    for package in (daemon, detectors):
+    for package in (storyd, detectors):  # storyd.detectors is a folder of its own
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             importlib.import_module(info.name)
 
@@ -31,7 +31,7 @@ def _subclasses(cls: type[StorydError]) -> list[type[StorydError]]:
 def _storyd_errors() -> list[type[StorydError]]:
     _import_everything()
     return [
-        c for c in _subclasses(StorydError) if c.__module__.split(".")[0] in ("daemon", "detectors")
+        c for c in _subclasses(StorydError) if c.__module__.split(".")[0] == "storyd"
     ]
 
 
@@ -48,7 +48,7 @@ def _tree() -> dict[str, int]:
 def test_every_error_class_is_in_the_tree_with_its_code() -> None:
     tree = _tree()
     missing = {c.__name__: c.code for c in _storyd_errors() if tree.get(c.__name__) != c.code}
-    assert missing == {}, f"daemon/errors.py's tree lacks or miscodes {missing}"
+    assert missing == {}, f"daemon/core/errors.py's tree lacks or miscodes {missing}"
 
 
 def test_the_tree_names_no_class_that_does_not_exist() -> None:

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon import jsonio
-from daemon.server import fastjson
+from storyd.core import jsonio
+from storyd.server import fastjson
 
 
 @pytest.fixture(autouse=True)

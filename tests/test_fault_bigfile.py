@@ -14,7 +14,7 @@ import pytest
 from daemon_harness import DaemonProcess
 from epic_state_harness import epic_relpath, write_epic
 
-from daemon.locking import MAX_STATE_BYTES
+from storyd.core.locking import MAX_STATE_BYTES
 
 pytestmark = pytest.mark.slow
 

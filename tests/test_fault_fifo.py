@@ -22,7 +22,7 @@ from daemon_harness import DaemonProcess, daemon_env, wait_for
 from epic_state_harness import STORY, write_epic
 from git_harness import GitWorkspace
 
-from daemon.regular import NotRegularFile, open_regular, read_regular
+from storyd.core.regular import NotRegularFile, open_regular, read_regular
 
 Spawn = Callable[..., DaemonProcess]
 BOUND = 20.0  # seconds: each of these hung for ever before
@@ -165,7 +165,7 @@ def test_exit_now_ends_a_process_whose_worker_is_stuck(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from concurrent.futures import ThreadPoolExecutor\n"
-        "from daemon.server.service import exit_now\n"
+        "from storyd.server.service import exit_now\n"
         "pool = ThreadPoolExecutor(1)\n"
         f"pool.submit(open, {str(fifo)!r})\n"
         "pool.shutdown(wait=False)\n"
@@ -187,7 +187,7 @@ def test_a_fifo_commondir_does_not_hang_opening_the_repository(tmp_path: Path) -
     repo.commit("base", {"README": "hello\n"})
     os.mkfifo(repo.path / ".git" / "commondir")
     code = (
-        "from detectors.gitview import open_view\n"
+        "from storyd.detectors.gitview import open_view\n"
         f"print(open_view({str(repo.path)!r}))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=BOUND,

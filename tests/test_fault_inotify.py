@@ -88,8 +88,8 @@ def test_an_overflow_is_one_json_line_and_one_rescan(
     import logging
     import threading
 
-    from daemon.server.assembly import build_daemon
-    from daemon.server.service import Settings
+    from storyd.server.assembly import build_daemon
+    from storyd.server.service import Settings
 
     workspace = tmp_path / "ws"
     write_epic(workspace, "0049", tasks={STORY: {"T1": {"status": "pending"}}})
@@ -164,7 +164,7 @@ def lowered(name: str, value: int) -> Iterator[Callable[[], None]]:
 
 
 def in_use() -> tuple[int, int]:
-    from daemon.commands.doctor import _inotify_in_use
+    from storyd.cli.commands.doctor import _inotify_in_use
 
     return _inotify_in_use()
 
@@ -200,7 +200,7 @@ def test_instances_exhausted_fall_back_to_polling_instead_of_dying(
 ) -> None:
     ws = tmp_path / "ws"
     write_epic(ws, "0049", {STORY: {"tasks": {"T1": {"status": "pending"}}}})
-    from daemon.server.changes import Changes
+    from storyd.server.changes import Changes
 
     held = Changes()  # an instance of this user's for the limit to sit at, whatever ran before
     try:

@@ -26,7 +26,7 @@ from daemon_harness import daemon_env
 from epic_state_harness import write_epic
 from git_harness import GitWorkspace
 
-from daemon.reconcile.atomic import HOOK_ENV, TEMP_MARK
+from storyd.api.reconcile.atomic import HOOK_ENV, TEMP_MARK
 
 pytestmark = pytest.mark.slow
 

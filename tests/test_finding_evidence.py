@@ -16,13 +16,13 @@ from daemon_harness import daemon_env
 from epic_state_harness import EPIC, STATE, STORY, task_id
 from git_harness import GitWorkspace
 
-from daemon.config import Config
-from daemon.model import Finding, Unit, Wording
-from daemon.reconcile import make_plan
-from daemon.reconcile.gather import Selection
-from detectors import Context
-from detectors.history import HistoryDetector
-from detectors.unrecorded import UnrecordedDetector
+from storyd.api.reconcile import make_plan
+from storyd.api.reconcile.gather import Selection
+from storyd.config import Config
+from storyd.core.model import Finding, Unit, Wording
+from storyd.detectors import Context
+from storyd.detectors.history import HistoryDetector
+from storyd.detectors.unrecorded import UnrecordedDetector
 
 T1, T2, T3 = (task_id(STORY, n) for n in (1, 2, 3))
 REWORDED = "reworded by a later release of the detector: no sha in here"

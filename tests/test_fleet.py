@@ -56,7 +56,7 @@ def _kv(url: str) -> dict[str, dict[str, object]]:
     """The bucket's live keys and values, read with nats-py."""
     import nats
 
-    from daemon.fleet.reader import kv_entries
+    from storyd.fleet.reader import kv_entries
 
     async def read() -> dict[str, dict[str, object]]:
         nc = await nats.connect(url)
@@ -279,13 +279,13 @@ def test_config_refuses_secrets_and_bad_values(tmp_path: Path, isolated_env) -> 
 def test_no_fleet_table_imports_no_nats(isolated_env) -> None:
     code = (
         "import sys\n"
-        "from daemon.config import Config\n"
-        "from daemon.server.assembly import assemble\n"
-        "from daemon.server.service import Settings\n"
+        "from storyd.config import Config\n"
+        "from storyd.server.assembly import assemble\n"
+        "from storyd.server.service import Settings\n"
         "parts = assemble(Settings(staleness='mtime'), Config(), None, lambda on: None, '')\n"
         "assert parts.fleet is None\n"
         "parts.close_optional_parts()\n"
-        "loaded = [m for m in sys.modules if m.startswith(('nats.', 'daemon.fleet'))]\n"
+        "loaded = [m for m in sys.modules if m.startswith(('nats.', 'storyd.fleet'))]\n"
         "assert 'nats' not in sys.modules and not loaded, loaded\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -310,8 +310,8 @@ def test_a_resent_message_id_is_stored_once(nats_server) -> None:
     run's events are the server's duplicates (what a resend after a lost ack is)."""
     import time
 
-    from daemon.fleet.config import Fleet
-    from daemon.fleet.publisher import Publisher
+    from storyd.fleet.config import Fleet
+    from storyd.fleet.publisher import Publisher
 
     server = nats_server()
 
@@ -341,7 +341,7 @@ def test_a_resent_message_id_is_stored_once(nats_server) -> None:
 
 
 def test_flags_and_staleness() -> None:
-    from daemon.fleet import view
+    from storyd.fleet import view
 
     now = 1_000_000.0
     when = "1970-01-12T13:46:40.000Z"  # == now
@@ -373,8 +373,8 @@ def test_a_resync_is_whole_while_events_arrive(nats_server) -> None:
     import threading
     import time
 
-    from daemon.fleet.config import Fleet
-    from daemon.fleet.publisher import Publisher
+    from storyd.fleet.config import Fleet
+    from storyd.fleet.publisher import Publisher
 
     server = nats_server()
 

@@ -11,12 +11,12 @@ from format_harness import Run, codes, copier, direct_envelope, load_one, resume
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.answers import Options, resume_unit
-from daemon.errors import DataError
-from daemon.formats import adapter_for, builtin
-from daemon.formats.autodev import ADAPTER, parse_state
-from daemon.formats.base import Source
-from daemon.model import DONE, PENDING, Unit
+from storyd.api.answers import Options, resume_unit
+from storyd.core.errors import DataError
+from storyd.core.formats import adapter_for, builtin
+from storyd.core.formats.autodev import ADAPTER, parse_state
+from storyd.core.formats.base import Source
+from storyd.core.model import DONE, PENDING, Unit
 
 FIXTURES = Path(__file__).parent / "fixtures" / "autodev"
 STATE = "_docs/_autodev_state.md"

@@ -19,13 +19,13 @@ from format_harness import (
 )
 from format_harness import edit_json as edit
 
-from daemon.answers import Options, resume_unit
-from daemon.errors import DataError
-from daemon.formats import adapter_for, builtin
-from daemon.formats.base import Source
-from daemon.formats.checkpoint import ADAPTER, PHASES, STALE_AFTER
-from daemon.isotime import parse_epoch
-from daemon.model import DONE, PENDING, Unit
+from storyd.api.answers import Options, resume_unit
+from storyd.core.errors import DataError
+from storyd.core.formats import adapter_for, builtin
+from storyd.core.formats.base import Source
+from storyd.core.formats.checkpoint import ADAPTER, PHASES, STALE_AFTER
+from storyd.core.isotime import parse_epoch
+from storyd.core.model import DONE, PENDING, Unit
 
 FIXTURES = Path(__file__).parent / "fixtures" / "checkpoint"
 STATE = "memory/state/phase.json"

@@ -17,12 +17,12 @@ from format_harness import (
     resume_direct,
 )
 
-from daemon.answers import Options, resume_unit
-from daemon.errors import DataError
-from daemon.formats import adapter_for, builtin
-from daemon.formats.base import Source
-from daemon.formats.issue_plan import ADAPTER, journal_entries, plan_task_ids
-from daemon.model import DONE, PENDING, Unit
+from storyd.api.answers import Options, resume_unit
+from storyd.core.errors import DataError
+from storyd.core.formats import adapter_for, builtin
+from storyd.core.formats.base import Source
+from storyd.core.formats.issue_plan import ADAPTER, journal_entries, plan_task_ids
+from storyd.core.model import DONE, PENDING, Unit
 
 FIXTURES = Path(__file__).parent / "fixtures" / "issue-plan"
 PLAN = ".claude/plans/issue-42-geofencing"

@@ -10,12 +10,12 @@ import orjson
 import pytest
 from format_harness import Run, codes, copier, direct_line, load_one, resume_direct
 
-from daemon.answers import Options, resume_unit
-from daemon.errors import DataError
-from daemon.formats import adapter_for, builtin
-from daemon.formats.base import Source
-from daemon.formats.session import ADAPTER
-from daemon.model import DONE, PENDING, Unit
+from storyd.api.answers import Options, resume_unit
+from storyd.core.errors import DataError
+from storyd.core.formats import adapter_for, builtin
+from storyd.core.formats.base import Source
+from storyd.core.formats.session import ADAPTER
+from storyd.core.model import DONE, PENDING, Unit
 
 FIXTURES = Path(__file__).parent / "fixtures" / "session"
 PROJECT = "agent-output/my-project"

@@ -19,11 +19,11 @@ from git_harness import GitWorkspace
 from watchdog.events import DirDeletedEvent, FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from daemon.answers import Options
-from daemon.gitstate import git_operation_in_progress
-from daemon.server.engine import Engine, Workspace
-from daemon.server.refresher import Refresher
-from daemon.server.watcher import _GitHandler, git_event_matters
+from storyd.api.answers import Options
+from storyd.core.gitstate import git_operation_in_progress
+from storyd.server.engine import Engine, Workspace
+from storyd.server.refresher import Refresher
+from storyd.server.watcher import _GitHandler, git_event_matters
 
 TIMEOUT = 10.0  # seconds to wait for an event that must come
 QUIET = 0.5  # a window in which an event that must not come would have come

@@ -1,4 +1,4 @@
-"""daemon.gitstate, the one git locator: git dir and common dir, HEAD, the commit it
+"""storyd.core.gitstate, the one git locator: git dir and common dir, HEAD, the commit it
 resolves to, the stamp files, operation markers, and its callers (storytime, the git
 views, the epic view's evidence).
 
@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_harness import lean_pythonpath
 
-from daemon import storytime
-from daemon.gitstate import (
+from storyd.core import storytime
+from storyd.core.gitstate import (
     GitLocation,
     git_lock_age,
     git_operation_in_progress,
@@ -322,8 +323,8 @@ def test_a_head_that_is_not_a_commit_name(repo: Path) -> None:
 
 _PROBE = """
 import sys
-from daemon import storytime
-from daemon.gitstate import locate, git_operation_in_progress
+from storyd.core import storytime
+from storyd.core.gitstate import locate, git_operation_in_progress
 ws = sys.argv[1]
 where = locate(ws)
 if where is None:
@@ -342,7 +343,7 @@ print("time", storytime.git_commit_time(ws, sys.argv[2]))
 
 def probe(ws: Path, relpath: str = "story.md") -> list[str]:
     """The locator's answers, read in a child that is killed if it blocks."""
-    env = dict(_env(ws), PYTHONPATH=str(REPO))
+    env = dict(_env(ws), PYTHONPATH=lean_pythonpath())
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, str(ws), relpath], env=env, capture_output=True,
         text=True, timeout=FIFO_DEADLINE, check=False,
@@ -497,15 +498,16 @@ def test_a_location_is_a_value() -> None:
 
 def test_the_locator_stays_light() -> None:
     """It sits on `storyd resume`'s path: no typing, dataclasses, subprocess, threading."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=lean_pythonpath())
     done = subprocess.run(
-        [sys.executable, "-S", "-X", "importtime", "-c", "import daemon.gitstate"], env=env,
+        [sys.executable, "-S", "-X", "importtime", "-c", "import storyd.core.gitstate"], env=env,
         capture_output=True, text=True, timeout=60, check=False,
     )
     names = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()
              if line.startswith("import time:")}
-    assert "daemon.gitstate" in names
-    assert not names & {"typing", "dataclasses", "subprocess", "threading", "re", "daemon.model"}
+    assert "storyd.core.gitstate" in names
+    assert not names & {"typing", "dataclasses", "subprocess", "threading", "re",
+                        "storyd.core.model"}
 
 
 # -- the views: the same locator, and one owner each ---------------------------------------
@@ -513,7 +515,7 @@ def test_the_locator_stays_light() -> None:
 
 def test_a_worktree_view_reads_head_through_the_locator(repo: Path, worktree: Path) -> None:
     pytest.importorskip("git", reason="GitPython is not installed")
-    from detectors.gitview import private_view
+    from storyd.detectors.gitview import private_view
 
     (worktree / "plans").mkdir()
     first = private_view(str(worktree / "plans"))
@@ -533,7 +535,7 @@ def test_a_worktree_view_reads_head_through_the_locator(repo: Path, worktree: Pa
 
 def test_the_epic_evidence_of_a_worktree(repo: Path, worktree: Path) -> None:
     pytest.importorskip("git", reason="GitPython is not installed")
-    from daemon.epicview import Evidence
+    from storyd.api.epicview import Evidence
 
     evidence = Evidence(str(worktree))
     try:

@@ -1,4 +1,4 @@
-"""detectors.gitview: real repositories in tmp dirs, with fixed dates so shas never vary."""
+"""storyd.detectors.gitview: real repositories in tmp dirs, with fixed dates so shas never vary."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from git_harness import EPOCH, GitRepo, age, ambiguous_commit_prefix
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon import storytime
-from detectors.gitview import (
+from storyd.core import storytime
+from storyd.detectors.gitview import (
     AMBIGUOUS,
     FOUND,
     INVALID,
@@ -250,7 +250,7 @@ class TestHeldTips:
 
 
 class TestPaths:
-    """The staleness rule has one home, daemon.storytime: its answer in every path state."""
+    """The staleness rule has one home, storyd.core.storytime: its answer in every path state."""
 
     @pytest.mark.parametrize("state", ["clean", "modified", "staged", "untracked", "absent",
                                        "deleted"])
@@ -465,7 +465,7 @@ class TestFactory:
         close_views(local)
 
     def test_not_a_repository(self, tmp_path: Path) -> None:
-        from daemon.model import Unit
+        from storyd.core.model import Unit
 
         local: dict[str, object] = {}
         (tmp_path / "plain").mkdir()
@@ -490,9 +490,9 @@ class TestFactory:
         repo.commit("one")
         script = (
             "from detectors import load\n"
-            "from detectors.runner import Runner\n"
-            "from detectors.gitview import git_context, view_for\n"
-            "from daemon.model import DONE, PENDING, Task, Unit\n"
+            "from storyd.detectors.runner import Runner\n"
+            "from storyd.detectors.gitview import git_context, view_for\n"
+            "from storyd.core.model import DONE, PENDING, Task, Unit\n"
             "local = {}\n"
             "tasks = (Task('T-0001-0001', 'DONE', DONE, commit_sha='abc1234'),\n"
             "         Task('T-0001-0002', 'PENDING', PENDING))\n"

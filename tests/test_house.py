@@ -1,7 +1,7 @@
 """The house's rules, held by tests (docs/design.md, "The house"):
 
-- only `storyd serve` (daemon/commands/serve.py) imports the long-running daemon
-  (daemon.server), and nothing under daemon/server/ is imported from outside it;
+- only `storyd serve` (daemon/cli/commands/serve.py) imports the long-running daemon
+  (storyd.server), and nothing under daemon/server/ is imported from outside it;
 - no import cycle between storyd's modules at run time (a name used only in type
   annotations, under `if TYPE_CHECKING:`, is not an import at run time);
 - the thread budget: the threads a daemon starts are the ones docs/design.md counts.
@@ -25,16 +25,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("daemon", "detectors")
-SERVER = "daemon.server"
-SERVER_DOOR = "daemon.commands.serve"  # the one module outside daemon/server that may
+PACKAGES = {"daemon": "storyd", "detectors": "storyd.detectors"}  # folder: import name
+SERVER = "storyd.server"
+SERVER_DOOR = "storyd.cli.commands.serve"  # the one module outside daemon/server that may
 
 
 def _modules(root: Path) -> dict[str, Path]:
     found = {}
-    for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            name = ".".join(path.relative_to(root).with_suffix("").parts)
+    for folder, package in PACKAGES.items():
+        for path in sorted((root / folder).rglob("*.py")):
+            name = ".".join((package, *path.relative_to(root / folder).with_suffix("").parts))
             found[name.removesuffix(".__init__")] = path
     return found
 
@@ -73,7 +73,7 @@ def _imports(name: str, path: Path, known: set[str], *, typing_too: bool) -> Ite
 
 
 def boundary_breaches(root: Path) -> list[str]:
-    """`importer -> imported` for each import of daemon.server from outside it."""
+    """`importer -> imported` for each import of storyd.server from outside it."""
     breaches = []
     modules = _modules(root)
     for name, path in modules.items():
@@ -128,15 +128,15 @@ def planted(tmp_path: Path) -> Path:
     """A tree that breaks both rules: a cycle, and an import of the server from outside."""
     files = {
         "daemon/__init__.py": "",
-        "daemon/a.py": "from daemon import b\n",
-        "daemon/b.py": "def f():\n    from daemon.a import g\n",
+        "daemon/a.py": "from storyd import b\n",
+        "daemon/b.py": "def f():\n    from storyd.a import g\n",
         "daemon/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-        "    from daemon.d import T\n",
-        "daemon/d.py": "from daemon.c import U\n",
+        "    from storyd.d import T\n",
+        "daemon/d.py": "from storyd.c import U\n",
         "daemon/server/__init__.py": "",
-        "daemon/server/engine.py": "from daemon import a\n",
-        "daemon/commands/serve.py": "from daemon.server import engine\n",
-        "daemon/reader.py": "def f():\n    from daemon.server.engine import Engine\n",
+        "daemon/server/engine.py": "from storyd import a\n",
+        "daemon/cli/commands/serve.py": "from storyd.server import engine\n",
+        "daemon/reader.py": "def f():\n    from storyd.server.engine import Engine\n",
         "detectors/__init__.py": "",
     }
     for relpath, text in files.items():
@@ -146,9 +146,9 @@ def planted(tmp_path: Path) -> Path:
 
 
 def test_the_checkers_find_what_is_planted(planted: Path) -> None:
-    assert boundary_breaches(planted) == ["daemon.reader -> daemon.server.engine"]
+    assert boundary_breaches(planted) == ["storyd.reader -> storyd.server.engine"]
     # c <-> d only through a type annotation: not a cycle at run time
-    assert import_cycles(planted) == [["daemon.a", "daemon.b"]]
+    assert import_cycles(planted) == [["storyd.a", "storyd.b"]]
 
 
 def test_only_storyd_serve_imports_the_server() -> None:
@@ -184,10 +184,10 @@ def _wait(predicate: object, what: str, timeout: float = 20.0) -> None:
 def test_the_thread_budget(tmp_path: Path) -> None:
     """storyd's own threads are named storyd-*, one of each; watchdog adds its observer,
     one inotify reader, and one emitter per scheduled watch."""
-    from daemon.config.values import Config
-    from daemon.detection import build_detect, tips_held_by
-    from daemon.server.assembly import assemble
-    from daemon.server.service import Settings
+    from storyd.api.detection import build_detect, tips_held_by
+    from storyd.config.values import Config
+    from storyd.server.assembly import assemble
+    from storyd.server.service import Settings
 
     ws = str(_workspace(tmp_path / "ws"))
     before = set(threading.enumerate())

@@ -23,8 +23,8 @@ from daemon_harness import (
 )
 from epic_state_harness import atomic_write, epic_relpath
 
-from daemon.answers import Options
-from daemon.server.engine import Engine, Workspace
+from storyd.api.answers import Options
+from storyd.server.engine import Engine, Workspace
 
 Spawn = Callable[..., DaemonProcess]
 REL = epic_relpath("0049")

@@ -1,4 +1,4 @@
-"""daemon.isotime against GNU `date -d … +%s`, the seed's timestamp converter."""
+"""storyd.core.isotime against GNU `date -d … +%s`, the seed's timestamp converter."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.isotime import parse_epoch
+from storyd.core.isotime import parse_epoch
 
 DATE = shutil.which("date")
 ZONES = ["UTC", "Asia/Kolkata", "America/New_York"]

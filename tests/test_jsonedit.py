@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.errors import DataError
-from daemon.reconcile.jsonedit import MISSING, edit, lookup
+from storyd.api.reconcile.jsonedit import MISSING, edit, lookup
+from storyd.core.errors import DataError
 
 MULTI = """{
     "b": 1,

@@ -1,4 +1,4 @@
-"""daemon.jsonio: jq-identical rendering, and parse errors with a line and column."""
+"""storyd.core.jsonio: jq-identical rendering, and parse errors with a line and column."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from daemon.jsonio import JSONError, dumps, loads
+from storyd.core.jsonio import JSONError, dumps, loads
 
 JQ = shutil.which("jq")
 needs_jq = pytest.mark.skipif(JQ is None, reason="needs jq on PATH")

@@ -15,8 +15,8 @@ from cli_harness import STORYD
 from epic_state_harness import write_epic
 from locks_harness import FlockWriter
 
-from daemon.errors import LockTimeout, StateFileMissing
-from daemon.locking import LockedRead, read_locked
+from storyd.core.errors import LockTimeout, StateFileMissing
+from storyd.core.locking import LockedRead, read_locked
 
 pytestmark = pytest.mark.skipif(
     shutil.which("flock") is None, reason="needs flock(1) from util-linux"
@@ -89,7 +89,7 @@ def writers(tmp_path: Path) -> Iterator[Writers]:
 
 
 class ThreadReader:
-    """`daemon.locking.read_locked` running in a thread of this process."""
+    """`storyd.core.locking.read_locked` running in a thread of this process."""
 
     def __init__(self, path: Path, timeout: float) -> None:
         self.pid = os.getpid()

@@ -14,8 +14,8 @@ import orjson
 import pytest
 from notify_harness import append_stdin_hook, fake_notify_send, hook_calls
 
-from daemon.server.engine import Look
-from daemon.server.notify import Notifications
+from storyd.server.engine import Look
+from storyd.server.notify import Notifications
 
 WS = "/home/me/ws"
 

@@ -17,8 +17,8 @@ from cli_harness import STORYD, run_reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon.answers import Options, answer
-from daemon.formats.epic import ADAPTER
+from storyd.api.answers import Options, answer
+from storyd.core.formats.epic import ADAPTER
 
 pytestmark = pytest.mark.slow
 

@@ -20,13 +20,13 @@ from daemon_harness import DaemonProcess, wait_for
 from epic_state_harness import atomic_write
 from format_harness import Run, copy_fixture, load_one, resume_direct
 
-from daemon.formats.base import Source
-from daemon.formats.checkpoint import ADAPTER as CHECKPOINT
-from daemon.formats.issue_plan import ADAPTER as ISSUE_PLAN
-from daemon.formats.session import ADAPTER as SESSION
-from daemon.formats.session import step_rank
-from daemon.isotime import parse_epoch
-from daemon.model import DONE, PENDING
+from storyd.core.formats.base import Source
+from storyd.core.formats.checkpoint import ADAPTER as CHECKPOINT
+from storyd.core.formats.issue_plan import ADAPTER as ISSUE_PLAN
+from storyd.core.formats.session import ADAPTER as SESSION
+from storyd.core.formats.session import step_rank
+from storyd.core.isotime import parse_epoch
+from storyd.core.model import DONE, PENDING
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 Spawn = Callable[..., DaemonProcess]

@@ -20,12 +20,12 @@ from epic_state_harness import EPIC, STATE, STORY, task_id
 from git_harness import GitWorkspace
 from locks_harness import exclusively_locked
 
-from daemon.config import Config
-from daemon.reconcile import make_plan
-from daemon.reconcile.apply import apply
-from daemon.reconcile.atomic import HOOK_ENV, TEMP_MARK
-from daemon.reconcile.gather import Selection
-from daemon.reconcile.plan import Plan
+from storyd.api.reconcile import make_plan
+from storyd.api.reconcile.apply import apply
+from storyd.api.reconcile.atomic import HOOK_ENV, TEMP_MARK
+from storyd.api.reconcile.gather import Selection
+from storyd.api.reconcile.plan import Plan
+from storyd.config import Config
 
 Spawn = Callable[..., DaemonProcess]
 T1, T2, T3 = (task_id(STORY, n) for n in (1, 2, 3))
@@ -417,8 +417,8 @@ def test_a_bak_keeping_format_gets_the_previous_bytes_and_undo_puts_both_back(
 ) -> None:
     """Where the writer keeps `<file>.bak` (seed 001), the apply keeps it too; undo restores
     the file and the `.bak` as they were (the `.bak` removed when there was none)."""
-    from daemon.reconcile.apply import undo_last
-    from daemon.reconcile.plan import FilePlan
+    from storyd.api.reconcile.apply import undo_last
+    from storyd.api.reconcile.plan import FilePlan
 
     workspace = tmp_path / "session-ws"
     folder = workspace / "agent-output" / "portal"
@@ -536,7 +536,7 @@ class TestDaemon:
 
 
 def test_config_rejects_an_unknown_auto_class(tmp_path: Path) -> None:
-    from daemon import config
+    from storyd import config
 
     path = tmp_path / "config.toml"
     path.write_text('[reconcile]\nauto = ["unrecorded", "guess"]\n')
@@ -561,8 +561,8 @@ def test_config_rejects_an_unknown_auto_class(tmp_path: Path) -> None:
 def test_the_epic_dialect_finds_tasks_in_every_shape(
     document: dict[str, object], path: tuple[str | int, ...] | None
 ) -> None:
-    from daemon.model import Unit
-    from daemon.reconcile.targets import DIALECTS
+    from storyd.api.reconcile.targets import DIALECTS
+    from storyd.core.model import Unit
 
     unit = Unit("epic", "plans/epic-0001/execution-state.json", "story-1", ())
     assert DIALECTS["epic"].task_path(document, unit, "T-1") == path
@@ -660,10 +660,10 @@ def test_auto_reconcile_waits_the_lock_timeout_a_reload_set(
     """The auto-reconciler reads the daemon's lock_timeout as a reload left it (the engine's
     options), not the one in the configuration it was started with: a writer holding the
     lock makes it give up after the new 0.2 s, not the old 30 s."""
-    from daemon.answers import Options
-    from daemon.errors import LockTimeout
-    from daemon.server.engine import Engine
-    from daemon.server.reconciler import AutoReconciler
+    from storyd.api.answers import Options
+    from storyd.core.errors import LockTimeout
+    from storyd.server.engine import Engine
+    from storyd.server.reconciler import AutoReconciler
 
     path, _text, _t2 = unrecorded
     cfg = Config(reconcile_auto=["unrecorded"])

@@ -117,9 +117,9 @@ def test_a_held_lock_times_out_after_the_new_lock_timeout(
 def test_a_refresher_waiting_out_a_long_interval_takes_the_new_one() -> None:
     """In process: `configure` wakes a refresher that waits out 3600 s, and the new 0.05 s
     interval makes it verify (its tick) at once, not in an hour."""
-    from daemon.answers import Options
-    from daemon.server.engine import Engine
-    from daemon.server.refresher import Refresher
+    from storyd.api.answers import Options
+    from storyd.server.engine import Engine
+    from storyd.server.refresher import Refresher
 
     refresher = Refresher(Engine(Options(staleness="mtime")), verify_interval=3600.0)
     ticked = threading.Event()

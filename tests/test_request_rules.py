@@ -94,7 +94,7 @@ def test_watch_refuses_what_is_not_a_workspace(spawn_daemon, tmp_path: Path) -> 
 def test_a_unit_over_the_task_limit_is_refused_with_a_finding(
     spawn_daemon, tmp_path: Path
 ) -> None:
-    from daemon.pipeline import MAX_UNIT_TASKS
+    from storyd.core.pipeline import MAX_UNIT_TASKS
 
     ws = tmp_path / "ws"
     big = {f"T{n}": {"status": "PENDING"} for n in range(MAX_UNIT_TASKS + 1)}

@@ -2,7 +2,7 @@
 goes: a direct read in either staleness mode, git actually consulted, a daemon that does
 not answer, a `--state-file` unit, a usage error, `--help`.
 
-Each run is `python -S -X importtime -m daemon.cli resume …` on a real workspace: `-S`
+Each run is `python -S -X importtime -m storyd.cli.main resume …` on a real workspace: `-S`
 keeps site's own imports (an editable install's finder imports `re`) out of the
 measure, so every module listed was imported by storyd's resume path. The forbidden
 list is bench/bench_resume.py's plus what the developers' guide names.
@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_harness import lean_pythonpath
 
 REPO = Path(__file__).resolve().parents[1]
 FORBIDDEN = frozenset((
@@ -24,14 +25,14 @@ FORBIDDEN = frozenset((
     # optional extras and what they bring: never on the resume path (issue 19)
     "mcp", "mcp_types", "anyio", "pydantic",
     # storyd's own heavier modules: the configuration loader, help machinery, the whole
-    # long-running daemon (daemon.server and everything under it), the detectors
-    "daemon.commands.completion", "daemon.commands.common", "daemon.config",
-    "daemon.server", "detectors", "daemon.agents",
+    # long-running daemon (storyd.server and everything under it), the detectors
+    "storyd.cli.commands.completion", "storyd.cli.common", "storyd.config",
+    "storyd.server", "storyd.detectors", "storyd.agents",
     # optional extras (issue 22: the fleet's NATS client)
-    "nats", "daemon.fleet",
+    "nats", "storyd.fleet",
 ))
 # forbidden with every module under them
-PACKAGES = ("daemon.server", "detectors", "daemon.agents", "mcp", "nats", "daemon.fleet")
+PACKAGES = ("storyd.server", "storyd.detectors", "storyd.agents", "mcp", "nats", "storyd.fleet")
 EPIC = "0049"
 STORY = "story-0049-0001"
 STATE = f"plans/epic-{EPIC}/execution-state.json"
@@ -67,9 +68,10 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def imported(workspace: Path, *args: str) -> tuple[int, list[str], str]:
     """Exit code, every module the run imported (in -X importtime's order), stdout."""
-    env = dict(os.environ, PYTHONPATH=str(REPO), XDG_CONFIG_HOME=str(workspace / "no-config"),
+    env = dict(os.environ, PYTHONPATH=lean_pythonpath(),
+               XDG_CONFIG_HOME=str(workspace / "no-config"),
                STORYD_SOCKET=str(workspace / "nobody-listens.sock"))
-    done = subprocess.run([sys.executable, "-S", "-X", "importtime", "-m", "daemon.cli",
+    done = subprocess.run([sys.executable, "-S", "-X", "importtime", "-m", "storyd.cli.main",
                            "resume", *args], cwd=workspace, env=env, capture_output=True,
                           text=True, timeout=60, check=False)
     names = [line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()
@@ -95,7 +97,7 @@ def test_resume_path_imports_nothing_heavy(workspace: Path, label: str) -> None:
         args = ("--story-id", STORY, "--epic-id", EPIC, *args)
     code, names, out = imported(workspace, *args)
     assert code == {"usage error": 64}.get(label, 0), out
-    assert "daemon.commands.resume" in names, "the run did not take the resume path"
+    assert "storyd.cli.commands.resume" in names, "the run did not take the resume path"
     heavy = sorted({
         n for n in names
         if n in FORBIDDEN or n.split(".")[0] in FORBIDDEN
@@ -115,7 +117,7 @@ def test_git_mode_really_asked_git(workspace: Path) -> None:
 
 def test_the_check_can_fail(workspace: Path) -> None:
     """The measure sees a heavy import when one happens (so a pass means something)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=lean_pythonpath())
     done = subprocess.run([sys.executable, "-S", "-X", "importtime", "-c", "import json"],
                           cwd=workspace, env=env, capture_output=True, text=True, timeout=60,
                           check=False)
@@ -128,11 +130,11 @@ def test_the_guard_sees_the_mcp_server_modules(workspace: Path) -> None:
     """The MCP server's own import does load what the guard forbids (so a pass above means
     the resume path stays clear of it)."""
     pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install '.[mcp]'")
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=lean_pythonpath())
     done = subprocess.run([sys.executable, "-X", "importtime", "-c",
-                           "import daemon.agents.mcp_server"], cwd=workspace, env=env,
+                           "import storyd.agents.mcp_server"], cwd=workspace, env=env,
                           capture_output=True, text=True, timeout=60, check=False)
     names = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()
              if line.startswith("import time:")}
-    assert {"mcp", "daemon.agents.mcp_server", "anyio"} <= names
+    assert {"mcp", "storyd.agents.mcp_server", "anyio"} <= names
     assert names & FORBIDDEN

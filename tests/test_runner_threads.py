@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from daemon.model import Finding, Unit
-from detectors import Context
-from detectors.runner import Runner
+from storyd.core.model import Finding, Unit
+from storyd.detectors import Context
+from storyd.detectors.runner import Runner
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ import pytest
 from daemon_harness import wait_for
 from epic_state_harness import write_epic
 
-from daemon.server.assembly import build_daemon
-from daemon.server.service import Daemon, Settings
+from storyd.server.assembly import build_daemon
+from storyd.server.service import Daemon, Settings
 
 STORY = {"story-0049-0001": {"TASK-1": {"status": "pending"}}}
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from git_harness import GitRepo
 
-from daemon.model import DONE, Finding, Task, Unit
-from detectors.gitview import close_views, git_context
-from detectors.history import DETECTOR as HISTORY
+from storyd.core.model import DONE, Finding, Task, Unit
+from storyd.detectors.gitview import close_views, git_context
+from storyd.detectors.history import DETECTOR as HISTORY
 
 S = "story-0049-0013"
 STATE = "plans/epic-0049/execution-state.json"

@@ -1,7 +1,7 @@
-"""The staleness rule has one home, daemon.storytime: every path that asks it agrees.
+"""The staleness rule has one home, storyd.core.storytime: every path that asks it agrees.
 
     resume      `storyd resume --direct`, a fresh process: per-file git calls
-    per-file    daemon.answers.answer in this process, batching off (the memo)
+    per-file    storyd.api.answers.answer in this process, batching off (the memo)
     batched     the same with the daemon's batching on (one status + one log pass)
     detector    the staleness detector on a real Runner worker with a real git view,
                 given the envelope (it restates it) and given none (it asks storytime)
@@ -23,10 +23,11 @@ import pytest
 from epic_state_harness import write_epic
 from git_harness import EPOCH, GitRepo
 
-from daemon import answers, storytime
-from detectors.gitview import close_views, git_context
-from detectors.runner import Runner
-from detectors.staleness import DETECTOR, message
+from storyd.api import answers
+from storyd.core import storytime
+from storyd.detectors.gitview import close_views, git_context
+from storyd.detectors.runner import Runner
+from storyd.detectors.staleness import DETECTOR, message
 
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
 

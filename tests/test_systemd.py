@@ -1,4 +1,4 @@
-"""daemon.server.systemd and the unit files: socket activation, sd_notify, `systemd-analyze verify`.
+"""storyd.server.systemd and the unit files: socket activation, sd_notify, `systemd-analyze verify`.
 
 The harness plays systemd. It makes the listening socket, and starts the service through
 `sh -c 'export LISTEN_PID=$$; exec python ...'` with the socket as descriptor 3, so
@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from cli_harness import STORYD
 
-from daemon.commands import install
-from daemon.errors import StorydError
-from daemon.server import systemd
+from storyd.cli.commands import install
+from storyd.core.errors import StorydError
+from storyd.server import systemd
 
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
 LISTEN_VARS = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")
@@ -31,7 +31,7 @@ LISTEN_VARS = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")
 # The service side: take the socket, report what it saw, answer one connection.
 CHILD = r"""
 import fcntl, json, os, sys
-from daemon.server import systemd
+from storyd.server import systemd
 seen = {k: os.environ.get(k) for k in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")}
 try:
     sock = systemd.listen_socket()

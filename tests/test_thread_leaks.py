@@ -23,10 +23,10 @@ from git_harness import GitWorkspace
 from threads_harness import leaked_threads
 from watchdog.observers.api import BaseObserver
 
-from daemon.config.values import Config
-from daemon.detection import build_detect, tips_held_by
-from daemon.server.assembly import build_daemon
-from daemon.server.service import Daemon, Settings
+from storyd.api.detection import build_detect, tips_held_by
+from storyd.config.values import Config
+from storyd.server.assembly import build_daemon
+from storyd.server.service import Daemon, Settings
 
 PENDING = {"story-0049-0001": {"TASK-1": {"status": "pending"}}}
 

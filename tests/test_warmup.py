@@ -14,7 +14,7 @@ from daemon_harness import DaemonProcess, wait_for
 from epic_state_harness import EPIC, story_id, task_id
 from git_harness import GitRepo
 
-from daemon import storytime
+from storyd.core import storytime
 
 STORIES = 3000
 Spawn = Callable[..., DaemonProcess]

@@ -14,7 +14,7 @@ import os
 import re
 import shlex
 
-from daemon.errors import DataError, StorydError
+from storyd.core.errors import DataError, StorydError
 
 __all__ = ["Change", "Target", "hook_entries", "install", "installed", "targets", "uninstall"]
 
@@ -81,7 +81,7 @@ class Target:
         return json.dumps(self.data, indent=self.indent, ensure_ascii=False) + "\n"
 
     def save(self) -> None:
-        from daemon.reconcile.atomic import replace
+        from storyd.api.reconcile.atomic import replace
 
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         replace(self.path, self.text().encode("utf-8"), hooked=False)

@@ -11,7 +11,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from daemon.config import Config
+    from storyd.config import Config
 
 __all__ = ["MAX_INPUT", "allowed_roots", "find_workspace", "locate_state_file", "read_payload"]
 
@@ -70,7 +70,7 @@ def _within(path: str, roots: list[str]) -> bool:
 
 
 def _format_roots() -> tuple[str, ...]:
-    from daemon.formats import all_adapters
+    from storyd.core.formats import all_adapters
 
     return tuple(root for adapter in all_adapters(plugins=False) for root in adapter.roots)
 
@@ -98,7 +98,7 @@ def find_workspace(cwd: object, roots: list[str]) -> str | None:
 def locate_state_file(path: object, roots: list[str]) -> tuple[str, str] | None:
     """(workspace, workspace-relative path) when `path` is a state file of a known
     convention inside the allowed roots; else None."""
-    from daemon.formats import all_adapters
+    from storyd.core.formats import all_adapters
 
     if not isinstance(path, str) or not path or "\0" in path or not os.path.isabs(path):
         return None

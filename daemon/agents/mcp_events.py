@@ -6,12 +6,12 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from daemon.errors import StorydError
+from storyd.core.errors import StorydError
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-    from daemon.agents.mcp_server import Setup
+    from storyd.agents.mcp_server import Setup
 
 __all__ = ["Follower"]
 
@@ -40,7 +40,7 @@ class Follower:
         import anyio.from_thread
         from mcp.shared.subscriptions import ResourceUpdated
 
-        from daemon.client import Client, DaemonUnavailable
+        from storyd.api.client import Client, DaemonUnavailable
 
         bus = self._server._subscriptions  # the SDK's bus: MCPServer(subscriptions=...) default
         try:

@@ -27,15 +27,15 @@ import orjson
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
-from daemon import __version__
-from daemon.agents import hookio, source
-from daemon.agents.mcp_events import Follower
-from daemon.errors import StorydError, UsageError
+from storyd import __version__
+from storyd.agents import hookio, source
+from storyd.agents.mcp_events import Follower
+from storyd.core.errors import StorydError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from daemon.config import Config
+    from storyd.config import Config
 
 __all__ = ["IN_FLIGHT", "build", "serve"]
 
@@ -134,7 +134,7 @@ def _resume(setup: Setup, workspace: str, selection: list[str]) -> CallToolResul
     out = source.resume(argv, workspace)
     if out.code != 0:
         return _error("\n".join(out.stderr) or f"storyd resume exited {out.code}")
-    from daemon.envelope import render
+    from storyd.core.envelope import render
 
     detail = orjson.loads(out.stdout)
     structured = {**detail, "warnings": list(out.stderr)}
@@ -142,7 +142,7 @@ def _resume(setup: Setup, workspace: str, selection: list[str]) -> CallToolResul
 
 
 def _check(setup: Setup, workspace: str) -> CallToolResult:
-    from daemon.commands.check import report
+    from storyd.cli.commands.check import report
 
     found, origin = source.summaries(
         workspace, in_flight=False, socket=setup.socket, config=setup.config

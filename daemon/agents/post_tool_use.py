@@ -17,8 +17,8 @@ _LOCK_TIMEOUT = 1.0  # a writer holding the lock longer than this: say nothing
 
 def problem(payload: dict[str, object], config: str | None, socket: str | None) -> str | None:
     """The one stderr line when the written file is a broken state file, else None."""
-    from daemon.agents import hookio, source
-    from daemon.errors import DataError, StorydError
+    from storyd.agents import hookio, source
+    from storyd.core.errors import DataError, StorydError
 
     tool_input = payload.get("tool_input")
     if not isinstance(tool_input, dict):

@@ -73,7 +73,7 @@ def context(payload: dict[str, object], config: str | None, socket: str | None) 
     """The hook's JSON answer for this payload, or None for no output."""
     import json
 
-    from daemon.agents import hookio, source
+    from storyd.agents import hookio, source
 
     cfg = source.load_config(config)
     workspace = hookio.find_workspace(payload.get("cwd"), hookio.allowed_roots(cfg))

@@ -6,13 +6,13 @@ from __future__ import annotations
 import contextlib
 import os
 
-from daemon.errors import StorydError
+from storyd.core.errors import StorydError
 
 __all__ = ["install", "uninstall"]
 
 
 def _project(flags: dict[str, object]) -> str | None:
-    from daemon.errors import UsageError
+    from storyd.core.errors import UsageError
 
     project = flags.get("project")
     if project is None:
@@ -24,7 +24,7 @@ def _project(flags: dict[str, object]) -> str | None:
 
 
 def _storyd() -> str:
-    from daemon.paths import storyd_executable
+    from storyd.core.paths import storyd_executable
 
     found = storyd_executable()
     if found is None:
@@ -33,7 +33,7 @@ def _storyd() -> str:
 
 
 def _skill(project: str | None, dry_run: bool, remove: bool) -> list[str]:
-    from daemon.agents.skill import skill_path, skill_text
+    from storyd.agents.skill import skill_path, skill_text
 
     path = skill_path(project)
     try:
@@ -57,7 +57,7 @@ def _skill(project: str | None, dry_run: bool, remove: bool) -> list[str]:
     if old == text:
         return [f"{path}: unchanged"]
     if not dry_run:
-        from daemon.reconcile.atomic import replace
+        from storyd.api.reconcile.atomic import replace
 
         os.makedirs(os.path.dirname(path), exist_ok=True)
         replace(path, text.encode("utf-8"), hooked=False)
@@ -66,7 +66,7 @@ def _skill(project: str | None, dry_run: bool, remove: bool) -> list[str]:
 
 def install(flags: dict[str, object]) -> int:
     """`storyd install --claude|--skill [--project DIR] [--dry-run]`."""
-    from daemon.agents import claude_settings
+    from storyd.agents import claude_settings
 
     project, dry_run = _project(flags), bool(flags.get("dry-run"))
     lines: list[str] = []
@@ -80,7 +80,7 @@ def install(flags: dict[str, object]) -> int:
 
 def uninstall(flags: dict[str, object]) -> int:
     """`storyd uninstall --claude|--skill [--project DIR] [--dry-run]`."""
-    from daemon.agents import claude_settings
+    from storyd.agents import claude_settings
 
     project, dry_run = _project(flags), bool(flags.get("dry-run"))
     lines: list[str] = []

@@ -1,8 +1,8 @@
 """The one adapter between the agent integration and the rest of storyd.
 
 Hooks and the MCP server read units only through these functions, which call the same
-code the CLI runs (`daemon.commands.common.units` for status and check, the resume
-command's daemon-then-direct path, `daemon.cli.main` for the other commands). When the
+code the CLI runs (`storyd.cli.common.units` for status and check, the resume
+command's daemon-then-direct path, `storyd.cli.main.main` for the other commands). When the
 client, answers or resume modules change shape, this file is the one place to follow.
 """
 
@@ -12,9 +12,9 @@ import threading
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from daemon.config import Config
-    from daemon.model import Unit
-    from daemon.query import Output
+    from storyd.config import Config
+    from storyd.core.model import Unit
+    from storyd.core.query import Output
 
 __all__ = [
     "Captured",
@@ -31,7 +31,7 @@ _capture_lock = threading.Lock()
 
 def load_config(path: str | None) -> Config:
     """The configuration (`path`, else the default file); ConfigError when it is broken."""
-    from daemon import config
+    from storyd import config
 
     return config.load(path)
 
@@ -46,7 +46,7 @@ def summaries(
 ) -> tuple[list[dict[str, object]], str]:
     """One workspace's unit summaries with their findings (the daemon's `list`, else a
     direct scan with the detectors), and which path answered: what `storyd status` shows."""
-    from daemon.commands.common import units
+    from storyd.cli.common import units
 
     flags: dict[str, object] = {"workspace": [workspace], "timeout": str(timeout_ms)}
     if in_flight:
@@ -62,8 +62,8 @@ def summaries(
 def state_file_units(workspace: str, relpath: str, lock_timeout: float) -> list[Unit]:
     """Every unit of one state file, read now under its writers' lock (DataError when it
     does not parse)."""
-    from daemon import answers
-    from daemon.formats import adapter_for
+    from storyd.api import answers
+    from storyd.core.formats import adapter_for
 
     options = answers.Options(lock_timeout)
     return answers.read_units(workspace, adapter_for(relpath), relpath, options)
@@ -76,7 +76,7 @@ def committed_units(workspace: str, relpath: str) -> int | None:
     import subprocess
     import tempfile
 
-    from daemon.errors import StorydError
+    from storyd.core.errors import StorydError
 
     try:
         done = subprocess.run(
@@ -100,7 +100,7 @@ def committed_units(workspace: str, relpath: str) -> int | None:
 
 def resume(argv: list[str], cwd: str) -> Output:
     """What `storyd resume ARGV` run in `cwd` prints and returns, without printing it."""
-    from daemon.commands.resume import output
+    from storyd.cli.commands.resume import output
 
     return output(argv, cwd)
 
@@ -125,7 +125,7 @@ def run_cli(argv: list[str]) -> Captured:
     import contextlib
     import io
 
-    from daemon.cli import main
+    from storyd.cli.main import main
 
     out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
     err = io.StringIO()

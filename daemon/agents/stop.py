@@ -52,7 +52,7 @@ def decide(payload: dict[str, object], config: str | None, socket: str | None) -
     """The hook's JSON answer for this payload, or None for no output."""
     import json
 
-    from daemon.agents import hookio, source
+    from storyd.agents import hookio, source
 
     if payload.get("stop_hook_active") is True:
         return None

@@ -17,9 +17,9 @@ inside the functions that need them.
 
 from __future__ import annotations
 
-from daemon.config.lines import locate
-from daemon.config.loader import load, load_staleness
-from daemon.config.values import (
+from storyd.config.lines import locate
+from storyd.config.loader import load, load_staleness
+from storyd.config.values import (
     DEFAULT_STALENESS,
     LIMITS,
     STALENESS_MODES,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 import os
 
-from daemon.config.lines import Lines
-from daemon.config.values import (
+from storyd.config.lines import Lines
+from storyd.config.values import (
     CONTEXT_CHARS,
     DEFAULT_STALENESS,
     HOOK_TIMEOUT,
@@ -193,7 +193,7 @@ class Checker(Lines):
         if "hooks" in document:
             config.hooks = self.hooks(self.table("hooks", document["hooks"]))
         if "fleet" in document:
-            from daemon.fleet.config import check
+            from storyd.fleet.config import check
 
             config.fleet = check(self, self.table("fleet", document["fleet"]))
         cap = config.limits.max_workspaces
@@ -283,7 +283,7 @@ class Checker(Lines):
 
     def reconcile(self, table: dict[str, object]) -> list[str]:
         """[reconcile] auto: a list of repair codes (see docs/reconcile.md)."""
-        from daemon.reconcile.repairs import repair_codes
+        from storyd.api.reconcile.repairs import repair_codes
 
         self.unknown(table, RECONCILE_KEYS, "reconcile.")
         value = table.get("auto", [])
@@ -307,7 +307,7 @@ class Checker(Lines):
                 got = kind_name(value)
                 self.problem("hooks.block_stop_on", f"expected an array of strings, got {got}")
             else:
-                from daemon.reconcile.repairs import repair_codes  # loads the detectors
+                from storyd.api.reconcile.repairs import repair_codes  # loads the detectors
 
                 known = repair_codes()
                 for code in value:

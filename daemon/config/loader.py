@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 
-from daemon.config.checker import Checker
-from daemon.config.values import DEFAULT_STALENESS, Config, ConfigError, Problem
-from daemon.paths import config_path
+from storyd.config.checker import Checker
+from storyd.config.values import DEFAULT_STALENESS, Config, ConfigError, Problem
+from storyd.core.paths import config_path
 
 __all__ = ["load", "load_staleness"]
 
@@ -56,7 +56,7 @@ def _syntax_message(text: str, source: str) -> tuple[str, int]:
 
 
 def load(path: str | None = None) -> Config:
-    """The configuration in `path` (default: daemon.paths.config_path()).
+    """The configuration in `path` (default: storyd.core.paths.config_path()).
 
     A missing file gives the defaults; any problem raises ConfigError listing all of them.
     """

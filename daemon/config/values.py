@@ -7,12 +7,12 @@ defaults from it). Reading the file is `loader.py`, checking it `checker.py`.
 
 from __future__ import annotations
 
-from daemon.errors import SetupError
-from daemon.storytime import DEFAULT_MODE, MODES
+from storyd.core.errors import SetupError
+from storyd.core.storytime import DEFAULT_MODE, MODES
 
 TYPE_CHECKING = False  # not typing's: importing typing costs `storyd resume` start-up
 if TYPE_CHECKING:
-    from daemon.fleet.config import Fleet
+    from storyd.fleet.config import Fleet
 
 __all__ = [
     "BLOCK_STOP_ON",
@@ -35,8 +35,8 @@ __all__ = [
     "Problem",
 ]
 
-DEFAULT_STALENESS = DEFAULT_MODE  # one spelling: daemon.storytime
-STALENESS_MODES = MODES  # one spelling: daemon.storytime
+DEFAULT_STALENESS = DEFAULT_MODE  # one spelling: storyd.core.storytime
+STALENESS_MODES = MODES  # one spelling: storyd.core.storytime
 SOCKET_PATH_MAX = 107  # sun_path is 108 bytes, one of them the terminating NUL
 
 # limits.<name>: (type, default, lowest, highest), both bounds inclusive.
@@ -239,7 +239,7 @@ class Hooks:
 class Config:
     """The effective configuration. `path` is the file it came from, None for defaults.
 
-    socket       str | None   the socket path (None: daemon.paths.socket_path())
+    socket       str | None   the socket path (None: storyd.core.paths.socket_path())
     staleness    str          "git" or "mtime"
     workspaces   list[str]    absolute, normalised, without duplicates, in file order
     auto_watch   bool         a query for an unwatched workspace starts watching it

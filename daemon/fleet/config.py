@@ -12,7 +12,7 @@ import socket
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from daemon.config.checker import Checker
+    from storyd.config.checker import Checker
 
 __all__ = [
     "BACKLOG",

@@ -14,7 +14,7 @@ import nats.errors
 import nats.js.errors
 
 if TYPE_CHECKING:
-    from daemon.fleet.config import Fleet
+    from storyd.fleet.config import Fleet
 
 __all__ = ["describe", "options"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from daemon.fleet.config import Fleet
+from storyd.fleet.config import Fleet
 
 __all__ = ["check_fleet"]
 

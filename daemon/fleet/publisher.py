@@ -23,11 +23,11 @@ from typing import Any
 
 import orjson
 
-from daemon.fleet import names
-from daemon.fleet.backlog import Backlog, Message
-from daemon.fleet.config import Fleet
-from daemon.fleet.summary import Repos, event_payload, now_iso, unit_summary
-from daemon.worker import Worker
+from storyd.core.worker import Worker
+from storyd.fleet import names
+from storyd.fleet.backlog import Backlog, Message
+from storyd.fleet.config import Fleet
+from storyd.fleet.summary import Repos, event_payload, now_iso, unit_summary
 
 __all__ = ["Publisher"]
 
@@ -186,7 +186,7 @@ class Publisher:
     async def _connect(self) -> Any:
         import nats
 
-        from daemon.fleet.connect import options
+        from storyd.fleet.connect import options
 
         async def disconnected() -> None:
             self._disconnected()
@@ -392,7 +392,7 @@ class Publisher:
 
     async def _stored_keys(self, kv: Any) -> set[str]:
         """This machine's unit keys in the bucket."""
-        from daemon.fleet.reader import kv_entries
+        from storyd.fleet.reader import kv_entries
 
         return set(await kv_entries(kv, f"u.{self.machine}.>", meta_only=True))
 
@@ -473,7 +473,7 @@ class Publisher:
 
     def _note(self, exc: BaseException) -> None:
         """Record a failure; log it when it says something new (not every retry)."""
-        from daemon.fleet.connect import describe
+        from storyd.fleet.connect import describe
 
         line = str(exc) if isinstance(exc, SetupMismatch) else describe(exc, self.fleet)
         self.last_error_at = now_iso()

@@ -13,9 +13,9 @@ from typing import Any
 
 import orjson
 
-from daemon.errors import StorydError
-from daemon.fleet import names
-from daemon.fleet.config import Fleet
+from storyd.core.errors import StorydError
+from storyd.fleet import names
+from storyd.fleet.config import Fleet
 
 __all__ = ["FleetUnavailable", "Snapshot", "follow_events", "kv_entries", "read_snapshot"]
 
@@ -40,7 +40,7 @@ class Snapshot:
 async def _connect(fleet: Fleet) -> Any:
     import nats
 
-    from daemon.fleet.connect import describe, options
+    from storyd.fleet.connect import describe, options
 
     errors: list[Exception] = []
 
@@ -84,7 +84,7 @@ async def kv_entries(kv: Any, pattern: str, *, meta_only: bool = False) -> dict[
 async def _snapshot(fleet: Fleet, machine: str | None) -> Snapshot:
     import nats.js.errors
 
-    from daemon.fleet.connect import describe
+    from storyd.fleet.connect import describe
 
     nc = await _connect(fleet)
     try:
@@ -138,7 +138,7 @@ def _since_time(since: str | None) -> float | None:
     try:
         moment = datetime.fromisoformat(since.replace("Z", "+00:00"))
     except ValueError:
-        from daemon.errors import UsageError
+        from storyd.core.errors import UsageError
 
         raise UsageError(
             f"--since {since!r}: expected all, a duration (30s, 10m, 2h, 7d) or an ISO time"
@@ -171,7 +171,7 @@ async def _read_events(
     """Emit each stored (then each new) event once; return after `idle` s without one."""
     import nats.errors
 
-    from daemon.fleet.connect import describe
+    from storyd.fleet.connect import describe
 
     nc = await _connect(fleet)
     try:

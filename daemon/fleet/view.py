@@ -99,7 +99,7 @@ def _age_text(age: float | None) -> str:
 def render(machines: dict[str, dict[str, Any]], units: list[dict[str, Any]],
            found: list[dict[str, Any]], color: bool) -> str:
     """The screen: flags first, then each machine's units grouped by workspace."""
-    from daemon.commands.status import _bar, _paint
+    from storyd.cli.commands.status import _bar, _paint
 
     lines: list[str] = []
     for flag in found:

@@ -1,4 +1,4 @@
-"""The long-running daemon: `storyd serve` (daemon/commands/serve.py) and nothing else
+"""The long-running daemon: `storyd serve` (daemon/cli/commands/serve.py) and nothing else
 imports this package (tests/test_house.py holds the rule).
 
 The flow, from the disk to the socket; assembly.py builds every part, in this order:
@@ -16,6 +16,6 @@ The flow, from the disk to the socket; assembly.py builds every part, in this or
     fastjson             orjson behind the JSON reader
 
 Nothing here is on the `storyd resume` path (tests/test_resume_imports.py): the top
-level of `daemon` is that path and the plugin API (`daemon.model`, `daemon.errors`,
-`daemon.formats`).
+level of `daemon` is that path and the plugin API (`storyd.core.model`, `storyd.core.errors`,
+`storyd.core.formats`).
 """

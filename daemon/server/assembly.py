@@ -26,23 +26,23 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from daemon import storytime
-from daemon.gitstate import git_operation_in_progress
-from daemon.pipeline import Options
-from daemon.server import fastjson, notify
-from daemon.server.changes import Changes
-from daemon.server.engine import Engine
-from daemon.server.events import EventLog
-from daemon.server.ops import Server
-from daemon.server.refresher import Refresher
-from daemon.server.service import Daemon, Settings
-from daemon.server.watcher import Watcher
+from storyd.core import storytime
+from storyd.core.gitstate import git_operation_in_progress
+from storyd.core.pipeline import Options
+from storyd.server import fastjson, notify
+from storyd.server.changes import Changes
+from storyd.server.engine import Engine
+from storyd.server.events import EventLog
+from storyd.server.ops import Server
+from storyd.server.refresher import Refresher
+from storyd.server.service import Daemon, Settings
+from storyd.server.watcher import Watcher
 
 if TYPE_CHECKING:
-    from daemon.config import Config
-    from daemon.pipeline import Detect
-    from daemon.server.fleet_sink import FleetSink
-    from daemon.server.reconciler import AutoReconciler
+    from storyd.config import Config
+    from storyd.core.pipeline import Detect
+    from storyd.server.fleet_sink import FleetSink
+    from storyd.server.reconciler import AutoReconciler
 
 __all__ = ["DIRECT_READERS", "Assembly", "assemble", "build_daemon"]
 
@@ -141,7 +141,7 @@ def _auto_reconciler(engine: Engine, cfg: Config) -> AutoReconciler | None:
     """Auto-apply when `[reconcile] auto` lists any class."""
     if not cfg.reconcile_auto:
         return None
-    from daemon.server.reconciler import AutoReconciler
+    from storyd.server.reconciler import AutoReconciler
 
     return AutoReconciler(engine, cfg)
 
@@ -150,6 +150,6 @@ def _fleet(engine: Engine, cfg: Config) -> FleetSink | None:
     """Publish to NATS when [fleet] is configured (`nats` is imported only then)."""
     if cfg.fleet is None:
         return None
-    from daemon.server import fleet_sink
+    from storyd.server import fleet_sink
 
     return fleet_sink.start(engine, cfg)

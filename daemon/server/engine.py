@@ -34,23 +34,23 @@ from dataclasses import dataclass
 from hashlib import blake2b
 from typing import TYPE_CHECKING
 
-from daemon import pipeline, storytime
-from daemon.errors import DataError, StateFileMissing, StorydError
-from daemon.formats import Adapter, all_adapters
-from daemon.formats.epic import epic_file_among
-from daemon.model import OWN_DETECTORS, Finding, Unit, same_data
-from daemon.pipeline import Answer, FileRead, Options, find_state_files
-from daemon.server.events import EventLog, Sink
-from daemon.server.listeners import Listeners
-from daemon.server.store import Entry, PassMark, Proof, Snapshot, StoryProof, Workspace
+from storyd.core import pipeline, storytime
+from storyd.core.errors import DataError, StateFileMissing, StorydError
+from storyd.core.formats import Adapter, all_adapters
+from storyd.core.formats.epic import epic_file_among
+from storyd.core.model import OWN_DETECTORS, Finding, Unit, same_data
+from storyd.core.pipeline import Answer, FileRead, Options, find_state_files
+from storyd.server.events import EventLog, Sink
+from storyd.server.listeners import Listeners
+from storyd.server.store import Entry, PassMark, Proof, Snapshot, StoryProof, Workspace
 
 if TYPE_CHECKING:
     from collections import deque
 
-    from daemon.formats.base import Reuse
-    from daemon.pipeline import Detect
-    from daemon.server.changes import Changes
-    from daemon.wire import EventKind, UnitEvent, UnitSummary
+    from storyd.core.formats.base import Reuse
+    from storyd.core.pipeline import Detect
+    from storyd.core.wire import EventKind, UnitEvent, UnitSummary
+    from storyd.server.changes import Changes
 
 __all__ = ["Engine", "Entry", "Look", "Workspace"]
 

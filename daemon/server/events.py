@@ -14,11 +14,11 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
-from daemon.server import protocol
-from daemon.server.listeners import Listeners
+from storyd.server import protocol
+from storyd.server.listeners import Listeners
 
 if TYPE_CHECKING:
-    from daemon.wire import UnitEvent
+    from storyd.core.wire import UnitEvent
 
 __all__ = ["HISTORY", "EventLog", "Sink"]
 

@@ -1,6 +1,6 @@
 """orjson for the daemon's state-file reads, only where it parses as the lean path does.
 
-daemon/jsonio.py parses with the `_json` C scanner so that `storyd resume` starts fast;
+daemon/core/jsonio.py parses with the `_json` C scanner so that `storyd resume` starts fast;
 the daemon installs `loads` below in front of it (about 1.3x faster on a 3 MB file, and
 orjson shares repeated short keys). The two parsers agree on every document orjson
 accepts, except two cases, which go to the lean path (`jsonio.UNSURE`):
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import orjson
 
-from daemon import jsonio
+from storyd.core import jsonio
 
 __all__ = ["install", "loads"]
 

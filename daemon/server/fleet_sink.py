@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from daemon import log
+from storyd.core import log
 
 if TYPE_CHECKING:
-    from daemon.config import Config
-    from daemon.fleet.publisher import Publisher
-    from daemon.server.engine import Engine
+    from storyd.config import Config
+    from storyd.fleet.publisher import Publisher
+    from storyd.server.engine import Engine
 
 __all__ = ["FleetSink", "start"]
 
@@ -58,8 +58,8 @@ def start(engine: Engine, cfg: Config) -> FleetSink | None:
             error="nats-py is not installed: pip install 'storyd[fleet]'; not publishing",
         )
         return None
-    from daemon import __version__
-    from daemon.fleet.publisher import Publisher
+    from storyd import __version__
+    from storyd.fleet.publisher import Publisher
 
     publisher = Publisher(
         fleet,

@@ -31,12 +31,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypeAlias, TypedDict
 
-from daemon import log
-from daemon.worker import Worker
+from storyd.core import log
+from storyd.core.worker import Worker
 
 if TYPE_CHECKING:
-    from daemon.config import Config
-    from daemon.server.engine import Look
+    from storyd.config import Config
+    from storyd.server.engine import Look
 
 __all__ = ["Notifications", "settings_of"]
 

@@ -15,13 +15,15 @@ from collections.abc import Callable, Mapping
 
 import orjson
 
-from daemon import __version__, answers
-from daemon.config import Config
-from daemon.errors import StorydError, StoryNotInState, UsageError
-from daemon.flags import HelpRequested
-from daemon.ids import normalize_epic_id
-from daemon.query import Output, Query, from_argv, from_request
-from daemon.server.protocol import (
+from storyd import __version__
+from storyd.api import answers
+from storyd.config import Config
+from storyd.core.errors import StorydError, StoryNotInState, UsageError
+from storyd.core.flags import HelpRequested
+from storyd.core.ids import normalize_epic_id
+from storyd.core.query import Output, Query, from_argv, from_request
+from storyd.core.wire import UnitSummary
+from storyd.server.protocol import (
     answer_body,
     cli_frame,
     error_body,
@@ -31,10 +33,9 @@ from daemon.server.protocol import (
     finish,
     reply,
 )
-from daemon.server.service import Daemon
-from daemon.server.store import Entry
-from daemon.server.transport import Connection, Op, Transport
-from daemon.wire import UnitSummary
+from storyd.server.service import Daemon
+from storyd.server.store import Entry
+from storyd.server.transport import Connection, Op, Transport
 
 __all__ = ["Server"]
 
@@ -86,7 +87,7 @@ class Server:
             "subscribe": self.op_subscribe,
             "stats": self.op_stats,
             "epic": self.op_epic,
-            "reconcile": self.op_reconcile,  # daemon/reconcile (issue 11)
+            "reconcile": self.op_reconcile,  # daemon/api/reconcile (issue 11)
             "reconciled": self.op_reconciled,
         }
         self.transport = Transport(
@@ -120,7 +121,7 @@ class Server:
         if entry is not None:
             return entry
         if engine.known_absent(path, target.relpath, target.key):
-            return StoryNotInState(target.missing)
+            return target.not_there()
         return None
 
     def op_resume(
@@ -154,8 +155,8 @@ class Server:
     def op_epic(
         self, conn: Connection, request: dict[str, object], suffix: bytes
     ) -> asyncio.Future[bytes]:
-        """The epic-level view (daemon/epicview.py), read on a worker thread."""
-        from daemon.epicview import epic_view
+        """The epic-level view (daemon/api/epicview.py), read on a worker thread."""
+        from storyd.api.epicview import epic_view
 
         path = self.daemon.canonical(request.get("workspace"))
         epic = normalize_epic_id(str(field(request, "epic", str, required=True)))
@@ -375,13 +376,13 @@ class Server:
     def op_reconcile(
         self, conn: Connection, request: dict[str, object], suffix: bytes
     ) -> asyncio.Future[bytes]:
-        from daemon.server.reconciler import plan_request
+        from storyd.server.reconciler import plan_request
 
         path = self._watched(request)
         cfg = self.reconcile_config
 
         def plan() -> dict[str, object]:
-            from daemon import config
+            from storyd import config
 
             return plan_request(path, request, cfg or config.load())
 
@@ -391,7 +392,7 @@ class Server:
         return self.later(self.daemon.executor.submit(plan), render, suffix)
 
     def op_reconciled(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
-        from daemon.server.reconciler import reconciled_notice
+        from storyd.server.reconciler import reconciled_notice
 
         path = self._watched(request)
         files = reconciled_notice(self.engine, path)

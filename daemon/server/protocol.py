@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping
 
 import orjson
 
-from daemon import __version__
-from daemon.errors import StorydError, UsageError
-from daemon.model import Finding
+from storyd import __version__
+from storyd.core.errors import StorydError, UsageError
+from storyd.core.model import Finding
 
 __all__ = [
     "EX_NOPERM",

@@ -1,4 +1,4 @@
-"""The daemon's side of reconcile (daemon/reconcile): the read-only `reconcile` op's plan,
+"""The daemon's side of reconcile (daemon/api/reconcile): the read-only `reconcile` op's plan,
 auto-apply of the classes `[reconcile] auto` lists, and the `reconciled` event.
 
 Auto-apply listens to the engine's events: a `drift` event whose finding code is listed
@@ -16,15 +16,15 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from daemon import log
-from daemon.errors import StorydError, UsageError
-from daemon.reconcile.gather import Selection
-from daemon.reconcile.plan import Plan
-from daemon.worker import QueueWorker
+from storyd.api.reconcile.gather import Selection
+from storyd.api.reconcile.plan import Plan
+from storyd.core import log
+from storyd.core.errors import StorydError, UsageError
+from storyd.core.worker import QueueWorker
 
 if TYPE_CHECKING:
-    from daemon.config import Config
-    from daemon.server.engine import Engine
+    from storyd.config import Config
+    from storyd.server.engine import Engine
 
 __all__ = [
     "AutoReconciler",
@@ -61,9 +61,9 @@ def emit_reconciled(
 
 def plan_request(workspace: str, request: dict[str, object], cfg: Config) -> dict[str, object]:
     """The `reconcile` op: the plan for a watched workspace, as data; nothing is written."""
-    from daemon.ids import normalize_epic_id, normalize_story_id
-    from daemon.reconcile import make_plan
-    from daemon.reconcile.repairs import repair_codes
+    from storyd.api.reconcile import make_plan
+    from storyd.api.reconcile.repairs import repair_codes
+    from storyd.core.ids import normalize_epic_id, normalize_story_id
 
     def text(name: str) -> str | None:
         value = request.get(name)
@@ -93,7 +93,7 @@ def plan_request(workspace: str, request: dict[str, object], cfg: Config) -> dic
 
 def reconciled_notice(engine: Engine, workspace: str) -> int:
     """The `reconciled` op: emit the event for the workspace's last recorded apply."""
-    from daemon.reconcile import undo
+    from storyd.api.reconcile import undo
 
     record, _ = undo.load(workspace)
     emit_reconciled(engine, workspace, record.summary, "cli")
@@ -139,7 +139,7 @@ class AutoReconciler:
             self.reconcile(*job)
         except (StorydError, OSError) as exc:
             if isinstance(exc, OSError):  # outside the writes, which say what they did
-                from daemon.reconcile.failures import os_failure
+                from storyd.api.reconcile.failures import os_failure
 
                 exc = os_failure(exc, "auto-apply")
             self.log.warning(
@@ -152,8 +152,8 @@ class AutoReconciler:
 
     def reconcile(self, workspace: str, state_file: str) -> Plan:
         """Apply the configured classes to one state file; emit `reconciled` if written."""
-        from daemon.reconcile import make_plan
-        from daemon.reconcile.apply import apply
+        from storyd.api.reconcile import make_plan
+        from storyd.api.reconcile.apply import apply
 
         selection = Selection(state_file=state_file)
         timeout = self.engine.options.lock_timeout  # the daemon's, as a reload left it

@@ -19,12 +19,12 @@ from concurrent.futures import Future
 from functools import partial
 from typing import TYPE_CHECKING
 
-from daemon import log
-from daemon.worker import Worker
+from storyd.core import log
+from storyd.core.worker import Worker
 
 if TYPE_CHECKING:
-    from daemon.server.engine import Engine
-    from daemon.server.store import Workspace
+    from storyd.server.engine import Engine
+    from storyd.server.store import Workspace
 
 __all__ = ["Refresher"]
 

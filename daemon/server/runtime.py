@@ -17,18 +17,18 @@ import signal
 import socket
 from typing import TYPE_CHECKING
 
-from daemon.paths import socket_path
-from daemon.server import systemd
-from daemon.server.assembly import Assembly, assemble
-from daemon.server.transport import bind_socket
+from storyd.core.paths import socket_path
+from storyd.server import systemd
+from storyd.server.assembly import Assembly, assemble
+from storyd.server.transport import bind_socket
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
-    from daemon.config import Config
-    from daemon.server.ops import Server
-    from daemon.server.service import Daemon, Settings
-    from detectors.runner import Runner
+    from storyd.config import Config
+    from storyd.detectors.runner import Runner
+    from storyd.server.ops import Server
+    from storyd.server.service import Daemon, Settings
 
 __all__ = ["Runtime"]
 
@@ -63,7 +63,7 @@ class Runtime:
 
     def run(self, socket_flag: str, workspaces: list[str]) -> int:
         """Serve until stopped; the exit code."""
-        from daemon.detection import build_detect, tips_held_by
+        from storyd.api.detection import build_detect, tips_held_by
 
         # Plugins load before the socket is touched: a broken one leaves nothing behind.
         detect, runner = build_detect(self.cfg, self.settings.staleness)
@@ -164,7 +164,7 @@ class Runtime:
 
     def reload(self) -> None:
         """SIGHUP: re-read the configuration; keep the old one if the new one is bad."""
-        from daemon import config
+        from storyd import config
 
         self.notifier.reloading()
         try:
@@ -198,7 +198,7 @@ class Runtime:
 
     def _swap_detectors(self, cfg: Config) -> None:
         """New detector settings: rebuild the runner, recheck every unit, keep the files cached."""
-        from daemon.detection import build_detect, tips_held_by
+        from storyd.api.detection import build_detect, tips_held_by
 
         assert self.daemon is not None
         engine = self.daemon.engine
@@ -243,7 +243,7 @@ class Runtime:
             settle=settings.settle, verify_interval=settings.verify_interval
         )
         settings.max_line_bytes = limits.max_line_bytes  # the transport reads it per chunk
-        from daemon.server import notify
+        from storyd.server import notify
 
         assert self.parts is not None
         self.parts.notifications.configure(**notify.settings_of(cfg))

@@ -22,21 +22,20 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING
 
-from daemon import answers, log, pipeline
-from daemon.config.values import DEFAULT_STALENESS, LIMITS
-from daemon.errors import StateFileMissing, UsageError
-from daemon.formats import adapter_for, builtin
-from daemon.formats.epic import epic_state_file
-from daemon.gitstate import is_work_tree
+from storyd.api import answers
+from storyd.config.values import DEFAULT_STALENESS, LIMITS
+from storyd.core import log, pipeline, target
+from storyd.core.errors import StateFileMissing, UsageError
+from storyd.core.gitstate import is_work_tree
 
 if TYPE_CHECKING:
-    from daemon.query import Query
-    from daemon.server.engine import Engine
-    from daemon.server.refresher import Refresher
-    from daemon.server.store import Snapshot
-    from daemon.server.watcher import Watcher
+    from storyd.core.query import Query
+    from storyd.server.engine import Engine
+    from storyd.server.refresher import Refresher
+    from storyd.server.store import Snapshot
+    from storyd.server.watcher import Watcher
 
-__all__ = ["STOP_GRACE", "Daemon", "Settings", "Target", "exit_now"]
+__all__ = ["STOP_GRACE", "Daemon", "Settings", "exit_now"]
 
 _MAX_ALIASES = 4096
 STOP_GRACE = 5.0  # seconds stop() waits for its threads; then they are left behind
@@ -138,18 +137,6 @@ def _give_back_freed_memory() -> None:
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).malloc_trim(0)
-
-
-class Target:
-    """What a resume query names in a workspace: the state file, the unit (None: ask
-    the file) and the message for a unit that is not there."""
-
-    __slots__ = ("key", "missing", "relpath")
-
-    def __init__(self, relpath: str, key: str | None, missing: str) -> None:
-        self.relpath = relpath
-        self.key = key
-        self.missing = missing
 
 
 class Warmup:
@@ -364,32 +351,24 @@ class Daemon:
 
     # -- answering a resume query ---------------------------------------------
 
-    def target(self, path: str, query: Query) -> Target:
+    def target(self, path: str, query: Query) -> target.Target:
         """What a query names, from the cache's view of the workspace (no disk read but
         for an epic folder in a workspace not read yet)."""
         if query.state_file is None:
             epic = str(query.epic)
-            known = self.engine.epic_file(path, epic)
-            relpath = known if known is not None else epic_state_file(path, epic)
-            return Target(relpath, query.story, "Story not in execution-state.json")
-        lexical = pipeline.inside(path, query.state_file)  # only files read well are cached
-        relpath = lexical or answers.resolve_state_file(path, query.state_file)  # says why
-        key = query.unit if query.unit is not None else self.engine.sole_unit(path, relpath)
-        return Target(relpath, key, f"unit {query.unit!r} not in {relpath}")
+            return target.for_epic(path, epic, str(query.story), self.engine.epic_file(path, epic))
+        found = target.for_state_file(path, query.state_file, query.unit, lexical=True)
+        if found.key is None:
+            found.key = self.engine.sole_unit(path, found.relpath)
+        return found
 
     def read_answer(self, path: str, query: Query, since: int | None = None) -> answers.Answer:
         """A cache miss, read now (on the pool): the file as it is, or while it is torn
         its last good read, with a finding saying so. Detectors for --detail and `resume`."""
-        if query.state_file is None:
-            relpath = epic_state_file(path, str(query.epic))  # the disk's view, not the cache's
-            adapter = builtin("epic")
-            key: str | None = query.story
-            missing = "Story not in execution-state.json"
-        else:
-            relpath = answers.resolve_state_file(path, query.state_file)
-            adapter = adapter_for(relpath)
-            key = query.unit
-            missing = f"unit {query.unit!r} not in {relpath}"
+        where = (target.for_epic(path, str(query.epic), str(query.story))  # the disk's view
+                 if query.state_file is None
+                 else target.for_state_file(path, query.state_file, query.unit))
+        relpath, adapter = where.relpath, where.adapter
         if self.watching(path) or self.engine.expected(path):
             got, unreadable = self.engine.read_now(path, relpath, adapter, since)
             self.refresher.nudge(path, relpath)  # the cache catches up behind the answer
@@ -398,7 +377,7 @@ class Daemon:
         if got.error is not None:
             raise got.error
         assert got.units is not None
-        result = pipeline.answer(path, answers.pick(got.units, key, relpath, missing), self.options)
+        result = pipeline.answer(path, where.pick(got.units), self.options)
         if query.detail:
             result = answers.with_detectors(path, result, self.engine.detect)
         if unreadable is not None:

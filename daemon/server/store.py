@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from daemon.pipeline import Signature, is_racy, signature
-from daemon.server import protocol
-from daemon.summaries import unit_summary
+from storyd.api.summaries import unit_summary
+from storyd.core.pipeline import Signature, is_racy, signature
+from storyd.server import protocol
 
 if TYPE_CHECKING:
-    from daemon.errors import StorydError
-    from daemon.formats import Adapter
-    from daemon.model import Finding, Unit
-    from daemon.pipeline import Answer
-    from daemon.server.changes import Changes
-    from daemon.wire import Envelope, UnitSummary
+    from storyd.core.errors import StorydError
+    from storyd.core.formats import Adapter
+    from storyd.core.model import Finding, Unit
+    from storyd.core.pipeline import Answer
+    from storyd.core.wire import Envelope, UnitSummary
+    from storyd.server.changes import Changes
 
 __all__ = ["Deps", "Entry", "PassMark", "Proof", "Snapshot", "StoryProof", "Workspace"]
 
@@ -39,7 +39,7 @@ class Proof:
     """What an answer was read from: the files (absolute paths) with their signatures,
     the change mark `seq` (daemon/server/changes.py) and the wall clock when the read
     began. It holds while no file changed since: by the kernel's change queue where it
-    watches the file's folder, else by `stat` and git's racy rule (daemon/pipeline.py)."""
+    watches the file's folder, else by `stat` and git's racy rule (daemon/core/pipeline.py)."""
 
     __slots__ = ("deps", "folders", "held_at", "seq", "started")
 

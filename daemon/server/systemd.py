@@ -19,7 +19,7 @@ import os
 import socket
 import time
 
-from daemon.errors import SetupError
+from storyd.core.errors import SetupError
 
 __all__ = ["LISTEN_FDS_START", "Notifier", "SystemdError", "listen_fds", "listen_socket"]
 

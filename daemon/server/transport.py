@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, TypeVar
 import fasteners
 import orjson
 
-from daemon import log
-from daemon.errors import StorydError, UsageError
-from daemon.server.protocol import EX_NOPERM, error_body, error_of, finish, id_suffix
+from storyd.core import log
+from storyd.core.errors import StorydError, UsageError
+from storyd.server.protocol import EX_NOPERM, error_body, error_of, finish, id_suffix
 
 if TYPE_CHECKING:
-    from daemon.server.service import Settings
+    from storyd.server.service import Settings
 
 __all__ = ["AlreadyRunning", "Connection", "Op", "Transport", "bind_socket"]
 

@@ -46,13 +46,13 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver, ObservedWatch
 
-from daemon import log
-from daemon.gitstate import locate
-from daemon.server import inotify
+from storyd.core import log
+from storyd.core.gitstate import locate
+from storyd.server import inotify
 
 if TYPE_CHECKING:
-    from daemon.formats import Adapter
-    from daemon.server.refresher import Refresher
+    from storyd.core.formats import Adapter
+    from storyd.server.refresher import Refresher
 
 __all__ = ["Watcher"]
 

@@ -25,10 +25,10 @@ GitPython objects are not thread-safe: a view belongs to the thread that made it
 detector Runner's worker keeps its views in its per-thread `local` dict, and a
 replacement worker builds fresh ones; a request's `private_view` is its caller's until
 it closes it). `git_context` is the Runner's context factory. Where a repository keeps
-its files (git dir, common dir, HEAD) is daemon.gitstate's answer.
+its files (git dir, common dir, HEAD) is storyd.core.gitstate's answer.
 
 Errors: every GitPython, subprocess and OS failure is translated, in errors.py, into
-daemon.errors.GitError (a git command failed, or the repository cannot be read).
+storyd.core.errors.GitError (a git command failed, or the repository cannot be read).
 
     errors.py    the boundary where foreign errors become GitError
     objects.py   the cat-file pipe, object answers and their stamps
@@ -39,8 +39,8 @@ daemon.errors.GitError (a git command failed, or the repository cannot be read).
 
 from __future__ import annotations
 
-from daemon.errors import GitError
-from detectors.gitview.objects import (
+from storyd.core.errors import GitError
+from storyd.detectors.gitview.objects import (
     AMBIGUOUS,
     FOUND,
     INVALID,
@@ -48,7 +48,7 @@ from detectors.gitview.objects import (
     ObjectInfo,
     is_object_name,
 )
-from detectors.gitview.registry import (
+from storyd.detectors.gitview.registry import (
     close_views,
     find_root,
     git_context,
@@ -58,7 +58,7 @@ from detectors.gitview.registry import (
     refresh_views,
     view_for,
 )
-from detectors.gitview.view import Commit, GitView
+from storyd.detectors.gitview.view import Commit, GitView
 
 __all__ = [
     "AMBIGUOUS",

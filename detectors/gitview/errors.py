@@ -1,7 +1,7 @@
 """The one boundary where GitPython's, gitdb's and the OS's errors become GitError.
 
 Every call into GitPython runs inside `_translated`, so a detector only ever sees
-daemon.errors.GitError (which it turns into a `git-error` finding).
+storyd.core.errors.GitError (which it turns into a `git-error` finding).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from daemon.errors import GitError
+from storyd.core.errors import GitError
 
 __all__ = ["_describe", "_foreign_errors", "_git_module", "_translated"]
 

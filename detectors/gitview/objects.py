@@ -12,9 +12,9 @@ import weakref
 from contextlib import suppress
 from typing import Any
 
-from daemon.errors import GitError
-from detectors.gitview.errors import _translated
-from detectors.gitview.proc import GIT_TIMEOUT, no_answer
+from storyd.core.errors import GitError
+from storyd.detectors.gitview.errors import _translated
+from storyd.detectors.gitview.proc import GIT_TIMEOUT, no_answer
 
 __all__ = [
     "AMBIGUOUS",

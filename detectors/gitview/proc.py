@@ -20,7 +20,7 @@ import subprocess
 import time
 from typing import IO
 
-from daemon.errors import GitError
+from storyd.core.errors import GitError
 
 __all__ = ["GIT_TIMEOUT", "GitStuck", "check_git_files", "git_env", "no_answer", "piped", "run"]
 

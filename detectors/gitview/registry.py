@@ -1,7 +1,7 @@
 """Finding a workspace's view: one per repository and per thread (the Runner's worker
 keeps its views in its per-thread `local` dict), and the Runner's context factory.
 
-Where a repository's files are is daemon.gitstate's answer (`locate`, `work_tree_root`).
+Where a repository's files are is storyd.core.gitstate's answer (`locate`, `work_tree_root`).
 
 Two kinds of owner hold views in the daemon, never sharing one:
 
@@ -18,16 +18,16 @@ from collections.abc import Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
-from daemon.errors import GitError
-from daemon.gitstate import is_work_tree, locate
-from daemon.gitstate import work_tree_root as find_root
-from detectors import Context, unit_context
-from detectors.gitview.errors import _git_module, _translated
-from detectors.gitview.proc import GitStuck, check_git_files
-from detectors.gitview.view import DEFAULT_WALK_LIMIT, GitView
+from storyd.core.errors import GitError
+from storyd.core.gitstate import is_work_tree, locate
+from storyd.core.gitstate import work_tree_root as find_root
+from storyd.detectors import Context, unit_context
+from storyd.detectors.gitview.errors import _git_module, _translated
+from storyd.detectors.gitview.proc import GitStuck, check_git_files
+from storyd.detectors.gitview.view import DEFAULT_WALK_LIMIT, GitView
 
 if TYPE_CHECKING:
-    from daemon.model import Unit
+    from storyd.core.model import Unit
 
 __all__ = [
     "close_views",

@@ -14,11 +14,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from daemon.errors import GitError
-from daemon.gitstate import GitLocation
-from detectors.gitview import proc
-from detectors.gitview.errors import _describe, _translated
-from detectors.gitview.objects import (
+from storyd.core.errors import GitError
+from storyd.core.gitstate import GitLocation
+from storyd.detectors.gitview import proc
+from storyd.detectors.gitview.errors import _describe, _translated
+from storyd.detectors.gitview.objects import (
     FOUND,
     INVALID,
     ObjectInfo,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from daemon.model import Finding, Unit
-from detectors import Context
+from storyd.core.model import Finding, Unit
+from storyd.detectors import Context
 
 __all__ = ["GARBAGE", "HANGING", "NAMELESS", "RAISING", "RELEASE", "RETURNED"]
 

@@ -13,8 +13,8 @@ and tune it in config.toml:
 
 from __future__ import annotations
 
-from daemon.model import SEVERITIES, Finding, Unit
-from detectors import Context
+from storyd.core.model import SEVERITIES, Finding, Unit
+from storyd.detectors import Context
 
 __all__ = ["DETECTOR", "TodoDetector"]
 

@@ -1,0 +1,139 @@
+"""Answer a resume query by reading the files now: `storyd resume --direct`.
+
+The reading itself is daemon/core/pipeline.py, which the daemon's refresh and its cache-miss
+reads use too, so the socket and the fallback cannot disagree. `direct` is the whole
+direct answer (configured staleness, detectors for --detail) that the CLI's fallback and
+the Python client's share.
+"""
+
+from __future__ import annotations
+
+import os
+
+from storyd.core import storytime, target
+from storyd.core.errors import StorydError
+from storyd.core.model import Finding
+from storyd.core.pipeline import Answer, Options, answer, read_units
+from storyd.core.query import Output, Query
+
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
+if TYPE_CHECKING:
+    from storyd.core.pipeline import Detect
+    from storyd.core.wire import Envelope
+
+__all__ = [
+    "Answer",
+    "Options",
+    "answer",
+    "detail_line",
+    "direct",
+    "read_units",
+    "resume",
+    "resume_epic",
+    "resume_unit",
+    "run",
+    "with_detectors",
+]
+
+
+def resume_epic(workspace: str, epic_id: str, story_id: str, options: Options) -> Answer:
+    """The seed skill: `--epic-id` and `--story-id` (both already normalised)."""
+    return resume(workspace, target.for_epic(workspace, epic_id, story_id), options)
+
+
+def resume_unit(workspace: str, state_file: str, key: str | None, options: Options) -> Answer:
+    """Any format: a state file (auto-detected by path) and optionally a unit in it."""
+    return resume(workspace, target.for_state_file(workspace, state_file, key), options)
+
+
+def resume(workspace: str, where: target.Target, options: Options) -> Answer:
+    """The answer for a target, read now under the writers' lock."""
+    units = read_units(workspace, where.adapter, where.relpath, options)
+    return answer(workspace, where.pick(units), options)
+
+
+def detail_line(env: Envelope, findings: tuple[Finding, ...], source: str) -> bytes:
+    """`--detail` output: the envelope with its findings and which path answered."""
+    from storyd.core.jsonio import dumps
+
+    body = {"envelope": env, "findings": [f.as_dict() for f in findings], "source": source}
+    return dumps(body) + b"\n"
+
+
+def with_detectors(workspace: str, result: Answer, detect: Detect | None) -> Answer:
+    """The answer with the detectors' findings added (the daemon's engine does the same)."""
+    if detect is not None and result.unit.error is None:
+        result.findings = result.findings + tuple(detect(workspace, result.unit, result))
+    return result
+
+
+def run(
+    query: Query, default_staleness: str = storytime.DEFAULT_MODE, detect: Detect | None = None
+) -> Output:
+    """Answer a parsed query by reading the files directly; never raises.
+
+    `detect` adds the detectors' findings to `--detail` output (it loads GitPython, so
+    the CLI passes it only for `--detail`).
+    """
+    try:
+        options = Options(query.lock_timeout, query.staleness or default_staleness)
+        if query.state_file is not None:
+            result = resume_unit(query.workspace, query.state_file, query.unit, options)
+        else:
+            result = resume_epic(query.workspace, query.epic, query.story, options)  # type: ignore[arg-type]
+        if query.detail:
+            result = with_detectors(query.workspace, result, detect)
+    except StorydError as exc:
+        return Output(exc.code, b"", (exc.message,))
+    except Exception as exc:  # a bug must still give a clean exit 70, never a traceback
+        return Output(70, b"", (f"internal error: {type(exc).__name__}: {exc}",))
+    line = detail_line(result.envelope, result.findings, "direct") if query.detail else result.line
+    return Output(0, line, tuple(result.warnings))
+
+
+def _configured_staleness(path: str | None) -> str:
+    """The configuration's staleness mode; without a file, `git` (and no config module import).
+
+    A --config file that does not exist is an error here (reported as a warning by the
+    caller), where the default file may be absent.
+    """
+    from storyd.core.paths import config_path
+
+    if path is None and not os.path.exists(config_path()):
+        return storytime.DEFAULT_MODE
+    if path is not None and not os.path.isfile(path):
+        from storyd.core.errors import SetupError
+
+        raise SetupError(f"--config {path}: no such file")
+    from storyd import config
+
+    return config.load_staleness(path)
+
+
+def direct(query: Query) -> Output:
+    """`storyd resume --direct`: the direct read in the configured staleness mode, with
+    the detectors for --detail. The CLI's fallback and the Python client's are this one
+    call, so neither can answer differently from the other."""
+    warnings: tuple[str, ...] = ()
+    try:
+        staleness = _configured_staleness(query.config)
+    except StorydError as exc:  # a broken config must not break the seed's contract
+        staleness = storytime.DEFAULT_MODE
+        warnings = (f"warn: {exc.message.splitlines()[0]}; using the default staleness",)
+    if not query.detail:
+        output = run(query, staleness)
+    else:
+        from storyd.api.detection import build_detect
+
+        try:
+            from storyd import config
+
+            detect, runner = build_detect(config.load(query.config), query.staleness or staleness)
+        except StorydError as exc:
+            return Output(exc.code, b"", (exc.message,))
+        try:
+            output = run(query, staleness, detect)
+        finally:
+            runner.close()
+    output.stderr = warnings + output.stderr
+    return output

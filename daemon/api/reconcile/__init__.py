@@ -1,0 +1,40 @@
+"""Reconcile: write back what git proves, safely, with a preview and an undo.
+
+    plan.py      findings + evidence → planned field changes per file, with the diff
+    repairs.py   the repair classes: one function per finding code (REPAIRS)
+    pieces.py    Change, Repair, LeftAlone and the Ask a repair function is given
+    evidence.py  commits (sha, subject, time, patch id), journal lines, output files
+    targets.py   where each format keeps a task, and its writer's field spellings
+    jsonedit.py  minimal in-place edits of a JSON text, verified by re-parsing
+    gather.py    the units and findings, read now (direct reads + the detector runner)
+    atomic.py    flock -x with a bounded wait; temp file, fsync, rename, fsync the folder
+    apply.py     write a plan (re-read under the lock, replan if changed), undo the last
+    undo.py      undo records in storyd's state directory
+    auto.py      the daemon's auto-apply of configured classes and its `reconciled` event
+
+See docs/reconcile.md.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from storyd.api.reconcile.gather import Selection
+    from storyd.api.reconcile.plan import Plan
+    from storyd.config import Config
+
+__all__ = ["make_plan"]
+
+
+def make_plan(
+    workspace: str,
+    selection: Selection,
+    cfg: Config,
+    only: frozenset[str] | None,
+    lock_timeout: float,
+) -> Plan:
+    """The plan for a workspace's selected units (nothing is written)."""
+    from storyd.api.reconcile.gather import gather
+    from storyd.api.reconcile.plan import build
+
+    return build(workspace, gather(workspace, selection, cfg, lock_timeout), only)

@@ -1,0 +1,92 @@
+"""The units to reconcile and their findings, read now: the same direct reads and detector
+runner as `storyd resume --direct --detail` and `storyd check --direct`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from storyd.api import answers
+from storyd.api.detection import build_detect
+from storyd.config import Config
+from storyd.core import target
+from storyd.core.errors import LockTimeout, StorydError
+from storyd.core.model import Finding, Unit
+from storyd.core.pipeline import find_state_files
+
+__all__ = ["Selection", "gather"]
+
+Found = list[tuple[Unit, tuple[Finding, ...]]]
+
+
+class Selection:
+    """Which units: one epic story, one state file (optionally one unit), or everything."""
+
+    __slots__ = ("epic", "state_file", "story", "unit")
+
+    def __init__(
+        self,
+        *,
+        epic: str | None = None,
+        story: str | None = None,
+        state_file: str | None = None,
+        unit: str | None = None,
+    ) -> None:
+        self.epic = epic
+        self.story = story
+        self.state_file = state_file
+        self.unit = unit
+
+    def as_dict(self) -> dict[str, object]:
+        """What was asked for."""
+        return {
+            "epicId": self.epic,
+            "storyId": self.story,
+            "stateFile": self.state_file,
+            "unit": self.unit,
+        }
+
+
+def _read(workspace: str, selection: Selection, options: answers.Options) -> list[Unit]:
+    """The selected units, read under the writers' lock (LockTimeout propagates)."""
+    if selection.state_file is not None or selection.epic is not None:
+        where = (target.for_state_file(workspace, selection.state_file, selection.unit)
+                 if selection.state_file is not None
+                 else target.for_epic(workspace, selection.epic, str(selection.story)))
+        units = answers.read_units(workspace, where.adapter, where.relpath, options)
+        return units if where.key is None else [where.pick(units)]
+    from storyd.core.formats import all_adapters
+
+    found = find_state_files(workspace, all_adapters())
+    units = []
+    for relpath, adapter in sorted(found.items()):
+        try:
+            units.extend(answers.read_units(workspace, adapter, relpath, options))
+        except LockTimeout:
+            raise
+        except StorydError:
+            continue  # unreadable without a fallback: nothing to plan from (status says why)
+    return units
+
+
+def gather(workspace: str, selection: Selection, cfg: Config, lock_timeout: float) -> Found:
+    """Each selected unit with its format findings and its detectors' findings.
+
+    A writer holding its lock past `lock_timeout` raises LockTimeout (exit 75).
+    """
+    workspace = os.path.realpath(workspace)
+    options = answers.Options(lock_timeout, cfg.staleness)
+    units = _read(workspace, selection, options)
+    found: Found = []
+    detect_units, runner = build_detect(cfg, cfg.staleness)
+    try:
+        for unit in units:
+            try:
+                answer = answers.answer(workspace, unit, options)
+            except StorydError:
+                found.append((unit, unit.findings))
+                continue
+            found.append((unit, answers.with_detectors(workspace, answer, detect_units).findings))
+    finally:
+        runner.close()
+    return found

@@ -1,0 +1,310 @@
+"""`storyd install`: write the systemd user units, and with --enable start the socket.
+
+`--claude` instead merges storyd's hooks and MCP server into Claude Code's settings
+(`--project DIR`: that project's .claude/settings.json and .mcp.json; else the user's),
+and `--skill` writes the seed skill's drop-in SKILL.md; see docs/agents.md.
+
+The templates are systemd/storyd.socket and systemd/storyd.service, the single copy.
+They are found beside the package in a source checkout or an editable install, and in
+<prefix>/share/storyd/systemd after `pip install .` (pyproject's data-files). The
+service's ExecStart is the `storyd` of the environment running this command.
+
+Exit codes: 0 done, 64 bad flags, 69 no user manager to --enable with (the units are
+written; the commands to run are printed), 70 templates or `storyd` not found,
+73 a unit file could not be written, 1 a systemctl command failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import subprocess
+import sys
+
+from storyd.core.errors import StorydError
+from storyd.core.flags import SWITCH, VALUE, parse
+from storyd.core.paths import storyd_executable
+
+__all__ = [
+    "PLACEHOLDER",
+    "UNITS",
+    "chosen_unit_dir",
+    "default_unit_dir",
+    "exec_quote",
+    "find_templates",
+    "main",
+    "render",
+    "user_manager",
+]
+
+USAGE = (
+    "usage: storyd install [--enable] [--unit-dir DIR] [--dry-run]\n"
+    "       storyd install --claude [--skill] [--project DIR] [--dry-run]"
+)
+FLAGS = {
+    "enable": SWITCH,
+    "unit-dir": VALUE,
+    "dry-run": SWITCH,
+    "claude": SWITCH,
+    "skill": SWITCH,
+    "project": VALUE,
+}
+UNITS = ("storyd.socket", "storyd.service")
+PLACEHOLDER = "@STORYD_BIN@"
+_TIMEOUT = 30.0
+
+
+def default_unit_dir() -> str:
+    """$XDG_CONFIG_HOME/systemd/user (default ~/.config/systemd/user)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "systemd", "user")
+
+
+def chosen_unit_dir(flags: dict[str, object]) -> str:
+    """--unit-dir (`~` expanded, made absolute), else the default."""
+    return os.path.abspath(os.path.expanduser(str(flags.get("unit-dir") or default_unit_dir())))
+
+
+def _searched_unit_dirs() -> list[str]:
+    """User-unit directories the user manager reads without `systemctl --user link`."""
+    home = os.path.expanduser("~")
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
+    return [
+        default_unit_dir(),
+        os.path.join(data, "systemd", "user"),
+        "/etc/systemd/user",
+        "/usr/local/lib/systemd/user",
+        "/usr/lib/systemd/user",
+    ]
+
+
+def _template_dirs() -> list[str]:
+    import site
+
+    import storyd
+
+    package = os.path.dirname(os.path.abspath(storyd.__file__))
+    return [
+        os.path.join(os.path.dirname(package), "systemd"),  # source checkout, editable install
+        os.path.join(sys.prefix, "share", "storyd", "systemd"),  # pip install . (data-files)
+        os.path.join(site.getuserbase(), "share", "storyd", "systemd"),  # pip install --user
+    ]
+
+
+def find_templates() -> dict[str, str]:
+    """Each unit's template text by unit name, from the first directory that has both."""
+    for folder in _template_dirs():
+        texts = {}
+        for unit in UNITS:
+            try:
+                with open(os.path.join(folder, unit), encoding="utf-8") as handle:
+                    texts[unit] = handle.read()
+            except OSError:
+                break
+        if len(texts) == len(UNITS) and PLACEHOLDER in texts["storyd.service"]:
+            return texts
+    msg = f"the unit templates are not installed; looked in: {', '.join(_template_dirs())}"
+    raise StorydError(msg)
+
+
+def exec_quote(path: str) -> str:
+    """`path` as the program word of an ExecStart= line, quoted when it has spaces.
+
+    `%` starts a specifier everywhere, so it is doubled. `$` stays: systemd does not
+    expand variables in the program path. Quotes, backslashes and control characters
+    are refused by systemd itself ("Executable name contains special characters"), so
+    such a path raises StorydError here, before a unit is written.
+    """
+    if any(c in "\\\"'" or ord(c) < 32 or ord(c) == 127 for c in path):
+        msg = (
+            f"systemd cannot run a program whose path has quotes, backslashes or control "
+            f"characters: {path!r}; install storyd somewhere else (a venv or pipx)"
+        )
+        raise StorydError(msg)
+    escaped = path.replace("%", "%%")
+    return f'"{escaped}"' if any(c.isspace() for c in path) else escaped
+
+
+def render(template: str, executable: str) -> str:
+    """A template with the placeholder replaced by the quoted executable."""
+    return template.replace(PLACEHOLDER, exec_quote(executable))
+
+
+def user_manager() -> tuple[bool, str]:
+    """Whether `systemctl --user` reaches a user manager, and if not, why."""
+    try:
+        done = subprocess.run(
+            ["systemctl", "--user", "show-environment"],
+            capture_output=True,
+            timeout=_TIMEOUT,
+            check=False,
+        )
+    except FileNotFoundError:
+        return False, "systemctl is not installed"
+    except subprocess.TimeoutExpired:
+        return False, f"systemctl --user did not answer in {_TIMEOUT:g} s"
+    if done.returncode == 0:
+        return True, ""
+    reason = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    return False, reason[0] if reason else f"systemctl --user exited {done.returncode}"
+
+
+def systemctl(*args: str) -> list[str]:
+    """A `systemctl --user` argv."""
+    return ["systemctl", "--user", *args]
+
+
+def run_commands(commands: list[list[str]], *, keep_going: bool = False) -> int:
+    """Run each argv (no shell), echoing it and any output; 0, or 1 at the first failure."""
+    status = 0
+    for argv in commands:
+        print(f"$ {shlex.join(argv)}", flush=True)
+        try:
+            done = subprocess.run(argv, capture_output=True, timeout=_TIMEOUT, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            print(f"fail: {exc}")
+            status = 1
+        else:
+            for stream in (done.stdout, done.stderr):
+                text = stream.decode("utf-8", "replace").rstrip()
+                if text:
+                    print("  " + text.replace("\n", "\n  "))
+            if done.returncode != 0:
+                print(f"fail: exit {done.returncode}")
+                status = 1
+        if status and not keep_going:
+            return status
+    return status
+
+
+def _write(path: str, text: str) -> None:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _socket_note() -> str | None:
+    """A warning when clients are configured to look somewhere the socket unit is not."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if not runtime:
+        return None
+    unit_path = os.path.join(runtime, "storyd", "storyd.sock")
+    env = os.environ.get("STORYD_SOCKET")
+    if env and os.path.normpath(env) != unit_path:
+        return f"warn: STORYD_SOCKET={env}, but the socket unit listens at {unit_path}"
+    from storyd import config
+
+    try:
+        configured = config.load().socket
+    except config.ConfigError:
+        return "warn: the configuration file has problems; run `storyd config check`"
+    if configured and configured != unit_path:
+        return f"warn: config.toml sets socket = {configured}; the socket unit uses {unit_path}"
+    return None
+
+
+def _write_units(unit_dir: str, texts: dict[str, str], dry_run: bool) -> bool:
+    """Write each unit that differs; print what happened. Whether an existing unit changed."""
+    updated = False
+    for unit, text in texts.items():
+        path = os.path.join(unit_dir, unit)
+        old = _read(path)
+        if old == text:
+            print(f"unchanged: {path}")
+            continue
+        updated = updated or old is not None
+        if dry_run:
+            print(f"would {'write' if old is None else 'update'}: {path}")
+            continue
+        try:
+            os.makedirs(unit_dir, exist_ok=True)
+            _write(path, text)
+        except OSError as exc:
+            msg = f"cannot write {path}: {exc.strerror}"
+            raise UnitWriteError(msg) from None
+        print(f"{'wrote' if old is None else 'updated'}: {path}")
+    return updated
+
+
+class UnitWriteError(StorydError):
+    """A systemd unit file cannot be written (sysexits EX_CANTCREAT)."""
+
+    code = 73
+    name = "EX_CANTCREAT"
+
+
+def _commands(unit_dir: str, updated: bool) -> list[list[str]]:
+    searched = {os.path.realpath(d) for d in _searched_unit_dirs()}
+    commands = [systemctl("daemon-reload")]
+    if os.path.realpath(unit_dir) not in searched:
+        commands.append(systemctl("link", *(os.path.join(unit_dir, u) for u in UNITS)))
+    commands.append(systemctl("enable", "--now", "storyd.socket"))
+    if updated:
+        commands.append(systemctl("try-restart", "storyd.service"))
+    return commands
+
+
+def main(argv: list[str]) -> int:
+    """Write the units, print the systemctl commands, and run them with --enable."""
+    flags = parse(argv, FLAGS, USAGE)
+    if flags.get("claude") or flags.get("skill"):
+        if flags.get("enable") or flags.get("unit-dir"):
+            from storyd.core.errors import UsageError
+
+            raise UsageError(f"--enable and --unit-dir are for the systemd units\n{USAGE}")
+        from storyd.agents.setup import install
+
+        return install(flags)
+    if flags.get("project"):
+        from storyd.core.errors import UsageError
+
+        raise UsageError(f"--project goes with --claude or --skill\n{USAGE}")
+    unit_dir = chosen_unit_dir(flags)
+    dry_run = bool(flags.get("dry-run"))
+    executable = storyd_executable()
+    if executable is None:
+        sys.stderr.write("storyd install: cannot find the `storyd` executable to run\n")
+        return 70
+    templates = find_templates()
+    texts = {unit: render(text, executable) for unit, text in templates.items()}
+    updated = _write_units(unit_dir, texts, dry_run)
+    print(f"ExecStart={exec_quote(executable)} serve")
+    note = _socket_note()
+    if note:
+        print(note)
+
+    commands = _commands(unit_dir, updated)
+    status = systemctl("status", "--no-pager", "storyd.socket", "storyd.service")
+    if not flags.get("enable") or dry_run:
+        print("would run:" if dry_run else "to enable, run:")
+        for command in [*commands, status]:
+            print(f"  {shlex.join(command)}")
+        return 0
+    reachable, reason = user_manager()
+    if not reachable:
+        print(f"fail: no systemd user manager is reachable ({reason}); nothing was enabled.")
+        print("The units are written. In a login session with a user manager, run:")
+        for command in [*commands, status]:
+            print(f"  {shlex.join(command)}")
+        return 69
+    code = run_commands(commands)
+    if code == 0:
+        print("enabled: storyd.socket (storyd starts on the first connection)")
+        print(f"check with: {shlex.join(status)}")
+    return code

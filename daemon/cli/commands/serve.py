@@ -1,0 +1,99 @@
+"""`storyd serve`: run the daemon in the foreground (systemd runs it the same way)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from storyd.cli.common import config_file
+from storyd.core.errors import StorydError, UsageError
+from storyd.core.flags import MANY, SWITCH, VALUE, parse, text
+from storyd.core.storytime import MODES
+
+if TYPE_CHECKING:
+    from storyd.config import Config
+    from storyd.server.service import Settings
+
+__all__ = ["main"]
+
+USAGE = (
+    "usage: storyd serve [--socket PATH] [--workspace DIR ...] [--config FILE]\n"
+    "                    [--staleness git|mtime] [--log-level debug|info|warning|error]\n"
+    "                    [--verify-interval SECONDS] [--no-auto-watch]"
+)
+FLAGS = {
+    "socket": VALUE,
+    "workspace": MANY,
+    "config": VALUE,
+    "staleness": VALUE,
+    "log-level": VALUE,
+    "verify-interval": VALUE,
+    "no-auto-watch": SWITCH,
+}
+
+
+def _settings(flags: dict[str, object], cfg: Config) -> Settings:
+    from storyd.server.service import Settings
+
+    limits = cfg.limits
+    staleness = str(flags.get("staleness") or cfg.staleness)
+    if staleness not in MODES:
+        expected = " or ".join(MODES)
+        raise UsageError(f"invalid --staleness {staleness!r}: expected {expected}\n{USAGE}")
+    verify = text(flags, "verify-interval")
+    try:
+        verify_interval = float(verify) if verify is not None else float(limits.verify_interval)
+    except ValueError:
+        raise UsageError(f"invalid --verify-interval {verify!r}\n{USAGE}") from None
+    return Settings(
+        staleness=staleness,
+        lock_timeout=limits.lock_timeout,
+        max_workspaces=limits.max_workspaces,
+        auto_watch=cfg.auto_watch and not flags.get("no-auto-watch"),
+        max_line_bytes=limits.max_line_bytes,
+        settle=limits.settle_ms / 1000,
+        verify_interval=verify_interval,
+        max_subscribers=limits.max_subscribers,
+        subscriber_buffer=limits.subscriber_buffer,
+        connection_buffer=limits.connection_buffer,
+        total_buffer=limits.total_buffer,
+        idle_timeout=limits.idle_timeout,
+        auto_watch_idle=limits.auto_watch_idle,
+        git_lock_wait=limits.git_lock_wait,
+    )
+
+
+def _workspaces(flags: dict[str, object], cfg: Config) -> list[str]:
+    listed = flags.get("workspace")
+    given = [os.path.abspath(str(w)) for w in listed] if isinstance(listed, list) else []
+    return given + [w for w in cfg.workspaces if w not in given]
+
+
+def main(argv: list[str]) -> int:
+    """Bind (or take systemd's socket), scan, signal READY, serve until SIGTERM."""
+    flags = parse(argv, FLAGS, USAGE)
+    # The daemon's own git reads (status refreshes the index) must not take index.lock:
+    # the watcher would see it as a git operation and recheck, forever.
+    os.environ["GIT_OPTIONAL_LOCKS"] = "0"
+    from storyd import config
+    from storyd.core import log
+
+    log.configure(str(flags.get("log-level", "info")))
+    logger = log.get("serve")
+    given = config_file(flags)
+    cfg = config.load(given)
+    settings = _settings(flags, cfg)
+    from storyd.server.runtime import Runtime
+
+    runtime = Runtime(settings, cfg, given, logger)
+    try:
+        code = runtime.run(str(flags.get("socket") or cfg.socket or ""), _workspaces(flags, cfg))
+    except StorydError as exc:  # printed here, before the log line that records it
+        sys.stderr.write(f"storyd serve: {exc.message}\n")
+        logger.error("serve_failed", error=exc.message, code=exc.code)
+        return exc.code
+    from storyd.server.service import exit_now
+
+    exit_now(code)  # a worker stuck in a system call must not keep the process alive
+    return code

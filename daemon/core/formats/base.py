@@ -1,0 +1,216 @@
+"""The contract every format adapter meets, and the constructors every adapter uses.
+
+The helpers only some adapters need are in daemon/core/formats/common.py, so the epic
+adapter, on `storyd resume`'s start-up path, needs only this module.
+"""
+
+from __future__ import annotations
+
+import os
+
+from storyd.core.errors import DataError, StateFileMissing
+from storyd.core.jsonio import JSONError, dumps, kind, loads, value_start
+from storyd.core.locking import DEFAULT_LOCK_TIMEOUT, read_locked
+from storyd.core.model import DONE, PENDING, Finding, Task, Unit
+
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Reuse = Callable[[str, dict[str, object]], Unit | None]  # see Adapter.load_reusing
+
+__all__ = [
+    "Adapter",
+    "Source",
+    "finding",
+    "load_json_object",
+    "make_task",
+    "normal_status",
+    "status_text",
+]
+
+
+class Source:
+    """Where an adapter reads from: one workspace, with the lock bound to use.
+
+    Every file it reads or probes is recorded in `seen` (workspace-relative path ->
+    its signature when read, None when absent): the answers built from this read
+    depend on exactly those files, and the daemon re-checks them on every cache hit
+    (daemon/core/pipeline.py, "read your writes").
+    """
+
+    __slots__ = ("lock_timeout", "seen", "workspace")
+
+    def __init__(self, workspace: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
+        self.workspace = workspace
+        self.lock_timeout = lock_timeout
+        self.seen: dict[str, tuple[int, int, int, int, int] | None] = {}
+
+    def path(self, relpath: str) -> str:
+        """The absolute path of a workspace-relative path."""
+        return os.path.join(self.workspace, relpath)
+
+    def read(self, relpath: str, name: str = "") -> bytes:
+        """The file's bytes, read under the writers' shared flock(2) lock."""
+        try:
+            got = read_locked(self.path(relpath), self.lock_timeout, name)
+        except StateFileMissing:
+            self.seen[relpath] = None
+            raise
+        self.seen[relpath] = got.signature
+        return got.data
+
+    def exists(self, relpath: str) -> bool:
+        """Whether a workspace-relative path exists."""
+        try:
+            st = os.stat(self.path(relpath))
+        except (OSError, ValueError):
+            self.seen.setdefault(relpath, None)
+            return False
+        self.seen.setdefault(
+            relpath, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        )
+        return True
+
+
+def load_json_object(data: bytes, relpath: str) -> dict[str, object]:
+    """Parse a state file that must hold a JSON object (UTF-8, or UTF-16/32 with a BOM).
+
+    A DataError is one line naming the file, the cause (a comment, a trailing comma,
+    merge-conflict markers, UTF-16 without a BOM, the wrong top-level type, ...) and
+    the line and column; the cause is worked out only once parsing has failed.
+    """
+    try:
+        value = loads(data)
+    except JSONError as exc:
+        msg = f"{relpath}: invalid JSON: {exc}"
+        raise DataError(msg) from None
+    if not isinstance(value, dict):
+        line, column = value_start(data)
+        msg = (
+            f"{relpath}: the top level must be a JSON object, not {kind(value)} "
+            f"at line {line} column {column}"
+        )
+        raise DataError(msg)
+    return value
+
+
+def finding(
+    code: str,
+    severity: str,
+    message: str,
+    task: str | None = None,
+    evidence: dict[str, str] | None = None,
+) -> Finding:
+    """A finding of the `format` detector: a fact read from the files themselves."""
+    return Finding("format", code, severity, message, task, evidence)
+
+
+def status_text(raw: object, default: str) -> str:
+    """A raw status as text: null and false give `default` (jq's `//`), non-strings JSON text."""
+    if raw is None or raw is False:
+        return default
+    return raw if isinstance(raw, str) else dumps(raw).decode()
+
+
+def normal_status(status: str) -> str:
+    """A status as writers mean it: surrounding whitespace trimmed, Unicode in NFC.
+
+    `" DONE "` is DONE and an NFD `Concluída` (`i` + combining acute, as some editors
+    save it) is the NFC one. `unicodedata` is imported only for non-ASCII text, so the
+    usual statuses cost a `strip` and nothing else.
+    """
+    text = status.strip()
+    if text.isascii():
+        return text
+    import unicodedata
+
+    return unicodedata.normalize("NFC", text)
+
+
+def make_task(
+    task_id: str,
+    raw_status: object,
+    *,
+    done: frozenset[str],
+    pending: frozenset[str],
+    default: str,
+    commit_sha: str | None = None,
+    completed_at: object = None,
+    extra: dict[str, object] | None = None,
+) -> tuple[Task, Finding | None]:
+    """A canonical task; statuses match trimmed, NFC and case-insensitively.
+
+    A known status is kept in its normal form (so adapters compare `status.lower()`
+    plainly); an unknown one is kept as written, bucketed PENDING, with a finding.
+    """
+    written = status_text(raw_status, default)
+    status = normal_status(written)
+    lowered = status.lower()
+    bucket = DONE if lowered in done else PENDING
+    known = lowered in done or lowered in pending
+    task = Task(
+        task_id,
+        status if known else written,
+        bucket,
+        known=known,
+        commit_sha=commit_sha,
+        completed_at=completed_at if isinstance(completed_at, str) else None,
+        extra=extra,
+    )
+    if known:
+        return task, None
+    message = f"unknown status {written!r} for task {task_id}; treated as PENDING"
+    return task, finding("unknown-status", "warning", message, task_id)
+
+
+class Adapter:
+    """One state-file convention. Subclasses set the class attributes and `load`.
+
+    name        the format's name (`epic`, `session`, ...), as in docs/formats.md
+    convention  the seed convention and where its files live, for error messages
+    roots       workspace-relative folders where its files live: the only places watched
+    time_sensitive  its findings depend on the clock (ancient or future timestamps), so
+                the daemon re-reads its files on the periodic rescan even when unchanged
+    """
+
+    name = ""
+    convention = ""
+    roots: tuple[str, ...] = ()
+    time_sensitive = False
+
+    def matches(self, relpath: str) -> bool:
+        """Whether a workspace-relative path is one of this format's state files."""
+        raise NotImplementedError
+
+    def owner(self, relpath: str) -> str | None:
+        """The state file whose units a changed companion file (story, journal) affects."""
+        return relpath if self.matches(relpath) else None
+
+    def find(self, source: Source) -> list[str]:
+        """Every state file of this format in the workspace, workspace-relative."""
+        found: list[str] = []
+        for root in self.roots:
+            top = source.path(root)
+            for folder, dirs, files in os.walk(top):
+                dirs[:] = [d for d in dirs if not d.startswith(".")]
+                rel_folder = os.path.relpath(folder, source.workspace)
+                found.extend(
+                    rel
+                    for f in files
+                    if self.matches(rel := os.path.normpath(os.path.join(rel_folder, f)))
+                )
+        return sorted(found)
+
+    def load(self, source: Source, relpath: str) -> list[Unit]:
+        """Read the state file (under the lock) and return its units in file order."""
+        raise NotImplementedError
+
+    def load_reusing(self, source: Source, relpath: str, reuse: Reuse) -> list[Unit]:
+        """`load`, but a unit whose node `reuse(key, node)` recognises is not built again.
+
+        For formats whose one file holds many units (the epic format), so that a write
+        to one story of a large file costs one story's build. `reuse` returns the unit
+        built earlier from an identical node, or None. The default reads everything.
+        """
+        return self.load(source, relpath)

@@ -1,0 +1,288 @@
+"""JSON for the resume path: parse state files and render jq-identical bytes.
+
+Why not orjson or `json` here: `storyd resume` is a short-lived process and its
+import cost is its latency. orjson 3.13 imports uuid, dataclasses and zoneinfo at
+start-up (about 25 ms measured) and `json` imports `re`; the C scanner in `_json`
+is the same parser `json.loads` uses, without those imports. The daemon installs
+orjson in front of it (`use_fast_parser`, see daemon/server/fastjson.py), which hands back
+`UNSURE` wherever orjson could parse differently, so the socket and the fallback
+still parse identically.
+
+`dumps` reproduces `jq -c`: compact separators, non-ASCII written raw, control
+characters escaped (\\b \\f \\n \\r \\t or \\u00XX) and DEL as \\u007f.
+"""
+
+from __future__ import annotations
+
+import _json
+import math
+
+__all__ = [
+    "JSONError",
+    "conflict_marker",
+    "decode_text",
+    "dumps",
+    "kind",
+    "loads",
+    "use_fast_parser",
+    "utf16_without_bom",
+    "value_start",
+]
+
+
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+UNSURE = object()  # a fast parser's "parse this one with the lean path" answer
+_FAST: list[Callable[[bytes], object]] = []  # at most one: the installed fast parser
+
+
+def use_fast_parser(parse: Callable[[bytes], object] | None) -> None:
+    """Put a faster parser in front of `loads` (the daemon's orjson), or None to remove it.
+
+    It must return the value `loads` would, or `UNSURE` (errors included: the lean path
+    then names the cause, line and column)."""
+    _FAST[:] = [parse] if parse is not None else []
+
+
+class JSONError(ValueError):
+    """Invalid JSON, with a 1-based line and column."""
+
+    def __init__(self, reason: str, line: int, column: int) -> None:
+        super().__init__(f"{reason} at line {line} column {column}")
+        self.reason = reason
+        self.line = line
+        self.column = column
+
+
+_KINDS = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+
+
+def kind(value: object) -> str:
+    """How an error message names a parsed JSON value's type ("an array", "null", ...)."""
+    if value is None:
+        return "null"
+    return _KINDS.get(type(value), "a number")
+
+
+def _reject_constant(name: str) -> object:
+    msg = f"{name} is not valid JSON"
+    raise ValueError(msg)
+
+
+class _Context:
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = staticmethod(_reject_constant)
+
+
+# typeshed asks for a make_scanner here; the C code only reads these six attributes.
+_scan = _json.make_scanner(_Context())  # type: ignore[arg-type]
+_WHITESPACE = " \t\n\r"
+
+
+def _position(text: str, index: int) -> tuple[int, int]:
+    line = text.count("\n", 0, index) + 1
+    column = index - (text.rfind("\n", 0, index) + 1) + 1
+    return line, column
+
+
+def _fail(text: str, index: int, reason: str) -> JSONError:
+    line, column = _position(text, index)
+    return JSONError(reason, line, column)
+
+
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+_BOM_LEADS = frozenset(b"\xff\xfe\x00")
+
+
+def decode_text(data: bytes) -> str:
+    """Text from a file's bytes: UTF-8, or what its byte-order mark says (UTF-8, UTF-16 or
+    UTF-32); the mark itself is dropped. Raises UnicodeDecodeError."""
+    if data[:1] and data[0] in _BOM_LEADS:
+        for bom, codec in _BOMS:
+            if data.startswith(bom):
+                return data[len(bom) :].decode(codec)
+    text = data.decode("utf-8")
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def utf16_without_bom(data: bytes) -> str | None:
+    """ "UTF-16LE"/"UTF-16BE" when the bytes look like UTF-16 text saved without a BOM
+    (NUL in every other byte, as ASCII text in UTF-16 has), else None."""
+    sample = data[:256]
+    even, odd = sample[0::2], sample[1::2]
+    if len(odd) < 1:
+        return None
+    if odd.count(0) * 2 > len(odd) and even.count(0) == 0:
+        return "UTF-16LE"
+    if even.count(0) * 2 > len(even) and odd.count(0) == 0:
+        return "UTF-16BE"
+    return None
+
+
+_MARKERS = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")
+
+
+def conflict_marker(text: str) -> int | None:
+    """Where the first git merge-conflict marker line starts, if the text has one."""
+    offset = 0
+    for line in text.split("\n"):
+        if line.startswith(_MARKERS) and (len(line) == 7 or line[7] in " \r"):
+            return offset
+        offset += len(line) + 1
+    return None
+
+
+def _utf16_error(encoding: str) -> JSONError:
+    reason = f"{encoding} text without a byte-order mark (save it as UTF-8, or with a BOM)"
+    return JSONError(reason, 1, 1)
+
+
+def _explain(data: bytes, text: str, index: int, reason: str) -> JSONError:
+    """The parse failure at `index`, named by its likely cause (failure path only).
+
+    In order: UTF-16 saved without a byte-order mark, git merge-conflict markers, a
+    comment (`//` or `/* */`) where the parser stopped, a trailing comma before `}` or
+    `]`; otherwise the parser's own reason.
+    """
+    encoding = utf16_without_bom(data)
+    if encoding is not None:
+        return _utf16_error(encoding)
+    marker = conflict_marker(text)
+    if marker is not None:
+        found = text[marker : marker + 7]
+        return _fail(text, marker, f"git merge-conflict marker {found!r} (an unresolved merge)")
+    if text.startswith(("//", "/*"), index):
+        return _fail(text, index, f"a {text[index : index + 2]!r} comment (JSON has no comments)")
+    if index < len(text) and text[index] in "}]":
+        before = index - 1
+        while before >= 0 and text[before] in _WHITESPACE:
+            before -= 1
+        if before >= 0 and text[before] == ",":
+            return _fail(text, before, f"a trailing comma before {text[index]!r}")
+    return _fail(text, index, reason)
+
+
+def _diagnose(text: str, start: int) -> tuple[int, str]:
+    """Where and why a parse failed (slow path: imports `json` for its error positions)."""
+    import json
+
+    try:
+        json.JSONDecoder(parse_constant=_reject_constant).raw_decode(text, start)
+    except json.JSONDecodeError as exc:
+        return exc.pos, exc.msg.lower().removesuffix(" at")
+    except ValueError as exc:  # NaN, Infinity
+        return start, str(exc)
+    return start, "invalid JSON"
+
+
+def _undecodable(data: bytes, exc: UnicodeDecodeError) -> JSONError:
+    encoding = utf16_without_bom(data)
+    if encoding is not None:
+        return _utf16_error(encoding)
+    if exc.encoding != "utf-8":  # a BOM named UTF-16 or UTF-32; the bytes do not follow it
+        return JSONError(f"invalid {exc.encoding.upper()} after its byte-order mark", 1, 1)
+    prefix = data[: exc.start].decode("utf-8", "replace")
+    return _fail(prefix, len(prefix), "invalid UTF-8")
+
+
+def loads(data: bytes) -> object:
+    """Parse one JSON document from bytes: UTF-8, or UTF-16/32 with a byte-order mark
+    (a UTF-8 BOM is ignored). A failure names its cause, line and column."""
+    if _FAST:
+        value = _FAST[0](data)
+        if value is not UNSURE:
+            return value
+    try:
+        text = decode_text(data)
+    except UnicodeDecodeError as exc:
+        raise _undecodable(data, exc) from None
+    start = 0
+    length = len(text)
+    while start < length and text[start] in _WHITESPACE:
+        start += 1
+    try:
+        value, end = _scan(text, start)
+    except StopIteration as stop:
+        reason = "empty document" if start >= length else "expecting a value"
+        raise _explain(data, text, stop.value or start, reason) from None
+    except RecursionError:
+        raise _fail(text, start, "nesting too deep") from None
+    except (ValueError, SystemError):
+        raise _explain(data, text, *_diagnose(text, start)) from None
+    while end < length and text[end] in _WHITESPACE:
+        end += 1
+    if end != length:
+        raise _explain(data, text, end, "extra data after the document")
+    return value
+
+
+def value_start(data: bytes) -> tuple[int, int]:
+    """The line and column where a document's top-level value starts (for error messages)."""
+    try:
+        text = decode_text(data)
+    except UnicodeDecodeError:
+        return 1, 1
+    start = 0
+    while start < len(text) and text[start] in _WHITESPACE:
+        start += 1
+    return _position(text, start)
+
+
+_ESCAPES = {i: f"\\u{i:04x}" for i in range(0x20)}
+_ESCAPES.update({0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r"})
+_ESCAPES.update({0x22: '\\"', 0x5C: "\\\\", 0x7F: "\\u007f"})
+
+
+def _string(value: str) -> str:
+    return '"' + value.translate(_ESCAPES) + '"'
+
+
+def _number(value: float) -> str:
+    """A float as jq prints it: integral values without `.0`, others shortest round-trip."""
+    if not math.isfinite(value):
+        return "null"
+    if value.is_integer() and abs(value) < 1e17:
+        return str(int(value))
+    return repr(value)
+
+
+def _render(value: object) -> str:
+    if isinstance(value, str):
+        return _string(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(_string(k) + ":" + _render(v) for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_render(v) for v in value) + "]"
+    msg = f"cannot render {type(value).__name__} as JSON"
+    raise TypeError(msg)
+
+
+def dumps(value: object) -> bytes:
+    """Compact JSON bytes, byte-identical to `jq -c` for strings, numbers, lists and dicts."""
+    text = _render(value)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates from a \\udXXX escape: jq writes U+FFFD
+        cleaned = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+        return cleaned.encode("utf-8")

@@ -1,0 +1,319 @@
+"""When a story file last changed: its mtime, or in git mode its last commit.
+
+The seed compares the story file's mtime with each DONE task's completedAt. After a
+clone or a checkout every file has a fresh mtime, so every DONE task looks stale. In
+git mode (the default) a story file that git tracks and that is unmodified dates from
+its last commit, when that is earlier than its mtime. `mtime` mode is the seed's
+literal rule. `MODES` is the one spelling of the two modes.
+
+This is the only place the rule lives. Every envelope is made by storyd.api.answers.answer
+(`storyd resume`'s direct read, the daemon's cache, and the commands that read without
+a daemon), which hands storyd.core.envelope.stale_warnings a `git_commit_time` to call; the
+staleness detector restates the envelope's warnings.
+Git is asked only when mtime alone would warn, through `git` subprocesses (no
+GitPython: this sits on `storyd resume`'s start-up path):
+
+    per file   two short calls (status, log -1), memoised on the file's stat and the
+               repository's stamp (the index's stat and the commit HEAD resolves to)
+    batched    the daemon (`enable_batching`, git mode only): one `git status` and one
+               `git log --name-only` pass per workspace (`prime`), redone when the stamp
+               moves (`pin` reads the stamp once for a whole state file); a path the pass
+               cannot vouch for (ignored, absent, or changed since it began) is asked
+               per file
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from _thread import _local  # threading's own thread-local store, without its import
+
+TYPE_CHECKING = False  # `typing` costs start-up time on the resume path (daemon/core/model.py)
+if TYPE_CHECKING:
+    from storyd.core.gitstate import GitLocation
+
+__all__ = [
+    "DEFAULT_MODE",
+    "GIT",
+    "MODES",
+    "MTIME",
+    "enable_batching",
+    "git_commit_time",
+    "mtime_seconds",
+    "pin",
+    "prime",
+    "stamp_files",
+    "unpin",
+]
+
+GIT = "git"  # a tracked, clean story file dates from its last commit
+MTIME = "mtime"  # the seed's literal rule: the story file's mtime
+MODES = (GIT, MTIME)
+DEFAULT_MODE = GIT
+_GIT_TIMEOUT = 5.0
+_BATCH_TIMEOUT = 60.0
+_MEMO_SIZE = 65536
+_memo: dict[tuple[object, ...], int | None] = {}
+# workspace -> (repo stamp, time the pass started, last commit times, dirty paths)
+_primed: dict[str, tuple[tuple[object, ...], float, dict[str, int], frozenset[str]]] = {}
+_switches = {"batching": False}
+# workspace -> its repository stamp, taken once for a whole pass over one state file
+# workspace -> its repository stamp, per thread: the refresher's pass must not lend
+# its stamp, taken before a commit, to a query read on the pool after it
+_pins = _local()
+
+
+def enable_batching() -> None:
+    """Daemon mode: answer from one status and one log pass per workspace (see `prime`)."""
+    _switches["batching"] = True
+
+
+def pin(workspace: str) -> None:
+    """Read the repository's stamp once for the many story files of one pass (the
+    daemon reading a state file of 10,000 stories): without a pin, each file's answer
+    reads HEAD, its ref and the index again (2.8 s of a 10,000-story warm-up). The
+    pass sees git as it was when it began; a git change after that triggers a recheck."""
+    stamps: dict[str, tuple[object, ...] | None] = _pins.__dict__.setdefault("stamps", {})
+    stamps[workspace] = _repo_stamp(workspace)
+
+
+def unpin(workspace: str) -> None:
+    """End the pass `pin` began: each answer reads the stamp afresh again."""
+    _pins.__dict__.get("stamps", {}).pop(workspace, None)
+
+
+def mtime_seconds(path: str) -> int | None:
+    """Whole-second mtime (as `stat -c %Y` prints it), None when the file is absent."""
+    try:
+        return int(os.stat(path).st_mtime)
+    except OSError:
+        return None
+
+
+def git_commit_time(workspace: str, relpath: str) -> int | None:
+    """Committer time of the last commit touching `relpath`, if it is tracked and clean.
+
+    None when git is absent, the workspace is not a repository, or the file is
+    untracked, staged or modified.
+    """
+    if _switches["batching"]:
+        found = _from_batch(workspace, relpath)
+        if found is not _MISS:
+            return found  # type: ignore[return-value]
+    key = _memo_key(workspace, relpath)
+    if key is not None and key in _memo:
+        return _memo[key]
+    where = _locate(workspace) if key is None else None  # a stamp: git's files are sound
+    if where is not None and where.blocking_file() is not None:
+        return None  # git would wait on a FIFO HEAD or ref until its deadline
+    status = _git(workspace, "status", "--porcelain", "--untracked-files=all", "--", relpath)
+    if status is None or status.strip():
+        found = None
+    else:
+        stamp = (_git(workspace, "log", "-1", "--format=%ct", "--", relpath) or "").strip()
+        found = int(stamp) if stamp.isdigit() else None
+    if key is not None:
+        if len(_memo) >= _MEMO_SIZE:
+            _memo.clear()
+        _memo[key] = found
+    return found
+
+
+_MISS = object()
+
+
+def _locate(workspace: str) -> GitLocation | None:
+    """storyd.core.gitstate.locate, imported on first use: most runs of `storyd resume` never
+    read git's files."""
+    from storyd.core.gitstate import locate
+
+    return locate(workspace)
+
+
+def _repo_stamp(workspace: str) -> tuple[object, ...] | None:
+    """What every git answer of a workspace depends on: the index's stat and the commit
+    HEAD resolves to (a reset, commit, checkout or fetch-and-merge changes one of them)."""
+    where = _locate(workspace)
+    if where is None:
+        return None
+    try:
+        index = os.stat(where.index)
+    except OSError:
+        return None
+    head = where.head_commit()
+    if head is None:
+        return None
+    return (index.st_mtime_ns, index.st_size, index.st_ino, head)
+
+
+def stamp_files(workspace: str) -> tuple[tuple[str, tuple[int, int, int, int, int] | None], ...]:
+    """The files git's answers about a workspace depend on, with their signatures: the
+    index, HEAD, the ref HEAD names and packed-refs (absolute paths). A cached answer
+    that asked git is served only while they are unchanged (daemon/core/pipeline.py)."""
+    where = _locate(workspace)
+    if where is None:
+        return ()
+    found = []
+    for path in where.stamp_paths():
+        try:
+            st = os.stat(path)
+            sig: tuple[int, int, int, int, int] | None = (
+                st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+            )
+        except (OSError, ValueError):
+            sig = None
+        found.append((path, sig))
+    return tuple(found)
+
+
+def _from_batch(workspace: str, relpath: str) -> object:
+    """The batched answer for one path, or _MISS when the batch cannot tell."""
+    pinned = _pins.__dict__.get("stamps", {})
+    stamp = pinned[workspace] if workspace in pinned else _repo_stamp(workspace)
+    if stamp is None:
+        return _MISS
+    primed = _primed.get(workspace)
+    if primed is None or primed[0] != stamp:
+        if not prime(workspace):
+            return _MISS
+        primed = _primed.get(workspace)
+        if primed is None:
+            return _MISS
+    _stamp, started, times, dirty = primed
+    if relpath in dirty:
+        return None
+    found = times.get(relpath)
+    if found is None:
+        return _MISS  # ignored, absent or unparseable name: ask git about this one
+    try:
+        changed = os.stat(os.path.join(workspace, relpath)).st_ctime
+    except OSError:
+        return _MISS
+    if changed >= started:
+        return _MISS  # touched since the status pass began: ask git again
+    return found
+
+
+def prime(workspace: str) -> bool:
+    """Learn every tracked path's last commit time and the dirty paths, in two git runs.
+
+    `git status` gives the staged, modified and untracked paths (their answer is None);
+    one `git log --name-only` walk gives, at each path's first appearance, the same
+    commit `git log -1 -- path` names. False when git cannot answer.
+    """
+    stamp = _repo_stamp(workspace)
+    if stamp is None:
+        return False
+    started = time.time()
+    status = _git(
+        workspace,
+        "-c",
+        "core.quotePath=false",
+        "status",
+        "--porcelain",
+        "-z",
+        "--untracked-files=all",
+        timeout=_BATCH_TIMEOUT,
+    )
+    if status is None:
+        return False
+    dirty: set[str] = set()
+    fields = iter(status.split("\0"))
+    for field in fields:
+        if len(field) < 4:
+            continue
+        dirty.add(field[3:])
+        if field[0] in "RC" or field[1] in "RC":
+            dirty.add(next(fields, ""))  # the rename's source follows
+    log = _git(
+        workspace,
+        "-c",
+        "core.quotePath=false",
+        "log",
+        "--no-renames",
+        "--format=\x01%ct",
+        "--name-only",
+        timeout=_BATCH_TIMEOUT,
+    )
+    times: dict[str, int] = {}
+    if log is None:
+        # No commits yet (or no git): nothing is tracked, every answer is None or unknown.
+        return False
+    current = None
+    for line in log.split("\n"):
+        if line.startswith("\x01"):
+            stamp_text = line[1:]
+            current = int(stamp_text) if stamp_text.isdigit() else None
+        elif line and current is not None and not line.startswith('"'):
+            times.setdefault(line, current)
+    _primed[workspace] = (stamp, started, times, frozenset(dirty))
+    return True
+
+
+def _memo_key(workspace: str, relpath: str) -> tuple[object, ...] | None:
+    """What the answer depends on: the file, the index and HEAD's commit (None: don't
+    memoise). While the file keeps its stat and the repository its stamp, git's answer
+    cannot change."""
+    stamp = _repo_stamp(workspace)
+    if stamp is None:
+        return None
+    try:
+        story = os.stat(os.path.join(workspace, relpath))
+    except OSError:
+        return None
+    return (workspace, relpath, story.st_mtime_ns, story.st_size, story.st_ino, stamp)
+
+
+def _git(workspace: str, *args: str, timeout: float = _GIT_TIMEOUT) -> str | None:
+    """A git command's stdout, or None when it cannot run, fails or overruns the timeout.
+
+    posix_spawn and a pipe rather than `subprocess`, whose import pulls in `re`, `locale`
+    and `signal` (about 9 ms on `storyd resume`'s start-up path).
+    """
+    import select
+
+    try:
+        read_end, write_end = os.pipe()
+    except OSError:
+        return None
+    try:
+        devnull = os.open(os.devnull, os.O_RDWR)
+        try:
+            pid = os.posix_spawnp(
+                "git",
+                ["git", "--no-optional-locks", "-C", workspace, *args],
+                os.environ,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, devnull, 0),
+                    (os.POSIX_SPAWN_DUP2, write_end, 1),
+                    (os.POSIX_SPAWN_DUP2, devnull, 2),
+                ],
+            )
+        finally:
+            os.close(devnull)
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return None
+    os.close(write_end)
+    chunks = []
+    deadline = time.monotonic() + timeout
+    try:
+        while (remaining := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([read_end], [], [], remaining)
+            if not ready:
+                break
+            chunk = os.read(read_end, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+    if time.monotonic() >= deadline:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        return None
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        return None
+    return b"".join(chunks).decode("utf-8", "replace")
