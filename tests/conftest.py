@@ -17,6 +17,7 @@ another test module:
     nats_harness        a real `nats-server` for the fleet (fixture `nats_server`)
     users_harness       another local user for cross-user tests (fixtures `shared_dir`,
                         `other_user`)
+    package_harness     the wheel `pip install .` builds, and its files unpacked
 
 epic_corpus.py (the real epic files) and consistency.py (the consistency checkers, also
 run by bench/soak_consistency.py) are plain modules the tests import.
@@ -35,4 +36,5 @@ pytest_plugins = [
     "format_harness",
     "nats_harness",
     "users_harness",
+    "package_harness",
 ]

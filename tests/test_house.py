@@ -1,12 +1,21 @@
-"""The house's rules, held by tests (docs/design.md, "The house"):
+"""The house's rules, held by tests (docs/design.md, "The house"), on the checkout and on
+the wheel `pip install .` builds (what users import):
 
+- one import name: the wheel installs `storyd` and nothing else at the top level;
+- imports run downward through the layers: core, then config and detectors, then the
+  API layer, then the doors (fleet, agents, server), then the command line; no door
+  imports another door but where LINKS says why;
+- the command line is a leaf: no module outside storyd.cli imports it (but
+  `python -m storyd`), and nothing captures stdout or stderr to reuse a command;
 - only `storyd serve` (daemon/cli/commands/serve.py) imports the long-running daemon
   (storyd.server), and nothing under daemon/server/ is imported from outside it;
 - no import cycle between storyd's modules at run time (a name used only in type
-  annotations, under `if TYPE_CHECKING:`, is not an import at run time);
+  annotations, under `if TYPE_CHECKING:`, is not an import at run time; importing from
+  a package runs its __init__, so that is an import of the package too);
+- no module over 600 lines;
 - the thread budget: the threads a daemon starts are the ones docs/design.md counts.
 
-The first two read the source with `ast` (every import, at module level or inside a
+The import rules read the source with `ast` (every import, at module level or inside a
 function); each checker is run first on a planted tree, so a checker that can no longer
 fail fails here.
 """
@@ -25,14 +34,32 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = {"daemon": "storyd", "detectors": "storyd.detectors"}  # folder: import name
+CHECKOUT = {"daemon": "storyd", "detectors": "storyd.detectors"}  # folder: import name
+WHEEL = {"storyd": "storyd"}
 SERVER = "storyd.server"
 SERVER_DOOR = "storyd.cli.commands.serve"  # the one module outside daemon/server that may
+CLI = "storyd.cli"
+ENTRY = "storyd.__main__"  # `python -m storyd` runs the command line
+MAX_LINES = 600
+# the layers, lowest first: a module imports its own group and lower layers only
+LAYERS = {
+    "storyd": 0, "storyd.core": 0,
+    "storyd.config": 1, "storyd.detectors": 1,
+    "storyd.api": 2,
+    "storyd.fleet": 3, "storyd.agents": 3, "storyd.server": 3,
+    "storyd.cli": 4, ENTRY: 4,
+}  # fmt: skip
+# a door that imports another door, and why
+LINKS = {
+    (ENTRY, CLI): "`python -m storyd` is the `storyd` command",
+    ("storyd.server", "storyd.fleet"): "the daemon publishes to NATS through the fleet's "
+    "publisher (server/fleet_sink.py), which the fleet extra owns",
+}
 
 
-def _modules(root: Path) -> dict[str, Path]:
+def _modules(root: Path, folders: dict[str, str] = CHECKOUT) -> dict[str, Path]:
     found = {}
-    for folder, package in PACKAGES.items():
+    for folder, package in folders.items():
         for path in sorted((root / folder).rglob("*.py")):
             name = ".".join((package, *path.relative_to(root / folder).with_suffix("").parts))
             found[name.removesuffix(".__init__")] = path
@@ -47,8 +74,9 @@ def _type_checking_only(node: ast.If) -> bool:
 
 
 def _imports(name: str, path: Path, known: set[str], *, typing_too: bool) -> Iterator[str]:
-    """Every module `name` imports (absolute names; `from p import m` is `p.m` when that
-    is one of the `known` modules, else `p`), lazy imports included; those under `if
+    """Every module `name` imports (absolute names; `from p import m` is `p`, whose
+    __init__ runs first, and `p.m` too when that is one of the `known` modules), lazy
+    imports included; those under `if
     TYPE_CHECKING:` only with `typing_too`."""
     tree = ast.parse(path.read_text(), str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -67,15 +95,23 @@ def _imports(name: str, path: Path, known: set[str], *, typing_too: bool) -> Ite
             if node.level:
                 parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*parts, base] if base else parts)
+            yield base  # importing from a package runs its __init__ first
             for alias in node.names:
                 module = f"{base}.{alias.name}"
-                yield module if module in known else base
+                if module in known:
+                    yield module
 
 
-def boundary_breaches(root: Path) -> list[str]:
+def _graph(modules: dict[str, Path], *, typing_too: bool) -> dict[str, set[str]]:
+    return {name: {m for m in _imports(name, path, set(modules), typing_too=typing_too)
+                   if m in modules and m != name}
+            for name, path in modules.items()}  # fmt: skip
+
+
+def boundary_breaches(root: Path, folders: dict[str, str] = CHECKOUT) -> list[str]:
     """`importer -> imported` for each import of storyd.server from outside it."""
     breaches = []
-    modules = _modules(root)
+    modules = _modules(root, folders)
     for name, path in modules.items():
         if name in (SERVER_DOOR, SERVER) or name.startswith(SERVER + "."):
             continue
@@ -85,14 +121,9 @@ def boundary_breaches(root: Path) -> list[str]:
     return sorted(set(breaches))
 
 
-def import_cycles(root: Path) -> list[list[str]]:
+def import_cycles(root: Path, folders: dict[str, str] = CHECKOUT) -> list[list[str]]:
     """The strongly connected groups of two or more modules in the run-time import graph."""
-    modules = _modules(root)
-    graph = {
-        name: {m for m in _imports(name, path, set(modules), typing_too=False)
-               if m in modules and m != name}
-        for name, path in modules.items()
-    }
+    graph = _graph(_modules(root, folders), typing_too=False)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -123,6 +154,56 @@ def import_cycles(root: Path) -> list[list[str]]:
     return cycles
 
 
+def _group(name: str) -> str:
+    """The layer group a module belongs to: the longest LAYERS key it falls under."""
+    return max((g for g in LAYERS if name == g or name.startswith(g + ".")), key=len)
+
+
+def upward_imports(root: Path, folders: dict[str, str] = CHECKOUT) -> list[str]:
+    """`importer -> imported` for each import of a higher layer, or of another group of
+    the same layer but for LINKS (annotations too: they name what a module depends on)."""
+    found = []
+    for name, imported in _graph(_modules(root, folders), typing_too=True).items():
+        mine = _group(name)
+        for other in imported:
+            theirs = _group(other)
+            if LAYERS[theirs] > LAYERS[mine] or (
+                LAYERS[theirs] == LAYERS[mine] and theirs != mine and LAYERS[mine] > 0
+                and (mine, theirs) not in LINKS
+            ):
+                found.append(f"{name} -> {other}")
+    return sorted(found)
+
+
+def command_layer_importers(root: Path, folders: dict[str, str] = CHECKOUT) -> list[str]:
+    """`importer -> imported` for each import of the command line from outside it."""
+    found = []
+    for name, imported in _graph(_modules(root, folders), typing_too=True).items():
+        if name in (CLI, ENTRY) or name.startswith(CLI + "."):
+            continue
+        found += [f"{name} -> {m}" for m in imported if m == CLI or m.startswith(CLI + ".")]
+    return sorted(found)
+
+
+def stdout_captures(root: Path, folders: dict[str, str] = CHECKOUT) -> list[str]:
+    """`module: name` for each use of contextlib's redirect_stdout/redirect_stderr."""
+    found = []
+    for name, path in _modules(root, folders).items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            used = (node.id if isinstance(node, ast.Name) else node.attr
+                    if isinstance(node, ast.Attribute) else node.name
+                    if isinstance(node, ast.alias) else None)  # fmt: skip
+            if used in ("redirect_stdout", "redirect_stderr"):
+                found.append(f"{name}: {used}")
+    return sorted(set(found))
+
+
+def long_modules(root: Path, folders: dict[str, str] = CHECKOUT) -> list[str]:
+    """`module: lines` for each module over MAX_LINES lines."""
+    return sorted(f"{name}: {n}" for name, path in _modules(root, folders).items()
+                  if (n := len(path.read_text().splitlines())) > MAX_LINES)
+
+
 @pytest.fixture
 def planted(tmp_path: Path) -> Path:
     """A tree that breaks both rules: a cycle, and an import of the server from outside."""
@@ -137,6 +218,20 @@ def planted(tmp_path: Path) -> Path:
         "daemon/server/engine.py": "from storyd import a\n",
         "daemon/cli/commands/serve.py": "from storyd.server import engine\n",
         "daemon/reader.py": "def f():\n    from storyd.server.engine import Engine\n",
+        "daemon/p/__init__.py": "from storyd.p import q\n",
+        "daemon/p/q.py": "from storyd.p import r\n",  # runs p's __init__: a cycle
+        "daemon/p/r.py": "",
+        "daemon/core/__init__.py": "",
+        "daemon/core/low.py": "from storyd.api import x\n",
+        "daemon/api/__init__.py": "",
+        "daemon/api/x.py": "import contextlib\nwith contextlib.redirect_stdout(None):\n    pass\n",
+        "daemon/agents/__init__.py": "",
+        "daemon/agents/hook.py": "from storyd.fleet import view\nfrom storyd.cli import main\n",
+        "daemon/fleet/__init__.py": "",
+        "daemon/fleet/view.py": "from contextlib import redirect_stderr\n" + "x = 1\n" * 600,
+        "daemon/cli/__init__.py": "",
+        "daemon/cli/main.py": "",
+        "daemon/__main__.py": "from storyd.cli.main import main\n",
         "detectors/__init__.py": "",
     }
     for relpath, text in files.items():
@@ -148,15 +243,71 @@ def planted(tmp_path: Path) -> Path:
 def test_the_checkers_find_what_is_planted(planted: Path) -> None:
     assert boundary_breaches(planted) == ["storyd.reader -> storyd.server.engine"]
     # c <-> d only through a type annotation: not a cycle at run time
-    assert import_cycles(planted) == [["storyd.a", "storyd.b"]]
+    assert import_cycles(planted) == [["storyd.a", "storyd.b"], ["storyd.p", "storyd.p.q"]]
+    assert upward_imports(planted) == [
+        "storyd.agents.hook -> storyd.cli", "storyd.agents.hook -> storyd.cli.main",
+        "storyd.agents.hook -> storyd.fleet", "storyd.agents.hook -> storyd.fleet.view",
+        "storyd.core.low -> storyd.api", "storyd.core.low -> storyd.api.x",
+    ]
+    assert command_layer_importers(planted) == [
+        "storyd.agents.hook -> storyd.cli", "storyd.agents.hook -> storyd.cli.main"]
+    assert stdout_captures(planted) == [
+        "storyd.api.x: redirect_stdout", "storyd.fleet.view: redirect_stderr"]
+    assert long_modules(planted) == ["storyd.fleet.view: 601"]
 
 
-def test_only_storyd_serve_imports_the_server() -> None:
-    assert boundary_breaches(REPO) == [], "daemon/server/__init__.py: only `storyd serve` may"
+TREES = [
+    pytest.param("checkout", id="checkout"),
+    pytest.param("wheel", id="wheel", marks=pytest.mark.slow),
+]
 
 
-def test_no_import_cycle() -> None:
-    assert import_cycles(REPO) == []
+@pytest.fixture(params=TREES)
+def tree(request: pytest.FixtureRequest) -> tuple[Path, dict[str, str]]:
+    """The modules as they stand in the checkout, and as the built wheel installs them."""
+    if request.param == "checkout":
+        return REPO, CHECKOUT
+    return request.getfixturevalue("unpacked_wheel"), WHEEL
+
+
+def test_one_top_level_import_name(unpacked_wheel: Path) -> None:
+    """`pip install .` puts `storyd` in site-packages and nothing else beside it."""
+    tops = {p.name for p in unpacked_wheel.iterdir()
+            if not p.name.endswith((".dist-info", ".data"))}  # fmt: skip
+    assert tops == {"storyd"}
+    (info,) = unpacked_wheel.glob("storyd-*.dist-info")
+    top_level = info / "top_level.txt"
+    if top_level.exists():
+        assert top_level.read_text().split() == ["storyd"]
+    assert (unpacked_wheel / "storyd" / "detectors" / "__init__.py").exists()
+    assert (unpacked_wheel / "storyd" / "__main__.py").exists()
+
+
+def test_the_wheel_holds_every_module(unpacked_wheel: Path) -> None:
+    """pyproject's package list misses no folder of the checkout."""
+    theirs = set(_modules(unpacked_wheel, WHEEL))
+    assert set(_modules(REPO)) - theirs == set()
+
+
+def test_imports_run_downward(tree: tuple[Path, dict[str, str]]) -> None:
+    assert upward_imports(*tree) == []
+
+
+def test_the_command_line_is_a_leaf(tree: tuple[Path, dict[str, str]]) -> None:
+    assert command_layer_importers(*tree) == []
+    assert stdout_captures(*tree) == []
+
+
+def test_only_storyd_serve_imports_the_server(tree: tuple[Path, dict[str, str]]) -> None:
+    assert boundary_breaches(*tree) == [], "daemon/server/__init__.py: only `storyd serve` may"
+
+
+def test_no_import_cycle(tree: tuple[Path, dict[str, str]]) -> None:
+    assert import_cycles(*tree) == []
+
+
+def test_no_module_over_600_lines(tree: tuple[Path, dict[str, str]]) -> None:
+    assert long_modules(*tree) == []
 
 
 # -- the thread budget (docs/design.md, "Threads") ----------------------------------------
