@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from storyd.core.errors import GitError
 from storyd.core.gitstate import GitLocation
-import storyd.detectors.gitview.proc as proc
+from storyd.detectors.gitview import proc
 from storyd.detectors.gitview.errors import _describe, _translated
 from storyd.detectors.gitview.objects import (
     FOUND,
