@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 
 from storyd.core.errors import GitError
 from storyd.core.gitstate import GitLocation
-from storyd.detectors.gitview import proc
 from storyd.detectors.gitview.errors import _describe, _translated
 from storyd.detectors.gitview.objects import (
     FOUND,
@@ -27,6 +26,8 @@ from storyd.detectors.gitview.objects import (
     _Stamps,
     is_object_name,
 )
+from storyd.detectors.gitview.proc import check_git_files, piped
+from storyd.detectors.gitview.proc import run as run_git
 
 __all__ = ["EMPTY_TREE", "Commit", "GitView"]
 
@@ -121,7 +122,7 @@ class GitView:
         """Run `git <args>` in the work tree: (exit status, stdout). Other statuses raise."""
         self._check_owner()
         self.check_files()
-        status, out, err = proc.run(self._argv(*args), self.root)
+        status, out, err = run_git(self._argv(*args), self.root)
         if status not in ok:
             detail = " ".join(str(err).split())[:300] or f"exit status {status}"
             msg = f"git {args[0]} failed: {detail}"
@@ -134,7 +135,7 @@ class GitView:
     def check_files(self) -> None:
         """GitError when HEAD, packed-refs, config or commondir is not a regular file (a
         FIFO there would hang every git started here)."""
-        proc.check_git_files(self.git_dir, self.common_dir)
+        check_git_files(self.git_dir, self.common_dir)
 
     def _cached(self, key: tuple[object, ...], compute: Callable[[], T]) -> T:
         """A small LRU for scans, keyed by everything the answer depends on."""
@@ -431,7 +432,7 @@ class GitView:
             base = parent.strip() if status == 0 and parent.strip() else EMPTY_TREE
             self.check_files()
             diff = self._argv("diff", "--no-color", "--no-ext-diff", base, last)
-            out = proc.piped(diff, self._argv("patch-id", "--stable"), self.root)
+            out = piped(diff, self._argv("patch-id", "--stable"), self.root)
             parts = str(out).split()
             return parts[0] if parts else None
 
@@ -452,7 +453,7 @@ class GitView:
             *shas,
         ]
         self.check_files()
-        out = proc.piped(self._argv(*args), self._argv("patch-id", "--stable"), self.root)
+        out = piped(self._argv(*args), self._argv("patch-id", "--stable"), self.root)
         ids: dict[str, str] = {}
         for line in str(out).splitlines():
             parts = line.split()
