@@ -248,7 +248,7 @@ def test_the_checkers_find_what_is_planted(planted: Path) -> None:
         "storyd.agents.hook -> storyd.cli", "storyd.agents.hook -> storyd.cli.main",
         "storyd.agents.hook -> storyd.fleet", "storyd.agents.hook -> storyd.fleet.view",
         "storyd.core.low -> storyd.api", "storyd.core.low -> storyd.api.x",
-        "storyd.reader -> storyd.server", "storyd.reader -> storyd.server.engine",
+        "storyd.reader -> storyd.server.engine",
     ]
     assert command_layer_importers(planted) == [
         "storyd.agents.hook -> storyd.cli", "storyd.agents.hook -> storyd.cli.main"]
