@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import orjson
 
 from storyd.api.client import Client, DaemonUnavailable
-from storyd.cli.common import refusal
+from storyd.api.refusals import refusal
 from storyd.core.flags import SWITCH, VALUE, parse, text
 
 __all__ = ["format_event", "main"]
