@@ -98,7 +98,7 @@ def detail(query: Query) -> Resumed:
     assert isinstance(body, dict), "--detail answers with one object"
     findings = body.get("findings")
     return Resumed(
-        body["envelope"],  # type: ignore[arg-type]
+        body["envelope"],
         findings if isinstance(findings, list) else [],
         str(body.get("source")),
         out.stderr,
