@@ -42,7 +42,19 @@ class TestDidYouMean:
         done = run_storyd(*args)
         assert done.returncode == 64
         assert done.stderr.decode().splitlines()[0] == hint
-        assert b"usage: " in done.stderr
+        if len(args) > 1:  # a flag or a subcommand: its command's usage follows
+            assert b"usage: " in done.stderr
+
+    @pytest.mark.parametrize("word", ["stauts", "xyzzy"])
+    def test_a_mistyped_command_gets_a_few_lines(self, run_storyd: Run, word: str) -> None:
+        """As git: the error with the closest names, and where help is; not the usage."""
+        done = run_storyd(word)
+        assert done.returncode == 64
+        assert done.stdout == b""
+        lines = done.stderr.decode().splitlines()
+        assert 2 <= len(lines) <= 4, lines
+        assert lines[-1] == "see 'storyd --help' for the commands"
+        assert b"usage: " not in done.stderr
 
     def test_nothing_close_gets_no_guess(self, run_storyd: Run) -> None:
         done = run_storyd("xyzzy")

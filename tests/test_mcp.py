@@ -152,6 +152,14 @@ def test_errors_are_clear_tool_errors(own: tuple[Path, AgentsEnv], tmp_path: Pat
             "bad epic id": await client.call_tool("epic", {"epic_id": "x"}),
             "no selection": await client.call_tool("resume", {}),
         }
+        for bad in ("--help", "-x"):  # an id is a value, never a flag (issue 28)
+            out[f"epic {bad}"] = await client.call_tool("epic", {"epic_id": bad})
+            out[f"resume {bad}"] = await client.call_tool(
+                "resume", {"epic_id": "0049", "story_id": bad})
+            for tool in ("reconcile_preview", "reconcile_apply"):
+                out[f"{tool} {bad}"] = await client.call_tool(tool, {"epic_id": bad})
+                out[f"{tool} story {bad}"] = await client.call_tool(
+                    tool, {"epic_id": "0049", "story_id": bad})
         try:
             await client.read_resource("storyd://unit/nope")
         except MCPError as exc:
@@ -165,8 +173,14 @@ def test_errors_are_clear_tool_errors(own: tuple[Path, AgentsEnv], tmp_path: Pat
         "state file outside": "outside the workspace",
         "outside the roots": "outside the allowed roots",
         "bad epic id": "epic",
-        "no selection": "missing --story-id",
+        "no selection": "missing story_id",
     }
+    for bad in ("--help", "-x"):
+        expected[f"epic {bad}"] = f"invalid epic_id {bad!r}"
+        expected[f"resume {bad}"] = f"invalid story_id {bad!r}"
+        for tool in ("reconcile_preview", "reconcile_apply"):
+            expected[f"{tool} {bad}"] = f"invalid epic_id {bad!r}"
+            expected[f"{tool} story {bad}"] = f"invalid story_id {bad!r}"
     for label, words in expected.items():
         assert got[label].is_error is True, label
         assert words in text_of(got[label]), (label, text_of(got[label]))

@@ -11,6 +11,10 @@ structured part adds the findings):
     reconcile_preview  storyd reconcile --json
     reconcile_apply    storyd reconcile --apply --json (annotated destructive)
 
+Each tool builds a typed request from its arguments and calls storyd.api, the functions
+the command line calls too: an argument is always a value (a story id "--help" is an
+invalid id, a tool error naming `story_id`), never a flag.
+
 Resources: `storyd://in-flight` (the status JSON) and `storyd://unit/{unit}` (one unit's
 resume answer), with `subscriptions/listen` events fed by the daemon's event stream.
 Every tool takes an optional `workspace` (default: $CLAUDE_PROJECT_DIR, else the
@@ -19,9 +23,11 @@ server's cwd) which must lie inside the allowed roots (`[hooks] roots`).
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 from mcp.server.mcpserver import MCPServer
@@ -35,9 +41,13 @@ from storyd.core.errors import StorydError, UsageError
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    from storyd.api.units import Units
     from storyd.config import Config
+    from storyd.core.query import Query
 
 __all__ = ["IN_FLIGHT", "build", "serve"]
+
+T = TypeVar("T")
 
 IN_FLIGHT = "storyd://in-flight"
 UNIT = "storyd://unit/{unit}"
@@ -74,92 +84,104 @@ class Setup:
             )
         return found
 
-    def common(self) -> list[str]:
-        flags = []
-        if self.config:
-            flags += ["--config", self.config]
-        if self.socket:
-            flags += ["--socket", self.socket]
-        return flags
+    def resume_query(
+        self,
+        workspace: str,
+        epic_id: str | None = None,
+        story_id: str | None = None,
+        state_file: str | None = None,
+        unit: str | None = None,
+    ) -> Query:
+        """A `--detail` resume query from a tool's arguments, checked by the same rules
+        as `storyd resume`'s flags (core/query.py); every value stays a value."""
+        from storyd.core.query import from_argv
+
+        given = (
+            ("epic-id", epic_id), ("story-id", story_id), ("state-file", state_file),
+            ("unit", unit), ("workspace", workspace), ("config", self.config),
+            ("socket", self.socket),
+        )  # fmt: skip
+        argv = [f"--{flag}={value}" for flag, value in given if value is not None]
+        return _checked(lambda: from_argv([*argv, "--detail"], workspace))
+
+
+_ARGUMENTS = {"--epic-id": "epic_id", "--story-id": "story_id", "--state-file": "state_file",
+              "--unit": "unit", "--only": "only"}  # fmt: skip
+
+
+def _checked(build: Callable[[], T]) -> T:
+    """`build()`, a request from a tool's arguments; its UsageError names the tool's
+    arguments (`epic_id`), not the command line's flags, and has no usage line."""
+    try:
+        return build()
+    except UsageError as exc:
+        words = exc.message.split("\n", 1)[0]
+        for flag, argument in _ARGUMENTS.items():
+            words = words.replace(flag, argument)
+        raise UsageError(words) from None
 
 
 def _error(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
 
-def _ok(text: bytes, structured: dict[str, Any]) -> CallToolResult:
+def _ok(text: bytes | str, structured: dict[str, Any]) -> CallToolResult:
+    shown = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
     return CallToolResult(
-        content=[TextContent(type="text", text=text.decode("utf-8", "replace"))],
+        content=[TextContent(type="text", text=shown)],
         structured_content=structured,
         is_error=False,
     )
 
 
-def _selection(
-    epic_id: str | None, story_id: str | None, state_file: str | None, unit: str | None
-) -> list[str]:
-    argv: list[str] = []
-    for flag, value in (
-        ("--epic-id", epic_id), ("--story-id", story_id),
-        ("--state-file", state_file), ("--unit", unit),
-    ):  # fmt: skip
-        if value:
-            argv += [flag, value]
-    return argv
-
-
-def _cli(setup: Setup, argv: list[str], ok_codes: tuple[int, ...] = (0,)) -> CallToolResult:
-    """Run a command in-process; its stdout is the text, parsed JSON the structure."""
-    done = source.run_cli(argv)
-    if done.code not in ok_codes:
-        return _error(done.stderr.strip() or f"storyd {argv[0]} exited {done.code}")
+def _guarded(call: Callable[[], CallToolResult]) -> CallToolResult:
     try:
-        parsed = orjson.loads(done.stdout)
-    except orjson.JSONDecodeError:
-        parsed = None
-    structured = parsed if isinstance(parsed, dict) else {}
-    return _ok(done.stdout, {**structured, "exitCode": done.code})
-
-
-def _guarded(call: Any) -> CallToolResult:
-    try:
-        result: CallToolResult = call()
+        return call()
     except StorydError as exc:
         return _error(exc.message)
-    return result
 
 
-def _resume(setup: Setup, workspace: str, selection: list[str]) -> CallToolResult:
-    argv = [*selection, "--detail", "--workspace", workspace, *setup.common()]
-    out = source.resume(argv, workspace)
-    if out.code != 0:
-        return _error("\n".join(out.stderr) or f"storyd resume exited {out.code}")
+def _resume(query: Query) -> CallToolResult:
+    from storyd.api.resume import detail
     from storyd.core.envelope import render
 
-    detail = orjson.loads(out.stdout)
-    structured = {**detail, "warnings": list(out.stderr)}
-    return _ok(render(detail["envelope"]), structured)
+    found = detail(query)
+    return _ok(render(found.envelope), found.as_dict())  # type: ignore[arg-type]
+
+
+def _units(setup: Setup, workspace: str, in_flight: bool) -> Units:
+    from storyd.api.units import units
+
+    return units([workspace], in_flight=in_flight, socket=setup.socket, config=setup.config)
+
+
+def _status(setup: Setup, workspace: str) -> CallToolResult:
+    found = _units(setup, workspace, True)
+    body = {"units": found.units, "source": found.source, "unreadable": found.unreadable}
+    return _ok(orjson.dumps(body) + b"\n", {**body, "exitCode": 0})
+
+
+def _epic(setup: Setup, workspace: str, epic_id: str) -> CallToolResult:
+    from storyd.api.epic import epic
+    from storyd.core.ids import normalize_epic_id
+    from storyd.core.jsonio import dumps
+
+    view = epic(workspace, _checked(lambda: normalize_epic_id(epic_id)), socket=setup.socket).view
+    return _ok(dumps(view) + b"\n", {**view, "exitCode": 0})
 
 
 def _check(setup: Setup, workspace: str) -> CallToolResult:
-    from storyd.cli.commands.check import report
+    from storyd.api.check import Checked
+    from storyd.api.render import check_text
 
-    found, origin = source.summaries(
-        workspace, in_flight=False, socket=setup.socket, config=setup.config
-    )
-    text, problems = report(found)
-    findings = [
-        {"stateFile": u["stateFile"], "unit": u["unit"], **f}
-        for u in found
-        for f in u.get("findingList") or []  # type: ignore[attr-defined]
-    ]
+    checked = Checked(_units(setup, workspace, False))
     structured = {
-        "problems": problems,
-        "exitCode": 1 if problems else 0,
-        "findings": findings,
-        "source": origin,
+        "problems": checked.problems,
+        "exitCode": checked.code,
+        "findings": checked.findings(),
+        "source": checked.found.source,
     }
-    return _ok(text.encode(), structured)
+    return _ok(check_text(checked), structured)
 
 
 def build(setup: Setup) -> MCPServer[Any]:
@@ -198,32 +220,20 @@ def build(setup: Setup) -> MCPServer[Any]:
         state_file and optionally unit), with its findings."""
         return _guarded(
             lambda: _resume(
-                setup, setup.workspace(workspace), _selection(epic_id, story_id, state_file, unit)
+                setup.resume_query(setup.workspace(workspace), epic_id, story_id, state_file, unit)
             )
         )
 
     @server.tool(annotations=_READ_ONLY)
     def status(workspace: str | None = None) -> CallToolResult:
         """Every unit in flight in the workspace: progress, resume point and findings."""
-        return _guarded(
-            lambda: _cli(
-                setup,
-                ["status", "--in-flight", "--json", "--workspace", setup.workspace(workspace),
-                 *setup.common()],
-            )
-        )  # fmt: skip
+        return _guarded(lambda: _status(setup, setup.workspace(workspace)))
 
     @server.tool(annotations=_READ_ONLY)
     def epic(epic_id: str, workspace: str | None = None) -> CallToolResult:
         """One epic as its producer resumes it: stories reclassified, executable next,
         blocked and why."""
-        return _guarded(
-            lambda: _cli(
-                setup,
-                ["epic", "--epic-id", epic_id, "--json", "--workspace",
-                 setup.workspace(workspace), *_only_socket(setup)],
-            )
-        )  # fmt: skip
+        return _guarded(lambda: _epic(setup, setup.workspace(workspace), epic_id))
 
     @server.tool(annotations=_READ_ONLY)
     def check(workspace: str | None = None) -> CallToolResult:
@@ -272,20 +282,19 @@ def build(setup: Setup) -> MCPServer[Any]:
             workspace = setup.workspace(None)
         except UsageError as exc:
             return _resource_text(_error(exc.message))
-        found, _ = source.summaries(
-            workspace, in_flight=False, socket=setup.socket, config=setup.config
-        )
+        found = _units(setup, workspace, False).units
         match = next((u for u in found if u.get("unit") == unit), None)
         if match is None:
             return _resource_text(_error(f"unit {unit!r} not found in {workspace}"))
-        selection = ["--state-file", str(match["stateFile"]), "--unit", unit]
-        return _resource_text(_resume(setup, workspace, selection))
+        return _resource_text(
+            _guarded(
+                lambda: _resume(
+                    setup.resume_query(workspace, state_file=str(match["stateFile"]), unit=unit)
+                )
+            )
+        )
 
     return server
-
-
-def _only_socket(setup: Setup) -> list[str]:
-    return ["--socket", setup.socket] if setup.socket else []
 
 
 def _resource_text(result: CallToolResult) -> str:
@@ -307,15 +316,19 @@ def _reconcile(
     only: str | None,
     apply: bool,
 ) -> CallToolResult:
-    argv = ["reconcile", "--json", "--workspace", setup.workspace(workspace)]
-    argv += _selection(epic_id, story_id, state_file, unit)
-    if only:
-        argv += ["--only", only]
-    if setup.config:
-        argv += ["--config", setup.config]
-    if apply:
-        argv.append("--apply")
-    return _cli(setup, argv, ok_codes=(0, 1))
+    from storyd.api.reconciling import folder, only_codes, reconcile, selection
+
+    where = folder(setup.workspace(workspace))
+    chosen = _checked(
+        lambda: selection(
+            where, epic_id=epic_id, story_id=story_id, state_file=state_file, unit=unit
+        )
+    )
+    codes = _checked(lambda: only_codes(only))
+    done = reconcile(where, chosen, only=codes, apply=apply, config=setup.config)
+    body = done.as_dict()
+    text = json.dumps(body, ensure_ascii=False, indent=2) + "\n"
+    return _ok(text, {**body, "exitCode": done.code})
 
 
 def serve(config: str | None, socket: str | None) -> None:

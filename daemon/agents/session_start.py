@@ -79,7 +79,7 @@ def context(payload: dict[str, object], config: str | None, socket: str | None) 
     workspace = hookio.find_workspace(payload.get("cwd"), hookio.allowed_roots(cfg))
     if workspace is None:
         return None
-    units, _ = source.summaries(workspace, in_flight=True, socket=socket, config=config)
+    units = source.units(workspace, in_flight=True, socket=socket, config=config).units
     text = render(workspace, units, cfg.hooks.context_chars)
     if text is None:
         return None

@@ -63,7 +63,7 @@ def decide(payload: dict[str, object], config: str | None, socket: str | None) -
     workspace = hookio.find_workspace(payload.get("cwd"), hookio.allowed_roots(cfg))
     if workspace is None:
         return None
-    units, _ = source.summaries(workspace, in_flight=True, socket=socket, config=config)
+    units = source.units(workspace, in_flight=True, socket=socket, config=config).units
     lagging = [
         (unit, finding)
         for unit in units

@@ -95,7 +95,10 @@ def ask_cli(path: str, argv: list[str], cwd: str, timeout: float) -> Output | No
 
 
 class DaemonUnavailable(ConnectionError):
-    """No daemon answered at the socket."""
+    """No daemon answered at the socket (a command that needs one exits `code`,
+    sysexits EX_UNAVAILABLE)."""
+
+    code = 69
 
 
 class Client:

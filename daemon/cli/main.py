@@ -47,6 +47,7 @@ COMMANDS = {
     "fleet": "units and events of every machine, read from NATS (storyd[fleet])",
 }
 _MODULES = {"list": "listing", "config": "config_check", "mcp": "mcp_serve"}
+_SEE_HELP = "see 'storyd --help' for the commands"
 
 
 def _usage() -> str:
@@ -80,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     name = args[0]
     if name not in COMMANDS:
         hint = did_you_mean(name, [*COMMANDS, "help"])
-        os.write(2, f"storyd: unknown command {name!r}{hint}\n{_usage()}".encode())
+        # two lines, as git gives: the error with the closest names, and where help is
+        os.write(2, f"storyd: unknown command {name!r}{hint}\n{_SEE_HELP}\n".encode())
         return 64
     found = module_name(name)
     __import__(found)  # importlib itself costs start-up time on `storyd resume`

@@ -99,7 +99,7 @@ def _age_text(age: float | None) -> str:
 def render(machines: dict[str, dict[str, Any]], units: list[dict[str, Any]],
            found: list[dict[str, Any]], color: bool) -> str:
     """The screen: flags first, then each machine's units grouped by workspace."""
-    from storyd.cli.commands.status import _bar, _paint
+    from storyd.api.render import bar, paint
 
     lines: list[str] = []
     for flag in found:
@@ -109,7 +109,7 @@ def render(machines: dict[str, dict[str, Any]], units: list[dict[str, Any]],
                     f"open on {', '.join(flag['open'])}: {where}")
         else:
             text = f"in flight on {', '.join(flag['open'])}: {where}"
-        lines.append(_paint("! " + text, "warning", color))
+        lines.append(paint("! " + text, "warning", color))
     if found:
         lines.append("")
     if not units:
@@ -123,20 +123,20 @@ def render(machines: dict[str, dict[str, Any]], units: list[dict[str, Any]],
                 beat = machines.get(machine, {})
                 state = (f"stale, last heard {_age_text(beat.get('age'))} ago"
                          if unit["stale"] else f"live, {_age_text(beat.get('age'))} ago")
-                lines.append(_paint(f"{machine} ({state})", "warning" if unit["stale"] else "dim",
+                lines.append(paint(f"{machine} ({state})", "warning" if unit["stale"] else "dim",
                                     color))
             current = (machine, unit.get("workspace"))
             repo = " ".join(str(x) for x in (unit.get("remote"), unit.get("branch")) if x)
-            lines.append(_paint(f"  {unit.get('workspace')}" + (f"  {repo}" if repo else ""),
+            lines.append(paint(f"  {unit.get('workspace')}" + (f"  {repo}" if repo else ""),
                                 "dim", color))
         done, total = int(unit.get("done") or 0), int(unit.get("total") or 0)
         percent = f"{round(100 * done / total):3d}%" if total else "  -%"
         point = str(unit.get("resumePoint") or "unreadable")
         head = (f"    {unit.get('format')!s:<10} {unit.get('unit')!s:<{width}}  "
-                f"{_bar(done, total)} {done:>3}/{total:<3} {percent}  ")
+                f"{bar(done, total)} {done:>3}/{total:<3} {percent}  ")
         tail = f"  {_age_text(unit.get('age'))} ago"
         if unit.get("findings"):
             tail += f"  {unit['findings']} finding(s), worst {unit.get('worst')}"
-        lines.append(head + (_paint(point, "done", color) if point == "all-done" else point)
+        lines.append(head + (paint(point, "done", color) if point == "all-done" else point)
                      + tail)
     return "\n".join(lines) + "\n"

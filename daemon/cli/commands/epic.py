@@ -1,7 +1,7 @@
 """`storyd epic`: the epic-level view (reclassified stories, executable next, blocked and why).
 
-Asks the daemon's `epic` op first and falls back to reading the files here; both call
-daemon/api/epicview.py, so the answer is the same.
+Asks the daemon's `epic` op first and falls back to reading the files here
+(storyd.api.epic); both call daemon/api/epicview.py, so the answer is the same.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from storyd.cli.common import parse_prefixed, refusal
+from storyd.cli.common import parse_prefixed, seconds
 from storyd.core.errors import UsageError
 from storyd.core.flags import SWITCH, VALUE, text
 
@@ -29,45 +29,21 @@ FLAGS = {
 }
 
 
-def _from_daemon(flags: dict[str, object], workspace: str, epic: str) -> dict[str, object] | None:
-    """The daemon's view, or None when no daemon answered."""
-    from storyd.api.client import Client, DaemonUnavailable
-
-    timeout = float(text(flags, "timeout") or "5000") / 1000
-    try:
-        with Client(text(flags, "socket"), timeout=timeout) as client:
-            answer = client.request("epic", workspace=workspace, epic=epic)
-    except DaemonUnavailable:
-        return None
-    if not answer.get("ok"):
-        error = answer.get("error")
-        if isinstance(error, dict) and isinstance(error.get("code"), int):
-            from storyd.core.errors import StorydError
-
-            exc = StorydError(str(error.get("message")))
-            exc.code = int(error["code"])
-            raise exc
-        raise refusal(answer)
-    view = answer.get("view")
-    assert isinstance(view, dict), "the epic op answers with a view object"
-    return view
-
-
 def main(argv: list[str]) -> int:
     """Print the epic view (JSON with --json); exit codes as `storyd resume`'s."""
-    from storyd.core.ids import normalize_epic_id
+    from storyd.api.epic import epic
 
     flags = parse_prefixed(argv, FLAGS, USAGE)
     raw = text(flags, "epic-id")
     if raw is None:
         raise UsageError(f"--epic-id is required\n{USAGE}")
-    epic = normalize_epic_id(raw)
-    workspace = os.path.realpath(text(flags, "workspace") or os.getcwd())
-    view = None if flags.get("direct") else _from_daemon(flags, workspace, epic)
-    if view is None:
-        from storyd.api.epicview import epic_view
-
-        view = epic_view(workspace, epic)
+    view = epic(
+        text(flags, "workspace") or os.getcwd(),
+        raw,
+        direct=bool(flags.get("direct")),
+        socket=text(flags, "socket"),
+        timeout=seconds(text(flags, "timeout"), "5000"),
+    ).view
     if flags.get("json"):
         from storyd.core.jsonio import dumps
 

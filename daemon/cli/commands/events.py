@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import orjson
 
 from storyd.api.client import Client, DaemonUnavailable
-from storyd.cli.common import refusal
+from storyd.api.refusals import refusal
 from storyd.core.flags import SWITCH, VALUE, parse, text
 
 __all__ = ["format_event", "main"]
@@ -28,13 +28,16 @@ USAGE = (
     "usage: storyd events [--workspace DIR] [--since CLOCK] [--json] [--once] [--socket PATH]"
 )
 FLAGS = {"workspace": VALUE, "since": VALUE, "json": SWITCH, "once": SWITCH, "socket": VALUE}
-_TONES = {"error": "31", "warning": "33", "info": "36", "resolved": "32", "removed": "2"}
+_TONES = {"error": "error", "warning": "warning", "info": "info", "resolved": "done",
+          "removed": "dim"}  # an event's tone: its colour in storyd.api.render
 _RETRY = (0.1, 0.2, 0.5, 1.0, 2.0)  # seconds between reconnection attempts, then 2 s
 
 
 def _paint(text: str, tone: str | None, color: bool) -> str:
-    code = _TONES.get(tone or "")
-    return f"\033[{code}m{text}\033[0m" if color and code else text
+    from storyd.api.render import paint
+
+    shade = _TONES.get(tone or "")
+    return paint(text, shade, color) if shade else text
 
 
 def format_event(event: dict[str, object], color: bool = False) -> str:

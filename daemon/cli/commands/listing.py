@@ -10,7 +10,8 @@ import sys
 
 import orjson
 
-from storyd.cli.common import REPORT_FLAGS, parse_prefixed, units, unreadable_line
+from storyd.api.render import unreadable_line
+from storyd.cli.common import REPORT_FLAGS, parse_prefixed, report_units
 
 __all__ = ["FLAGS", "main"]
 
@@ -24,7 +25,7 @@ FLAGS = REPORT_FLAGS
 
 def main(argv: list[str]) -> int:
     """Print the units as JSON lines."""
-    found = units(parse_prefixed(argv, FLAGS, USAGE))
+    found = report_units(parse_prefixed(argv, FLAGS, USAGE))
     for unit in found.units:
         sys.stdout.write(orjson.dumps(unit).decode() + "\n")
     sys.stdout.flush()

@@ -10,11 +10,10 @@ docs/reconcile.md.
 from __future__ import annotations
 
 import json
-import os
 import sys
 
-from storyd.cli.common import config_file, parse_prefixed
-from storyd.core.errors import StorydError, UsageError
+from storyd.cli.common import parse_prefixed
+from storyd.core.errors import UsageError
 from storyd.core.flags import SWITCH, VALUE, text
 from storyd.core.locking import DEFAULT_LOCK_TIMEOUT
 
@@ -52,47 +51,6 @@ def COMPLETE_WORDS() -> dict[str, tuple[str, ...]]:  # read by completion.py
     from storyd.api.reconcile.repairs import repair_codes
 
     return {"only": repair_codes()}
-
-
-def _selection(flags: dict[str, object], workspace: str) -> Selection:
-    """--epic-id alone is the whole epic: every story of its state file."""
-    from storyd.api.reconcile.gather import Selection
-    from storyd.core.ids import normalize_epic_id, normalize_story_id
-
-    epic, story, state_file = (
-        text(flags, "epic-id"),
-        text(flags, "story-id"),
-        text(flags, "state-file"),
-    )
-    unit = text(flags, "unit")
-    if state_file is not None and (epic or story):
-        raise UsageError(f"--state-file replaces --story-id and --epic-id\n{USAGE}")
-    if story is not None and epic is None:
-        raise UsageError(f"--story-id needs --epic-id\n{USAGE}")
-    if unit is not None and state_file is None:
-        raise UsageError(f"--unit goes with --state-file\n{USAGE}")
-    if epic is not None and story is not None:
-        return Selection(epic=normalize_epic_id(epic), story=normalize_story_id(story))
-    if epic is not None:
-        from storyd.core.formats.epic import epic_state_file
-
-        epic = normalize_epic_id(epic)
-        return Selection(epic=epic, state_file=epic_state_file(workspace, epic))
-    return Selection(state_file=state_file, unit=unit)
-
-
-def _only(flags: dict[str, object]) -> frozenset[str] | None:
-    from storyd.api.reconcile.repairs import repair_codes
-
-    given = text(flags, "only")
-    if given is None:
-        return None
-    codes = frozenset(c.strip() for c in given.split(",") if c.strip())
-    unknown = sorted(codes - set(repair_codes()))
-    if unknown or not codes:
-        known = ", ".join(repair_codes())
-        raise UsageError(f"--only: unknown repair code(s) {', '.join(unknown)}; known: {known}")
-    return codes
 
 
 def _lock_timeout(flags: dict[str, object]) -> float:
@@ -152,25 +110,38 @@ def render(plan: Plan) -> str:
 
 
 def _undo(workspace: str, lock_timeout: float) -> int:
-    from storyd.api.reconcile.apply import undo_last
-    from storyd.api.reconcile.failures import os_failure
+    from storyd.api.reconciling import undo
 
-    try:
-        restored = undo_last(workspace, lock_timeout)
-    except OSError as exc:  # the writes themselves report what they did (failures.py)
-        raise os_failure(exc, "reconcile --undo") from None
+    restored = undo(workspace, lock_timeout)
     for path in restored:
         sys.stdout.write(f"restored {path}\n")
     sys.stdout.write(f"undone: {len(restored)} file(s) restored\n")
     return 0
 
 
+def _selection(flags: dict[str, object], workspace: str) -> Selection:
+    """--epic-id alone is the whole epic: every story of its state file."""
+    from storyd.api.reconciling import combination, selection
+
+    parts = {
+        "epic_id": text(flags, "epic-id"),
+        "story_id": text(flags, "story-id"),
+        "state_file": text(flags, "state-file"),
+        "unit": text(flags, "unit"),
+    }
+    try:
+        combination(**parts)
+    except UsageError as exc:
+        raise UsageError(f"{exc.message}\n{USAGE}") from None
+    return selection(workspace, **parts)
+
+
 def main(argv: list[str]) -> int:
     """Preview (exit 1 when changes are proposed), --apply, or --undo."""
+    from storyd.api.reconciling import folder, only_codes, reconcile
+
     flags = parse_prefixed(argv, FLAGS, USAGE)
-    workspace = os.path.realpath(text(flags, "workspace") or ".")
-    if not os.path.isdir(workspace):
-        raise UsageError(f"--workspace {workspace}: not a folder")
+    workspace = folder(text(flags, "workspace") or ".")
     lock_timeout = _lock_timeout(flags)
     if flags.get("undo"):
         extra = [
@@ -179,52 +150,22 @@ def main(argv: list[str]) -> int:
         if extra:
             raise UsageError(f"--undo takes only --workspace and --lock-timeout\n{USAGE}")
         return _undo(workspace, lock_timeout)
-    selection = _selection(flags, workspace)
-    only = _only(flags)
-    from storyd import config
-    from storyd.api.reconcile import make_plan
-
-    cfg = config.load(config_file(flags))
-
-    def plan_now() -> Plan:
-        return make_plan(workspace, selection, cfg, only, lock_timeout)
-
+    chosen = _selection(flags, workspace)
+    only = only_codes(text(flags, "only"))
+    apply = bool(flags.get("apply"))
     from storyd.cli.terminal import Progress
 
     # the units are read and checked inside the plan (daemon/api/reconcile/gather.py): the
     # line says how long it has been working, not how far it has got
     with Progress("storyd reconcile: planning", quiet=bool(flags.get("quiet"))):
-        if flags.get("apply"):
-            from storyd.api.reconcile.apply import apply
-            from storyd.api.reconcile.failures import os_failure
-
-            try:
-                plan = apply(workspace, plan_now, lock_timeout)
-            except OSError as exc:  # the writes themselves report what they did (failures.py)
-                raise os_failure(exc, "reconcile --apply") from None
-            _tell_daemon(workspace, plan)
-        else:
-            plan = plan_now()
+        done = reconcile(
+            workspace, chosen, only=only, apply=apply, config=text(flags, "config"),
+            lock_timeout=lock_timeout,
+        )  # fmt: skip
     if flags.get("json"):
-        body = {**plan.as_dict(), "applied": bool(flags.get("apply")) and plan.changed}
-        sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(json.dumps(done.as_dict(), ensure_ascii=False, indent=2) + "\n")
     else:
-        sys.stdout.write(render(plan))
-        if flags.get("apply"):
-            sys.stdout.write(f"applied: {len(plan.files)} file(s) written; undo with --undo\n")
-    if flags.get("apply"):
-        return 0
-    return 1 if plan.changed else 0
-
-
-def _tell_daemon(workspace: str, plan: Plan) -> None:
-    """After a CLI apply: let a running daemon emit `reconciled` (quietly skipped if none)."""
-    if not plan.changed:
-        return
-    from storyd.api.client import Client, DaemonUnavailable
-
-    try:
-        with Client(None, timeout=1.0) as client:
-            client.request("reconciled", workspace=workspace)
-    except (DaemonUnavailable, OSError, StorydError):
-        pass
+        sys.stdout.write(render(done.plan))
+        if apply:
+            sys.stdout.write(f"applied: {len(done.plan.files)} file(s) written; undo with --undo\n")
+    return done.code

@@ -7,9 +7,9 @@ No daemon: exit 69. `storyd unwatch` is the reverse.
 
 from __future__ import annotations
 
-import os
 import sys
 
+from storyd.cli.common import seconds
 from storyd.core.errors import UsageError
 from storyd.core.flags import HELP, MANY, VALUE, parse, text
 
@@ -40,7 +40,8 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def run(op: str, argv: list[str], usage: str, about: str | None = None) -> int:
     """Send `op` (watch or unwatch) for every folder named; print one line per folder."""
-    from storyd.api.client import Client, DaemonUnavailable
+    from storyd.api import watch
+    from storyd.api.client import DaemonUnavailable
 
     folders, rest = _split(argv)
     flags = parse(rest, FLAGS, usage, about)
@@ -48,26 +49,22 @@ def run(op: str, argv: list[str], usage: str, about: str | None = None) -> int:
     folders += [str(w) for w in given] if isinstance(given, list) else []
     if not folders:
         raise UsageError(f"name at least one workspace folder\n{usage}")
-    timeout = float(text(flags, "timeout") or "60000") / 1000
+    timeout = seconds(text(flags, "timeout"), "60000")
+    asked = watch.watch if op == "watch" else watch.unwatch
     failed = 0
     try:
-        with Client(text(flags, "socket"), timeout=timeout) as client:
-            for folder in folders:
-                path = os.path.abspath(folder)
-                answer = client.request(op, workspace=path)
-                if not answer.get("ok"):
-                    error = answer.get("error")
-                    message = error.get("message") if isinstance(error, dict) else answer
-                    sys.stderr.write(f"storyd {op}: {folder}: {message}\n")
-                    failed += 1
-                elif op == "watch":
-                    print(f"watching {answer.get('workspace')}: {answer.get('units')} units")
-                else:
-                    was = "" if answer.get("was") else " (was not watched)"
-                    print(f"not watching {answer.get('workspace')}{was}")
+        for answer in asked(folders, text(flags, "socket"), timeout):
+            if answer.error is not None:
+                sys.stderr.write(f"storyd {op}: {answer.folder}: {answer.error}\n")
+                failed += 1
+            elif op == "watch":
+                print(f"watching {answer.workspace}: {answer.units} units")
+            else:
+                was = "" if answer.was else " (was not watched)"
+                print(f"not watching {answer.workspace}{was}")
     except DaemonUnavailable as exc:
         sys.stderr.write(f"storyd {op}: no daemon answers ({exc})\n")  # as ping and stats
-        return 69
+        return exc.code
     return 64 if failed else 0
 
 
