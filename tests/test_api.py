@@ -5,14 +5,12 @@ outside the command line imports it, and nothing captures stdout or stderr."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agents_harness import demo_workspace
 from daemon_harness import daemon_env
-from test_house import PACKAGES, REPO, _imports, _modules
 
 from storyd.api import check, epic, reconciling, render, resume, units, watch
 from storyd.api.client import DaemonUnavailable
@@ -187,62 +185,3 @@ def test_render_shares_the_bar_and_colours() -> None:
     assert render.bar(0, 0) == "[" + "-" * 20 + "]"
     assert render.paint("x", "error", True) == "\033[31mx\033[0m"
     assert render.paint("x", "error", False) == "x"
-
-
-# The layer's rules, read from the source with test_house's import reader.
-
-CLI = "storyd.cli"
-ENTRY = {"storyd.__main__"}  # `python -m storyd`: the entry point, as bin/storyd
-
-
-def cli_importers(root: Path) -> list[str]:
-    """`importer -> imported` for each import of the command line from outside it."""
-    modules = _modules(root)
-    found = []
-    for name, path in modules.items():
-        if name in ENTRY or name == CLI or name.startswith(CLI + "."):
-            continue
-        for imported in _imports(name, path, set(modules), typing_too=True):
-            if imported == CLI or imported.startswith(CLI + "."):
-                found.append(f"{name} -> {imported}")
-    return sorted(set(found))
-
-
-def captures(root: Path) -> list[str]:
-    """Modules that name redirect_stdout or redirect_stderr."""
-    hits = []
-    for name, path in _modules(root).items():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            words = {getattr(node, "attr", None), getattr(node, "id", None)}
-            if isinstance(node, ast.alias):
-                words.add(node.name)
-            if words & {"redirect_stdout", "redirect_stderr"}:
-                hits.append(name)
-                break
-    return sorted(hits)
-
-
-def test_the_checkers_find_what_is_planted(tmp_path: Path) -> None:
-    files = {
-        "daemon/__init__.py": "",
-        "daemon/__main__.py": "from storyd.cli.main import main\n",
-        "daemon/cli/main.py": "from storyd.cli import common\n",
-        "daemon/fleet/view.py": "def f():\n    from storyd.cli.commands.status import _bar\n",
-        "daemon/agents/source.py": "import contextlib\nwith contextlib.redirect_stdout(x):\n"
-        "    pass\n",
-        "detectors/__init__.py": "",
-    }
-    for relpath, text in files.items():
-        (tmp_path / relpath).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / relpath).write_text(text)
-    assert cli_importers(tmp_path) == ["storyd.fleet.view -> storyd.cli.commands.status"]
-    assert captures(tmp_path) == ["storyd.agents.source"]
-
-
-def test_the_command_line_is_a_leaf() -> None:
-    assert set(PACKAGES) == {"daemon", "detectors"}
-    assert cli_importers(REPO) == [], "only the command line and the entry point import it"
-
-
-def test_nothing_captures_stdout_or_stderr() -> None:
-    assert captures(REPO) == []
