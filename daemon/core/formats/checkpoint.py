@@ -30,6 +30,7 @@ from storyd.core.formats.common import (
     resume_point,
     stray_tmp,
 )
+from storyd.core.formats.dialect import Dialect
 from storyd.core.isotime import parse_epoch
 from storyd.core.jsonio import kind
 from storyd.core.model import DONE, PENDING, Finding, Task, Unit
@@ -195,6 +196,16 @@ class _Execution:
         return next((t for t in self.tasks if t.bucket != DONE), None)
 
 
+class CheckpointDialect(Dialect):
+    """Seed 004: memory/state/execution.json tasks[] {id, status: complete, completed_at}."""
+
+    done = "complete"
+    time_key = "completed_at"
+
+    def target(self, unit: Unit) -> str:
+        return EXECUTION_PATH
+
+
 class CheckpointAdapter(Adapter):
     """memory/state/phase.json (with execution.json), one unit per workflow."""
 
@@ -202,6 +213,13 @@ class CheckpointAdapter(Adapter):
     convention = "checkpoint & resume, memory/state/phase.json + memory/state/execution.json"
     roots = ("memory",)
     time_sensitive = True  # "ancient" and "in the future" change with the clock alone
+    codes = (  # every finding code it raises (docs/formats.md)
+        "ancient-state", "future-timestamp", "invalid-execution", "invalid-phase-progression",
+        "invalid-timestamp", "missing-field", "missing-output", "output-before-state-update",
+        "phase-failed", "stray-tmp", "torn-checkpoint", "unknown-phase", "unknown-status",
+        "workflow-mismatch"
+    )
+    dialect = CheckpointDialect()  # how `storyd reconcile` writes its files
 
     def matches(self, relpath: str) -> bool:
         return relpath == STATE_PATH

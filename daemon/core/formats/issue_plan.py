@@ -17,6 +17,7 @@ from storyd.core.formats.common import (
     resume_point,
     string_list,
 )
+from storyd.core.formats.dialect import Dialect
 from storyd.core.jsonio import kind
 from storyd.core.model import DONE, Finding, Task, Unit
 
@@ -128,12 +129,26 @@ def _commit(node: dict[str, object]) -> str | None:
     return sha if isinstance(sha, str) and sha else None
 
 
+class IssuePlanDialect(Dialect):
+    """Seed 002: tasks[] {id, status: completed, completed_at, ...}."""
+
+    done = "completed"
+    sha_key = "commit_sha"
+    time_key = "completed_at"
+
+
 class IssuePlanAdapter(Adapter):
     """.claude/plans/issue-<N>-<slug>/execution-state.json, one unit per plan."""
 
     name = "issue-plan"
     convention = "execution-state, .claude/plans/issue-<N>-<slug>/execution-state.json"
     roots = (".claude/plans",)
+    codes = (  # every finding code it raises (docs/formats.md)
+        "duplicate-task-id", "failed-task", "journal-not-updated", "missing-journal",
+        "missing-task-id", "state-not-updated", "task-not-in-plan", "task-not-in-state",
+        "unknown-status"
+    )
+    dialect = IssuePlanDialect()  # how `storyd reconcile` writes its files
 
     def matches(self, relpath: str) -> bool:
         parts = relpath.split("/")

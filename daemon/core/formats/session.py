@@ -21,6 +21,7 @@ from storyd.core.formats.common import (
     stray_tmp,
     string_list,
 )
+from storyd.core.formats.dialect import Dialect
 from storyd.core.jsonio import kind
 from storyd.core.model import DONE, Finding, Task, Unit
 
@@ -151,12 +152,26 @@ def _sub_step(value: object, task_id: str, findings: list[Finding]) -> str | Non
     return None
 
 
+class SessionDialect(Dialect):
+    """Seed 001: only whole-file restores from `.bak`; its writer keeps a `.bak`."""
+
+    done = "complete"
+    time_key = "completed"
+    keeps_bak = True
+
+
 class SessionAdapter(Adapter):
     """agent-output/<project>/00-session-state.json, one unit per project."""
 
     name = "session"
     convention = "session-resume, agent-output/<project>/00-session-state.json"
     roots = ("agent-output",)
+    codes = (  # every finding code it raises (docs/formats.md)
+        "invalid-sub-step", "missing-artifact", "prerequisite-pending", "restored-from-backup",
+        "schema-migrated", "several-in-progress", "stray-tmp", "unknown-schema-version",
+        "unknown-status"
+    )
+    dialect = SessionDialect()  # how `storyd reconcile` writes its files
 
     def matches(self, relpath: str) -> bool:
         parts = relpath.split("/")
