@@ -17,9 +17,9 @@ from plugins import broken
 
 from storyd import detectors
 from storyd.api import answers
+from storyd.core import registry
 from storyd.core.formats.base import Source
 from storyd.core.model import DONE, PENDING, Finding, Task, Unit
-from storyd.core import registry
 from storyd.detectors import load
 from storyd.detectors.gitview import close_views, git_context
 from storyd.detectors.history import DETECTOR as HISTORY

@@ -187,12 +187,14 @@ class Registry:
         if why is not None:
             self.refuse(entry, why)
             return None
-        own_name = getattr(loaded, "name", entry.name)
-        taken = self._taken.get((entry.group, str(own_name)))
+        name = str(getattr(loaded, "name", entry.name))
+        taken = self._taken.get((entry.group, name))
+        if taken is None and entry.dist is not None:  # storyd's own names are theirs first
+            taken = next((e for e in self._own.get(entry.group, []) if e.name == name), None)
         if taken is not None:
-            self.refuse(entry, f"the name {own_name!r} is taken by {taken}")
+            self.refuse(entry, f"the name {name!r} is taken by {taken}")
             return None
-        self._taken[(entry.group, str(own_name))] = entry
+        self._taken[(entry.group, name)] = entry
         self._loaded[key] = loaded
         return loaded
 
