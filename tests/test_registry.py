@@ -27,12 +27,18 @@ BUILTIN_REPAIRS = ["unrecorded", "unreachable", "squash-merged", "missing", "sta
 
 GOOD = '''
 from storyd.core.formats import Adapter
+from storyd.core.formats.dialect import Dialect
+
+
+class NotesDialect(Dialect):
+    done = "finished"
 
 
 class Notes(Adapter):
     name = "notes"
     convention = "notes, notes/state.json"
     codes = ("note-fix",)
+    dialect = NotesDialect()  # a plugin format carries its dialect
 
     def matches(self, relpath):
         return relpath == "notes/state.json"
@@ -119,6 +125,7 @@ LOAD_ALL = """
 import json
 from storyd import detectors
 from storyd.api.reconcile.repairs import registered
+from storyd.api.reconcile.targets import dialect_of
 from storyd.core import registry
 from storyd.core.formats import adapter_for, all_adapters
 
@@ -130,6 +137,7 @@ for _ in range(3):  # asked again and again: still one scan
 print(json.dumps({
     "formats": formats,
     "notes": adapter_for("notes/state.json").name,
+    "done word": dialect_of("notes").done,
     "detectors": [d.name for d in detectors.load()],
     "repairs": list(registered()),
     "problems": registry.get().problems,
@@ -145,6 +153,7 @@ def test_broken_plugins_are_named_and_skipped_and_the_rest_load(plugins: Path) -
     got = json.loads(done.stdout)
     assert got["formats"] == [*BUILTIN_FORMATS, "notes"]
     assert got["notes"] == "notes"
+    assert got["done word"] == "finished"
     assert got["detectors"] == sorted([*BUILTIN_DETECTORS, "todo2"])
     assert got["repairs"] == [*BUILTIN_REPAIRS, "note-fix"]
     assert got["scans"] == 1

@@ -177,7 +177,7 @@ class Adapter:
     codes       the codes of the `format` findings it raises (reconcile repairs a code
                 only from a source that declares it)
     dialect     how `storyd reconcile` writes its files (storyd.core.formats.dialect),
-                None: storyd never writes them
+                None: storyd never writes them (a property, or an attribute in a plugin)
     """
 
     name = ""
@@ -185,7 +185,11 @@ class Adapter:
     roots: tuple[str, ...] = ()
     time_sensitive = False
     codes: tuple[str, ...] = ()
-    dialect: Dialect | None = None
+
+    @property
+    def dialect(self) -> Dialect | None:
+        """How `storyd reconcile` writes its files; None: storyd never writes them."""
+        return None
 
     def matches(self, relpath: str) -> bool:
         """Whether a workspace-relative path is one of this format's state files."""

@@ -30,10 +30,13 @@ from storyd.core.formats.common import (
     resume_point,
     stray_tmp,
 )
-from storyd.core.formats.dialect import Dialect
 from storyd.core.isotime import parse_epoch
 from storyd.core.jsonio import kind
 from storyd.core.model import DONE, PENDING, Finding, Task, Unit
+
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
+if TYPE_CHECKING:
+    from storyd.core.formats.dialect import Dialect
 
 __all__ = ["ADAPTER", "FUTURE_SKEW", "PHASES", "STALE_AFTER", "CheckpointAdapter"]
 
@@ -196,16 +199,6 @@ class _Execution:
         return next((t for t in self.tasks if t.bucket != DONE), None)
 
 
-class CheckpointDialect(Dialect):
-    """Seed 004: memory/state/execution.json tasks[] {id, status: complete, completed_at}."""
-
-    done = "complete"
-    time_key = "completed_at"
-
-    def target(self, unit: Unit) -> str:
-        return EXECUTION_PATH
-
-
 class CheckpointAdapter(Adapter):
     """memory/state/phase.json (with execution.json), one unit per workflow."""
 
@@ -219,7 +212,13 @@ class CheckpointAdapter(Adapter):
         "phase-failed", "stray-tmp", "torn-checkpoint", "unknown-phase", "unknown-status",
         "workflow-mismatch"
     )
-    dialect = CheckpointDialect()  # how `storyd reconcile` writes its files
+
+    @property
+    def dialect(self) -> Dialect:
+        """How `storyd reconcile` writes these files (imported when first asked)."""
+        from storyd.core.formats.dialect import CHECKPOINT
+
+        return CHECKPOINT
 
     def matches(self, relpath: str) -> bool:
         return relpath == STATE_PATH

@@ -6,8 +6,9 @@ Markdown) is reported as "no writer", never guessed at.
 A `Dialect` answers, for one unit: which file holds its tasks (checkpoint units live in
 phase.json but their tasks in execution.json), the path of a task's node in that file's
 JSON, and the writer's own words: the done status, the commit key, the completion-time
-key. Each built-in format's dialect is beside its adapter; a plugin format's is in its
-module too.
+key. The built-in formats' dialects are here, asked for by their adapters only when
+reconcile needs them (`storyd resume` never imports this module); a plugin format
+carries its own (`dialect = NotesDialect()` in its adapter class).
 """
 
 from __future__ import annotations
@@ -16,7 +17,17 @@ TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
     from storyd.core.model import Unit
 
-__all__ = ["MISSING", "Dialect", "Path", "find_step", "lookup"]
+__all__ = [
+    "CHECKPOINT",
+    "EPIC",
+    "ISSUE_PLAN",
+    "MISSING",
+    "SESSION",
+    "Dialect",
+    "Path",
+    "find_step",
+    "lookup",
+]
 
 Path = tuple[str | int, ...]  # a place in a parsed JSON document: keys and indexes
 
@@ -105,3 +116,73 @@ class Dialect:
         if self.keep_case and isinstance(current, str) and current.strip().islower():
             return self.done.lower()
         return self.done
+
+
+class EpicDialect(Dialect):
+    """Seed 000: stories.<id>.tasks.<id> {status, commitSha, completedAt} (or arrays)."""
+
+    done = "DONE"
+    sha_key = "commitSha"
+    time_key = "completedAt"
+    add_sha = True
+    keep_case = True
+    stories = True
+
+    def story_path(self, document: object, unit: Unit) -> Path | None:
+        """The path of the unit's story node (`()` for a single-story file), or None.
+
+        Story-level repairs (a story whose PR or squash landed) write its `status` there.
+        """
+        if not isinstance(document, dict):
+            return None
+        if "stories" not in document:  # a single-story file {storyId, tasks, ...}
+            return ()
+        story = find_step(document["stories"], unit.key)
+        return None if story is None else ("stories", story)
+
+    @staticmethod
+    def story_status_key(story_path: Path) -> str:
+        """`status` in a story node; `storyStatus` at the top of a single-story file."""
+        return "status" if story_path else "storyStatus"
+
+    def task_path(self, document: object, unit: Unit, task_id: str) -> Path | None:
+        story = self.story_path(document, unit)
+        if story is None:
+            return None
+        node = lookup(document, story)
+        step = find_step(node.get("tasks") if isinstance(node, dict) else None, task_id)
+        return None if step is None else (*story, "tasks", step)
+
+
+class IssuePlanDialect(Dialect):
+    """Seed 002: tasks[] {id, status: completed, completed_at, ...}."""
+
+    done = "completed"
+    sha_key = "commit_sha"
+    time_key = "completed_at"
+
+
+class CheckpointDialect(Dialect):
+    """Seed 004: memory/state/execution.json tasks[] {id, status: complete, completed_at}."""
+
+    done = "complete"
+    time_key = "completed_at"
+
+    def target(self, unit: Unit) -> str:
+        from storyd.core.formats.checkpoint import EXECUTION_PATH
+
+        return EXECUTION_PATH
+
+
+class SessionDialect(Dialect):
+    """Seed 001: only whole-file restores from `.bak`; its writer keeps a `.bak`."""
+
+    done = "complete"
+    time_key = "completed"
+    keeps_bak = True
+
+
+EPIC = EpicDialect()
+ISSUE_PLAN = IssuePlanDialect()
+CHECKPOINT = CheckpointDialect()
+SESSION = SessionDialect()

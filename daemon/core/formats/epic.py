@@ -19,7 +19,6 @@ import sys
 from storyd.core import lifecycle
 from storyd.core.errors import DataError, StateFileMissing, UsageError
 from storyd.core.formats.base import Adapter, Source, finding, load_json_object, make_task
-from storyd.core.formats.dialect import Dialect, Path, find_step, lookup
 from storyd.core.jsonio import kind
 from storyd.core.model import DONE, Finding, Task, Unit
 
@@ -42,6 +41,7 @@ _DIGITS = frozenset("0123456789")
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
     from storyd.core.formats.base import Reuse
+    from storyd.core.formats.dialect import Dialect
 
     Entry = tuple[str, dict[str, object] | str]
 
@@ -299,42 +299,6 @@ def _unit(relpath: str, epic_dir: str, story_id: str, node: dict[str, object]) -
     )
 
 
-class EpicDialect(Dialect):
-    """Seed 000: stories.<id>.tasks.<id> {status, commitSha, completedAt} (or arrays)."""
-
-    done = "DONE"
-    sha_key = "commitSha"
-    time_key = "completedAt"
-    add_sha = True
-    keep_case = True
-    stories = True
-
-    def story_path(self, document: object, unit: Unit) -> Path | None:
-        """The path of the unit's story node (`()` for a single-story file), or None.
-
-        Story-level repairs (a story whose PR or squash landed) write its `status` there.
-        """
-        if not isinstance(document, dict):
-            return None
-        if "stories" not in document:  # a single-story file {storyId, tasks, ...}
-            return ()
-        story = find_step(document["stories"], unit.key)
-        return None if story is None else ("stories", story)
-
-    @staticmethod
-    def story_status_key(story_path: Path) -> str:
-        """`status` in a story node; `storyStatus` at the top of a single-story file."""
-        return "status" if story_path else "storyStatus"
-
-    def task_path(self, document: object, unit: Unit, task_id: str) -> Path | None:
-        story = self.story_path(document, unit)
-        if story is None:
-            return None
-        node = lookup(document, story)
-        step = find_step(node.get("tasks") if isinstance(node, dict) else None, task_id)
-        return None if step is None else (*story, "tasks", step)
-
-
 class EpicAdapter(Adapter):
     """plans/epic-XXXX[-slug]/execution-state.json, one unit per story."""
 
@@ -348,7 +312,13 @@ class EpicAdapter(Adapter):
         "epic-in-two-places", "invalid-commit-sha", "story-finished", "unknown-story-status",
         "unknown-status"
     )
-    dialect = EpicDialect()  # how `storyd reconcile` writes its files
+
+    @property
+    def dialect(self) -> Dialect:
+        """How `storyd reconcile` writes these files (imported when first asked)."""
+        from storyd.core.formats.dialect import EPIC
+
+        return EPIC
 
     def matches(self, relpath: str) -> bool:
         parts = _split(relpath)

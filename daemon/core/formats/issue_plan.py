@@ -17,9 +17,12 @@ from storyd.core.formats.common import (
     resume_point,
     string_list,
 )
-from storyd.core.formats.dialect import Dialect
 from storyd.core.jsonio import kind
 from storyd.core.model import DONE, Finding, Task, Unit
+
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
+if TYPE_CHECKING:
+    from storyd.core.formats.dialect import Dialect
 
 __all__ = ["ADAPTER", "IssuePlanAdapter", "journal_entries", "plan_task_ids"]
 
@@ -129,14 +132,6 @@ def _commit(node: dict[str, object]) -> str | None:
     return sha if isinstance(sha, str) and sha else None
 
 
-class IssuePlanDialect(Dialect):
-    """Seed 002: tasks[] {id, status: completed, completed_at, ...}."""
-
-    done = "completed"
-    sha_key = "commit_sha"
-    time_key = "completed_at"
-
-
 class IssuePlanAdapter(Adapter):
     """.claude/plans/issue-<N>-<slug>/execution-state.json, one unit per plan."""
 
@@ -148,7 +143,13 @@ class IssuePlanAdapter(Adapter):
         "missing-task-id", "state-not-updated", "task-not-in-plan", "task-not-in-state",
         "unknown-status"
     )
-    dialect = IssuePlanDialect()  # how `storyd reconcile` writes its files
+
+    @property
+    def dialect(self) -> Dialect:
+        """How `storyd reconcile` writes these files (imported when first asked)."""
+        from storyd.core.formats.dialect import ISSUE_PLAN
+
+        return ISSUE_PLAN
 
     def matches(self, relpath: str) -> bool:
         parts = relpath.split("/")

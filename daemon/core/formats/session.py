@@ -21,9 +21,12 @@ from storyd.core.formats.common import (
     stray_tmp,
     string_list,
 )
-from storyd.core.formats.dialect import Dialect
 from storyd.core.jsonio import kind
 from storyd.core.model import DONE, Finding, Task, Unit
+
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
+if TYPE_CHECKING:
+    from storyd.core.formats.dialect import Dialect
 
 __all__ = ["ADAPTER", "SessionAdapter", "step_rank"]
 
@@ -152,14 +155,6 @@ def _sub_step(value: object, task_id: str, findings: list[Finding]) -> str | Non
     return None
 
 
-class SessionDialect(Dialect):
-    """Seed 001: only whole-file restores from `.bak`; its writer keeps a `.bak`."""
-
-    done = "complete"
-    time_key = "completed"
-    keeps_bak = True
-
-
 class SessionAdapter(Adapter):
     """agent-output/<project>/00-session-state.json, one unit per project."""
 
@@ -171,7 +166,13 @@ class SessionAdapter(Adapter):
         "schema-migrated", "several-in-progress", "stray-tmp", "unknown-schema-version",
         "unknown-status"
     )
-    dialect = SessionDialect()  # how `storyd reconcile` writes its files
+
+    @property
+    def dialect(self) -> Dialect:
+        """How `storyd reconcile` writes these files (imported when first asked)."""
+        from storyd.core.formats.dialect import SESSION
+
+        return SESSION
 
     def matches(self, relpath: str) -> bool:
         parts = relpath.split("/")
