@@ -343,3 +343,14 @@ def test_dialects_are_capabilities_of_the_formats() -> None:
     assert writes["autodev"] is None  # Markdown: storyd never writes it
     assert {n for n, d in writes.items() if d is not None and d.keeps_bak} == {"session"}
     assert {n for n, d in writes.items() if d is not None and d.stories} == {"epic"}
+
+
+def test_doctor_names_each_skipped_plugin_once(plugins: Path, tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(plugins), XDG_CONFIG_HOME=str(tmp_path / "none"),
+               STORYD_SOCKET=str(tmp_path / "nobody.sock"))
+    done = subprocess.run([STORYD, "doctor"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert "Traceback" not in done.stderr
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if "reg_fails" in line]
+    assert lines == ["fail plugins: format plugin gone (reg_fails:FORMAT, from reg-bad 1.0) "
+                     "skipped: failed to load: ImportError: broken on purpose"], done.stdout

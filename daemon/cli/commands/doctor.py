@@ -272,9 +272,8 @@ def _adapters(screen: _Screen) -> list[Adapter]:
     from storyd.core import registry
     from storyd.core.formats import all_adapters
 
-    adapters = all_adapters()  # a broken plugin is skipped, and named here
     registry.get().report(lambda problem: screen.line(FAIL, "plugins", problem))
-    return adapters
+    return all_adapters()  # a broken plugin is skipped, and named by the line above
 
 
 def _check_desktop(screen: _Screen, cfg: Config | None) -> None:
