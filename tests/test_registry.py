@@ -354,3 +354,39 @@ def test_doctor_names_each_skipped_plugin_once(plugins: Path, tmp_path: Path) ->
     lines = [line for line in (done.stdout + done.stderr).splitlines() if "reg_fails" in line]
     assert lines == ["fail plugins: format plugin gone (reg_fails:FORMAT, from reg-bad 1.0) "
                      "skipped: failed to load: ImportError: broken on purpose"], done.stdout
+
+
+def test_threads_asking_for_a_plugin_being_loaded_wait_for_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon's threads share the registry: one asking while another imports the plugin
+    gets the plugin, never "no such plugin"."""
+    import threading
+    import types
+
+    probe = types.ModuleType("reg_probe")
+    probe.started = threading.Event()  # type: ignore[attr-defined]
+    probe.release = threading.Event()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "reg_probe", probe)
+    (tmp_path / "reg_slow.py").write_text(
+        "import reg_probe\nreg_probe.started.set()\nreg_probe.release.wait(10)\nX = 'loaded'\n",
+        encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "reg_slow", raising=False)
+    found = Registry("[storyd.repairs]\nslow = reg_slow:X\n", scan=list)
+    got: dict[str, object] = {}
+
+    def ask(who: str) -> None:
+        got[who] = found.one(REPAIRS, "slow", lambda obj, entry: None)
+
+    first = threading.Thread(target=ask, args=("first",))
+    first.start()
+    assert probe.started.wait(10), "the plugin's import did not start"  # type: ignore[attr-defined]
+    second = threading.Thread(target=ask, args=("second",))
+    second.start()
+    second.join(0.3)
+    assert second.is_alive(), f"the second thread did not wait: it got {got.get('second')!r}"
+    probe.release.set()  # type: ignore[attr-defined]
+    first.join(10)
+    second.join(10)
+    assert got == {"first": "loaded", "second": "loaded"}
+    assert found.problems == []

@@ -21,6 +21,7 @@ the registry imports none of them.
 
 from __future__ import annotations
 
+import _thread  # not threading: its import costs `storyd resume` start-up time
 import os
 import sys
 
@@ -119,6 +120,9 @@ class Registry:
         self.problems: list[str] = []
         self.scans = 0  # how many times the installed distributions were scanned
         self._sinks: list[Callable[[str], None]] = [_to_stderr]  # until a log is given
+        # the daemon's threads share it: one loads a plugin while the others wait for it
+        # (re-entrant: a plugin's import may ask the registry for another)
+        self._lock = _thread.RLock()
 
     # entries -----------------------------------------------------------------------------
 
@@ -132,21 +136,28 @@ class Registry:
         return tuple(e.name for e in self.entries(group, plugins=plugins))
 
     def _plugin_entries(self, group: str) -> list[Entry]:
-        if self._others is None:
-            self.scans += 1
-            self._others = {g: [] for g in GROUPS}
-            seen = {(e.group, e.name): e for g in GROUPS for e in self._own.get(g, [])}
-            for entry in self._scan():
-                if self._own_read and entry.dist and _dist_name(entry.dist) == DISTRIBUTION:
-                    continue  # storyd's own, already read from its file
-                first = seen.get((entry.group, entry.name))
-                if first is not None:
-                    if first.value != entry.value or first.dist != entry.dist:
-                        self.refuse(entry, f"the name {entry.name!r} is taken by {first}")
-                    continue
-                seen[(entry.group, entry.name)] = entry
-                self._others.setdefault(entry.group, []).append(entry)
-        return self._others.get(group, [])
+        with self._lock:
+            if self._others is None:
+                self._others = self._scan_once()
+            return self._others.get(group, [])
+
+    def _scan_once(self) -> dict[str, list[Entry]]:
+        """Other distributions' entries by group; a name storyd's own (or an earlier
+        distribution) has is refused here, before anything is imported."""
+        self.scans += 1
+        others: dict[str, list[Entry]] = {g: [] for g in GROUPS}
+        seen = {(e.group, e.name): e for g in GROUPS for e in self._own.get(g, [])}
+        for entry in self._scan():
+            if self._own_read and entry.dist and _dist_name(entry.dist) == DISTRIBUTION:
+                continue  # storyd's own, already read from its file
+            first = seen.get((entry.group, entry.name))
+            if first is not None:
+                if first.value != entry.value or first.dist != entry.dist:
+                    self.refuse(entry, f"the name {entry.name!r} is taken by {first}")
+                continue
+            seen[(entry.group, entry.name)] = entry
+            others[entry.group].append(entry)
+        return others
 
     # loading -----------------------------------------------------------------------------
 
@@ -174,6 +185,10 @@ class Registry:
         return found
 
     def _load(self, entry: Entry, check: Check) -> object | None:
+        with self._lock:
+            return self._load_locked(entry, check)
+
+    def _load_locked(self, entry: Entry, check: Check) -> object | None:
         key = (entry.group, entry.name)
         if key in self._loaded:
             return self._loaded[key]
