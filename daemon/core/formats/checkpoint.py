@@ -216,9 +216,9 @@ class CheckpointAdapter(Adapter):
     @property
     def dialect(self) -> Dialect:
         """How `storyd reconcile` writes these files (imported when first asked)."""
-        from storyd.core.formats.dialect import CHECKPOINT
+        from storyd.core.formats.dialect import CheckpointDialect
 
-        return CHECKPOINT
+        return CheckpointDialect(EXECUTION_PATH)
 
     def matches(self, relpath: str) -> bool:
         return relpath == STATE_PATH

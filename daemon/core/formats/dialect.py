@@ -18,11 +18,11 @@ if TYPE_CHECKING:
     from storyd.core.model import Unit
 
 __all__ = [
-    "CHECKPOINT",
     "EPIC",
     "ISSUE_PLAN",
     "MISSING",
     "SESSION",
+    "CheckpointDialect",
     "Dialect",
     "Path",
     "find_step",
@@ -168,10 +168,11 @@ class CheckpointDialect(Dialect):
     done = "complete"
     time_key = "completed_at"
 
-    def target(self, unit: Unit) -> str:
-        from storyd.core.formats.checkpoint import EXECUTION_PATH
+    def __init__(self, tasks_file: str) -> None:
+        self.tasks_file = tasks_file  # the adapter's EXECUTION_PATH
 
-        return EXECUTION_PATH
+    def target(self, unit: Unit) -> str:
+        return self.tasks_file
 
 
 class SessionDialect(Dialect):
@@ -184,5 +185,4 @@ class SessionDialect(Dialect):
 
 EPIC = EpicDialect()
 ISSUE_PLAN = IssuePlanDialect()
-CHECKPOINT = CheckpointDialect()
 SESSION = SessionDialect()
