@@ -1,12 +1,15 @@
 """The detector plugin API: check each unit against what git (or anything else) says.
 
-A detector is any object with a `name` and `check(unit, context) -> list[Finding]`.
-Detectors are found through the entry-point group `storyd.detectors`; the built-ins
-register there too, exactly as a third-party plugin would (see docs/detectors.md).
+A detector is any object with a `name` and `check(unit, context) -> list[Finding]`, and
+`codes`, the finding codes it can raise (reconcile repairs a code only from a detector
+that declares it). Detectors are entry points of the group `storyd.detectors`, held by
+the one registry (storyd.core.registry); the built-ins register there too, exactly as a
+third-party plugin would (see docs/detectors.md).
 
-    Detector (Protocol)          name, check(unit, context)
+    Detector (Protocol)          name, check(unit, context); optionally codes
     Context                      the workspace, this detector's options, the git view
-    load(config) -> [Detector]   entry points, validated, filtered by `enabled`
+    load(settings) -> [Detector] the installed ones, checked, minus `enabled = false`
+    declared() -> {name: codes}  the codes each installed detector can raise
     unit_context(...)            a unit's Context
 
 A unit is any format's unit of work (a story, a task list, a plan, a session): one
@@ -18,11 +21,9 @@ becomes an error finding.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from storyd.core import storytime
-from storyd.core.errors import SetupError
+from storyd.core import registry, storytime
 from storyd.core.model import OWN_DETECTORS, Finding, Unit
 
 if TYPE_CHECKING:
@@ -33,18 +34,14 @@ __all__ = [
     "RESERVED_NAMES",
     "Context",
     "Detector",
-    "DetectorError",
+    "declared",
     "load",
     "unit_context",
 ]
 
-ENTRY_POINT_GROUP = "storyd.detectors"
+ENTRY_POINT_GROUP = registry.DETECTORS
 RESERVED_NAMES = OWN_DETECTORS  # a plugin may not take these names (daemon/core/model.py)
 DEFAULT_TIME_LIMIT = 5.0
-
-
-class DetectorError(SetupError):
-    """A detector plugin that cannot be loaded or is not a detector."""
 
 
 @runtime_checkable
@@ -81,42 +78,46 @@ class Context:
         self.staleness = staleness
 
 
-def _validate(candidate: object, origin: str, entry_name: str) -> Detector:
+def _check(candidate: object, entry: registry.Entry) -> str | None:
+    """Why a detector plugin is refused, or None."""
     name = getattr(candidate, "name", None)
     if not isinstance(name, str) or not name:
-        msg = f"detector plugin {origin} has no `name` string"
-        raise DetectorError(msg)
-    for what, taken in (("entry-point name", entry_name), ("name", name)):
+        return "it has no `name` string"
+    for what, taken in (("entry-point name", entry.name), ("name", name)):
         if taken in RESERVED_NAMES:
-            msg = (
-                f"detector plugin {origin}: the {what} {taken!r} is reserved for storyd's "
-                f"own findings ({', '.join(sorted(RESERVED_NAMES))}); choose another"
+            return (
+                f"the {what} {taken!r} is reserved for storyd's own findings "
+                f"({', '.join(sorted(RESERVED_NAMES))}); choose another"
             )
-            raise DetectorError(msg)
     if not callable(getattr(candidate, "check", None)):
-        msg = f"detector plugin {origin} ({name}) has no callable `check(unit, context)`"
-        raise DetectorError(msg)
-    return candidate  # type: ignore[return-value]
+        return f"{name} has no callable `check(unit, context)`"
+    codes = getattr(candidate, "codes", ())
+    if not isinstance(codes, tuple | list | frozenset | set) or not all(
+        isinstance(c, str) and c for c in codes
+    ):
+        return f"{name}'s `codes` is not a tuple of finding codes"
+    return None
 
 
 def load(settings: dict[str, dict[str, object]] | None = None) -> list[Detector]:
-    """Every detector from the entry-point group, minus those configured `enabled = false`.
-
-    A plugin that fails to import or is not a detector raises DetectorError naming it.
-    """
+    """Every installed detector by entry-point name, minus those configured `enabled =
+    false` (not even imported). One that fails to import or is not a detector is skipped
+    and named in the registry's problems."""
     settings = settings or {}
-    found: list[Detector] = []
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        if settings.get(ep.name, {}).get("enabled", True) is False:
+    found = []
+    plugins = registry.get()
+    for name in sorted(plugins.names(ENTRY_POINT_GROUP)):
+        if settings.get(name, {}).get("enabled", True) is False:
             continue
-        try:
-            loaded = ep.load()
-        except Exception as exc:
-            why = f"{type(exc).__name__}: {exc}"
-            msg = f"detector plugin {ep.name} ({ep.value}) failed to load: {why}"
-            raise DetectorError(msg) from exc
-        found.append(_validate(loaded, f"{ep.name} ({ep.value})", ep.name))
-    return found
+        detector = plugins.one(ENTRY_POINT_GROUP, name, _check)
+        if detector is not None:
+            found.append(detector)
+    return found  # type: ignore[return-value]
+
+
+def declared() -> dict[str, frozenset[str]]:
+    """Each installed detector's name and the finding codes it declares it can raise."""
+    return {d.name: frozenset(getattr(d, "codes", ())) for d in load()}
 
 
 def unit_context(

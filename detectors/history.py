@@ -45,6 +45,10 @@ class HistoryDetector:
     """Checks DONE tasks' commitSha against the branch's history."""
 
     name = NAME
+    codes = (  # every finding code it raises (docs/detectors.md)
+        "no-repository", "no-tip", "git-error", "invalid-sha", "ambiguous", "missing",
+        "not-a-commit", "unreachable", "squash-merged", "unknown"
+    )
 
     def check(self, unit: Unit, context: Context) -> list[Finding]:
         """One finding per DONE task whose commit is not (provably) on the branch."""

@@ -36,6 +36,7 @@ class StalenessDetector:
     """Turns staleWarnings into `stale` findings."""
 
     name = NAME
+    codes = ("stale",)  # every finding code it raises
 
     def check(self, unit: Unit, context: Context) -> list[Finding]:
         """One warning per DONE task the envelope calls stale, in task order."""

@@ -24,6 +24,7 @@ class TaskOrderDetector:
     """Flags DONE tasks that follow the first task that is not DONE."""
 
     name = NAME
+    codes = ("out-of-order",)  # every finding code it raises
 
     def check(self, unit: Unit, context: Context) -> list[Finding]:
         """One warning per DONE task after the resume point."""

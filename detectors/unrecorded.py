@@ -69,6 +69,7 @@ class UnrecordedDetector:
     """Finds committed work the state file has not caught up with."""
 
     name = NAME
+    codes = ("git-error", "unrecorded", "in-progress-committed")  # every finding code it raises
 
     def check(self, unit: Unit, context: Context) -> list[Finding]:
         """Findings for pending tasks that git shows as (partly) done."""

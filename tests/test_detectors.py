@@ -7,7 +7,6 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import orjson
@@ -18,9 +17,10 @@ from plugins import broken
 
 from storyd import detectors
 from storyd.api import answers
+from storyd.core import registry
 from storyd.core.formats.base import Source
 from storyd.core.model import DONE, PENDING, Finding, Task, Unit
-from storyd.detectors import DetectorError, load
+from storyd.detectors import load
 from storyd.detectors.gitview import close_views, git_context
 from storyd.detectors.history import DETECTOR as HISTORY
 from storyd.detectors.runner import Runner
@@ -415,15 +415,11 @@ class TestRunner:
 
     @pytest.fixture
     def entry_points(self, monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
-        """Replace the installed entry points with the given (name, value) pairs."""
+        """A registry whose detectors are the given (name, value) pairs, nothing else."""
 
         def install(*pairs: tuple[str, str]) -> None:
-            eps = [EntryPoint(n, v, detectors.ENTRY_POINT_GROUP) for n, v in pairs]
-
-            def fake(*, group: str) -> list[EntryPoint]:
-                return eps if group == detectors.ENTRY_POINT_GROUP else []
-
-            monkeypatch.setattr(detectors, "entry_points", fake)
+            text = "[storyd.detectors]\n" + "".join(f"{n} = {v}\n" for n, v in pairs)
+            monkeypatch.setattr(registry, "_registry", [registry.Registry(text, scan=list)])
 
         return install
 
@@ -465,14 +461,20 @@ class TestRunner:
     def test_a_plugin_that_fails_to_import(self, entry_points: Callable[..., None]) -> None:
         entry_points(("todo", "plugins.todo_detector:DETECTOR"),
                      ("broken-import", "plugins.fails_to_import:DETECTOR"))
-        with pytest.raises(DetectorError, match=r"broken-import \(plugins.fails_to_import"):
-            load()
         assert [d.name for d in load({"broken-import": {"enabled": False}})] == ["todo"]
+        assert registry.get().problems == []  # a disabled plugin is not even imported
+        assert [d.name for d in load()] == ["todo"]  # skipped, the rest load
+        (problem,) = registry.get().problems
+        assert problem.startswith("detector plugin broken-import (plugins.fails_to_import")
+        assert "failed to load: ModuleNotFoundError" in problem
 
     def test_a_plugin_that_is_not_a_detector(self, entry_points: Callable[..., None]) -> None:
-        entry_points(("nameless", "plugins.broken:NAMELESS"))
-        with pytest.raises(DetectorError, match="nameless"):
-            load()
+        entry_points(("nameless", "plugins.broken:NAMELESS"),
+                     ("task-order", "storyd.detectors.task_order:DETECTOR"))
+        assert [d.name for d in load()] == ["task-order"]
+        assert registry.get().problems == [
+            "detector plugin nameless (plugins.broken:NAMELESS) skipped: it has no `name` string"
+        ]
 
     def test_raising_and_garbage_become_error_findings(self, entry_points: Callable[..., None],
                                                        runner: Callable[..., Runner],

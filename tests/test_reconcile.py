@@ -561,11 +561,13 @@ def test_config_rejects_an_unknown_auto_class(tmp_path: Path) -> None:
 def test_the_epic_dialect_finds_tasks_in_every_shape(
     document: dict[str, object], path: tuple[str | int, ...] | None
 ) -> None:
-    from storyd.api.reconcile.targets import DIALECTS
+    from storyd.core.formats import builtin
     from storyd.core.model import Unit
 
     unit = Unit("epic", "plans/epic-0001/execution-state.json", "story-1", ())
-    assert DIALECTS["epic"].task_path(document, unit, "T-1") == path
+    dialect = builtin("epic").dialect  # a capability of the format
+    assert dialect is not None
+    assert dialect.task_path(document, unit, "T-1") == path
 
 
 def test_a_file_removed_after_the_plan_is_not_recreated(

@@ -7,8 +7,13 @@ found, each as `PATH:LINE: FIELD: MESSAGE`, where FIELD is the dotted key
 
     values.py    Config, Limits, Notify, LIMITS (defaults and ranges), Problem, ConfigError
     loader.py    load(), load_staleness(): read and parse, then check
-    checker.py   Checker: every key, type and range, each problem with its line
+    checker.py   Checker: every key, type and range, each problem with its line; codes
+                 (repair codes, block_stop_on) are checked by asking the one registry
+                 (storyd.core.registry), never by importing reconcile
+    fleet.py     Fleet and the [fleet] table's check (storyd.fleet.config re-exports them)
     lines.py     locate(): the line a dotted key is written on
+
+The package imports nothing above it (no storyd.api, no storyd.fleet): tests/test_registry.py.
 
 Nothing heavy is imported at module level: `storyd resume` may call `load_staleness()`,
 which only stats the file when there is none. tomllib, re and difflib are imported

@@ -29,7 +29,7 @@ from storyd.config.values import (
     Problem,
 )
 
-__all__ = ["Checker", "kind_name"]
+__all__ = ["Checker", "kind_name", "repair_codes"]
 
 
 def kind_name(value: object) -> str:
@@ -48,6 +48,18 @@ def kind_name(value: object) -> str:
         type(value).__name__, type(value).__name__
     )
 
+
+
+def repair_codes(wanted: list[str]) -> tuple[str, ...]:
+    """The repair codes the registry holds: storyd's own, and the plugins' too (a scan of
+    the installed distributions) only when `wanted` names a code storyd's own lack."""
+    from storyd.core import registry
+
+    plugins = registry.get()
+    known = plugins.names(registry.REPAIRS, plugins=False)
+    if all(code in known for code in wanted):
+        return known
+    return plugins.names(registry.REPAIRS)
 
 
 class Checker(Lines):
@@ -193,7 +205,7 @@ class Checker(Lines):
         if "hooks" in document:
             config.hooks = self.hooks(self.table("hooks", document["hooks"]))
         if "fleet" in document:
-            from storyd.fleet.config import check
+            from storyd.config.fleet import check
 
             config.fleet = check(self, self.table("fleet", document["fleet"]))
         cap = config.limits.max_workspaces
@@ -283,14 +295,12 @@ class Checker(Lines):
 
     def reconcile(self, table: dict[str, object]) -> list[str]:
         """[reconcile] auto: a list of repair codes (see docs/reconcile.md)."""
-        from storyd.api.reconcile.repairs import repair_codes
-
         self.unknown(table, RECONCILE_KEYS, "reconcile.")
         value = table.get("auto", [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             self.problem("reconcile.auto", f"expected an array of strings, got {kind_name(value)}")
             return []
-        known = repair_codes()
+        known = repair_codes(value)
         for code in value:
             if code not in known:
                 names = ", ".join(known)
@@ -307,9 +317,7 @@ class Checker(Lines):
                 got = kind_name(value)
                 self.problem("hooks.block_stop_on", f"expected an array of strings, got {got}")
             else:
-                from storyd.api.reconcile.repairs import repair_codes  # loads the detectors
-
-                known = repair_codes()
+                known = repair_codes(value)
                 for code in value:
                     if code not in known:
                         names = ", ".join(known)

@@ -12,7 +12,7 @@ from storyd.core.storytime import DEFAULT_MODE, MODES
 
 TYPE_CHECKING = False  # not typing's: importing typing costs `storyd resume` start-up
 if TYPE_CHECKING:
-    from storyd.fleet.config import Fleet
+    from storyd.config.fleet import Fleet
 
 __all__ = [
     "BLOCK_STOP_ON",
@@ -72,7 +72,8 @@ TOP_KEYS = (
 )
 RECONCILE_KEYS = ("auto",)
 HOOKS_KEYS = ("block_stop_on", "context_chars", "roots")
-# [hooks] block_stop_on: the finding codes that make `storyd hook stop` block (state behind git)
+# [hooks] block_stop_on: the finding codes that make `storyd hook stop` block (state behind
+# git); any repair code the registry holds may be named (checker.py asks it)
 BLOCK_STOP_ON = ("unrecorded", "state-not-updated", "output-before-state-update")
 CONTEXT_CHARS = (4000, 200, 100_000)  # hooks.context_chars: default, lowest, highest
 NOTIFY_KEYS = (
@@ -248,7 +249,7 @@ class Config:
     notify       Notify
     reconcile_auto list[str]  [reconcile] auto: repair codes the daemon applies on its own
     hooks        Hooks        [hooks]: the agents' hooks and MCP server
-    fleet        Fleet | None  [fleet] (daemon/fleet/config.py); None: publish nothing
+    fleet        Fleet | None  [fleet] (daemon/config/fleet.py); None: publish nothing
     """
 
     __slots__ = (

@@ -1,10 +1,11 @@
 """Reconcile: write back what git proves, safely, with a preview and an undo.
 
     plan.py      findings + evidence → planned field changes per file, with the diff
-    repairs.py   the repair classes: one function per finding code (REPAIRS)
+    repairs.py   the repair classes: one function per finding code, each an entry point
+                 of `storyd.repairs`; registered(), repair_codes(), sources()
     pieces.py    Change, Repair, LeftAlone and the Ask a repair function is given
     evidence.py  commits (sha, subject, time, patch id), journal lines, output files
-    targets.py   where each format keeps a task, and its writer's field spellings
+    targets.py   a unit's dialect (its format's capability: storyd.core.formats.dialect)
     jsonedit.py  minimal in-place edits of a JSON text, verified by re-parsing
     gather.py    the units and findings, read now (direct reads + the detector runner)
     atomic.py    flock -x with a bounded wait; temp file, fsync, rename, fsync the folder

@@ -18,7 +18,7 @@ from storyd.api.reconcile import undo
 from storyd.api.reconcile.atomic import clean_temps, locked, read_fd, replace, unlink
 from storyd.api.reconcile.failures import Progress, failure
 from storyd.api.reconcile.plan import FilePlan, Plan
-from storyd.api.reconcile.targets import BAK_FORMATS
+from storyd.api.reconcile.targets import dialect_of
 from storyd.core.errors import LockTimeout
 from storyd.core.regular import read_regular
 
@@ -40,7 +40,8 @@ def _bak(workspace: str, plan: FilePlan) -> tuple[str, bytes | None] | None:
 
     A torn file is never made the backup: a restore keeps the good `.bak` as it is.
     """
-    if plan.format not in BAK_FORMATS or not _parses(plan.before):
+    dialect = dialect_of(plan.format)
+    if dialect is None or not dialect.keeps_bak or not _parses(plan.before):
         return None
     path = os.path.join(workspace, plan.relpath + ".bak")
     try:

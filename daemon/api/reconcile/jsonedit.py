@@ -15,20 +15,12 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 from storyd.core.errors import DataError
+from storyd.core.formats.dialect import MISSING, Path, lookup
 
-__all__ = ["MISSING", "Node", "edit", "lookup", "scan", "set_in"]
+__all__ = ["MISSING", "Node", "Path", "edit", "lookup", "scan", "set_in"]
 
-Path = tuple[str | int, ...]
 _DECODER = json.JSONDecoder()
 _WS = " \t\n\r"
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-MISSING: object = _Missing()  # "the key is absent" (a change that adds it)
 
 
 class Node:
@@ -124,25 +116,6 @@ def scan(text: str) -> Node:
         msg = f"extra data after the JSON value at offset {root.end}"
         raise DataError(msg)
     return root
-
-
-def _step(node: object, step: str | int) -> object:
-    """One step down a parsed document, or MISSING."""
-    if isinstance(node, dict) and isinstance(step, str):
-        return node.get(step, MISSING)
-    if isinstance(node, list) and isinstance(step, int) and 0 <= step < len(node):
-        return node[step]
-    return MISSING
-
-
-def lookup(document: object, path: Path) -> object:
-    """The value at `path` in a parsed document, or MISSING."""
-    node = document
-    for step in path:
-        node = _step(node, step)
-        if node is MISSING:
-            return MISSING
-    return node
 
 
 def set_in(document: object, path: Path, value: object) -> None:

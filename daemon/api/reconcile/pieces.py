@@ -8,8 +8,7 @@ import json
 from collections.abc import Callable
 
 from storyd.api.reconcile.evidence import Evidence
-from storyd.api.reconcile.jsonedit import MISSING, Path, lookup
-from storyd.api.reconcile.targets import Dialect
+from storyd.core.formats.dialect import MISSING, Dialect, Path, lookup
 from storyd.core.model import Finding, Task, Unit
 
 __all__ = ["Ask", "Change", "LeftAlone", "Repair", "RepairFunction"]

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 
 from storyd.api.reconcile.evidence import Evidence
 from storyd.api.reconcile.jsonedit import Path, edit
-from storyd.api.reconcile.pieces import Ask, LeftAlone, Repair
-from storyd.api.reconcile.repairs import REPAIRS, SOURCES
-from storyd.api.reconcile.targets import dialect_for
+from storyd.api.reconcile.pieces import Ask, LeftAlone, Repair, RepairFunction
+from storyd.api.reconcile.repairs import registered, sources
+from storyd.api.reconcile.targets import dialect_of
 from storyd.core.errors import DataError
 from storyd.core.model import Finding, Unit
 from storyd.core.regular import read_regular
@@ -128,9 +128,11 @@ def _forward_only(ask: Ask, repair: Repair) -> str | None:
     return None
 
 
-def _repair(ask: Ask) -> Repair | str:
-    function = REPAIRS[ask.finding.code]
-    result = function(ask)
+def _repair(ask: Ask, function: RepairFunction) -> Repair | str:
+    try:
+        result = function(ask)
+    except Exception as exc:  # a plugin's repair: its failure leaves the finding alone
+        return f"the {ask.finding.code} repair raised {type(exc).__name__}: {exc}"
     if isinstance(result, Repair):
         refused = _forward_only(ask, result)
         if refused is not None:
@@ -141,11 +143,19 @@ def _repair(ask: Ask) -> Repair | str:
     return result
 
 
-def _wanted(finding: Finding, only: frozenset[str] | None) -> bool:
-    code = finding.code
-    if code not in REPAIRS or SOURCES.get(code, finding.detector) != finding.detector:
-        return False
-    return only is None or code in only
+class _Registered:
+    """The installed repairs, and who declares which codes (asked once per plan)."""
+
+    def __init__(self) -> None:
+        self.repairs = registered()
+        self.sources = sources()
+
+    def wanted(self, finding: Finding, only: frozenset[str] | None) -> bool:
+        """A repair exists for the code, and the finding's source declares the code."""
+        code = finding.code
+        if code not in self.repairs or code not in self.sources.get(finding.detector, ()):
+            return False
+        return only is None or code in only
 
 
 def _combine(plan: FilePlan, repairs: list[Repair], left: list[LeftAlone]) -> None:
@@ -202,12 +212,13 @@ def build(
     formats: dict[str, str] = {}
     repairs: dict[str, list[Repair]] = {}
     left: list[LeftAlone] = []
+    known = _Registered()
     try:
         for unit, findings in units:
             for finding in findings:
-                if not _wanted(finding, only):
+                if not known.wanted(finding, only):
                     continue
-                dialect = dialect_for(unit)
+                dialect = dialect_of(unit.format)
                 if dialect is None:
                     left.append(
                         LeftAlone(
@@ -228,7 +239,7 @@ def build(
                     left.append(LeftAlone(target, unit.key, finding, f"{target} is not JSON"))
                     continue
                 ask = Ask(workspace, unit, finding, dialect, target, file.document, evidence)
-                result = _repair(ask)
+                result = _repair(ask, known.repairs[finding.code])
                 if isinstance(result, str):
                     left.append(LeftAlone(target, unit.key, finding, result))
                     continue

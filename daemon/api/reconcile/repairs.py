@@ -1,4 +1,6 @@
-"""The repair classes: one small function per finding code, registered in `REPAIRS`.
+"""The repair classes: one small function per finding code, each an entry point of the
+group `storyd.repairs` named by its code (daemon/entry_points.txt), held by the one
+registry (storyd.core.registry) as any plugin's repair would be.
 
 A function is given an `Ask` (the unit, the task, the finding, the parsed target file,
 the evidence reader) and returns a `Repair` (field changes or a whole-file restore, with
@@ -6,8 +8,9 @@ the evidence behind them) or a string: why the finding is left alone. What a fin
 points at (a commit, a replacement, a landed squash, a journal, a backup) comes from its
 structured `evidence` (keys in docs/detectors.md), never from its message, so detectors
 may reword messages freely; the evidence itself is read afresh here from git and disk.
-To add a class, write one function and add it to `REPAIRS` and `SOURCES`; the planner
-does the rest (docs/reconcile.md).
+To add a class, write one function and register it under its code; the planner repairs
+a finding of that code from any source that declares the code (a detector's `codes`,
+a format adapter's `codes` for `format` findings) and does the rest (docs/reconcile.md).
 """
 
 from __future__ import annotations
@@ -17,14 +20,15 @@ import os
 from collections.abc import Mapping
 
 from storyd.api.reconcile.evidence import read_journal_entry, read_output
-from storyd.api.reconcile.jsonedit import Path, lookup
 from storyd.api.reconcile.pieces import Ask, Change, Repair, RepairFunction
-from storyd.api.reconcile.targets import EpicDialect, utc_stamp
+from storyd.api.reconcile.targets import utc_stamp
+from storyd.core import registry
+from storyd.core.formats.dialect import Path, lookup
 from storyd.core.isotime import parse_epoch
 from storyd.core.lifecycle import reclassify_story, reclassify_task
 from storyd.core.regular import read_regular
 
-__all__ = ["REPAIRS", "SOURCES", "repair_codes"]
+__all__ = ["registered", "repair_codes", "sources"]
 
 _OUTPUT_DONE = frozenset(("complete", "completed", "done", "success", "succeeded"))
 _OUTPUT_FAILED = frozenset(("failed", "error"))
@@ -95,7 +99,7 @@ def squash_landed(ask: Ask) -> Repair | str:
     how = ask.finding.evidence.get("why", "")
     task = ask.task
     dialect = ask.dialect
-    if not landed_sha or task is None or not isinstance(dialect, EpicDialect):
+    if not landed_sha or task is None or not dialect.stories:
         return "the finding names no landed commit of an epic story"
     story_path = dialect.story_path(ask.document, ask.unit)
     story = lookup(ask.document, story_path) if story_path is not None else None
@@ -190,27 +194,33 @@ def _named(evidence: Mapping[str, str]) -> dict[str, str]:
     return {k: evidence[k] for k in ("why", "named") if k in evidence}
 
 
-REPAIRS: dict[str, RepairFunction] = {
-    "unrecorded": unrecorded_commit,
-    "unreachable": rewritten_commit,
-    "squash-merged": squash_landed,
-    "missing": commit_gone,
-    "state-not-updated": journal_completed,
-    "output-before-state-update": output_written,
-    "restored-from-backup": restore_backup,
-}
-# Which detector's finding each code must come from ("format": the adapter's own).
-SOURCES = {
-    "unrecorded": "unrecorded-commit",
-    "unreachable": "commit-in-history",
-    "squash-merged": "commit-in-history",
-    "missing": "commit-in-history",
-    "state-not-updated": "format",
-    "output-before-state-update": "format",
-    "restored-from-backup": "format",
-}
+def _check(candidate: object, entry: registry.Entry) -> str | None:
+    """Why a repair plugin is refused, or None."""
+    return None if callable(candidate) else "not a callable repair(ask)"
+
+
+def registered() -> dict[str, RepairFunction]:
+    """Every installed repair by the finding code it repairs (broken plugins skipped)."""
+    plugins = registry.get()
+    found = {}
+    for code in plugins.names(registry.REPAIRS):
+        function = plugins.one(registry.REPAIRS, code, _check)
+        if function is not None:
+            found[code] = function
+    return found  # type: ignore[return-value]
 
 
 def repair_codes() -> tuple[str, ...]:
     """The finding codes a reconcile acts on (what `--only` and `auto` accept)."""
-    return tuple(REPAIRS)
+    return registry.get().names(registry.REPAIRS)
+
+
+def sources() -> dict[str, frozenset[str]]:
+    """Who may raise each code: every detector by name, and `format` (any format's
+    adapter), each with the codes it declares."""
+    from storyd import detectors
+    from storyd.core.formats import all_adapters
+
+    declared = detectors.declared()
+    declared["format"] = frozenset(c for a in all_adapters() for c in a.codes)
+    return declared

@@ -46,9 +46,10 @@ def _warnings(cfg: object, path: str) -> list[str]:
             found.append((f"workspaces[{index}]", f"{workspace} is not a directory (yet)"))
     if cfg.detectors:
         import difflib
-        from importlib.metadata import entry_points
 
-        known = sorted({ep.name for ep in entry_points(group="storyd.detectors")})
+        from storyd.core import registry
+
+        known = sorted(registry.get().names(registry.DETECTORS))
         for name in cfg.detectors:
             if name not in known:
                 close = difflib.get_close_matches(name, known, n=1)

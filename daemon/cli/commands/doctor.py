@@ -269,14 +269,11 @@ def _check_workspace(
 
 
 def _adapters(screen: _Screen) -> list[Adapter]:
-    from storyd.core.errors import StorydError
+    from storyd.core import registry
     from storyd.core.formats import all_adapters
 
-    try:
-        return list(all_adapters())
-    except StorydError as exc:
-        screen.line(FAIL, "formats", exc.message)
-        return list(all_adapters(plugins=False))
+    registry.get().report(lambda problem: screen.line(FAIL, "plugins", problem))
+    return all_adapters()  # a broken plugin is skipped, and named by the line above
 
 
 def _check_desktop(screen: _Screen, cfg: Config | None) -> None:

@@ -77,10 +77,11 @@ def main(argv: list[str]) -> int:
     # the watcher would see it as a git operation and recheck, forever.
     os.environ["GIT_OPTIONAL_LOCKS"] = "0"
     from storyd import config
-    from storyd.core import log
+    from storyd.core import log, registry
 
     log.configure(str(flags.get("log-level", "info")))
     logger = log.get("serve")
+    registry.get().report(lambda problem: logger.warning("plugin_skipped", problem=problem))
     given = config_file(flags)
     cfg = config.load(given)
     settings = _settings(flags, cfg)

@@ -1,63 +1,60 @@
-"""The registry of state-file formats: one adapter per convention.
+"""The state-file formats: one adapter per convention, each an entry point of the group
+`storyd.formats` (the built-ins too: daemon/entry_points.txt), held by the one registry
+(storyd.core.registry).
 
-Adapters register through the entry-point group `storyd.formats`; the built-ins are
-listed there too. `builtin()` imports a built-in directly by name, which keeps
-`storyd resume` from paying for entry-point discovery on its start-up path.
+    builtin(name)        one of storyd's own adapters: no scan of installed plugins, so
+                         `storyd resume` pays for no importlib.metadata
+    named(name)          any adapter by its format name, plugins too
+    all_adapters()       storyd's own, then the plugins'
+    adapter_for(relpath) the adapter whose state files include relpath; plugins are
+                         scanned only when no built-in matches
+
+A plugin whose object is not a named `Adapter`, whose name differs from its entry
+point's, or whose name is taken is skipped and named in the registry's problems.
 """
 
 from __future__ import annotations
 
+from storyd.core import registry
 from storyd.core.errors import UsageError
 from storyd.core.formats.base import Adapter
 
-__all__ = ["BUILTIN", "Adapter", "adapter_for", "all_adapters", "builtin"]
+__all__ = ["Adapter", "adapter_for", "all_adapters", "builtin", "named", "supported"]
 
-ENTRY_POINT_GROUP = "storyd.formats"
-BUILTIN = {
-    "epic": "storyd.core.formats.epic",
-    "session": "storyd.core.formats.session",
-    "issue-plan": "storyd.core.formats.issue_plan",
-    "autodev": "storyd.core.formats.autodev",
-    "checkpoint": "storyd.core.formats.checkpoint",
-}
-_loaded: dict[str, Adapter] = {}
+
+def _check(candidate: object, entry: registry.Entry) -> str | None:
+    """Why a format plugin is refused, or None."""
+    if not isinstance(candidate, Adapter) or not candidate.name:
+        return "not a named storyd.core.formats.Adapter"
+    if candidate.name != entry.name:
+        return f"its adapter is named {candidate.name!r}, its entry point {entry.name!r}"
+    return None
+
+
+def _unknown(name: str) -> UsageError:
+    names = registry.get().names(registry.FORMATS, plugins=False)
+    return UsageError(f"unknown format {name!r}; supported: {', '.join(names)}")
 
 
 def builtin(name: str) -> Adapter:
-    """A built-in adapter by name."""
-    if name not in _loaded:
-        import sys
-
-        try:
-            __import__(BUILTIN[name])  # not importlib: it costs start-up time on the CLI path
-        except KeyError:
-            msg = f"unknown format {name!r}; supported: {', '.join(BUILTIN)}"
-            raise UsageError(msg) from None
-        _loaded[name] = sys.modules[BUILTIN[name]].ADAPTER
-    return _loaded[name]
+    """One of storyd's own adapters by name."""
+    found = registry.get().one(registry.FORMATS, name, _check, plugins=False)
+    if found is None:
+        raise _unknown(name)
+    return found  # type: ignore[return-value]
 
 
-def _plugins() -> list[Adapter]:
-    from importlib.metadata import entry_points
-
-    adapters = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in BUILTIN:
-            continue
-        adapter = ep.load()
-        if not isinstance(adapter, Adapter) or not adapter.name:
-            msg = f"format plugin {ep.name!r} ({ep.value}) is not a named formats.Adapter"
-            raise UsageError(msg)
-        adapters.append(adapter)
-    return adapters
+def named(name: str) -> Adapter:
+    """An adapter by its format's name (a unit's `format`), plugins included."""
+    found = registry.get().one(registry.FORMATS, name, _check)
+    if found is None:
+        raise _unknown(name)
+    return found  # type: ignore[return-value]
 
 
 def all_adapters(*, plugins: bool = True) -> list[Adapter]:
-    """Every registered adapter: the built-ins, then plugins from the entry-point group."""
-    adapters = []
-    for name in BUILTIN:
-        adapters.append(builtin(name))
-    return adapters + (_plugins() if plugins else [])
+    """Every registered adapter: storyd's own, then the plugins' (broken ones skipped)."""
+    return registry.get().load(registry.FORMATS, _check, plugins=plugins)  # type: ignore[return-value]
 
 
 def supported() -> str:
@@ -66,12 +63,15 @@ def supported() -> str:
 
 
 def adapter_for(relpath: str) -> Adapter:
-    """The adapter whose state files include `relpath`, or a UsageError naming them all."""
+    """The adapter whose state files include `relpath`, or a UsageError naming them all
+    (and any format plugin that was skipped)."""
     for adapter in all_adapters(plugins=False):
         if adapter.matches(relpath):
             return adapter
-    for adapter in _plugins():
+    for adapter in all_adapters():  # the built-ins again (cheap), then the plugins
         if adapter.matches(relpath):
             return adapter
-    msg = f"{relpath}: not a state file of any supported convention ({supported()})"
+    skipped = [p for p in registry.get().problems if p.startswith("format plugin ")]
+    also = f"; {'; '.join(skipped)}" if skipped else ""
+    msg = f"{relpath}: not a state file of any supported convention ({supported()}){also}"
     raise UsageError(msg)

@@ -344,6 +344,12 @@ class AutodevAdapter(Adapter):
     name = "autodev"
     convention = "autodev state pointer, _docs/_autodev_state.md"
     roots = (DOCS,)
+    codes = (  # every finding code it raises (docs/formats.md)
+        "docs-disagree", "extra-field", "flow-table", "flow-table-mismatch", "invalid-field",
+        "missing-cycle-report", "missing-field", "missing-referenced-file", "needs-human",
+        "retry-limit", "step-failed", "step-out-of-range", "unexpected-cycle", "unknown-flow",
+        "unknown-status", "unparsable-sub-step"
+    )
 
     def matches(self, relpath: str) -> bool:
         return relpath == STATE_PATH

@@ -17,6 +17,8 @@ TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from storyd.core.formats.dialect import Dialect
+
     Reuse = Callable[[str, dict[str, object]], Unit | None]  # see Adapter.load_reusing
 
 __all__ = [
@@ -172,12 +174,22 @@ class Adapter:
     roots       workspace-relative folders where its files live: the only places watched
     time_sensitive  its findings depend on the clock (ancient or future timestamps), so
                 the daemon re-reads its files on the periodic rescan even when unchanged
+    codes       the codes of the `format` findings it raises (reconcile repairs a code
+                only from a source that declares it)
+    dialect     how `storyd reconcile` writes its files (storyd.core.formats.dialect),
+                None: storyd never writes them (a property, or an attribute in a plugin)
     """
 
     name = ""
     convention = ""
     roots: tuple[str, ...] = ()
     time_sensitive = False
+    codes: tuple[str, ...] = ()
+
+    @property
+    def dialect(self) -> Dialect | None:
+        """How `storyd reconcile` writes its files; None: storyd never writes them."""
+        return None
 
     def matches(self, relpath: str) -> bool:
         """Whether a workspace-relative path is one of this format's state files."""

@@ -34,6 +34,10 @@ from storyd.core.isotime import parse_epoch
 from storyd.core.jsonio import kind
 from storyd.core.model import DONE, PENDING, Finding, Task, Unit
 
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
+if TYPE_CHECKING:
+    from storyd.core.formats.dialect import Dialect
+
 __all__ = ["ADAPTER", "FUTURE_SKEW", "PHASES", "STALE_AFTER", "CheckpointAdapter"]
 
 STATE_PATH = "memory/state/phase.json"
@@ -202,6 +206,19 @@ class CheckpointAdapter(Adapter):
     convention = "checkpoint & resume, memory/state/phase.json + memory/state/execution.json"
     roots = ("memory",)
     time_sensitive = True  # "ancient" and "in the future" change with the clock alone
+    codes = (  # every finding code it raises (docs/formats.md)
+        "ancient-state", "future-timestamp", "invalid-execution", "invalid-phase-progression",
+        "invalid-timestamp", "missing-field", "missing-output", "output-before-state-update",
+        "phase-failed", "stray-tmp", "torn-checkpoint", "unknown-phase", "unknown-status",
+        "workflow-mismatch"
+    )
+
+    @property
+    def dialect(self) -> Dialect:
+        """How `storyd reconcile` writes these files (imported when first asked)."""
+        from storyd.core.formats.dialect import CheckpointDialect
+
+        return CheckpointDialect(EXECUTION_PATH)
 
     def matches(self, relpath: str) -> bool:
         return relpath == STATE_PATH

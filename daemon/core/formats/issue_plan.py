@@ -20,6 +20,10 @@ from storyd.core.formats.common import (
 from storyd.core.jsonio import kind
 from storyd.core.model import DONE, Finding, Task, Unit
 
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
+if TYPE_CHECKING:
+    from storyd.core.formats.dialect import Dialect
+
 __all__ = ["ADAPTER", "IssuePlanAdapter", "journal_entries", "plan_task_ids"]
 
 STATE_NAME = "execution-state.json"
@@ -134,6 +138,18 @@ class IssuePlanAdapter(Adapter):
     name = "issue-plan"
     convention = "execution-state, .claude/plans/issue-<N>-<slug>/execution-state.json"
     roots = (".claude/plans",)
+    codes = (  # every finding code it raises (docs/formats.md)
+        "duplicate-task-id", "failed-task", "journal-not-updated", "missing-journal",
+        "missing-task-id", "state-not-updated", "task-not-in-plan", "task-not-in-state",
+        "unknown-status"
+    )
+
+    @property
+    def dialect(self) -> Dialect:
+        """How `storyd reconcile` writes these files (imported when first asked)."""
+        from storyd.core.formats.dialect import ISSUE_PLAN
+
+        return ISSUE_PLAN
 
     def matches(self, relpath: str) -> bool:
         parts = relpath.split("/")

@@ -24,6 +24,10 @@ from storyd.core.formats.common import (
 from storyd.core.jsonio import kind
 from storyd.core.model import DONE, Finding, Task, Unit
 
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
+if TYPE_CHECKING:
+    from storyd.core.formats.dialect import Dialect
+
 __all__ = ["ADAPTER", "SessionAdapter", "step_rank"]
 
 STATE_NAME = "00-session-state.json"
@@ -157,6 +161,18 @@ class SessionAdapter(Adapter):
     name = "session"
     convention = "session-resume, agent-output/<project>/00-session-state.json"
     roots = ("agent-output",)
+    codes = (  # every finding code it raises (docs/formats.md)
+        "invalid-sub-step", "missing-artifact", "prerequisite-pending", "restored-from-backup",
+        "schema-migrated", "several-in-progress", "stray-tmp", "unknown-schema-version",
+        "unknown-status"
+    )
+
+    @property
+    def dialect(self) -> Dialect:
+        """How `storyd reconcile` writes these files (imported when first asked)."""
+        from storyd.core.formats.dialect import SESSION
+
+        return SESSION
 
     def matches(self, relpath: str) -> bool:
         parts = relpath.split("/")
