@@ -300,7 +300,7 @@ class TestLoadStaleness:
         code = (
             "import sys\n"
             "before = set(sys.modules)\n"
-            "from daemon import config\n"
+            "from storyd import config\n"
             "mode = config.load_staleness()\n"
             "heavy = {'tomllib', 'dataclasses', 'typing', 're', 'difflib'}\n"
             "print(mode, sorted(heavy & (set(sys.modules) - before)), 'tomllib' in sys.modules)\n"

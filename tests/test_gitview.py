@@ -489,7 +489,7 @@ class TestFactory:
         """With no `git` on PATH there is no view; the built-ins run and nothing raises."""
         repo.commit("one")
         script = (
-            "from detectors import load\n"
+            "from storyd.detectors import load\n"
             "from storyd.detectors.runner import Runner\n"
             "from storyd.detectors.gitview import git_context, view_for\n"
             "from storyd.core.model import DONE, PENDING, Task, Unit\n"
