@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -363,3 +364,14 @@ def test_the_thread_budget(tmp_path: Path) -> None:
         runner.close()
     _wait(lambda: not [t for t in threading.enumerate() if t not in before and t.is_alive()
                        and t.name.startswith("storyd-")], "storyd's threads to end")
+
+
+def test_the_old_import_names_are_gone() -> None:
+    """No script, test, benchmark or doc imports `daemon` or `detectors` any more: run from
+    the checkout, such an import would load the folder itself, not what is installed."""
+    old = re.compile(r"^\s*[\"']?(from|import) (daemon|detectors)\b", re.M)
+    places = [*REPO.glob("tests/**/*.py"), *REPO.glob("bench/**/*.py"), *REPO.glob("docs/*.md"),
+              REPO / "README.md", *REPO.glob("bin/*")]
+    found = [f"{p.relative_to(REPO)}:{text[:m.start()].count(chr(10)) + 1}"
+             for p in places for text in [p.read_text()] for m in old.finditer(text)]
+    assert found == []
