@@ -113,20 +113,20 @@ def build_daemon(
     refresher, watcher, direct readers (what `assemble` builds on; tests use it alone)."""
 
     def git_busy(workspace: str) -> bool:  # limits.git_lock_wait as a reload leaves it
-        return git_operation_in_progress(workspace, settings.git_lock_wait)
+        return git_operation_in_progress(workspace, settings.limits.git_lock_wait)
 
     # the two process-wide switches, thrown here and nowhere else: state files parse
     # with orjson, and git mode dates story files from one git pass per workspace
     fastjson.install()
     if settings.staleness == storytime.GIT:
         storytime.enable_batching()
-    options = Options(settings.lock_timeout, settings.staleness)
+    options = Options(settings.limits.lock_timeout, settings.staleness)
     engine = Engine(
         options, detect=detect, changes=Changes(), events=EventLog(),
         git_busy=git_busy, hold_tips=hold_tips,
     )  # fmt: skip
     refresher = Refresher(
-        engine, settle=settings.settle, verify_interval=settings.verify_interval,
+        engine, settle=settings.settle, verify_interval=settings.limits.verify_interval,
         git_busy=git_busy,
     )  # fmt: skip
     watcher = Watcher(engine.adapters, refresher)

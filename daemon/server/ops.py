@@ -262,8 +262,8 @@ class Server:
             return None
         if not settings.auto_watch:
             return "auto_watch is off"
-        if self.engine.workspace_count() >= settings.max_workspaces:
-            return f"already watching {settings.max_workspaces} workspaces, the cap"
+        if self.engine.workspace_count() >= settings.limits.max_workspaces:
+            return f"already watching {settings.limits.max_workspaces} workspaces, the cap"
         return None
 
     def op_watch(
@@ -298,8 +298,8 @@ class Server:
         since = field(request, "since", str)
         workspace = self._workspace_filter(request)
         subscribers = self.transport.subscribers
-        if len(subscribers) >= self.settings.max_subscribers:
-            message = f"too many subscribers ({self.settings.max_subscribers})"
+        if len(subscribers) >= self.settings.limits.max_subscribers:
+            message = f"too many subscribers ({self.settings.limits.max_subscribers})"
             return finish(error_body(75, "EX_TEMPFAIL", message), self.clock(), suffix)
         conn.subscribed = True
         conn.sub_workspace = workspace
@@ -354,14 +354,14 @@ class Server:
         """The limits in force (after any reload), in the configuration's units."""
         settings = self.settings
         return {
-            "max_workspaces": settings.max_workspaces,
-            "max_line_bytes": settings.max_line_bytes,
+            "max_workspaces": settings.limits.max_workspaces,
+            "max_line_bytes": settings.limits.max_line_bytes,
             "lock_timeout": self.daemon.options.lock_timeout,
             "verify_interval": self.daemon.refresher.verify_interval,
             "settle_ms": round(self.daemon.refresher.settle * 1000),
-            "max_subscribers": settings.max_subscribers,
-            "subscriber_buffer": settings.subscriber_buffer,
-            "git_lock_wait": settings.git_lock_wait,
+            "max_subscribers": settings.limits.max_subscribers,
+            "subscriber_buffer": settings.limits.subscriber_buffer,
+            "git_lock_wait": settings.limits.git_lock_wait,
             **self.transport.transport_limits(),
         }
 

@@ -196,7 +196,7 @@ class Connection(asyncio.Protocol):
             self._refuse(error_body(75, "EX_TEMPFAIL", "too many connections"))
             return
         self.server.connections.add(self)
-        transport.set_write_buffer_limits(high=self.server.settings.connection_buffer)
+        transport.set_write_buffer_limits(high=self.server.settings.limits.connection_buffer)
         self.active = time.monotonic()
 
     def _refuse(self, body: bytes) -> None:
@@ -242,7 +242,7 @@ class Connection(asyncio.Protocol):
         self.active = time.monotonic()
         if self.squeezed and self.transport is not None:
             self.squeezed = False
-            self.transport.set_write_buffer_limits(high=self.server.settings.connection_buffer)
+            self.transport.set_write_buffer_limits(high=self.server.settings.limits.connection_buffer)
         self._account()
         self._go_on()
 
@@ -259,7 +259,7 @@ class Connection(asyncio.Protocol):
             and not self.queued
             and self.transport is not None
             and not self.transport.get_write_buffer_size()
-            and len(data) <= self.server.settings.max_line_bytes
+            and len(data) <= self.server.settings.limits.max_line_bytes
         ):
             self._handle(data[:-1])
             return
@@ -283,7 +283,7 @@ class Connection(asyncio.Protocol):
         """
         buf = self.buffer
         start = handled = 0
-        limit = self.server.settings.max_line_bytes  # read per chunk: a reload may change it
+        limit = self.server.settings.limits.max_line_bytes  # read per chunk: a reload may change it
         while not self.closing:
             if self._must_wait():
                 self._hold()
@@ -326,12 +326,12 @@ class Connection(asyncio.Protocol):
         if transport is None:
             return True
         settings = self.server.settings
-        if self.queued > settings.connection_buffer:
+        if self.queued > settings.limits.connection_buffer:
             return True
         mine = transport.get_write_buffer_size() + self.queued
-        if mine and self.server.unsent > settings.total_buffer:
+        if mine and self.server.unsent > settings.limits.total_buffer:
             self.server.recount()  # the total may be stale: drains go unreported
-            if self.server.unsent > settings.total_buffer:
+            if self.server.unsent > settings.limits.total_buffer:
                 if not self.squeezed:  # resume_writing once everything sent has been read
                     self.squeezed = True
                     transport.set_write_buffer_limits(high=0)
@@ -370,7 +370,7 @@ class Connection(asyncio.Protocol):
     # -- replies -------------------------------------------------------------
 
     def _line_too_long(self) -> None:
-        message = f"line longer than {self.server.settings.max_line_bytes} bytes; discarded"
+        message = f"line longer than {self.server.settings.limits.max_line_bytes} bytes; discarded"
         self.push(finish(error_body(64, "EX_USAGE", message), self.server.clock(), b""))
 
     def push(self, item: bytes | asyncio.Future[bytes]) -> None:
@@ -516,9 +516,9 @@ class Transport:
         """The transport's limits in force, for `stats.limits` (the configuration's names)."""
         settings = self.settings
         return {
-            "connection_buffer": settings.connection_buffer,
-            "total_buffer": settings.total_buffer,
-            "idle_timeout": settings.idle_timeout,
+            "connection_buffer": settings.limits.connection_buffer,
+            "total_buffer": settings.limits.total_buffer,
+            "idle_timeout": settings.limits.idle_timeout,
         }
 
     def transport_stats(self) -> dict[str, object]:
@@ -534,7 +534,7 @@ class Transport:
     def close_idle(self) -> int:
         """Close the connections idle for longer than `limits.idle_timeout`; how many."""
         now = time.monotonic()
-        timeout = self.settings.idle_timeout
+        timeout = self.settings.limits.idle_timeout
         closed = 0
         for conn in list(self.connections):
             transport = conn.transport
@@ -553,7 +553,7 @@ class Transport:
 
     async def _sweep_idle(self) -> None:
         while True:
-            await asyncio.sleep(min(max(self.settings.idle_timeout / 4, 0.05), 5.0))
+            await asyncio.sleep(min(max(self.settings.limits.idle_timeout / 4, 0.05), 5.0))
             self.close_idle()
 
     def later(
@@ -594,7 +594,7 @@ class Transport:
             transport = conn.transport
             if transport is None or transport.is_closing():
                 continue
-            if transport.get_write_buffer_size() > self.settings.subscriber_buffer:
+            if transport.get_write_buffer_size() > self.settings.limits.subscriber_buffer:
                 self.counters["dropped_subscribers"] += 1
                 self.subscribers.discard(conn)
                 self.log.warning(
