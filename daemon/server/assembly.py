@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from storyd.core import storytime
+from storyd.core import storytime, switches
 from storyd.core.gitstate import git_operation_in_progress
 from storyd.core.pipeline import Options
 from storyd.server import fastjson, notify
@@ -116,10 +116,11 @@ def build_daemon(
         return git_operation_in_progress(workspace, settings.limits.git_lock_wait)
 
     # the two process-wide switches, thrown here and nowhere else: state files parse
-    # with orjson, and git mode dates story files from one git pass per workspace
-    fastjson.install()
+    # with orjson (never in the CLI), and git mode dates story files from one git pass
+    # per workspace
+    switches.configure(fast_parse=fastjson.loads)
     if settings.staleness == storytime.GIT:
-        storytime.enable_batching()
+        switches.configure(git_batching=True)
     options = Options(settings.limits.lock_timeout, settings.staleness)
     engine = Engine(
         options, detect=detect, changes=Changes(), events=EventLog(),
