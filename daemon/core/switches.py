@@ -74,7 +74,7 @@ def configure(*, fast_parse: object = _UNSET, git_batching: object = _UNSET) -> 
         if fast_parse is not None and not callable(fast_parse):
             msg = "fast_parse must be a callable or None"
             raise TypeError(msg)
-        CONFIG.fast_parse = fast_parse  # type: ignore[assignment]
+        CONFIG.fast_parse = fast_parse
     if git_batching is not _UNSET:
         CONFIG.git_batching = bool(git_batching)
 

@@ -5,7 +5,12 @@ The flow, from the disk to the socket; assembly.py builds every part, in this or
 
     watcher.Watcher      watchdog events  ─┐
     refresher.Refresher  the one thread that reads files into the cache, debounced
-    engine.Engine        the cache of pre-rendered answers, its events and replay
+    engine.Engine        the cache of pre-rendered answers, composed of one part per job:
+      reads.Reads            a file read now, under its lock; its last good read
+      install.Installer      a file's new snapshot, built aside and installed at once
+      forward.Forwarder      what changed, as unit events on the event log (events.py)
+      workspaces.Workspaces  the tracked workspaces and the passes over them
+      queries.Queries        what the ops read from the cache
     service.Daemon       workspaces, warm-up, direct reads for misses (a thread pool)
     ops.Server           what each request reads and answers (protocol.py's bytes)
     transport.Transport  the socket: framing, ordering, back-pressure, peers

@@ -97,13 +97,13 @@ class Server:
 
     def clock(self) -> bytes:
         """The engine's clock as bytes."""
-        return self.engine.clock().encode()
+        return self.engine.log.clock().encode()
 
     # -- ops -----------------------------------------------------------------
 
     def op_ping(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
         body = {"ok": True, "version": __version__, "pid": os.getpid(),
-                "instance": self.engine.instance}
+                "instance": self.engine.log.instance}
         return reply(body, self.clock(), suffix)
 
     def _hit(self, path: str, query: Query) -> Entry | StoryNotInState | None:
@@ -307,7 +307,7 @@ class Server:
         answer: dict[str, object] = {"ok": True, "subscribed": True, "freshInstance": False}
         replay: list[bytes] = []
         if since is not None:
-            found = self.engine.replay(str(since), workspace)
+            found = self.engine.log.replay(str(since), workspace)
             if found is None:
                 answer["freshInstance"] = True
                 answer["units"] = self.engine.summaries(workspace)
