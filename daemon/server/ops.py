@@ -13,8 +13,6 @@ import os
 import time
 from collections.abc import Callable, Mapping
 
-import orjson
-
 from storyd import __version__
 from storyd.api import answers
 from storyd.config import Config
@@ -26,7 +24,6 @@ from storyd.core.wire import UnitSummary
 from storyd.server.protocol import (
     answer_body,
     cli_frame,
-    error_body,
     error_of,
     field,
     findings_json,
@@ -172,7 +169,7 @@ class Server:
     def op_resume_cli(
         self, conn: Connection, request: dict[str, object], suffix: bytes
     ) -> bytes | asyncio.Future[bytes]:
-        conn.one_shot = True
+        conn.answer_once()
         argv = field(request, "argv", list, required=True)
         cwd = field(request, "cwd", str, required=True)
         if (
@@ -297,13 +294,7 @@ class Server:
     def op_subscribe(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
         since = field(request, "since", str)
         workspace = self._workspace_filter(request)
-        subscribers = self.transport.subscribers
-        if len(subscribers) >= self.settings.limits.max_subscribers:
-            message = f"too many subscribers ({self.settings.limits.max_subscribers})"
-            return finish(error_body(75, "EX_TEMPFAIL", message), self.clock(), suffix)
-        conn.subscribed = True
-        conn.sub_workspace = workspace
-        subscribers.add(conn)
+        subscription = self.transport.subscribe(conn, workspace)  # or TooManySubscribers
         answer: dict[str, object] = {"ok": True, "subscribed": True, "freshInstance": False}
         replay: list[bytes] = []
         if since is not None:
@@ -313,12 +304,7 @@ class Server:
                 answer["units"] = self.engine.summaries(workspace)
             else:
                 replay = found
-        if replay:
-            last = orjson.loads(replay[-1])["generation"]
-            conn.replayed_gen = last
-            conn.replayed_tail = {
-                line for line in replay if orjson.loads(line)["generation"] == last
-            }
+        subscription.replayed(replay)
         return reply(answer, self.clock(), suffix) + b"".join(replay)
 
     def op_stats(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
@@ -337,7 +323,7 @@ class Server:
             **self.engine.stats(),
             "connections": len(transport.connections),
             "subscribers": len(transport.subscribers),
-            "droppedSubscribers": transport.counters["dropped_subscribers"],
+            "droppedSubscribers": transport.subscribers.dropped,
             "refusedPeers": transport.counters["refused"],
             **transport.transport_stats(),
             "watchedDirs": daemon.watcher.watched_dirs(),

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from storyd.core.paths import socket_path
 from storyd.server import systemd
 from storyd.server.assembly import Assembly, assemble
-from storyd.server.transport import bind_socket
+from storyd.server.bind import bind_socket
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
