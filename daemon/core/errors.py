@@ -17,6 +17,7 @@
     │   ├── server.systemd.SystemdError (78)  a passed socket is not what the unit promises
     │   └── detectors.DetectorError (78)  a detector plugin cannot be loaded
     ├── server.bind.AlreadyRunning (1)    another daemon answers on the socket
+    ├── server.subscribers.TooManySubscribers (75)  `limits.max_subscribers` are subscribed
     ├── reconcile.undo.NothingToUndo (1)  `reconcile --undo` with no apply recorded
     ├── reconcile.undo.UndoRefused (65)   a file changed after the apply; undo would lose it
     ├── reconcile.failures.WriteFailed (74)  reconcile could not write: disk full, I/O error
