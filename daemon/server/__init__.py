@@ -14,6 +14,8 @@ The flow, from the disk to the socket; assembly.py builds every part, in this or
     service.Daemon       workspaces, warm-up, direct reads for misses (a thread pool)
     ops.Server           what each request reads and answers (protocol.py's bytes)
     transport.Transport  the socket: framing, ordering, back-pressure, peers
+      subscribers            the event subscriptions it owns (Transport.subscribe)
+      bind                   the socket's folder, the single-instance lock, bind_socket
     runtime.Runtime      one run: signals, systemd (systemd.py), reload, shutdown
     notify               drift and resolved events to the log, the desktop, a hook
     reconciler           the reconcile op's plan, auto-apply, `reconciled` events

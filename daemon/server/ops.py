@@ -1,9 +1,9 @@
 """The protocol's ops over a Daemon: what each request reads, and the bytes it answers.
 
-The socket side (framing, ordering, back-pressure, subscribers' writes) is
-`transport.py`; the cache is read only through the engine's query methods (`lookup`,
-`epic_file`, `sole_unit`, `known_absent`, `summaries`, `stats`, `replay`), and every
-answer's bytes come from `protocol.py`.
+The socket side (framing, ordering, back-pressure, subscriptions: `Transport.subscribe`)
+is `transport.py`; the cache is read only through the engine's query methods (`lookup`,
+`serve`, `epic_file`, `sole_unit`, `known_absent`, `summaries`, `stats`; queries.py)
+and its event log (`clock`, `replay`), and every answer's bytes come from `protocol.py`.
 """
 
 from __future__ import annotations
