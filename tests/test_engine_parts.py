@@ -4,14 +4,20 @@ owns its subscriptions, and the settings hold one frozen Limits that a reload sw
 from __future__ import annotations
 
 import ast
+import asyncio
+import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from storyd.config import Limits
+from storyd.core import log
 from storyd.core.pipeline import Options
+from storyd.server import protocol
 from storyd.server.engine import Engine
 from storyd.server.service import Settings
+from storyd.server.subscribers import Subscribers, TooManySubscribers
 
 SERVER = Path(__file__).resolve().parent.parent / "daemon" / "server"
 
@@ -102,3 +108,62 @@ class TestSettings:
         assert settings.settle == 0.005
         assert settings.auto_watch is False
         assert settings.staleness == "mtime"  # fixed for the run
+
+
+def _event(generation: int, unit: str, workspace: str = "/ws") -> tuple[dict[str, object], bytes]:
+    event: dict[str, object] = {"event": "changed", "generation": generation,
+                                "workspace": workspace, "unit": unit}
+    return event, protocol.event_line(event)
+
+
+class TestSubscriptions:
+    """The transport's subscriptions, on a real socket pair."""
+
+    @staticmethod
+    def _received(steps: Callable[[Subscribers, asyncio.Transport], None]) -> bytes:
+        """What the far end of a socket pair reads after `steps` broadcast on its near end."""
+        near, far = socket.socketpair()
+
+        async def run() -> None:
+            loop = asyncio.get_running_loop()
+            transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, near)
+            steps(Subscribers(Settings(max_subscribers=1), log.get("test")), transport)
+            transport.close()
+            await asyncio.sleep(0)
+
+        try:
+            asyncio.run(run())
+            far.settimeout(5.0)
+            chunks = []
+            while chunk := far.recv(65536):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            far.close()
+
+    def test_a_replayed_line_is_not_sent_again_and_the_filter_holds(self) -> None:
+        old, new_a, new_b = _event(5, "a"), _event(7, "a"), _event(7, "b")
+        later, elsewhere = _event(8, "c"), _event(8, "c", workspace="/other")
+
+        def steps(subscribers: Subscribers, transport: asyncio.Transport) -> None:
+            sub = subscribers.subscribe("conn", transport, "/ws")
+            sub.replayed([old[1], new_a[1]])  # the replay sent these two
+            for event, line in (old, new_a, new_b, elsewhere, later):
+                subscribers.broadcast(event, line)
+
+        assert self._received(steps) == new_b[1] + later[1]
+
+    def test_the_cap_is_a_temporary_failure(self) -> None:
+        refused: list[TooManySubscribers] = []
+
+        def steps(subscribers: Subscribers, transport: asyncio.Transport) -> None:
+            subscribers.subscribe("first", transport, None)
+            with pytest.raises(TooManySubscribers) as caught:
+                subscribers.subscribe("second", transport, None)
+            refused.append(caught.value)
+            subscribers.unsubscribe("first")
+            subscribers.subscribe("second", transport, None)  # a place came free
+            assert len(subscribers) == 1
+
+        self._received(steps)
+        assert refused[0].code == 75 and refused[0].message == "too many subscribers (1)"

@@ -9,7 +9,7 @@ and can resume with `since`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import orjson
@@ -77,9 +77,6 @@ class Subscribers:
 
     def __len__(self) -> int:
         return len(self._by_owner)
-
-    def __iter__(self) -> Iterator[Subscription]:
-        return iter(list(self._by_owner.values()))
 
     def subscribe(
         self, owner: object, transport: asyncio.Transport, workspace: str | None
