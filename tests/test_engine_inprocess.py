@@ -53,7 +53,7 @@ def space(tmp_path: Path) -> tuple[Engine, Workspace, Path]:
 
 def _events(engine: Engine) -> list[dict[str, object]]:
     captured: list[dict[str, object]] = []
-    engine.sinks.append(lambda event, _line: captured.append(event))
+    engine.log.sinks.append(lambda event, _line: captured.append(event))
     return captured
 
 
@@ -271,14 +271,14 @@ class TestPasses:
     ) -> None:
         engine, ws, _root = space
         calls: list[bool] = []
-        engine.hold_tips = calls.append
+        engine.use_detectors(engine.detect, calls.append)
         engine.recheck(ws)
         assert calls == [True, False]
 
         def broken(_ws: str, _unit: Unit, _answer: Answer) -> tuple[Finding, ...]:
             raise RuntimeError("boom")
 
-        engine.detect = broken
+        engine.use_detectors(broken, calls.append)
         with pytest.raises(RuntimeError):
             engine.recheck(ws)
         assert calls == [True, False, True, False]
@@ -300,7 +300,7 @@ class TestFirstLook:
         engine = self._engine(found)
         ws = engine.add_workspace(str(root))
         looking: list[bool] = []
-        engine.sinks.append(lambda event, _line: looking.append(engine.in_first_look(ws.path)))
+        engine.log.sinks.append(lambda event, _line: looking.append(engine.in_first_look(ws.path)))
         assert engine.in_first_look(ws.path) is True
         engine.scan(ws)
         assert looking and all(looking), "the first scan's events are the first look's"
@@ -360,7 +360,7 @@ class TestRemoveWorkspace:
         engine, ws, root = space
         _write(root, {S1: DONE, S2: PENDING})
         engine.touch(ws, REL)
-        since = engine.clock()
+        since = engine.log.clock()
         events = _events(engine)
         assert engine.remove_workspace(str(root)) is True
         removed = [e for e in events if e["event"] == "removed"]
@@ -368,7 +368,7 @@ class TestRemoveWorkspace:
         assert len({e["generation"] for e in removed}) == 2
         resolved = [e for e in events if e["event"] == "resolved"]
         assert [(e["unit"], e["finding"]["code"]) for e in resolved] == [(S1, "done-task")]  # type: ignore[index]
-        replay = engine.replay(since, None)
+        replay = engine.log.replay(since, None)
         assert replay is not None
         assert [orjson.loads(line)["event"] for line in replay] == [
             e["event"] for e in events
@@ -381,37 +381,37 @@ class TestRemoveWorkspace:
     ) -> None:
         engine, _ws, root = space
         events = _events(engine)
-        generation = engine.generation
+        generation = engine.log.generation
         assert engine.remove_workspace(str(root) + "-nope") is False
-        assert events == [] and engine.generation == generation
+        assert events == [] and engine.log.generation == generation
 
 
 class TestReplay:
     def test_since_now_replays_nothing(self, space: tuple[Engine, Workspace, Path]) -> None:
         engine, _ws, _root = space
-        assert engine.replay(engine.clock(), None) == []
+        assert engine.log.replay(engine.log.clock(), None) == []
 
     def test_since_in_the_future_is_a_fresh_instance(
         self, space: tuple[Engine, Workspace, Path]
     ) -> None:
         engine, _ws, _root = space
-        assert engine.replay(f"{engine.instance}:{engine.generation + 5}", None) is None
+        assert engine.log.replay(f"{engine.log.instance}:{engine.log.generation + 5}", None) is None
 
     def test_another_instance_or_a_garbled_clock_is_a_fresh_instance(
         self, space: tuple[Engine, Workspace, Path]
     ) -> None:
         engine, _ws, _root = space
-        assert engine.replay("00000000:1", None) is None
-        assert engine.replay(f"{engine.instance}:x", None) is None
-        assert engine.replay(f"{engine.instance}:-1", None) is None
+        assert engine.log.replay("00000000:1", None) is None
+        assert engine.log.replay(f"{engine.log.instance}:x", None) is None
+        assert engine.log.replay(f"{engine.log.instance}:-1", None) is None
 
     def test_replay_filters_by_workspace(self, space: tuple[Engine, Workspace, Path]) -> None:
         engine, ws, root = space
-        since = engine.clock()
+        since = engine.log.clock()
         _write(root, {S1: DONE, S2: PENDING})
         engine.touch(ws, REL)
-        assert engine.replay(since, str(root))
-        assert engine.replay(since, "/elsewhere") == []
+        assert engine.log.replay(since, str(root))
+        assert engine.log.replay(since, "/elsewhere") == []
 
     def test_a_generation_cut_by_the_history_cap_is_not_replayed_in_part(
         self, space: tuple[Engine, Workspace, Path]
@@ -421,16 +421,16 @@ class TestReplay:
         is just before that generation would get half of it: it must start fresh, while
         a clock at that generation or later still replays."""
         engine, ws, root = space
-        engine.history = deque(maxlen=3)
-        before = engine.generation
+        engine.log.history = deque(maxlen=3)
+        before = engine.log.generation
         _write(root, {S1: DONE, S2: PENDING})
         engine.touch(ws, REL)  # changed + drift for S1, one generation
-        first = engine.generation
+        first = engine.log.generation
         assert first == before + 1
         _write(root, {S1: DONE, S2: DONE})
         engine.touch(ws, REL)  # changed + drift for S2: the cap drops S1's changed line
-        assert engine.replay(f"{engine.instance}:{before}", None) is None
-        kept = engine.replay(f"{engine.instance}:{first}", None)
+        assert engine.log.replay(f"{engine.log.instance}:{before}", None) is None
+        kept = engine.log.replay(f"{engine.log.instance}:{first}", None)
         assert kept is not None
         assert [orjson.loads(line)["unit"] for line in kept] == [S2, S2]
 
@@ -440,19 +440,19 @@ class TestReplay:
         root = tmp_path / "ws"
         write_epic(root, "0049", tasks={S1: DONE})
         engine = Engine(Options(staleness="mtime"), detect=_flag_done)
-        start = engine.clock()
+        start = engine.log.clock()
         ws = engine.add_workspace(str(root), checked=False)
         engine.scan(ws)
         engine.check(ws)
-        assert engine.replay(start, None) is None
-        assert engine.replay(engine.clock(), None) == []
+        assert engine.log.replay(start, None) is None
+        assert engine.log.replay(engine.log.clock(), None) == []
 
     def test_since_at_a_full_history_that_dropped_nothing_replays_everything(
         self, tmp_path: Path
     ) -> None:
         """The cap boundary: a history exactly full has lost nothing yet."""
         engine, _ws, _root = _capped(tmp_path, 2)
-        assert len(engine.history) == engine.history.maxlen == 2
+        assert len(engine.log.history) == engine.log.history.maxlen == 2
         assert _replayed(engine, 0, "unit") == [S1, S2]
 
     def test_the_first_line_past_the_cap_moves_the_boundary_by_one_generation(
@@ -461,7 +461,7 @@ class TestReplay:
         engine, ws, root = _capped(tmp_path, 2)
         _write(root, {S1: DONE, S2: PENDING})
         engine.touch(ws, REL)  # generation 3 pushes out generation 1's only line
-        assert engine.generation == 3
+        assert engine.log.generation == 3
         assert _replayed(engine, 0) is None
         assert _replayed(engine, 1) == [2, 3]
         assert _replayed(engine, 2) == [3]
@@ -471,7 +471,7 @@ class TestReplay:
         for stories in ({S1: DONE, S2: PENDING}, {S1: DONE, S2: DONE}, {S1: PENDING, S2: DONE}):
             _write(root, stories)
             engine.touch(ws, REL)
-        oldest_kept = engine.history[0][0]
+        oldest_kept = engine.log.history[0][0]
         assert oldest_kept > 2  # every line of generations 1 and 2 is gone
         for since in range(oldest_kept - 1):
             assert _replayed(engine, since) is None, since
@@ -484,14 +484,14 @@ def _capped(tmp_path: Path, lines: int) -> tuple[Engine, Workspace, Path]:
     root = tmp_path / "ws"
     write_epic(root, "0049", tasks={S1: PENDING, S2: PENDING})
     engine = Engine(Options(staleness="mtime"))
-    engine.history = deque(maxlen=lines)
+    engine.log.history = deque(maxlen=lines)
     ws = engine.add_workspace(str(root))
     engine.scan(ws)
-    assert engine.generation == 2
+    assert engine.log.generation == 2
     return engine, ws, root
 
 
 def _replayed(engine: Engine, since: int, field: str = "generation") -> list[object] | None:
     """One field of each line `replay` gives after generation `since`, or None (fresh)."""
-    lines = engine.replay(f"{engine.instance}:{since}", None)
+    lines = engine.log.replay(f"{engine.log.instance}:{since}", None)
     return None if lines is None else [orjson.loads(line)[field] for line in lines]

@@ -14,21 +14,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storyd.core import jsonio
+from storyd.core import jsonio, switches
 from storyd.server import fastjson
 
 
 @pytest.fixture(autouse=True)
 def lean_afterwards() -> Iterator[None]:
     """Each test chooses its parser; the process is left as it was found."""
-    before = list(jsonio._FAST)
+    before = switches.CONFIG.fast_parse
     yield
-    jsonio._FAST[:] = before
+    switches.configure(fast_parse=before)
 
 
 def parsed(data: bytes, *, fast: bool) -> tuple[str, str, bytes]:
     """("ok", repr, rendered bytes) or ("error", message, b"") through one parser."""
-    jsonio.use_fast_parser(fastjson.loads if fast else None)
+    switches.configure(fast_parse=fastjson.loads if fast else None)
     try:
         value = jsonio.loads(data)
     except jsonio.JSONError as exc:

@@ -191,12 +191,12 @@ def test_a_side_table_change_rebuilds_the_story_it_names(tmp_path: Path) -> None
 def test_a_torn_read_at_a_writes_end_changes_nothing(ws: Path) -> None:
     engine, workspace = _engine(ws)
     entries = dict(workspace.entries)
-    generation = engine.generation
+    generation = engine.log.generation
     whole = (ws / REL).read_bytes()
     (ws / REL).write_bytes(whole[: len(whole) // 2])
 
     assert engine.touch(workspace, REL, tentative=True) is False
-    assert workspace.entries == entries and engine.generation == generation
+    assert workspace.entries == entries and engine.log.generation == generation
     assert workspace.files[REL].unreadable_since is None
 
     assert engine.touch(workspace, REL) is True  # once settled, it is what it is

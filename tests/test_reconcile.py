@@ -25,7 +25,7 @@ from storyd.api.reconcile.apply import apply
 from storyd.api.reconcile.atomic import HOOK_ENV, TEMP_MARK
 from storyd.api.reconcile.gather import Selection
 from storyd.api.reconcile.plan import Plan
-from storyd.config import Config
+from storyd.config import Config, Limits
 
 Spawn = Callable[..., DaemonProcess]
 T1, T2, T3 = (task_id(STORY, n) for n in (1, 2, 3))
@@ -668,8 +668,7 @@ def test_auto_reconcile_waits_the_lock_timeout_a_reload_set(
     from storyd.server.reconciler import AutoReconciler
 
     path, _text, _t2 = unrecorded
-    cfg = Config(reconcile_auto=["unrecorded"])
-    cfg.limits.lock_timeout = 30.0
+    cfg = Config(reconcile_auto=["unrecorded"], limits=Limits(lock_timeout=30.0))
     engine = Engine(Options(30.0, "mtime"))
     auto = AutoReconciler(engine, cfg)
     writer = subprocess.Popen(["flock", "-x", str(path), "sleep", "30"])

@@ -24,7 +24,7 @@ from epic_state_harness import write_epic
 from git_harness import EPOCH, GitRepo
 
 from storyd.api import answers
-from storyd.core import storytime
+from storyd.core import storytime, switches
 from storyd.detectors.gitview import close_views, git_context
 from storyd.detectors.runner import Runner
 from storyd.detectors.staleness import DETECTOR, message
@@ -57,9 +57,9 @@ class Path_:
     @contextmanager
     def active(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         with monkeypatch.context() as m:
-            m.setattr(storytime, "_memo", self.memo)
-            m.setattr(storytime, "_primed", self.primed)
-            m.setitem(storytime._switches, "batching", self.batching)
+            m.setattr(switches.CONFIG, "git_memo", self.memo)
+            m.setattr(switches.CONFIG, "git_primed", self.primed)
+            m.setattr(switches.CONFIG, "git_batching", self.batching)
             yield
 
 

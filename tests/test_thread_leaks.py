@@ -200,7 +200,7 @@ class TestDaemonThreads:
             daemon = build_daemon(
                 Settings(staleness="git", verify_interval=0.1), detect, tips_held_by(runner)
             )
-            daemon.engine.sinks.append(sink)
+            daemon.engine.log.sinks.append(sink)
             daemon.start([str(repo.path)])
             try:
                 wait_for(lambda: daemon.warm.done, 20.0, "the warm-up")

@@ -14,7 +14,7 @@ from daemon_harness import DaemonProcess, wait_for
 from epic_state_harness import EPIC, story_id, task_id
 from git_harness import GitRepo
 
-from storyd.core import storytime
+from storyd.core import storytime, switches
 
 STORIES = 3000
 Spawn = Callable[..., DaemonProcess]
@@ -112,18 +112,19 @@ class TestBatchedStoryTime:
         ws = str(repo.path)
         # Every file's ctime predates the batch pass, as after a clone.
         past = os.stat(ws).st_mtime - 10
-        monkeypatch.setattr(storytime, "_memo", {})
+        monkeypatch.setattr(switches.CONFIG, "git_memo", {})
         per_file = {p: storytime.git_commit_time(ws, p) for p in PATHS}
         assert per_file["old.md"] == repo.clock - 60
         assert per_file["new.md"] == repo.clock
         for dirty in ("edited.md", "staged.md", "moved.md", "untracked.md", "ignored.md"):
             assert per_file[dirty] is None
-        monkeypatch.setattr(storytime, "_memo", {})
-        monkeypatch.setattr(storytime, "_primed", {})
-        monkeypatch.setitem(storytime._switches, "batching", True)
+        monkeypatch.setattr(switches.CONFIG, "git_memo", {})
+        monkeypatch.setattr(switches.CONFIG, "git_primed", {})
+        monkeypatch.setattr(switches.CONFIG, "git_batching", True)
         assert storytime.prime(ws)
-        stamp, _started, times, dirty_set = storytime._primed[ws]
-        storytime._primed[ws] = (stamp, past + 1e9, times, dirty_set)  # pass after every ctime
+        stamp, _started, times, dirty_set = switches.CONFIG.git_primed[ws]
+        # the pass after every ctime
+        switches.CONFIG.git_primed[ws] = (stamp, past + 1e9, times, dirty_set)
         calls: list[tuple[str, ...]] = []
         real_git = storytime._git
         monkeypatch.setattr(storytime, "_git", lambda *a, **k: calls.append(a) or real_git(*a, **k))
@@ -137,15 +138,15 @@ class TestBatchedStoryTime:
                                           monkeypatch: pytest.MonkeyPatch) -> None:
         repo = story_repo(tmp_path / "repo")
         ws = str(repo.path)
-        monkeypatch.setattr(storytime, "_memo", {})
-        monkeypatch.setattr(storytime, "_primed", {})
-        monkeypatch.setitem(storytime._switches, "batching", True)
+        monkeypatch.setattr(switches.CONFIG, "git_memo", {})
+        monkeypatch.setattr(switches.CONFIG, "git_primed", {})
+        monkeypatch.setattr(switches.CONFIG, "git_batching", True)
         assert storytime.prime(ws)
-        first = storytime._primed[ws]
+        first = switches.CONFIG.git_primed[ws]
         repo.commit("third", {"old.md": "c"})
         storytime.git_commit_time(ws, "old.md")
-        assert storytime._primed[ws] is not first
-        assert storytime._primed[ws][2]["old.md"] == repo.clock
+        assert switches.CONFIG.git_primed[ws] is not first
+        assert switches.CONFIG.git_primed[ws][2]["old.md"] == repo.clock
 
     def test_no_repository_means_no_batch(self, tmp_path: Path) -> None:
         assert storytime.prime(str(tmp_path)) is False
@@ -168,9 +169,9 @@ class TestBranchMoves:
                                 batching: bool) -> None:
         repo, second = self.reset_soft_repo(tmp_path / "repo")
         ws = str(repo.path)
-        monkeypatch.setattr(storytime, "_memo", {})
-        monkeypatch.setattr(storytime, "_primed", {})
-        monkeypatch.setitem(storytime._switches, "batching", batching)
+        monkeypatch.setattr(switches.CONFIG, "git_memo", {})
+        monkeypatch.setattr(switches.CONFIG, "git_primed", {})
+        monkeypatch.setattr(switches.CONFIG, "git_batching", batching)
         assert storytime.git_commit_time(ws, "story.md") == second
         repo.git("reset", "--soft", "HEAD~1")  # story.md is now staged: no commit time
         assert storytime.git_commit_time(ws, "story.md") is None
@@ -179,7 +180,7 @@ class TestBranchMoves:
                                         monkeypatch: pytest.MonkeyPatch) -> None:
         repo, second = self.reset_soft_repo(tmp_path / "repo")
         ws = str(repo.path)
-        monkeypatch.setattr(storytime, "_memo", {})
+        monkeypatch.setattr(switches.CONFIG, "git_memo", {})
         repo.git("pack-refs", "--all")
         assert storytime.git_commit_time(ws, "story.md") == second
         repo.git("reset", "--soft", "HEAD~1")

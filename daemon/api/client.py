@@ -13,6 +13,7 @@ import os
 
 from storyd import __version__
 from storyd.core.jsonio import dumps
+from storyd.core.switches import CONFIG
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,17 +24,15 @@ if TYPE_CHECKING:
 
 __all__ = ["Client", "DaemonUnavailable", "ask_cli"]
 
-_warned_versions: set[str] = set()
-
-
 def _debug(message: str) -> None:
     if os.environ.get("STORYD_LOG_LEVEL", "").lower() == "debug":
         os.write(2, f"debug: {message}\n".encode())
 
 
 def _warn_version(version: str, path: str) -> None:
-    if version and version != __version__ and version not in _warned_versions:
-        _warned_versions.add(version)
+    warned = CONFIG.warned_versions  # once per version and process
+    if version and version != __version__ and version not in warned:
+        warned.add(version)
         os.write(
             2,
             f"warn: storyd daemon at {path} is {version}; this client is {__version__}\n".encode(),

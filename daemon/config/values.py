@@ -125,7 +125,12 @@ class ConfigError(SetupError):
 
 
 class Limits:
-    """[limits]: bounds on the daemon's resources; see LIMITS for defaults and ranges."""
+    """[limits]: bounds on the daemon's resources; see LIMITS for defaults and ranges.
+
+    Frozen (`__setattr__` raises, as model.Finding): the daemon's `Settings` hold one
+    and a reload swaps it whole, so a reader never sees half of an old set and half of
+    a new one. `replace` gives a copy with some values changed.
+    """
 
     __slots__ = tuple(LIMITS)
     max_workspaces: int
@@ -147,7 +152,19 @@ class Limits:
             msg = f"unknown limits: {', '.join(sorted(unknown))}"
             raise TypeError(msg)
         for name, (kind, default, _, _) in LIMITS.items():
-            setattr(self, name, kind(values.get(name, default)))
+            object.__setattr__(self, name, kind(values.get(name, default)))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        msg = "Limits is frozen; replace() gives a changed copy"
+        raise AttributeError(msg)
+
+    def __delattr__(self, name: str) -> None:
+        msg = "Limits is frozen"
+        raise AttributeError(msg)
+
+    def replace(self, **changes: float) -> Limits:
+        """A copy with `changes` (limit names) applied."""
+        return Limits(**{**self.as_dict(), **changes})
 
     def as_dict(self) -> dict[str, float]:
         """Every limit by name."""
@@ -156,7 +173,8 @@ class Limits:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Limits) and self.as_dict() == other.as_dict()
 
-    __hash__ = None  # type: ignore[assignment]
+    def __hash__(self) -> int:
+        return hash(tuple(self.as_dict().values()))
 
     def __repr__(self) -> str:
         return f"Limits({', '.join(f'{k}={v!r}' for k, v in self.as_dict().items())})"

@@ -15,7 +15,8 @@
     ├── SetupError (78)           the environment is misconfigured:
     │   ├── config.ConfigError (78)       config.toml has problems (each with field and line)
     │   └── server.systemd.SystemdError (78)  a passed socket is not what the unit promises
-    ├── server.transport.AlreadyRunning (1)  another daemon answers on the socket
+    ├── server.bind.AlreadyRunning (1)    another daemon answers on the socket
+    ├── server.subscribers.TooManySubscribers (75)  `limits.max_subscribers` are subscribed
     ├── reconcile.undo.NothingToUndo (1)  `reconcile --undo` with no apply recorded
     ├── reconcile.undo.UndoRefused (65)   a file changed after the apply; undo would lose it
     ├── reconcile.failures.WriteFailed (74)  reconcile could not write: disk full, I/O error

@@ -4,7 +4,8 @@ Why not orjson or `json` here: `storyd resume` is a short-lived process and its
 import cost is its latency. orjson 3.13 imports uuid, dataclasses and zoneinfo at
 start-up (about 25 ms measured) and `json` imports `re`; the C scanner in `_json`
 is the same parser `json.loads` uses, without those imports. The daemon installs
-orjson in front of it (`use_fast_parser`, see daemon/server/fastjson.py), which hands back
+orjson in front of it (`switches.configure(fast_parse=...)`, see daemon/server/fastjson.py),
+which hands back
 `UNSURE` wherever orjson could parse differently, so the socket and the fallback
 still parse identically.
 
@@ -17,6 +18,8 @@ from __future__ import annotations
 import _json
 import math
 
+from storyd.core.switches import CONFIG
+
 __all__ = [
     "JSONError",
     "conflict_marker",
@@ -24,7 +27,6 @@ __all__ = [
     "dumps",
     "kind",
     "loads",
-    "use_fast_parser",
     "utf16_without_bom",
     "value_start",
 ]
@@ -32,18 +34,12 @@ __all__ = [
 
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    pass
 
 UNSURE = object()  # a fast parser's "parse this one with the lean path" answer
-_FAST: list[Callable[[bytes], object]] = []  # at most one: the installed fast parser
-
-
-def use_fast_parser(parse: Callable[[bytes], object] | None) -> None:
-    """Put a faster parser in front of `loads` (the daemon's orjson), or None to remove it.
-
-    It must return the value `loads` would, or `UNSURE` (errors included: the lean path
-    then names the cause, line and column)."""
-    _FAST[:] = [parse] if parse is not None else []
+# The fast parser in front of `loads` (the daemon's orjson) is a process-wide switch:
+# switches.configure(fast_parse=...). It must return the value `loads` would, or
+# `UNSURE` (errors included: the lean path then names the cause, line and column).
 
 
 class JSONError(ValueError):
@@ -199,8 +195,9 @@ def _undecodable(data: bytes, exc: UnicodeDecodeError) -> JSONError:
 def loads(data: bytes) -> object:
     """Parse one JSON document from bytes: UTF-8, or UTF-16/32 with a byte-order mark
     (a UTF-8 BOM is ignored). A failure names its cause, line and column."""
-    if _FAST:
-        value = _FAST[0](data)
+    fast = CONFIG.fast_parse
+    if fast is not None:
+        value = fast(data)
         if value is not UNSURE:
             return value
     try:

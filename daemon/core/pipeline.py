@@ -30,6 +30,7 @@ from storyd.core.errors import DataError, StorydError, UsageError
 from storyd.core.formats.base import Adapter, Source
 from storyd.core.locking import DEFAULT_LOCK_TIMEOUT
 from storyd.core.model import DONE, Finding, Unit
+from storyd.core.switches import CONFIG
 
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
@@ -93,9 +94,6 @@ def signature(path: str) -> Signature | None:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-# devices seen to keep sub-second timestamps: a whole-second mtime there was set so
-# (`touch -d`, a checkout tool), not rounded by the file system
-_FINE_DEVICES: set[int] = set()
 
 
 def is_racy(sig: Signature | None, read_started_ns: int) -> bool:
@@ -104,11 +102,14 @@ def is_racy(sig: Signature | None, read_started_ns: int) -> bool:
     if sig is None:
         return False
     dev, _ino, _size, mtime, ctime = sig
+    # devices seen to keep sub-second timestamps (process-wide: switches.CONFIG): a
+    # whole-second mtime there was set so (`touch -d`, a checkout tool), not rounded
+    fine = CONFIG.fine_devices
     if mtime % 1_000_000_000 or ctime % 1_000_000_000:
-        _FINE_DEVICES.add(dev)
+        fine.add(dev)
         margin = RACY_NS
     else:
-        margin = RACY_NS if dev in _FINE_DEVICES else _WHOLE_SECOND_RACY_NS
+        margin = RACY_NS if dev in fine else _WHOLE_SECOND_RACY_NS
     return mtime > read_started_ns - margin
 
 

@@ -25,6 +25,8 @@ import _thread  # not threading: its import costs `storyd resume` start-up time
 import os
 import sys
 
+from storyd.core.switches import CONFIG
+
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -238,21 +240,20 @@ def _dist_name(dist: str) -> str:
     return dist.partition(" ")[0].lower().replace("_", "-")
 
 
-_registry: list[Registry] = []  # the process's registry, once built
-
-
 def get() -> Registry:
-    """The process's registry: storyd's own entries read now, others scanned on need."""
-    if not _registry:
+    """The process's registry: storyd's own entries read now, others scanned on need.
+    It is kept in `switches.CONFIG.registry`, the one owner of process-wide state."""
+    found = CONFIG.registry
+    if found is None:
         try:
             with open(OWN_FILE, encoding="utf-8") as file:
                 own: str | None = file.read()
         except OSError:
             own = None  # no file beside the package: storyd's entries come with the scan
-        _registry.append(Registry(own))
-    return _registry[0]
+        found = CONFIG.registry = Registry(own)
+    return found  # type: ignore[return-value]
 
 
 def reset() -> None:
     """Forget the registry (tests): the next `get()` builds a new one."""
-    _registry.clear()
+    CONFIG.registry = None

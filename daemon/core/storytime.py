@@ -15,8 +15,9 @@ GitPython: this sits on `storyd resume`'s start-up path):
 
     per file   two short calls (status, log -1), memoised on the file's stat and the
                repository's stamp (the index's stat and the commit HEAD resolves to)
-    batched    the daemon (`enable_batching`, git mode only): one `git status` and one
-               `git log --name-only` pass per workspace (`prime`), redone when the stamp
+    batched    the daemon (`switches.configure(git_batching=True)`, git mode only):
+               one `git status` and one `git log --name-only` pass per workspace
+               (`prime`), redone when the stamp
                moves (`pin` reads the stamp once for a whole state file); a path the pass
                cannot vouch for (ignored, absent, or changed since it began) is asked
                per file
@@ -26,7 +27,8 @@ from __future__ import annotations
 
 import os
 import time
-from _thread import _local  # threading's own thread-local store, without its import
+
+from storyd.core.switches import CONFIG
 
 TYPE_CHECKING = False  # `typing` costs start-up time on the resume path (daemon/core/model.py)
 if TYPE_CHECKING:
@@ -37,7 +39,6 @@ __all__ = [
     "GIT",
     "MODES",
     "MTIME",
-    "enable_batching",
     "git_commit_time",
     "mtime_seconds",
     "pin",
@@ -53,19 +54,8 @@ DEFAULT_MODE = GIT
 _GIT_TIMEOUT = 5.0
 _BATCH_TIMEOUT = 60.0
 _MEMO_SIZE = 65536
-_memo: dict[tuple[object, ...], int | None] = {}
-# workspace -> (repo stamp, time the pass started, last commit times, dirty paths)
-_primed: dict[str, tuple[tuple[object, ...], float, dict[str, int], frozenset[str]]] = {}
-_switches = {"batching": False}
-# workspace -> its repository stamp, taken once for a whole pass over one state file
-# workspace -> its repository stamp, per thread: the refresher's pass must not lend
-# its stamp, taken before a commit, to a query read on the pool after it
-_pins = _local()
-
-
-def enable_batching() -> None:
-    """Daemon mode: answer from one status and one log pass per workspace (see `prime`)."""
-    _switches["batching"] = True
+# The memo, the batched passes, the pins and the batching switch are process-wide state:
+# storyd.core.switches holds them (CONFIG.git_*), `switches.reset()` empties them.
 
 
 def pin(workspace: str) -> None:
@@ -73,13 +63,14 @@ def pin(workspace: str) -> None:
     daemon reading a state file of 10,000 stories): without a pin, each file's answer
     reads HEAD, its ref and the index again (2.8 s of a 10,000-story warm-up). The
     pass sees git as it was when it began; a git change after that triggers a recheck."""
-    stamps: dict[str, tuple[object, ...] | None] = _pins.__dict__.setdefault("stamps", {})
+    pins = CONFIG.git_pins.__dict__
+    stamps: dict[str, tuple[object, ...] | None] = pins.setdefault("stamps", {})
     stamps[workspace] = _repo_stamp(workspace)
 
 
 def unpin(workspace: str) -> None:
     """End the pass `pin` began: each answer reads the stamp afresh again."""
-    _pins.__dict__.get("stamps", {}).pop(workspace, None)
+    CONFIG.git_pins.__dict__.get("stamps", {}).pop(workspace, None)
 
 
 def mtime_seconds(path: str) -> int | None:
@@ -96,13 +87,14 @@ def git_commit_time(workspace: str, relpath: str) -> int | None:
     None when git is absent, the workspace is not a repository, or the file is
     untracked, staged or modified.
     """
-    if _switches["batching"]:
+    if CONFIG.git_batching:
         found = _from_batch(workspace, relpath)
         if found is not _MISS:
             return found  # type: ignore[return-value]
     key = _memo_key(workspace, relpath)
-    if key is not None and key in _memo:
-        return _memo[key]
+    memo = CONFIG.git_memo
+    if key is not None and key in memo:
+        return memo[key]
     where = _locate(workspace) if key is None else None  # a stamp: git's files are sound
     if where is not None and where.blocking_file() is not None:
         return None  # git would wait on a FIFO HEAD or ref until its deadline
@@ -113,9 +105,9 @@ def git_commit_time(workspace: str, relpath: str) -> int | None:
         stamp = (_git(workspace, "log", "-1", "--format=%ct", "--", relpath) or "").strip()
         found = int(stamp) if stamp.isdigit() else None
     if key is not None:
-        if len(_memo) >= _MEMO_SIZE:
-            _memo.clear()
-        _memo[key] = found
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        memo[key] = found
     return found
 
 
@@ -168,15 +160,15 @@ def stamp_files(workspace: str) -> tuple[tuple[str, tuple[int, int, int, int, in
 
 def _from_batch(workspace: str, relpath: str) -> object:
     """The batched answer for one path, or _MISS when the batch cannot tell."""
-    pinned = _pins.__dict__.get("stamps", {})
+    pinned = CONFIG.git_pins.__dict__.get("stamps", {})
     stamp = pinned[workspace] if workspace in pinned else _repo_stamp(workspace)
     if stamp is None:
         return _MISS
-    primed = _primed.get(workspace)
+    primed = CONFIG.git_primed.get(workspace)
     if primed is None or primed[0] != stamp:
         if not prime(workspace):
             return _MISS
-        primed = _primed.get(workspace)
+        primed = CONFIG.git_primed.get(workspace)
         if primed is None:
             return _MISS
     _stamp, started, times, dirty = primed
@@ -246,7 +238,7 @@ def prime(workspace: str) -> bool:
             current = int(stamp_text) if stamp_text.isdigit() else None
         elif line and current is not None and not line.startswith('"'):
             times.setdefault(line, current)
-    _primed[workspace] = (stamp, started, times, frozenset(dirty))
+    CONFIG.git_primed[workspace] = (stamp, started, times, frozenset(dirty))
     return True
 
 

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from storyd.core import storytime
+from storyd.core import storytime, switches
 from storyd.core.gitstate import git_operation_in_progress
 from storyd.core.pipeline import Options
 from storyd.server import fastjson, notify
@@ -113,20 +113,21 @@ def build_daemon(
     refresher, watcher, direct readers (what `assemble` builds on; tests use it alone)."""
 
     def git_busy(workspace: str) -> bool:  # limits.git_lock_wait as a reload leaves it
-        return git_operation_in_progress(workspace, settings.git_lock_wait)
+        return git_operation_in_progress(workspace, settings.limits.git_lock_wait)
 
     # the two process-wide switches, thrown here and nowhere else: state files parse
-    # with orjson, and git mode dates story files from one git pass per workspace
-    fastjson.install()
+    # with orjson (never in the CLI), and git mode dates story files from one git pass
+    # per workspace
+    switches.configure(fast_parse=fastjson.loads)
     if settings.staleness == storytime.GIT:
-        storytime.enable_batching()
-    options = Options(settings.lock_timeout, settings.staleness)
+        switches.configure(git_batching=True)
+    options = Options(settings.limits.lock_timeout, settings.staleness)
     engine = Engine(
         options, detect=detect, changes=Changes(), events=EventLog(),
         git_busy=git_busy, hold_tips=hold_tips,
     )  # fmt: skip
     refresher = Refresher(
-        engine, settle=settings.settle, verify_interval=settings.verify_interval,
+        engine, settle=settings.settle, verify_interval=settings.limits.verify_interval,
         git_busy=git_busy,
     )  # fmt: skip
     watcher = Watcher(engine.adapters, refresher)

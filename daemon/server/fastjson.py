@@ -1,9 +1,10 @@
 """orjson for the daemon's state-file reads, only where it parses as the lean path does.
 
 daemon/core/jsonio.py parses with the `_json` C scanner so that `storyd resume` starts fast;
-the daemon installs `loads` below in front of it (about 1.3x faster on a 3 MB file, and
-orjson shares repeated short keys). The two parsers agree on every document orjson
-accepts, except two cases, which go to the lean path (`jsonio.UNSURE`):
+the daemon puts `loads` below in front of it (`switches.configure(fast_parse=loads)` in
+assembly.py; about 1.3x faster on a 3 MB file, and orjson shares repeated short keys).
+The two parsers agree on every document orjson accepts, except two cases, which go to
+the lean path (`jsonio.UNSURE`):
 
 - integers beyond 64 bits: orjson returns a float, `_json` an exact int. Any run of 19
   or more digits that could start a number (at the start, or after `[`, `:`, `,` or
@@ -23,7 +24,7 @@ import orjson
 
 from storyd.core import jsonio
 
-__all__ = ["install", "loads"]
+__all__ = ["loads"]
 
 # Nineteen digits in a row, wherever they are, are found by a plain substring search
 # in a copy where every digit is "0" and every other byte a space (0.7 ms on 0.9 MB;
@@ -62,8 +63,3 @@ def loads(data: bytes) -> object:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         return jsonio.UNSURE
-
-
-def install() -> None:
-    """Parse state files with orjson in this process (the daemon; never the CLI)."""
-    jsonio.use_fast_parser(loads)

@@ -63,7 +63,7 @@ def start(engine: Engine, cfg: Config) -> FleetSink | None:
 
     publisher = Publisher(
         fleet,
-        instance=engine.instance,
+        instance=engine.log.instance,
         current=lambda: engine.summaries(detail=True),
         log=logger,
         version=__version__,

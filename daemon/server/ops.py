@@ -1,9 +1,9 @@
 """The protocol's ops over a Daemon: what each request reads, and the bytes it answers.
 
-The socket side (framing, ordering, back-pressure, subscribers' writes) is
-`transport.py`; the cache is read only through the engine's query methods (`lookup`,
-`epic_file`, `sole_unit`, `known_absent`, `summaries`, `stats`, `replay`), and every
-answer's bytes come from `protocol.py`.
+The socket side (framing, ordering, back-pressure, subscriptions: `Transport.subscribe`)
+is `transport.py`; the cache is read only through the engine's query methods (`lookup`,
+`serve`, `epic_file`, `sole_unit`, `known_absent`, `summaries`, `stats`; queries.py)
+and its event log (`clock`, `replay`), and every answer's bytes come from `protocol.py`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ import asyncio
 import os
 import time
 from collections.abc import Callable, Mapping
-
-import orjson
 
 from storyd import __version__
 from storyd.api import answers
@@ -26,7 +24,6 @@ from storyd.core.wire import UnitSummary
 from storyd.server.protocol import (
     answer_body,
     cli_frame,
-    error_body,
     error_of,
     field,
     findings_json,
@@ -97,13 +94,13 @@ class Server:
 
     def clock(self) -> bytes:
         """The engine's clock as bytes."""
-        return self.engine.clock().encode()
+        return self.engine.log.clock().encode()
 
     # -- ops -----------------------------------------------------------------
 
     def op_ping(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
         body = {"ok": True, "version": __version__, "pid": os.getpid(),
-                "instance": self.engine.instance}
+                "instance": self.engine.log.instance}
         return reply(body, self.clock(), suffix)
 
     def _hit(self, path: str, query: Query) -> Entry | StoryNotInState | None:
@@ -172,7 +169,7 @@ class Server:
     def op_resume_cli(
         self, conn: Connection, request: dict[str, object], suffix: bytes
     ) -> bytes | asyncio.Future[bytes]:
-        conn.one_shot = True
+        conn.answer_once()
         argv = field(request, "argv", list, required=True)
         cwd = field(request, "cwd", str, required=True)
         if (
@@ -262,8 +259,8 @@ class Server:
             return None
         if not settings.auto_watch:
             return "auto_watch is off"
-        if self.engine.workspace_count() >= settings.max_workspaces:
-            return f"already watching {settings.max_workspaces} workspaces, the cap"
+        if self.engine.workspace_count() >= settings.limits.max_workspaces:
+            return f"already watching {settings.limits.max_workspaces} workspaces, the cap"
         return None
 
     def op_watch(
@@ -297,28 +294,17 @@ class Server:
     def op_subscribe(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
         since = field(request, "since", str)
         workspace = self._workspace_filter(request)
-        subscribers = self.transport.subscribers
-        if len(subscribers) >= self.settings.max_subscribers:
-            message = f"too many subscribers ({self.settings.max_subscribers})"
-            return finish(error_body(75, "EX_TEMPFAIL", message), self.clock(), suffix)
-        conn.subscribed = True
-        conn.sub_workspace = workspace
-        subscribers.add(conn)
+        subscription = self.transport.subscribe(conn, workspace)  # or TooManySubscribers
         answer: dict[str, object] = {"ok": True, "subscribed": True, "freshInstance": False}
         replay: list[bytes] = []
         if since is not None:
-            found = self.engine.replay(str(since), workspace)
+            found = self.engine.log.replay(str(since), workspace)
             if found is None:
                 answer["freshInstance"] = True
                 answer["units"] = self.engine.summaries(workspace)
             else:
                 replay = found
-        if replay:
-            last = orjson.loads(replay[-1])["generation"]
-            conn.replayed_gen = last
-            conn.replayed_tail = {
-                line for line in replay if orjson.loads(line)["generation"] == last
-            }
+        subscription.replayed(replay)
         return reply(answer, self.clock(), suffix) + b"".join(replay)
 
     def op_stats(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
@@ -337,7 +323,7 @@ class Server:
             **self.engine.stats(),
             "connections": len(transport.connections),
             "subscribers": len(transport.subscribers),
-            "droppedSubscribers": transport.counters["dropped_subscribers"],
+            "droppedSubscribers": transport.subscribers.dropped,
             "refusedPeers": transport.counters["refused"],
             **transport.transport_stats(),
             "watchedDirs": daemon.watcher.watched_dirs(),
@@ -354,14 +340,14 @@ class Server:
         """The limits in force (after any reload), in the configuration's units."""
         settings = self.settings
         return {
-            "max_workspaces": settings.max_workspaces,
-            "max_line_bytes": settings.max_line_bytes,
+            "max_workspaces": settings.limits.max_workspaces,
+            "max_line_bytes": settings.limits.max_line_bytes,
             "lock_timeout": self.daemon.options.lock_timeout,
             "verify_interval": self.daemon.refresher.verify_interval,
             "settle_ms": round(self.daemon.refresher.settle * 1000),
-            "max_subscribers": settings.max_subscribers,
-            "subscriber_buffer": settings.subscriber_buffer,
-            "git_lock_wait": settings.git_lock_wait,
+            "max_subscribers": settings.limits.max_subscribers,
+            "subscriber_buffer": settings.limits.subscriber_buffer,
+            "git_lock_wait": settings.limits.git_lock_wait,
             **self.transport.transport_limits(),
         }
 

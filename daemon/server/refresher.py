@@ -257,7 +257,7 @@ class Refresher(Worker):
 
     def _touch(self, ws: Workspace, relpath: str, early: bool) -> None:
         started = time.perf_counter()
-        generation = self.engine.generation
+        generation = self.engine.log.generation
         if not self.engine.touch(ws, relpath, tentative=early):
             self.request(ws.path, relpath)  # torn at a write's end: again once it settles
         elif self.engine.racy(ws, relpath):
@@ -269,12 +269,12 @@ class Refresher(Worker):
                 self.request(ws.path, relpath)
         else:
             self._racy.pop((ws.path, relpath), None)
-        if self.engine.generation != generation:
+        if self.engine.log.generation != generation:
             self.log.info(
                 "refresh",
                 workspace=ws.path,
                 path=relpath,
-                generation=self.engine.generation,
+                generation=self.engine.log.generation,
                 duration_ms=_ms(started),
             )
 

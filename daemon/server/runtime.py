@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from storyd.core.paths import socket_path
 from storyd.server import systemd
 from storyd.server.assembly import Assembly, assemble
-from storyd.server.transport import bind_socket
+from storyd.server.bind import bind_socket
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -219,33 +219,11 @@ class Runtime:
         self.daemon.refresher.call(swap)
 
     def _apply(self, cfg: Config) -> None:
-        """Settings that can change without a restart."""
-        assert self.daemon is not None
-        limits = cfg.limits
-        settings = self.daemon.settings
-        settings.max_workspaces = limits.max_workspaces
-        settings.auto_watch = cfg.auto_watch
-        settings.max_subscribers = limits.max_subscribers
-        settings.subscriber_buffer = limits.subscriber_buffer
-        # connection_buffer: from the next connection; total_buffer: the next line;
-        # idle_timeout: the next sweep
-        settings.connection_buffer = limits.connection_buffer
-        settings.total_buffer = limits.total_buffer
-        settings.idle_timeout = limits.idle_timeout
-        settings.auto_watch_idle = limits.auto_watch_idle  # read at each verification tick
-        # Each reader looks these up on every use, so they take effect at the next read,
-        # request line or wait, without a restart.
-        settings.lock_timeout = self.daemon.options.lock_timeout = limits.lock_timeout
-        settings.settle = limits.settle_ms / 1000
-        settings.verify_interval = limits.verify_interval
-        settings.git_lock_wait = limits.git_lock_wait  # read by Daemon.git_busy on each look
-        self.daemon.refresher.configure(
-            settle=settings.settle, verify_interval=settings.verify_interval
-        )
-        settings.max_line_bytes = limits.max_line_bytes  # the transport reads it per chunk
+        """Settings that can change without a restart: the limits, swapped whole."""
         from storyd.server import notify
 
-        assert self.parts is not None
+        assert self.daemon is not None and self.parts is not None
+        self.daemon.use_limits(cfg.limits, auto_watch=cfg.auto_watch)
         self.parts.notifications.configure(**notify.settings_of(cfg))
 
 

@@ -23,7 +23,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from storyd.api import answers
-from storyd.config.values import DEFAULT_STALENESS, LIMITS
+from storyd.config.values import DEFAULT_STALENESS, Limits
 from storyd.core import log, pipeline, target
 from storyd.core.errors import StateFileMissing, UsageError
 from storyd.core.gitstate import is_work_tree
@@ -68,58 +68,41 @@ def exit_now(code: int, grace: float = STOP_GRACE) -> None:
 
 
 class Settings:
-    """The knobs the daemon runs with (from flags and the configuration file)."""
+    """What the daemon runs with: one frozen `Limits` and the knobs that are no limit.
 
-    __slots__ = (
-        "auto_watch",
-        "auto_watch_idle",
-        "connection_buffer",
-        "git_lock_wait",
-        "idle_timeout",
-        "lock_timeout",
-        "max_line_bytes",
-        "max_subscribers",
-        "max_workspaces",
-        "settle",
-        "staleness",
-        "subscriber_buffer",
-        "total_buffer",
-        "verify_interval",
-    )
+    limits       config.Limits; a reload swaps it whole (`use`), so every reader sees
+                 the old set or the new one, and looks it up on each use
+    staleness    "git" or "mtime", fixed for the run
+    auto_watch   a query for an unwatched workspace starts watching it
+
+    `Settings(staleness=..., verify_interval=...)`: keyword limits override `limits`
+    (default: config.LIMITS's defaults).
+    """
+
+    __slots__ = ("auto_watch", "limits", "staleness")
 
     def __init__(
         self,
+        limits: Limits | None = None,
         *,
         staleness: str = DEFAULT_STALENESS,
-        lock_timeout: float = float(LIMITS["lock_timeout"][1]),
-        max_workspaces: int = int(LIMITS["max_workspaces"][1]),
         auto_watch: bool = True,
-        max_line_bytes: int = int(LIMITS["max_line_bytes"][1]),
-        settle: float = LIMITS["settle_ms"][1] / 1000,
-        verify_interval: float = float(LIMITS["verify_interval"][1]),
-        max_subscribers: int = int(LIMITS["max_subscribers"][1]),
-        subscriber_buffer: int = int(LIMITS["subscriber_buffer"][1]),
-        connection_buffer: int = int(LIMITS["connection_buffer"][1]),
-        total_buffer: int = int(LIMITS["total_buffer"][1]),
-        idle_timeout: float = float(LIMITS["idle_timeout"][1]),
-        auto_watch_idle: float = float(LIMITS["auto_watch_idle"][1]),
-        git_lock_wait: float = float(LIMITS["git_lock_wait"][1]),
+        **overrides: float,
     ) -> None:
-        """Defaults: config.LIMITS, the one table of every limit's default and range."""
+        base = Limits() if limits is None else limits
+        self.limits = base.replace(**overrides) if overrides else base
         self.staleness = staleness
-        self.lock_timeout = lock_timeout
-        self.max_workspaces = max_workspaces
         self.auto_watch = auto_watch
-        self.max_line_bytes = max_line_bytes
-        self.settle = settle
-        self.verify_interval = verify_interval
-        self.max_subscribers = max_subscribers
-        self.subscriber_buffer = subscriber_buffer
-        self.connection_buffer = connection_buffer
-        self.total_buffer = total_buffer
-        self.idle_timeout = idle_timeout
-        self.auto_watch_idle = auto_watch_idle
-        self.git_lock_wait = git_lock_wait
+
+    @property
+    def settle(self) -> float:
+        """limits.settle_ms in seconds (the refresher's settle window)."""
+        return self.limits.settle_ms / 1000
+
+    def use(self, limits: Limits, *, auto_watch: bool) -> None:
+        """A reload's values: the new limits in one assignment."""
+        self.limits = limits
+        self.auto_watch = auto_watch
 
 
 def _ms(started: float) -> float:
@@ -272,6 +255,19 @@ class Daemon:
         if self.changes is not None:
             self.changes.close()
 
+    def use_limits(self, limits: Limits, *, auto_watch: bool) -> None:
+        """A reload: swap the settings' limits, then tell the parts that keep a copy.
+
+        Every other reader looks the limits up on each use (the transport per request
+        line or connection, the tick per verification), so they take effect at the next
+        read, line or wait without a restart; the engine's read options and the
+        refresher's windows are told here."""
+        self.settings.use(limits, auto_watch=auto_watch)
+        self.options.lock_timeout = limits.lock_timeout
+        self.refresher.configure(
+            settle=self.settings.settle, verify_interval=limits.verify_interval
+        )
+
     def roots_changed(self, path: str) -> None:
         """Before a scan the watcher asked for (a folder came or went in a watched tree):
         watch format roots that appeared, drop vanished ones, count again (refresher)."""
@@ -293,7 +289,7 @@ class Daemon:
 
     def _forget_stale(self) -> None:
         """Unwatch workspaces that are gone, and auto-watched ones idle past the limit."""
-        idle = self.settings.auto_watch_idle
+        idle = self.settings.limits.auto_watch_idle
         now = time.monotonic()
         for path in list(self.engine.workspaces):
             if not os.path.isdir(path):
@@ -322,7 +318,7 @@ class Daemon:
             "auto": sum(1 for p in watched if p in self.auto_watched),
             "expired": self.forgotten["expired"],
             "gone": self.forgotten["gone"],
-            "autoWatchIdle": self.settings.auto_watch_idle,
+            "autoWatchIdle": self.settings.limits.auto_watch_idle,
         }
 
     # -- workspaces ----------------------------------------------------------
@@ -461,9 +457,10 @@ class Daemon:
         if refused is not None:
             future.set_exception(UsageError(refused))
             return future
-        if len(self.engine.workspaces) >= self.settings.max_workspaces:
+        cap = self.settings.limits.max_workspaces
+        if len(self.engine.workspaces) >= cap:
             msg = (
-                f"already watching {self.settings.max_workspaces} workspaces (the cap); "
+                f"already watching {cap} workspaces (the cap); "
                 "unwatch one or raise limits.max_workspaces"
             )
             future.set_exception(UsageError(msg))
@@ -516,10 +513,11 @@ class Daemon:
             return
         if self.not_a_workspace(path) is not None:
             return
-        if len(self.engine.workspaces) >= self.settings.max_workspaces:
+        cap = self.settings.limits.max_workspaces
+        if len(self.engine.workspaces) >= cap:
             if not self._cap_warned:
                 self._cap_warned = True
-                self.log.warning("workspace_cap", cap=self.settings.max_workspaces, workspace=path)
+                self.log.warning("workspace_cap", cap=cap, workspace=path)
             return
         self.watch(path, auto=True)
 

@@ -17,10 +17,8 @@ What each request does is `ops.py`'s business: this module hands a parsed reques
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
-import stat
 import struct
 import time
 from collections import deque
@@ -28,117 +26,23 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, TypeVar
 
-import fasteners
 import orjson
 
 from storyd.core import log
 from storyd.core.errors import StorydError, UsageError
 from storyd.server.protocol import EX_NOPERM, error_body, error_of, finish, id_suffix
+from storyd.server.subscribers import Subscribers, Subscription
 
 if TYPE_CHECKING:
     from storyd.server.service import Settings
 
-__all__ = ["AlreadyRunning", "Connection", "Op", "Transport", "bind_socket"]
+__all__ = ["Connection", "Op", "Transport"]
 
 _T = TypeVar("_T")
 _MAX_PENDING = 64
 _SHUTDOWN_GRACE = 5.0
 REFUSAL_LINGER = 1.0  # seconds a refused client may take to read its line and hang up
 LINES_PER_TURN = 16  # lines one connection answers before the loop serves the others
-
-
-class AlreadyRunning(StorydError):
-    """Another daemon answers on this socket."""
-
-    code = 1
-    name = "ALREADY_RUNNING"
-
-
-def _prepare_directory(path: str) -> None:
-    """Create the socket's folder 0700, or check that an existing one is ours and private.
-
-    The folder is opened with O_NOFOLLOW and checked and tightened through that
-    descriptor (fstat, fchmod), so a folder path planted as a symlink (the /tmp
-    fallback is plantable by anyone) is refused rather than followed, and nothing but
-    the folder itself is ever chmod-ed. A folder of another user, and a shared sticky
-    folder such as /tmp itself, are refused without being touched.
-    """
-    folder = os.path.dirname(path) or "."
-    parent = os.path.dirname(os.path.abspath(folder))
-    try:
-        os.makedirs(parent, exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(folder, 0o700)
-    except OSError as exc:
-        msg = f"socket folder {folder} cannot be created: {exc.strerror}"
-        raise UsageError(msg) from None
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        if os.path.islink(folder):
-            msg = f"socket folder {folder} is a symlink; refusing to follow it (remove it)"
-        else:
-            msg = f"socket folder {folder} cannot be opened: {exc.strerror}"
-        raise UsageError(msg) from None
-    try:
-        st = os.fstat(fd)
-        if st.st_uid != os.getuid():
-            msg = (
-                f"socket folder {folder} belongs to uid {st.st_uid}, not to this user "
-                f"(uid {os.getuid()}); refusing to use it"
-            )
-            raise UsageError(msg)
-        if st.st_mode & stat.S_ISVTX:
-            msg = (
-                f"socket folder {folder} is a shared sticky folder; "
-                "give the socket a folder of its own"
-            )
-            raise UsageError(msg)
-        if st.st_mode & 0o077:
-            os.fchmod(fd, 0o700)
-    finally:
-        os.close(fd)
-
-
-def _probe(path: str) -> bool:
-    """Whether something accepts connections on the socket path."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(1.0)
-    try:
-        probe.connect(path)
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True
-
-
-def bind_socket(path: str) -> tuple[socket.socket, fasteners.InterProcessLock, tuple[int, int]]:
-    """Take the single-instance lock, refuse a live socket, replace a stale one, bind 0600."""
-    _prepare_directory(path)
-    lock = fasteners.InterProcessLock(path + ".lock")
-    if not lock.acquire(blocking=False):
-        msg = f"another storyd holds {path}.lock; it serves {path}"
-        raise AlreadyRunning(msg)
-    try:
-        if _probe(path):
-            msg = f"a daemon already answers on {path}; not starting a second one"
-            raise AlreadyRunning(msg)
-        if os.path.lexists(path):
-            os.unlink(path)  # stale: left by a daemon that was killed
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old_umask = os.umask(0o177)
-        try:
-            sock.bind(path)
-        finally:
-            os.umask(old_umask)
-        os.chmod(path, 0o600)
-        sock.listen(512)
-        st = os.stat(path)
-    except BaseException:
-        lock.release()
-        raise
-    return sock, lock, (st.st_dev, st.st_ino)
 
 
 class Connection(asyncio.Protocol):
@@ -162,10 +66,7 @@ class Connection(asyncio.Protocol):
         self.deferred = 0  # futures in `queue`
         self.queued = 0  # bytes in `queue`
         self.counted = 0  # this connection's share of server.unsent
-        self.subscribed = False
-        self.sub_workspace: str | None = None
-        self.replayed_tail: set[bytes] = set()
-        self.replayed_gen = -1
+        self.subscription: Subscription | None = None  # set by Transport.subscribe
         self.closing = False
         self.one_shot = False
         self.paused = False  # asyncio's pause_writing: the write buffer is over its mark
@@ -196,7 +97,7 @@ class Connection(asyncio.Protocol):
             self._refuse(error_body(75, "EX_TEMPFAIL", "too many connections"))
             return
         self.server.connections.add(self)
-        transport.set_write_buffer_limits(high=self.server.settings.connection_buffer)
+        transport.set_write_buffer_limits(high=self.server.settings.limits.connection_buffer)
         self.active = time.monotonic()
 
     def _refuse(self, body: bytes) -> None:
@@ -213,7 +114,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
-        self.server.subscribers.discard(self)
+        self.server.unsubscribe(self)
         self.server.unsent -= self.counted
         self.counted = 0
         for item in self.queue:
@@ -224,7 +125,7 @@ class Connection(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         """The client half-closed (nc -N, socat): finish the replies in flight, then close."""
-        if self.subscribed:
+        if self.subscription is not None:
             return False
         if self.held and not self.closing:
             self.eof = True  # lines still wait for the client to read; close after them
@@ -234,7 +135,7 @@ class Connection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self.paused = True
-        if not self.subscribed:
+        if self.subscription is None:
             self._hold()
 
     def resume_writing(self) -> None:
@@ -242,12 +143,12 @@ class Connection(asyncio.Protocol):
         self.active = time.monotonic()
         if self.squeezed and self.transport is not None:
             self.squeezed = False
-            self.transport.set_write_buffer_limits(high=self.server.settings.connection_buffer)
+            self.transport.set_write_buffer_limits(high=self.server.settings.limits.connection_buffer)
         self._account()
         self._go_on()
 
     def data_received(self, data: bytes) -> None:
-        if self.closing or self.subscribed:
+        if self.closing or self.subscription is not None:
             return
         self.active = time.monotonic()
         if (  # the common case: one whole request, nothing buffered, nothing held back
@@ -259,7 +160,7 @@ class Connection(asyncio.Protocol):
             and not self.queued
             and self.transport is not None
             and not self.transport.get_write_buffer_size()
-            and len(data) <= self.server.settings.max_line_bytes
+            and len(data) <= self.server.settings.limits.max_line_bytes
         ):
             self._handle(data[:-1])
             return
@@ -283,7 +184,7 @@ class Connection(asyncio.Protocol):
         """
         buf = self.buffer
         start = handled = 0
-        limit = self.server.settings.max_line_bytes  # read per chunk: a reload may change it
+        limit = self.server.settings.limits.max_line_bytes  # read per chunk: a reload may change it
         while not self.closing:
             if self._must_wait():
                 self._hold()
@@ -326,12 +227,12 @@ class Connection(asyncio.Protocol):
         if transport is None:
             return True
         settings = self.server.settings
-        if self.queued > settings.connection_buffer:
+        if self.queued > settings.limits.connection_buffer:
             return True
         mine = transport.get_write_buffer_size() + self.queued
-        if mine and self.server.unsent > settings.total_buffer:
+        if mine and self.server.unsent > settings.limits.total_buffer:
             self.server.recount()  # the total may be stale: drains go unreported
-            if self.server.unsent > settings.total_buffer:
+            if self.server.unsent > settings.limits.total_buffer:
                 if not self.squeezed:  # resume_writing once everything sent has been read
                     self.squeezed = True
                     transport.set_write_buffer_limits(high=0)
@@ -346,7 +247,7 @@ class Connection(asyncio.Protocol):
 
     def _go_on(self) -> None:
         """Output drained or a deferred answer left: answer what waits, then read again."""
-        if self.closing or self.subscribed or self.transport is None:
+        if self.closing or self.subscription is not None or self.transport is None:
             return
         self.yielded = False
         if self.buffer:
@@ -370,7 +271,7 @@ class Connection(asyncio.Protocol):
     # -- replies -------------------------------------------------------------
 
     def _line_too_long(self) -> None:
-        message = f"line longer than {self.server.settings.max_line_bytes} bytes; discarded"
+        message = f"line longer than {self.server.settings.limits.max_line_bytes} bytes; discarded"
         self.push(finish(error_body(64, "EX_USAGE", message), self.server.clock(), b""))
 
     def push(self, item: bytes | asyncio.Future[bytes]) -> None:
@@ -413,6 +314,11 @@ class Connection(asyncio.Protocol):
             return
         self._go_on()
 
+    def answer_once(self) -> None:
+        """The request being answered is the connection's last: close after its reply
+        (the one-shot `resume-cli`)."""
+        self.one_shot = True
+
     def close_after_replies(self) -> None:
         """Close once every queued reply is written (one-shot `resume-cli`)."""
         self.closing = True
@@ -425,7 +331,7 @@ class Connection(asyncio.Protocol):
         A closing connection counts too: a one-shot client that never reads its answer
         would otherwise hold close() (which waits for the buffer to drain) for ever.
         """
-        if self.subscribed or self.deferred:
+        if self.subscription is not None or self.deferred:
             return 0.0
         return now - self.active
 
@@ -491,16 +397,10 @@ class Transport:
         self.clock = clock
         self.max_connections = max_connections
         self.connections: set[Connection] = set()
-        self.subscribers: set[Connection] = set()
-        self.counters = {
-            "requests": 0,
-            "refused": 0,
-            "dropped_subscribers": 0,
-            "held": 0,
-            "idle_closed": 0,
-        }
+        self.counters = {"requests": 0, "refused": 0, "held": 0, "idle_closed": 0}
         self.unsent = 0  # bytes written or queued but not yet sent, all connections (approx.)
         self.log = log.get("server")
+        self.subscribers = Subscribers(settings, self.log)
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def recount(self) -> None:
@@ -516,9 +416,9 @@ class Transport:
         """The transport's limits in force, for `stats.limits` (the configuration's names)."""
         settings = self.settings
         return {
-            "connection_buffer": settings.connection_buffer,
-            "total_buffer": settings.total_buffer,
-            "idle_timeout": settings.idle_timeout,
+            "connection_buffer": settings.limits.connection_buffer,
+            "total_buffer": settings.limits.total_buffer,
+            "idle_timeout": settings.limits.idle_timeout,
         }
 
     def transport_stats(self) -> dict[str, object]:
@@ -534,7 +434,7 @@ class Transport:
     def close_idle(self) -> int:
         """Close the connections idle for longer than `limits.idle_timeout`; how many."""
         now = time.monotonic()
-        timeout = self.settings.idle_timeout
+        timeout = self.settings.limits.idle_timeout
         closed = 0
         for conn in list(self.connections):
             transport = conn.transport
@@ -553,7 +453,7 @@ class Transport:
 
     async def _sweep_idle(self) -> None:
         while True:
-            await asyncio.sleep(min(max(self.settings.idle_timeout / 4, 0.05), 5.0))
+            await asyncio.sleep(min(max(self.settings.limits.idle_timeout / 4, 0.05), 5.0))
             self.close_idle()
 
     def later(
@@ -581,36 +481,23 @@ class Transport:
 
     # -- events --------------------------------------------------------------
 
-    def broadcast(self, event: Mapping[str, object], line: bytes) -> None:
-        """Send one event line to every matching subscriber (on the loop thread)."""
-        generation = event["generation"]
-        for conn in list(self.subscribers):
-            if conn.sub_workspace is not None and conn.sub_workspace != event["workspace"]:
-                continue
-            if generation < conn.replayed_gen or (  # type: ignore[operator]
-                generation == conn.replayed_gen and line in conn.replayed_tail
-            ):
-                continue
-            transport = conn.transport
-            if transport is None or transport.is_closing():
-                continue
-            if transport.get_write_buffer_size() > self.settings.subscriber_buffer:
-                self.counters["dropped_subscribers"] += 1
-                self.subscribers.discard(conn)
-                self.log.warning(
-                    "subscriber_dropped",
-                    reason="not reading",
-                    buffered=transport.get_write_buffer_size(),
-                )
-                transport.abort()
-                continue
-            transport.write(line)
+    def subscribe(self, conn: Connection, workspace: str | None) -> Subscription:
+        """Turn `conn` into an event stream (of one workspace, or None: all); from now on
+        its input is ignored. TooManySubscribers at `limits.max_subscribers`."""
+        assert conn.transport is not None
+        found = self.subscribers.subscribe(conn, conn.transport, workspace)
+        conn.subscription = found
+        return found
+
+    def unsubscribe(self, conn: Connection) -> None:
+        """`conn` hears no more events (it closed)."""
+        self.subscribers.unsubscribe(conn)
 
     def sink(self, event: Mapping[str, object], line: bytes) -> None:
         """An event from another thread (the engine's refresher): broadcast on the loop."""
         loop = self.loop
         if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self.broadcast, event, line)
+            loop.call_soon_threadsafe(self.subscribers.broadcast, event, line)
 
     # -- running -------------------------------------------------------------
 

@@ -160,16 +160,17 @@ class Watcher:
         self._outside: set[tuple[str, str]] = set()  # (workspace, root) refused, said once
         self.roots = sorted({root for a in adapters for root in a.roots})
         self._top = {root.split("/")[0] for root in self.roots}
+        self._watchdog_log = _WatchdogLog(self)  # watchdog's lines, while this one runs
 
     def start(self) -> None:
         """Start watchdog's observer thread (its log lines and overflows come to us)."""
-        _WATCHDOG_LOG.attach(self)
+        self._watchdog_log.attach()
         self._started = True
         self.observer.start()
 
     def stop(self) -> None:
         """Stop watching everything; later `watch` calls schedule nothing."""
-        _WATCHDOG_LOG.detach(self)
+        self._watchdog_log.detach()
         with self._stop_lock:
             self._stopped = True
         self.observer.stop()
@@ -474,34 +475,31 @@ class _WatchdogLog(logging.Handler):
 
     watchdog logs "Inotify queue overflowed" (stdlib logging, which without a handler
     printed plain text into the JSON log) each time the kernel drops events, then
-    re-walks its recursive watches. Here an overflow asks each watcher for one rescan
+    re-walks its recursive watches. Here an overflow asks the watcher for one rescan
     (the refresher merges requests: one scan however many overflows arrive meanwhile)
     and is logged once, then at most every minute with the count since.
+
+    Each watcher attaches its own handler while it runs: the "watchdog" logger's
+    handler list (stdlib logging's, process-wide) is the only shared state.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, watcher: Watcher) -> None:
         super().__init__(logging.WARNING)
-        self._watchers: list[Watcher] = []
+        self._watcher = watcher
         self._overflows = 0
         self._logged_at = -_OVERFLOW_LOG_EVERY
         self._lock = threading.Lock()
 
-    def attach(self, watcher: Watcher) -> None:
-        with self._lock:
-            if not self._watchers:
-                source = logging.getLogger("watchdog")
-                source.addHandler(self)
-                source.propagate = False
-            self._watchers.append(watcher)
+    def attach(self) -> None:
+        source = logging.getLogger("watchdog")
+        source.addHandler(self)
+        source.propagate = False
 
-    def detach(self, watcher: Watcher) -> None:
-        with self._lock:
-            if watcher in self._watchers:
-                self._watchers.remove(watcher)
-            if not self._watchers:
-                source = logging.getLogger("watchdog")
-                source.removeHandler(self)
-                source.propagate = True
+    def detach(self) -> None:
+        source = logging.getLogger("watchdog")
+        source.removeHandler(self)
+        if not any(isinstance(h, _WatchdogLog) for h in source.handlers):
+            source.propagate = True
 
     def emit(self, record: logging.LogRecord) -> None:
         text = record.getMessage()
@@ -514,18 +512,13 @@ class _WatchdogLog(logging.Handler):
             say = now - self._logged_at >= _OVERFLOW_LOG_EVERY
             if say:
                 count, self._overflows, self._logged_at = self._overflows, 0, now
-            watchers = list(self._watchers)
         if say:
             log.get("watcher").warning(
                 "inotify_overflow",
                 overflows=count,
                 note="events were lost; each workspace is rescanned once",
             )
-        for watcher in watchers:
-            watcher.overflowed()
-
-
-_WATCHDOG_LOG = _WatchdogLog()
+        self._watcher.overflowed()
 
 
 def _inside(workspace: str, path: str) -> bool:

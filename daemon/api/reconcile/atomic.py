@@ -26,14 +26,12 @@ from collections.abc import Iterator
 
 from storyd.core.locking import flock_wait, same_file
 from storyd.core.regular import open_regular
+from storyd.core.switches import CONFIG
 
 __all__ = ["HOOK_ENV", "TEMP_MARK", "clean_temps", "locked", "read_fd", "replace", "step", "unlink"]
 
 HOOK_ENV = "STORYD_RECONCILE_HOOK"
 TEMP_MARK = ".storyd-reconcile."
-
-
-_steps = [0]  # disk-changing system calls so far (for `kill-at-N`)
 
 
 def _hook(point: str) -> None:
@@ -45,8 +43,8 @@ def step() -> None:
     """A disk-changing system call is done: the test hook `kill-at-N` may fire here."""
     spec = os.environ.get(HOOK_ENV, "")
     if spec.startswith("kill-at-"):
-        _steps[0] += 1
-        if spec == f"kill-at-{_steps[0]}":
+        CONFIG.disk_steps += 1  # process-wide: this process's steps so far
+        if spec == f"kill-at-{CONFIG.disk_steps}":
             os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -43,25 +43,11 @@ def _settings(flags: dict[str, object], cfg: Config) -> Settings:
         raise UsageError(f"invalid --staleness {staleness!r}: expected {expected}\n{USAGE}")
     verify = text(flags, "verify-interval")
     try:
-        verify_interval = float(verify) if verify is not None else float(limits.verify_interval)
+        limits = limits.replace(verify_interval=float(verify)) if verify is not None else limits
     except ValueError:
         raise UsageError(f"invalid --verify-interval {verify!r}\n{USAGE}") from None
-    return Settings(
-        staleness=staleness,
-        lock_timeout=limits.lock_timeout,
-        max_workspaces=limits.max_workspaces,
-        auto_watch=cfg.auto_watch and not flags.get("no-auto-watch"),
-        max_line_bytes=limits.max_line_bytes,
-        settle=limits.settle_ms / 1000,
-        verify_interval=verify_interval,
-        max_subscribers=limits.max_subscribers,
-        subscriber_buffer=limits.subscriber_buffer,
-        connection_buffer=limits.connection_buffer,
-        total_buffer=limits.total_buffer,
-        idle_timeout=limits.idle_timeout,
-        auto_watch_idle=limits.auto_watch_idle,
-        git_lock_wait=limits.git_lock_wait,
-    )
+    auto_watch = cfg.auto_watch and not flags.get("no-auto-watch")
+    return Settings(limits, staleness=staleness, auto_watch=auto_watch)
 
 
 def _workspaces(flags: dict[str, object], cfg: Config) -> list[str]:

@@ -1,0 +1,87 @@
+"""Process-wide switches and memory: their one owner, with `configure()` and `reset()`
+(as structlog keeps `_CONFIG`).
+
+The switches, set through `configure` (by the daemon's assembly, and by tests):
+
+    fast_parse       a parser `jsonio.loads` tries first (the daemon's orjson,
+                     storyd.server.fastjson.loads); None: the lean `_json` path only
+    git_batching     storytime dates story files from one git pass per workspace (the
+                     daemon in git mode); off: two git calls per file, memoised
+
+The memory a fresh process starts without, kept by the module named and emptied by
+`reset` too:
+
+    git_memo         storytime: git's answer per (story file's stat, repository stamp)
+    git_primed       storytime: each workspace's batched pass
+    git_pins         storytime: per thread, the repository stamp pinned for one pass
+    fine_devices     pipeline: devices seen to keep sub-second timestamps (racy rule)
+    warned_versions  api.client: daemon versions a mismatch warning was printed for
+    disk_steps       api.reconcile.atomic: disk-changing system calls so far (the
+                     test hook `kill-at-N`)
+    registry         core.registry: the process's one registry of plugins, once built
+
+No other module of the package keeps mutable state at module level:
+tests/test_switches.py scans for it, and says which exceptions it allows and why.
+Stdlib only, and nothing but `_thread`: `storyd resume` imports this at start-up.
+"""
+
+from __future__ import annotations
+
+from _thread import _local  # threading's own thread-local store, without its import
+
+TYPE_CHECKING = False  # `typing` costs start-up time on the resume path (core/model.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["CONFIG", "configure", "reset"]
+
+
+class _Config:
+    """The one object holding process-wide state; `reset` restores every field in place
+    (modules bind CONFIG itself, never a field of it)."""
+
+    __slots__ = (
+        "disk_steps",
+        "fast_parse",
+        "fine_devices",
+        "git_batching",
+        "git_memo",
+        "git_pins",
+        "git_primed",
+        "registry",
+        "warned_versions",
+    )
+
+    def __init__(self) -> None:
+        self.fast_parse: Callable[[bytes], object] | None = None
+        self.git_batching = False
+        self.git_memo: dict[tuple[object, ...], int | None] = {}
+        # workspace -> (repo stamp, time the pass started, last commit times, dirty paths)
+        self.git_primed: dict[
+            str, tuple[tuple[object, ...], float, dict[str, int], frozenset[str]]
+        ] = {}
+        self.git_pins = _local()
+        self.fine_devices: set[int] = set()
+        self.warned_versions: set[str] = set()
+        self.disk_steps = 0
+        self.registry: object | None = None  # a core.registry.Registry (no import here)
+
+
+CONFIG = _Config()
+_UNSET: object = object()
+
+
+def configure(*, fast_parse: object = _UNSET, git_batching: object = _UNSET) -> None:
+    """Throw the switches given; the others keep their state."""
+    if fast_parse is not _UNSET:
+        if fast_parse is not None and not callable(fast_parse):
+            msg = "fast_parse must be a callable or None"
+            raise TypeError(msg)
+        CONFIG.fast_parse = fast_parse
+    if git_batching is not _UNSET:
+        CONFIG.git_batching = bool(git_batching)
+
+
+def reset() -> None:
+    """Back to a fresh process's state: every switch off, every memory empty."""
+    _Config.__init__(CONFIG)

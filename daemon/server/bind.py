@@ -1,0 +1,114 @@
+"""The daemon's own socket: its folder made private, one daemon per path, bound 0600.
+
+`bind_socket` takes the single-instance lock (`<socket>.lock`), refuses a path another
+daemon answers on (AlreadyRunning, exit 1), replaces a stale socket left by a killed
+one, and binds with a umask that leaves the socket its owner's only. systemd's socket
+(LISTEN_FDS) skips all this: runtime.py takes it from systemd.py instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import stat
+
+import fasteners
+
+from storyd.core.errors import StorydError, UsageError
+
+__all__ = ["AlreadyRunning", "bind_socket"]
+
+
+class AlreadyRunning(StorydError):
+    """Another daemon answers on this socket."""
+
+    code = 1
+    name = "ALREADY_RUNNING"
+
+
+def _prepare_directory(path: str) -> None:
+    """Create the socket's folder 0700, or check that an existing one is ours and private.
+
+    The folder is opened with O_NOFOLLOW and checked and tightened through that
+    descriptor (fstat, fchmod), so a folder path planted as a symlink (the /tmp
+    fallback is plantable by anyone) is refused rather than followed, and nothing but
+    the folder itself is ever chmod-ed. A folder of another user, and a shared sticky
+    folder such as /tmp itself, are refused without being touched.
+    """
+    folder = os.path.dirname(path) or "."
+    parent = os.path.dirname(os.path.abspath(folder))
+    try:
+        os.makedirs(parent, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+    except OSError as exc:
+        msg = f"socket folder {folder} cannot be created: {exc.strerror}"
+        raise UsageError(msg) from None
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if os.path.islink(folder):
+            msg = f"socket folder {folder} is a symlink; refusing to follow it (remove it)"
+        else:
+            msg = f"socket folder {folder} cannot be opened: {exc.strerror}"
+        raise UsageError(msg) from None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid():
+            msg = (
+                f"socket folder {folder} belongs to uid {st.st_uid}, not to this user "
+                f"(uid {os.getuid()}); refusing to use it"
+            )
+            raise UsageError(msg)
+        if st.st_mode & stat.S_ISVTX:
+            msg = (
+                f"socket folder {folder} is a shared sticky folder; "
+                "give the socket a folder of its own"
+            )
+            raise UsageError(msg)
+        if st.st_mode & 0o077:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+
+
+def _probe(path: str) -> bool:
+    """Whether something accepts connections on the socket path."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(path)
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+def bind_socket(path: str) -> tuple[socket.socket, fasteners.InterProcessLock, tuple[int, int]]:
+    """Take the single-instance lock, refuse a live socket, replace a stale one, bind 0600."""
+    _prepare_directory(path)
+    lock = fasteners.InterProcessLock(path + ".lock")
+    if not lock.acquire(blocking=False):
+        msg = f"another storyd holds {path}.lock; it serves {path}"
+        raise AlreadyRunning(msg)
+    try:
+        if _probe(path):
+            msg = f"a daemon already answers on {path}; not starting a second one"
+            raise AlreadyRunning(msg)
+        if os.path.lexists(path):
+            os.unlink(path)  # stale: left by a daemon that was killed
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)
+        try:
+            sock.bind(path)
+        finally:
+            os.umask(old_umask)
+        os.chmod(path, 0o600)
+        sock.listen(512)
+        st = os.stat(path)
+    except BaseException:
+        lock.release()
+        raise
+    return sock, lock, (st.st_dev, st.st_ino)

@@ -1,0 +1,193 @@
+"""What the ops read from the cache: entries that may answer now, absent units, lists,
+unreadable files and counts. No disk reads but one `stat` per file an entry was read
+from (read your writes); any thread may call these.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from storyd.core.formats.epic import epic_file_among
+from storyd.server.reads import iso_utc
+
+if TYPE_CHECKING:
+    from storyd.core.wire import UnitSummary
+    from storyd.server.changes import Changes
+    from storyd.server.events import EventLog
+    from storyd.server.store import Entry, Snapshot, Workspace
+
+__all__ = ["Queries"]
+
+_EPIC_MEMO = 1024  # epic ids remembered per workspace before the memo starts afresh
+
+
+class Queries:
+    """The cache's query face over `workspaces` (the engine's map, read, never written)."""
+
+    def __init__(
+        self,
+        workspaces: Mapping[str, Workspace],
+        changes: Changes | None,
+        log: EventLog,
+        counters: Mapping[str, int],
+    ) -> None:
+        self.workspaces = workspaces
+        self.changes = changes
+        self.log = log
+        self.counters = counters
+
+    def lookup(
+        self, workspace: str, state_file: str, key: str, *, checked: bool = True
+    ) -> Entry | None:
+        """The cached entry of one unit, or None; no look at the disk (events, tests).
+
+        With `checked` (the default) an entry whose detectors have not run yet (warm-up)
+        is not an answer: the caller reads directly, findings included.
+        """
+        ws = self.workspaces.get(workspace)
+        if ws is None or (checked and not ws.checked):
+            return None
+        return ws.entry(state_file, key)
+
+    def serve(
+        self, workspace: str, state_file: str, key: str, *, checked: bool = True
+    ) -> Entry | None:
+        """The entry that may answer a query now, or None: the query reads directly.
+
+        Like `lookup`, and only while every file the entry was read from is unchanged
+        since (one `stat` each) and its read was not racy: read your writes.
+        """
+        ws = self.workspaces.get(workspace)
+        if ws is None or (checked and not ws.checked):
+            return None
+        snap = ws.files.get(state_file)
+        if snap is None:
+            return None
+        entry = snap.entries.get(key)
+        if entry is None:
+            return None
+        changes = self.changes
+        if changes is not None:
+            changes.drain()
+        return entry if snap.serves(entry, changes) else None
+
+    def epic_file(self, workspace: str, epic_id: str) -> str | None:
+        """An epic's state file from the files the cache knows (no disk, for the query
+        path), or None while the workspace has not been read. Two claimants: exit 64."""
+        ws = self.workspaces.get(workspace)
+        if ws is None or not ws.files:
+            return None
+        version = ws.files_version
+        known = ws.epic_memo.get(epic_id)
+        if known is not None and known[0] == version:
+            return known[1]
+        found = epic_file_among(list(ws.files), epic_id)
+        if len(ws.epic_memo) > _EPIC_MEMO:
+            ws.epic_memo.clear()
+        ws.epic_memo[epic_id] = (version, found)
+        return found
+
+    def sole_unit(self, workspace: str, state_file: str) -> str | None:
+        """The key of a state file's only unit (a single-unit file needs no `unit`)."""
+        ws = self.workspaces.get(workspace)
+        snap = ws.files.get(state_file) if ws else None
+        return snap.keys[0] if snap is not None and len(snap.keys) == 1 else None
+
+    def known_absent(self, workspace: str, state_file: str, key: str) -> bool:
+        """Whether the file surely lacks `key` now: read well, unchanged since, and its
+        units (all installed at once) do not include it. Then the answer is
+        STORY_NOT_IN_STATE with no disk read."""
+        ws = self.workspaces.get(workspace)
+        snap = ws.files.get(state_file) if ws else None
+        if self.changes is not None:
+            self.changes.drain()
+        return bool(
+            snap is not None
+            and snap.error is None
+            and snap.unreadable_since is None
+            and key not in snap.entries
+            and snap.fresh(self.changes)
+        )
+
+    def stale_files(self, workspace: str | None = None) -> list[tuple[str, Snapshot]]:
+        """The snapshots whose files changed since they were read (or whose read was
+        racy): a `list` reads them again before it answers."""
+        spaces = self._spaces(workspace)
+        if self.changes is not None:
+            self.changes.drain()
+        return [
+            (ws.path, snap)
+            for ws in spaces
+            for snap in list(ws.files.values())
+            if not snap.fresh(self.changes)
+        ]
+
+    def unreadable(self, workspace: str | None = None) -> list[dict[str, object]]:
+        """State files whose latest read failed: never read well, or torn since."""
+        found: list[dict[str, object]] = []
+        for ws in self._spaces(workspace):
+            for relpath, snap in sorted(ws.files.items()):
+                error = snap.error.message if snap.error else snap.unreadable_reason
+                if error is None:
+                    continue
+                since = snap.unreadable_since
+                found.append({
+                    "workspace": ws.path,
+                    "stateFile": relpath,
+                    "format": snap.adapter.name,
+                    "error": error,
+                    "since": iso_utc(since) if since is not None else None,
+                    "units": len(snap.keys),
+                })
+        return found
+
+    def unreadable_since(self, workspace: str, relpath: str) -> float:
+        """Since when a file has been unreadable, as the cache knows it (else now)."""
+        ws = self.workspaces.get(workspace)
+        snap = ws.files.get(relpath) if ws else None
+        since = snap.unreadable_since if snap is not None else None
+        return since if since is not None else time.time()
+
+    def summaries(
+        self, workspace: str | None = None, *, detail: bool = False, in_flight: bool = False
+    ) -> list[UnitSummary]:
+        """Unit summaries in a stable order (workspace, state file, unit)."""
+        units = [e.summary(detail=detail) for e in self.entries(workspace)]
+        if in_flight:
+            units = [u for u in units if u["resumePoint"] != "all-done"]
+        units.sort(key=lambda u: (str(u["workspace"]), str(u["stateFile"]), str(u["unit"])))
+        return units
+
+    def workspace_count(self) -> int:
+        """How many workspaces are tracked."""
+        return len(self.workspaces)
+
+    def stats(self) -> dict[str, object]:
+        """The cache's part of `stats`: counters, workspaces, units, the generation."""
+        spaces = list(self.workspaces.items())
+        return {
+            "refreshes": self.counters["refreshes"],
+            "unreadable": self.counters["unreadable"],
+            "events": self.log.count,
+            "workspaces": sorted(path for path, _ in spaces),
+            "units": (units := sum(ws.units for _, ws in spaces)),
+            "stories": units,  # the same count under its 0.1 name, kept for old clients
+            "generation": self.log.generation,
+        }
+
+    def entries(self, workspace: str | None = None) -> list[Entry]:
+        """A snapshot of the entries, of one workspace or of all."""
+        return [
+            e
+            for ws in self._spaces(workspace)
+            for snap in list(ws.files.values())
+            for e in snap.entries.values()
+        ]
+
+    def _spaces(self, workspace: str | None) -> list[Workspace]:
+        if workspace is None:
+            return list(self.workspaces.values())
+        ws = self.workspaces.get(workspace)
+        return [ws] if ws is not None else []

@@ -1,0 +1,177 @@
+"""Reading a state file now: under that file's lock, its latest read shared, its last
+good read kept.
+
+Every read of a file, the refresher's and the direct-read pool's, runs here under the
+same lock, so reads of one file end in the order of what they saw and the last good
+read is always the newest good one. A torn file's answers then come from that read
+(`read_now`), with a finding saying since when (`unreadable_finding`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from hashlib import blake2b
+from typing import TYPE_CHECKING
+
+from storyd.core import pipeline
+from storyd.core.errors import DataError, StateFileMissing
+from storyd.core.model import Finding
+from storyd.core.pipeline import FileRead, Options
+
+if TYPE_CHECKING:
+    from storyd.core.formats import Adapter
+    from storyd.core.formats.base import Reuse
+    from storyd.core.model import Unit
+    from storyd.server.changes import Changes
+    from storyd.server.store import Snapshot
+
+__all__ = ["Reads", "iso_utc", "reuser", "unreadable_finding"]
+
+_FILE_LOCKS = 64
+
+
+def iso_utc(stamp: float) -> str:
+    """A time as `YYYY-MM-DDTHH:MM:SSZ`."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp))
+
+
+def unreadable_finding(relpath: str, reason: str, since: float) -> Finding:
+    """The finding a last good answer carries while its file is unreadable."""
+    message = (
+        f"{relpath} unreadable since {iso_utc(since)}: {reason}; serving the last good answer"
+    )
+    return Finding("engine", "state-unreadable", "error", message)
+
+
+def reuser(old: Snapshot | None, prints: dict[str, bytes], *, reuse: bool) -> Reuse:
+    """The `reuse` callback of one read: record each node's digest in `prints` and,
+    with `reuse`, hand back the cached unit of a node that has not changed."""
+    known = old.prints if old is not None else {}
+    entries = old.entries if old is not None else {}
+
+    def reuse_unit(key: str, node: dict[str, object]) -> Unit | None:
+        # repr, not a JSON dump: exact for every value either parser yields
+        # (1 and 1.0 and True differ; a float too large for JSON is not null)
+        digest = blake2b(repr(node).encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        prints[key] = digest
+        if not reuse or known.get(key) != digest:
+            return None
+        entry = entries.get(key)
+        return entry.unit if entry is not None else None
+
+    return reuse_unit
+
+
+class Reads:
+    """The per-file read layer: locks, each file's latest read and its last good one.
+
+    `keeps(workspace)` says whether a workspace's reads are remembered (it is tracked,
+    or a watch of it is on its way).
+    """
+
+    def __init__(
+        self, options: Options, changes: Changes | None, keeps: Callable[[str], bool]
+    ) -> None:
+        self.options = options
+        self.changes = changes
+        self.keeps = keeps
+        self._file_locks = [threading.Lock() for _ in range(_FILE_LOCKS)]
+        self._last_good: dict[tuple[str, str], FileRead] = {}
+        # each file's latest read and when it began (monotonic ns): shared by queries
+        # that arrived before it began
+        self._latest: dict[tuple[str, str], tuple[int, FileRead]] = {}
+
+    def _file_lock(self, workspace: str, relpath: str) -> threading.Lock:
+        return self._file_locks[hash((workspace, relpath)) % _FILE_LOCKS]
+
+    def read(
+        self,
+        workspace: str,
+        relpath: str,
+        adapter: Adapter,
+        reuse: Reuse | None = None,
+        *,
+        since: int | None = None,
+    ) -> FileRead:
+        """Read one state file under its lock; a good read becomes its last good read.
+
+        With `since` (a query's arrival, monotonic ns), the file's latest read is shared
+        when it began after the query arrived, or when the change queue says nothing it
+        read changed since it began: queries arriving while the refresher reads a file
+        wait for that read instead of making another.
+        """
+        changes = self.changes
+        key = (workspace, relpath)
+        with self._file_lock(workspace, relpath):
+            if since is not None:
+                began, latest = self._latest.get(key, (-1, None))
+                if latest is not None and (began >= since or self._still(latest)):
+                    return latest
+            began = time.monotonic_ns()
+            seq = 0
+            if changes is not None:
+                changes.watch(os.path.dirname(os.path.join(workspace, relpath)))
+                seq = changes.drain()
+            got = pipeline.read_file(workspace, adapter, relpath, self.options, reuse)
+            got.seq = seq
+            if changes is not None:  # the next read of what it read is covered
+                for path, _sig in got.deps:
+                    changes.watch(os.path.dirname(path))
+            if self.keeps(workspace):
+                self._latest[key] = (began, got)
+                if got.error is None:
+                    self._last_good[key] = got
+            if isinstance(got.error, StateFileMissing):
+                self._last_good.pop(key, None)
+            return got
+
+    def _still(self, got: FileRead) -> bool:
+        """Whether nothing a read read has changed since it began (the change queue
+        says so; never by stat alone, whose racy window a fresh read avoids)."""
+        changes = self.changes
+        if changes is None or not got.deps:
+            return False
+        changes.drain()
+        return all(changes.changed(path, got.seq) is False for path, _sig in got.deps)
+
+    def read_now(
+        self,
+        workspace: str,
+        relpath: str,
+        adapter: Adapter,
+        snap: Snapshot | None,
+        since: int | None = None,
+    ) -> tuple[FileRead, str | None]:
+        """A cache miss's read: the file as it is now (read after `since`, a query's
+        arrival), or, when it does not parse or its lock is held past the bound, its
+        last good read and why (None: read well). Units unchanged since `snap`, the
+        cached snapshot, are that snapshot's, not built again."""
+        healthy = snap is not None and snap.error is None and snap.unreadable_since is None
+        reuse = reuser(snap, {}, reuse=True) if healthy else None
+        got = self.read(workspace, relpath, adapter, reuse, since=since)
+        if isinstance(got.error, DataError) or (got.error is not None and got.error.code == 75):
+            good = self._last_good.get((workspace, relpath))
+            if good is not None:
+                return good, got.error.message
+        return got, None
+
+    def last_good(self, workspace: str, relpath: str) -> FileRead | None:
+        """A file's last good read, if one is remembered."""
+        return self._last_good.get((workspace, relpath))
+
+    def forget(self, workspace: str, relpath: str) -> None:
+        """A file left the cache: forget its reads."""
+        self._last_good.pop((workspace, relpath), None)
+        self._latest.pop((workspace, relpath), None)
+
+    def forget_workspace(self, path: str, *, latest: bool = True) -> None:
+        """A workspace left the cache: forget its files' good reads (and, with `latest`,
+        their latest reads)."""
+        for key in [k for k in self._last_good if k[0] == path]:
+            self._last_good.pop(key, None)
+        if latest:
+            for key in [k for k in self._latest if k[0] == path]:
+                self._latest.pop(key, None)
