@@ -20,6 +20,7 @@ from storyd.api import answers
 from storyd.core import registry
 from storyd.core.formats.base import Source
 from storyd.core.model import DONE, PENDING, Finding, Task, Unit
+from storyd.core.switches import CONFIG
 from storyd.detectors import load
 from storyd.detectors.gitview import close_views, git_context
 from storyd.detectors.history import DETECTOR as HISTORY
@@ -419,7 +420,7 @@ class TestRunner:
 
         def install(*pairs: tuple[str, str]) -> None:
             text = "[storyd.detectors]\n" + "".join(f"{n} = {v}\n" for n, v in pairs)
-            monkeypatch.setattr(registry, "_registry", [registry.Registry(text, scan=list)])
+            monkeypatch.setattr(CONFIG, "registry", registry.Registry(text, scan=list))
 
         return install
 
