@@ -70,7 +70,7 @@ class Daemon:
         env.update(XDG_CONFIG_HOME=str(root / "config"), XDG_RUNTIME_DIR=str(root / "runtime"),
                    XDG_STATE_HOME=str(root / "state"), STORYD_SOCKET=self.socket,
                    PYTHONPATH=src + os.pathsep + env.get("PYTHONPATH", ""))
-        code = "import sys; from storyd.cli.main import main; sys.exit(main())"
+        code = "import sys; from storyd.cli import main; sys.exit(main())"
         self.log = open(root / "storyd.core.log", "wb")  # noqa: SIM115  (closed in stop)
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code, "serve", "--socket", self.socket,

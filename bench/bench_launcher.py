@@ -1,9 +1,12 @@
 """`storyd resume` start-up: our launcher vs pip's console-script wrapper vs a bare interpreter.
 
     .venv/bin/python bench/bench_launcher.py --runs 40
+    .venv/bin/python bench/bench_launcher.py --runs 40 --vs OTHER/.venv/bin/python
 
 Run it with the python of a regular (non-editable) install to see what users get: an
-editable install's path finder imports `re` in `site`, for both scripts.
+editable install's path finder imports `re` in `site`, for both scripts. `--vs` adds the
+launcher of another install (an older checkout, `pip install .` into its own venv),
+interleaved with the rest, so a change is measured against its baseline in one run.
 
 Each run is a fresh process, interleaved (bare, pip wrapper, launcher) so load hits all
 three alike; the table gives medians, p90 and the ratio to the bare interpreter start
@@ -26,7 +29,7 @@ import orjson
 PIP_WRAPPER = """# -*- coding: utf-8 -*-
 import re
 import sys
-from storyd.cli.main import main
+from storyd.cli import main
 if __name__ == '__main__':
     sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
     sys.exit(main())
@@ -43,6 +46,8 @@ def timed(argv: list[str], cwd: str) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--vs", metavar="PYTHON",
+                        help="the python of another install, whose launcher is timed too")
     args = parser.parse_args()
     launcher = str(Path(sys.executable).parent / "storyd")
     with tempfile.TemporaryDirectory() as tmp:
@@ -58,6 +63,9 @@ def main() -> int:
             "pip console-script wrapper": [sys.executable, str(wrapper), *resume],
             "bin/storyd launcher": [sys.executable, launcher, *resume],
         }
+        if args.vs:
+            other = str(Path(args.vs).parent / "storyd")
+            commands[f"bin/storyd launcher of {args.vs}"] = [args.vs, other, *resume]
         times: dict[str, list[float]] = {name: [] for name in commands}
         for argv in commands.values():
             timed(argv, tmp)  # warm the page cache

@@ -41,7 +41,7 @@ PIP_WRAPPER = """#!{python}
 # -*- coding: utf-8 -*-
 import re
 import sys
-from storyd.cli.main import main
+from storyd.cli import main
 if __name__ == '__main__':
     sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
     sys.exit(main())
@@ -296,7 +296,7 @@ class Setup:
     workspace: Path
     story: str
     query: tuple[str, ...]  # --story-id … --epic-id … --workspace …
-    entry: tuple[str, ...]  # runs storyd.cli.main.main without the console-script wrapper
+    entry: tuple[str, ...]  # runs storyd.cli without the console-script wrapper
     entry_label: str
     note: str
 
@@ -320,22 +320,22 @@ GIT = ("--direct",)
 def prepare(workload: Workload, root: Path, env: dict[str, str]) -> tuple[Setup, bytes]:
     """Generate the workspace, pick its middle story; return it with the reference's output.
 
-    The no-wrapper entry is `python -m storyd.cli.main` when that prints the envelope, else
-    the same call through `python -c` (daemon/cli/main.py may lack a __main__ guard).
+    The no-wrapper entry is `python -m storyd` when that prints the envelope, else
+    the same call through `python -c` (daemon/cli/__init__.py may lack a __main__ guard).
     """
     workspace, ids = make_epic_workspace(root, workload.stories, workload.tasks, EPIC)
     story = ids[len(ids) // 2]
     query = ("--story-id", story, "--epic-id", EPIC, "--workspace", str(workspace))
     expected = capture(("bash", str(REFERENCE), *query), workspace, env)
-    module = Setup(workspace, story, query, (_venv_python(), "-m", "storyd.cli.main"),
-                   "python -m storyd.cli.main resume", "")
+    module = Setup(workspace, story, query, (_venv_python(), "-m", "storyd"),
+                   "python -m storyd resume", "")
     if capture(module.bare(*MTIME), workspace, env) == expected:
         return module, expected
     inline = (_venv_python(), "-c",
-              "import sys; from storyd.cli.main import main; sys.exit(main(sys.argv[1:]))")
-    note = ("note: `python -m storyd.cli.main` prints nothing (daemon/cli/main.py has no __main__ "
-            "guard), so that row runs `python -c 'from storyd.cli.main import main; ...'` instead")
-    return Setup(workspace, story, query, inline, "python -c 'storyd.cli.main.main()' resume",
+              "import sys; from storyd.cli import main; sys.exit(main(sys.argv[1:]))")
+    note = ("note: `python -m storyd` prints nothing (daemon/cli/__init__.py has no __main__ "
+            "guard), so that row runs `python -c 'from storyd.cli import main; ...'` instead")
+    return Setup(workspace, story, query, inline, "python -c 'storyd.cli.main()' resume",
                  note), expected
 
 
@@ -532,7 +532,7 @@ def print_table(result: dict[str, object], workload: Workload, rows: list[Row],
           f"query {result['story']} -> {result['summary']}")
     costs = [("storyd-mtime", "CLI cost: storyd resume (mtime) / python3 -c pass", "cli-cost"),
              ("wrapper-mtime", "CLI cost through pip's wrapper (before)", ""),
-             ("bare-mtime", "CLI cost of python -m storyd.cli.main", "")]
+             ("bare-mtime", "CLI cost of python -m storyd", "")]
     width = max(*(len(label) for _, label, _ in costs), *(len(r.label) for r in rows))
     line = f"{{:<{width}}} {{:>5}} {{:>10}} {{:>10}} {{:>8}}  {{}}"
 

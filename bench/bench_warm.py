@@ -9,7 +9,7 @@ the resident set after warming, and a write to the state file until `resume` sho
     .venv/bin/python bench/bench_warm.py --tree before=/tmp/main-src --tree after=. \\
         --sizes 1000,3000,10000 --spaces 10x200,50x200 --timeout 240
 
-`--tree NAME=DIR` runs `python -m storyd.cli.main` with DIR on PYTHONPATH (export the
+`--tree NAME=DIR` runs `python -m storyd` with DIR on PYTHONPATH (export the
 baseline with `git archive main | tar -x -C /tmp/main-src`). Runs are bounded by
 `--timeout`; a run that overruns is reported as `>timeout`.
 """
@@ -65,7 +65,7 @@ def measure(tree: Path, workspaces: list[Path], story: tuple[Path, str], scratch
     sock = str(scratch / "run" / "storyd.sock")
     env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CONFIG_HOME": str(scratch / "config"),
            "XDG_RUNTIME_DIR": str(scratch / "run")}
-    argv = [PYTHON, "-m", "storyd.cli.main", "serve", "--socket", sock]
+    argv = [PYTHON, "-m", "storyd", "serve", "--socket", sock]
     for ws in workspaces:
         argv += ["--workspace", str(ws)]
     began = time.monotonic()

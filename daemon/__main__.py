@@ -1,7 +1,7 @@
 """`python -m storyd`: the same as the `storyd` command."""
 import sys
 
-from storyd.cli.main import main
+from storyd.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -15,7 +15,7 @@ from daemon_harness import DaemonProcess, daemon_env
 from epic_state_harness import write_epic
 
 from storyd import __version__
-from storyd.cli.main import COMMANDS, module_name
+from storyd.cli import COMMANDS, module_name
 
 Spawn = Callable[..., DaemonProcess]
 

@@ -17,7 +17,7 @@ import pytest
 from cli_harness import STORYD
 from epic_state_harness import write_epic
 
-from storyd.cli.main import COMMANDS, module_name
+from storyd.cli import COMMANDS, module_name
 
 # zsh: an interactive zsh in a zpty, whose `compadd` prints each match it is given;
 # the marks delimit one completion's output.
@@ -152,7 +152,7 @@ def test_every_command_offers_its_flags(shell: str, scripts: dict[str, Path],
 
 
 def test_every_command_declares_its_flags() -> None:
-    """A command in daemon/cli/main.py's table gets completion through FLAGS or SUBCOMMANDS."""
+    """A command in daemon/cli/__init__.py's table gets completion through FLAGS or SUBCOMMANDS."""
     for command in COMMANDS:
         module = importlib.import_module(module_name(command))
         assert hasattr(module, "FLAGS") or hasattr(module, "SUBCOMMANDS"), command

@@ -230,9 +230,8 @@ def planted(tmp_path: Path) -> Path:
         "daemon/agents/hook.py": "from storyd.fleet import view\nfrom storyd.cli import main\n",
         "daemon/fleet/__init__.py": "",
         "daemon/fleet/view.py": "from contextlib import redirect_stderr\n" + "x = 1\n" * 600,
-        "daemon/cli/__init__.py": "",
-        "daemon/cli/main.py": "",
-        "daemon/__main__.py": "from storyd.cli.main import main\n",
+        "daemon/cli/__init__.py": "def main():\n    pass\n",
+        "daemon/__main__.py": "from storyd.cli import main\n",
         "detectors/__init__.py": "",
     }
     for relpath, text in files.items():
@@ -246,13 +245,13 @@ def test_the_checkers_find_what_is_planted(planted: Path) -> None:
     # c <-> d only through a type annotation: not a cycle at run time
     assert import_cycles(planted) == [["storyd.a", "storyd.b"], ["storyd.p", "storyd.p.q"]]
     assert upward_imports(planted) == [
-        "storyd.agents.hook -> storyd.cli", "storyd.agents.hook -> storyd.cli.main",
+        "storyd.agents.hook -> storyd.cli",
         "storyd.agents.hook -> storyd.fleet", "storyd.agents.hook -> storyd.fleet.view",
         "storyd.core.low -> storyd.api", "storyd.core.low -> storyd.api.x",
         "storyd.reader -> storyd.server.engine",
     ]
     assert command_layer_importers(planted) == [
-        "storyd.agents.hook -> storyd.cli", "storyd.agents.hook -> storyd.cli.main"]
+        "storyd.agents.hook -> storyd.cli"]
     assert stdout_captures(planted) == [
         "storyd.api.x: redirect_stdout", "storyd.fleet.view: redirect_stderr"]
     assert long_modules(planted) == ["storyd.fleet.view: 601"]

@@ -46,12 +46,12 @@ CASES = [
 
 
 class TestLauncher:
-    """`storyd resume` through the launcher equals `python -m storyd.cli.main resume`."""
+    """`storyd resume` through the launcher equals `python -m storyd resume`."""
 
     def test_is_our_launcher(self) -> None:
         """The installed file is bin/storyd (no `re`), not pip's generated wrapper."""
         text = Path(STORYD).read_text(encoding="utf-8")
-        assert "from storyd.cli.main import main" in text
+        assert "from storyd.cli import main" in text
         assert "import re" not in text
 
     @pytest.mark.parametrize(("args", "damage", "code"), CASES)
@@ -61,7 +61,7 @@ class TestLauncher:
             damage(workspace)
         argv = list(args or IDS)
         launched = run([STORYD, "resume", *argv], workspace, isolated_env)
-        module = run([sys.executable, "-m", "storyd.cli.main", "resume", *argv], workspace,
+        module = run([sys.executable, "-m", "storyd", "resume", *argv], workspace,
                      isolated_env)
         assert b"Traceback" not in launched.stderr, launched.stderr
         assert launched.returncode == module.returncode == code
@@ -92,7 +92,7 @@ def test_resume_start_up_does_not_import_re(workspace: Path) -> None:
     assert done.returncode == 0, done.stderr
     modules = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.decode().splitlines()
                if line.startswith("import time:")]
-    assert "storyd.cli.main" in modules
+    assert "storyd.cli" in modules
     # An editable install's path finder may pull `re` in while `site` runs; after
     # that (the launcher and everything it imports), nothing may.
     after_site = modules[modules.index("site") + 1:]

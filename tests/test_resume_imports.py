@@ -2,7 +2,7 @@
 goes: a direct read in either staleness mode, git actually consulted, a daemon that does
 not answer, a `--state-file` unit, a usage error, `--help`.
 
-Each run is `python -S -X importtime -m storyd.cli.main resume …` on a real workspace: `-S`
+Each run is `python -S -X importtime -m storyd resume …` on a real workspace: `-S`
 keeps site's own imports (an editable install's finder imports `re`) out of the
 measure, so every module listed was imported by storyd's resume path. The forbidden
 list is bench/bench_resume.py's plus what the developers' guide names.
@@ -71,7 +71,7 @@ def imported(workspace: Path, *args: str) -> tuple[int, list[str], str]:
     env = dict(os.environ, PYTHONPATH=lean_pythonpath(),
                XDG_CONFIG_HOME=str(workspace / "no-config"),
                STORYD_SOCKET=str(workspace / "nobody-listens.sock"))
-    done = subprocess.run([sys.executable, "-S", "-X", "importtime", "-m", "storyd.cli.main",
+    done = subprocess.run([sys.executable, "-S", "-X", "importtime", "-m", "storyd",
                            "resume", *args], cwd=workspace, env=env, capture_output=True,
                           text=True, timeout=60, check=False)
     names = [line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()

@@ -1,6 +1,6 @@
 """What the reporting commands share: their flags, turned into calls of storyd.api.
 
-Errors are raised, not printed: daemon/cli/main.py reports a StorydError as
+Errors are raised, not printed: daemon/cli/__init__.py reports a StorydError as
 `storyd <command>: <message>` and exits with its code.
 """
 

@@ -84,7 +84,7 @@ class FlagError(UsageError):
     """An unknown flag, a missing value or a stray word; the message ends with the usage.
 
     `storyd <command>` prints it as it is, where other errors get a `storyd <command>: `
-    prefix (see daemon/cli/main.py).
+    prefix (see daemon/cli/__init__.py).
     """
 
 

@@ -3,7 +3,7 @@
 argparse is not used: it exits 2 on errors where the seed exits 64, and its import
 costs start-up time on `storyd resume`'s path.
 
-`-h` or `--help` anywhere raises HelpRequested (not an error): daemon/cli/main.py prints the
+`-h` or `--help` anywhere raises HelpRequested (not an error): daemon/cli/__init__.py prints the
 usage, then what the command is about, on stdout and exits 0.
 """
 

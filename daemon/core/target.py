@@ -27,20 +27,25 @@ class Target:
     """A state file (workspace-relative), the key of the unit in it (None: the file's
     only unit), the adapter's name, and the message when the unit is not there."""
 
-    __slots__ = ("format", "key", "missing", "relpath")
+    __slots__ = ("_adapter", "format", "key", "missing", "relpath")
 
-    def __init__(self, relpath: str, key: str | None, missing: str, format: str | None) -> None:
+    def __init__(self, relpath: str, key: str | None, missing: str, format: str | None,
+                 adapter: Adapter | None = None) -> None:
         self.relpath = relpath
         self.key = key
         self.missing = missing
         self.format = format  # None: found by path when first asked (`adapter`)
+        self._adapter = adapter
 
     @property
     def adapter(self) -> Adapter:
         """The format adapter that reads this state file."""
-        from storyd.core.formats import adapter_for, builtin
+        if self._adapter is None:
+            from storyd.core.formats import adapter_for, builtin
 
-        return builtin(self.format) if self.format is not None else adapter_for(self.relpath)
+            self._adapter = (builtin(self.format) if self.format is not None
+                             else adapter_for(self.relpath))
+        return self._adapter
 
     def not_there(self) -> StoryNotInState:
         """The error for a unit the file does not hold (exit 2)."""
@@ -62,12 +67,15 @@ class Target:
 
 def for_epic(workspace: str, epic_id: str, story_id: str, relpath: str | None = None) -> Target:
     """The seed's query (ids already normalised): the epic's state file, found on disk
-    (slugged folders too) unless the caller's cache already knows it as `relpath`."""
-    if relpath is None:
-        from storyd.core.formats.epic import epic_state_file
+    (slugged folders too) unless the caller's cache already knows it as `relpath`. The
+    seed's query is the epic format by definition (no plugin may take its name), so its
+    adapter comes from the epic module itself, without the registry: one module less on
+    `storyd resume`'s start-up path."""
+    from storyd.core.formats import epic
 
-        relpath = epic_state_file(workspace, epic_id)
-    return Target(relpath, story_id, STORY_MISSING, "epic")
+    if relpath is None:
+        relpath = epic.epic_state_file(workspace, epic_id)
+    return Target(relpath, story_id, STORY_MISSING, "epic", epic.ADAPTER)
 
 
 def for_state_file(workspace: str, state_file: str, unit: str | None, *,

@@ -1,6 +1,6 @@
 """`storyd completion bash|zsh|fish`: print the shell completion script.
 
-The script is generated from the one table of commands: daemon/cli/main.py's COMMANDS (names
+The script is generated from the one table of commands: daemon/cli/__init__.py's COMMANDS (names
 and summaries) and, for each, its module's FLAGS (or SUBCOMMANDS: name -> flags) and
 USAGE. A new command gets completion by being added there. What a flag's value
 completes to is read from its usage text: `--x DIR` or `<dir>` completes directories,
@@ -110,8 +110,8 @@ def _flags(
 
 
 def table() -> list[Command]:
-    """Every command of daemon/cli/main.py's COMMANDS, with its flags (imports every module)."""
-    from storyd.cli.main import COMMANDS, module_name
+    """Every command of daemon/cli/__init__.py's COMMANDS, with its flags (imports every module)."""
+    from storyd.cli import COMMANDS, module_name
 
     commands = []
     for name, summary in COMMANDS.items():
@@ -367,7 +367,7 @@ def render(shell: str) -> str:
         return _zsh(commands)
     if shell == "fish":
         return _fish(commands)
-    from storyd.cli.main import did_you_mean
+    from storyd.cli import did_you_mean
 
     hint = did_you_mean(shell, list(SUBCOMMANDS)) or ": expected bash, zsh or fish"
     raise UsageError(f"unknown shell {shell!r}{hint}\n{USAGE}")

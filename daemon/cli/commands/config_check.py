@@ -172,7 +172,7 @@ def main(argv: list[str]) -> int:
     if not argv:
         raise FlagError(USAGE)
     if argv[0] not in SUBCOMMANDS:
-        from storyd.cli.main import did_you_mean
+        from storyd.cli import did_you_mean
 
         hint = did_you_mean(argv[0], list(SUBCOMMANDS))
         raise FlagError(f"storyd config: unknown subcommand {argv[0]!r}{hint}\n{USAGE}")

@@ -101,7 +101,7 @@ def prepare(source: str, ws: str) -> None:
 
 def _storyd() -> list[str]:
     script = os.path.join(os.path.dirname(sys.executable), "storyd")
-    return [script] if os.path.exists(script) else [sys.executable, "-m", "storyd.cli.main"]
+    return [script] if os.path.exists(script) else [sys.executable, "-m", "storyd"]
 
 
 def _show(title: str, argv: list[str], cwd: str, env: dict[str, str]) -> None:

@@ -10,19 +10,24 @@
                          scanned only when no built-in matches
 
 A plugin whose object is not a named `Adapter`, whose name differs from its entry
-point's, or whose name is taken is skipped and named in the registry's problems.
+point's, or whose name is taken is skipped and named in the registry's problems. The
+registry is imported when first asked: the seed's own query (`--epic-id`) reads the epic
+format's module directly (core/target.py) and never needs it.
 """
 
 from __future__ import annotations
 
-from storyd.core import registry
 from storyd.core.errors import UsageError
 from storyd.core.formats.base import Adapter
+
+TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
+if TYPE_CHECKING:
+    from storyd.core.registry import Entry
 
 __all__ = ["Adapter", "adapter_for", "all_adapters", "builtin", "named", "supported"]
 
 
-def _check(candidate: object, entry: registry.Entry) -> str | None:
+def _check(candidate: object, entry: Entry) -> str | None:
     """Why a format plugin is refused, or None."""
     if not isinstance(candidate, Adapter) or not candidate.name:
         return "not a named storyd.core.formats.Adapter"
@@ -32,12 +37,16 @@ def _check(candidate: object, entry: registry.Entry) -> str | None:
 
 
 def _unknown(name: str) -> UsageError:
+    from storyd.core import registry
+
     names = registry.get().names(registry.FORMATS, plugins=False)
     return UsageError(f"unknown format {name!r}; supported: {', '.join(names)}")
 
 
 def builtin(name: str) -> Adapter:
     """One of storyd's own adapters by name."""
+    from storyd.core import registry
+
     found = registry.get().one(registry.FORMATS, name, _check, plugins=False)
     if found is None:
         raise _unknown(name)
@@ -46,6 +55,8 @@ def builtin(name: str) -> Adapter:
 
 def named(name: str) -> Adapter:
     """An adapter by its format's name (a unit's `format`), plugins included."""
+    from storyd.core import registry
+
     found = registry.get().one(registry.FORMATS, name, _check)
     if found is None:
         raise _unknown(name)
@@ -54,6 +65,8 @@ def named(name: str) -> Adapter:
 
 def all_adapters(*, plugins: bool = True) -> list[Adapter]:
     """Every registered adapter: storyd's own, then the plugins' (broken ones skipped)."""
+    from storyd.core import registry
+
     return registry.get().load(registry.FORMATS, _check, plugins=plugins)  # type: ignore[return-value]
 
 
@@ -65,6 +78,8 @@ def supported() -> str:
 def adapter_for(relpath: str) -> Adapter:
     """The adapter whose state files include `relpath`, or a UsageError naming them all
     (and any format plugin that was skipped)."""
+    from storyd.core import registry
+
     for adapter in all_adapters(plugins=False):
         if adapter.matches(relpath):
             return adapter
