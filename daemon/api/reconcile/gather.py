@@ -49,10 +49,12 @@ class Selection:
 
 def _read(workspace: str, selection: Selection, options: answers.Options) -> list[Unit]:
     """The selected units, read under the writers' lock (LockTimeout propagates)."""
-    if selection.state_file is not None or selection.epic is not None:
-        where = (target.for_state_file(workspace, selection.state_file, selection.unit)
-                 if selection.state_file is not None
-                 else target.for_epic(workspace, selection.epic, str(selection.story)))
+    where = None
+    if selection.state_file is not None:
+        where = target.for_state_file(workspace, selection.state_file, selection.unit)
+    elif selection.epic is not None:
+        where = target.for_epic(workspace, selection.epic, str(selection.story))
+    if where is not None:
         units = answers.read_units(workspace, where.adapter, where.relpath, options)
         return units if where.key is None else [where.pick(units)]
     from storyd.core.formats import all_adapters
