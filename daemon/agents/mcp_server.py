@@ -18,7 +18,8 @@ invalid id, a tool error naming `story_id`), never a flag.
 Resources: `storyd://in-flight` (the status JSON) and `storyd://unit/{unit}` (one unit's
 resume answer), with `subscriptions/listen` events fed by the daemon's event stream.
 Every tool takes an optional `workspace` (default: $CLAUDE_PROJECT_DIR, else the
-server's cwd) which must lie inside the allowed roots (`[hooks] roots`).
+server's cwd): the server's project folder, a configured workspace, or a folder the
+user owns (inside `[hooks] roots` when that is set).
 """
 
 from __future__ import annotations
@@ -72,15 +73,14 @@ class Setup:
         """The workspace a tool reads: `given` (relative to the default) or the default;
         a UsageError when it lies outside the allowed roots or holds no workspace."""
         folder = os.path.realpath(os.path.join(self.cwd, given or "."))
-        roots = hookio.allowed_roots(self.cfg())
-        found = hookio.find_workspace(folder, roots)
+        trust = hookio.Trust(self.cfg(), also=(os.path.realpath(self.cwd),))
+        found, why = hookio.explain(folder, trust)
         if found is None:
             if not os.path.isdir(folder):
                 raise UsageError(f"workspace {folder}: not a folder")
-            shown = ", ".join(roots)
             raise UsageError(
-                f"workspace {folder}: outside the allowed roots ({shown}); "
-                "add it to [hooks] roots or workspaces in the configuration"
+                f"workspace {folder}: {why.removeprefix(folder + ' is ')}; add it to "
+                "[hooks] roots or workspaces in the configuration"
             )
         return found
 
