@@ -61,11 +61,14 @@ def problems(hook: Hook, trust: Trust) -> list[str]:
     if workspace is None or hook.session is None:
         return list(lines.values())
     record = sessions.load(hook.session)
-    if record is None or record.get("workspace") != workspace:
+    fresh = record is None or record.get("workspace") != workspace
+    if record is None or fresh:
         record = sessions.begin(hook.session, workspace, checked=False)
+    before = record["files"]
     named = set(lines)
     for change in sessions.changes(record):
         if change.relpath not in named:
             lines[f"{change.relpath}\0{change.what}"] = f"storyd: {change.relpath} {change.what}"
-    sessions.save(record)
+    if fresh or record["files"] != before:
+        sessions.save(record)  # nothing changed: nothing to write
     return list(lines.values())

@@ -75,12 +75,12 @@ def load(session: str) -> dict[str, object] | None:
 def save(record: dict[str, object]) -> None:
     """Write the record (0600, whole, through a temporary file) and prune old ones."""
     import json
-    import tempfile
 
     path = record_path(str(record["session"]))
     folder = os.path.dirname(path)
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".record-", suffix=".tmp")
+    tmp = os.path.join(folder, f".record-{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(record, handle, separators=(",", ":"))

@@ -46,7 +46,7 @@ def _run(event: str, payload: dict[str, object], agent: str | None,
     hook = shapes.read(payload, agent)
     cfg = source.load_config(config)
     trust = hookio.Trust(cfg)
-    if hook.folder is not None:
+    if hook.folder is not None and os.environ.get("STORYD_LOG_LEVEL", "").lower() == "debug":
         _debug(f"{hook.agent} {event} in {hook.folder}: " +
                (hookio.explain(hook.folder, trust)[1] or "a workspace"))  # fmt: skip
     if event == "post-tool-use":
