@@ -106,17 +106,26 @@ class Setup:
         state_file: str | None = None,
         unit: str | None = None,
     ) -> Query:
-        """A `--detail` resume query from a tool's arguments, checked by the same rules
-        as `storyd resume`'s flags (core/query.py); every value stays a value."""
-        from storyd.core.query import from_argv
+        """A `--detail` resume query from a tool's arguments, checked by the rules of
+        `storyd resume` and the socket's `resume` (core/query.py's `from_request`): the
+        arguments are fields of a typed request, never argv, so every value stays a value."""
+        from storyd.core.query import from_request
 
-        given = (
-            ("epic-id", epic_id), ("story-id", story_id), ("state-file", state_file),
-            ("unit", unit), ("workspace", workspace), ("config", self.config),
-            ("socket", self.socket),
-        )  # fmt: skip
-        argv = [f"--{flag}={value}" for flag, value in given if value is not None]
-        return _checked(lambda: from_argv([*argv, "--detail"], workspace))
+        def build() -> Query:
+            if state_file is None:
+                for name, value in (("story_id", story_id), ("epic_id", epic_id)):
+                    if value is None:
+                        raise UsageError(f"missing {name} (or give state_file)")
+                if unit is not None:
+                    raise UsageError("unit goes with state_file")
+            elif epic_id is not None or story_id is not None:
+                raise UsageError("state_file replaces epic_id and story_id")
+            given = {"epic": epic_id, "story": story_id, "stateFile": state_file, "unit": unit}
+            query = from_request({k: v for k, v in given.items() if v is not None}, workspace)
+            query.config, query.socket = self.config, self.socket
+            return query
+
+        return _checked(build)
 
 
 _ARGUMENTS = {"--epic-id": "epic_id", "--story-id": "story_id", "--state-file": "state_file",
