@@ -12,7 +12,8 @@ reference); which one sent the payload is read from the payload itself, or said 
             `file_path`, stop's `loop_count`
     vscode  VS Code Copilot agent hooks: `hookEventName`, `sessionId`, `source: new`,
             `tool_input.filePath` (or `files`)
-    gemini  Gemini CLI: `AfterAgent`, `AfterTool`, an ISO `timestamp`
+    gemini  Gemini CLI: its own events (`AfterAgent`, `AfterTool`, ...); its
+            SessionStart is answered as Claude Code's, so it need not be told apart
 
 Answers: Claude Code, Codex and VS Code read `hookSpecificOutput.additionalContext` and
 `{"decision": "block", "reason"}`; Cursor reads `additional_context` and
@@ -28,7 +29,11 @@ __all__ = ["AGENTS", "CONTEXT_LIMIT", "Hook", "answer", "read"]
 
 AGENTS = ("claude", "codex", "cursor", "vscode", "gemini")
 CONTEXT_LIMIT = 10_000  # Claude Code (and the others) cut hook text longer than this
-_GEMINI_EVENTS = frozenset(("AfterAgent", "AfterTool", "BeforeAgent", "BeforeTool"))
+# events only Gemini CLI sends (its SessionStart looks like the others', answered alike)
+_GEMINI_EVENTS = frozenset((
+    "AfterAgent", "AfterTool", "BeforeAgent", "BeforeTool", "BeforeModel", "AfterModel",
+    "BeforeToolSelection", "PreCompress",
+))  # fmt: skip
 _READ_ONLY_AGENTS = frozenset(("explore", "plan", "claude-code-guide", "statusline-setup"))
 _PATH_KEYS = ("file_path", "filePath", "path", "notebook_path")
 
@@ -41,7 +46,8 @@ class Hook:
     session     the agent's session (conversation) id, or None
     paths       absolute paths the tool named (files written or edited)
     continued   this stop already led to one follow-up (stop_hook_active, loop_count)
-    quiet       a stop that must never block: plan mode, a read-only subagent
+    quiet       a stop that must never block: plan mode, a read-only subagent, an
+                aborted turn
     """
 
     __slots__ = ("agent", "continued", "folder", "paths", "quiet", "session")
@@ -66,8 +72,7 @@ def recognise(payload: dict[str, object]) -> str:
         return "cursor"
     if "hookEventName" in payload or "sessionId" in payload:
         return "vscode"
-    event = payload.get("hook_event_name")
-    if event in _GEMINI_EVENTS or isinstance(payload.get("timestamp"), str):
+    if payload.get("hook_event_name") in _GEMINI_EVENTS:
         return "gemini"
     return "claude"
 
@@ -100,7 +105,9 @@ def _paths(payload: dict[str, object], folder: str | None) -> list[str]:
 
 
 def _quiet(payload: dict[str, object]) -> bool:
-    if payload.get("permission_mode") == "plan":
+    """A stop never held: plan mode, a read-only subagent, a turn the user aborted
+    (Cursor's `status`)."""
+    if payload.get("permission_mode") == "plan" or payload.get("status") in ("aborted", "error"):
         return True
     kind = payload.get("agent_type") or payload.get("subagent_type")
     return isinstance(kind, str) and kind.lower() in _READ_ONLY_AGENTS
