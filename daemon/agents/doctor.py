@@ -85,8 +85,9 @@ def check_agents(cfg: Config | None, here: str) -> list[Line]:
 
     extra = importlib.util.find_spec("mcp") is not None
     lines = [_hooks_here(cfg, here)]
+    at_home = os.path.realpath(here) == os.path.realpath(os.path.expanduser("~"))
     for agent in AGENTS:
-        for project in (None, here):
+        for project in (None,) if at_home else (None, here):
             line = _agent(agent, project, extra)
             if line is not None:
                 lines.append(line)

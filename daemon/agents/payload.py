@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["AGENTS", "CONTEXT_LIMIT", "Hook", "answer", "read"]
+__all__ = ["AGENTS", "CONTEXT_LIMIT", "Hook", "answer", "cap", "read", "recognise"]
 
 AGENTS = ("claude", "codex", "cursor", "vscode", "gemini")
 CONTEXT_LIMIT = 10_000  # Claude Code (and the others) cut hook text longer than this
@@ -128,13 +128,14 @@ def read(payload: dict[str, object], agent: str | None = None) -> Hook:
     return Hook(who, folder, session, _paths(payload, folder), continued, _quiet(payload))
 
 
-def _cap(text: str) -> str:
+def cap(text: str) -> str:
+    """At most CONTEXT_LIMIT characters (the agents cut longer hook text)."""
     return text if len(text) <= CONTEXT_LIMIT else text[: CONTEXT_LIMIT - 3] + "..."
 
 
 def answer(agent: str, event: str, text: str) -> dict[str, object]:
     """The JSON object `agent` reads for `event` (session-start, stop, post-tool-use)."""
-    text = _cap(text)
+    text = cap(text)
     if event == "stop":
         if agent == "cursor":
             return {"followup_message": text}

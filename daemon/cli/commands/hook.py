@@ -56,7 +56,7 @@ def _run(event: str, payload: dict[str, object], agent: str | None,
         if not lines:
             return None, 0
         if hook.agent in _EXIT_2:
-            return "\n".join(lines), 2
+            return shapes.cap("\n".join(lines)), 2
         text_ = "\n".join(lines)
     elif event == "stop":
         from storyd.agents.selfpath import storyd_argv
