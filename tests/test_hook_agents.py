@@ -302,3 +302,18 @@ def test_the_session_records_are_private_and_bounded(own: tuple[Path, AgentsEnv]
     assert records[0].stat().st_mode & 0o777 == 0o600
     assert os.stat(folder).st_mode & 0o777 == 0o700
     assert records[0].stat().st_size < 64 * 1024
+
+
+@pytest.mark.slow
+def test_a_state_folder_it_cannot_write_never_silences_a_report(
+        own: tuple[Path, AgentsEnv]) -> None:
+    """$XDG_STATE_HOME unusable (a file where the folder should be): no record is kept,
+    and the broken state file is still reported."""
+    ws, env = own
+    blocked = env.root / "not-a-folder"
+    blocked.write_text("")
+    env.env["XDG_STATE_HOME"] = str(blocked)
+    _begin(ws, env)
+    _sh(ws, f"printf '{{' > {EPIC_STATE}")
+    done = run_hook("post-tool-use", _bash(ws, "echo"), env.env)
+    assert done.returncode == 2 and EPIC_STATE in done.stderr.decode(), done.stderr

@@ -72,24 +72,26 @@ def load(session: str) -> dict[str, object] | None:
     return value
 
 
-def save(record: dict[str, object]) -> None:
-    """Write the record (0600, whole, through a temporary file) and prune old ones."""
+def save(record: dict[str, object]) -> bool:
+    """Write the record (0600, whole, through a temporary file) and prune old ones; False
+    when it cannot be written (a read-only home: the next check then repeats this one)."""
     import json
 
     path = record_path(str(record["session"]))
     folder = os.path.dirname(path)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
     tmp = os.path.join(folder, f".record-{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(record, handle, separators=(",", ":"))
         os.replace(tmp, path)
-    except BaseException:
+    except OSError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise
+        return False
     _prune(folder)
+    return True
 
 
 def _prune(folder: str) -> None:
