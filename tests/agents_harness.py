@@ -37,6 +37,7 @@ class AgentsEnv:
         self.root = root
         self.socket = root / "run" / "storyd.sock"
         self.env = daemon_env(root, self.socket)
+        self.env["XDG_STATE_HOME"] = str(root / "state")  # the hooks' session records
         self.config(hooks if hooks is not None else f"roots = [{str(root)!r}]\n")
 
     def config(self, hooks_table: str, extra: str = "") -> Path:

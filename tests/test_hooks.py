@@ -4,7 +4,6 @@ with no daemon and with a real `storyd serve`."""
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -103,7 +102,7 @@ def test_session_start_keeps_to_its_budget(tmp_path: Path) -> None:
                                                            source="startup"), env.env))
     assert len(text) <= 700
     last = text.splitlines()[-1]
-    assert last.startswith("and ") and " more (full list: storyd status --in-flight" in last
+    assert last.startswith("and ") and f" more (full list: {STORYD} status --in-flight" in last
     shown = sum(1 for line in text.splitlines() if line.startswith("- "))
     assert 0 < shown < len(IN_FLIGHT)
     assert f"and {len(IN_FLIGHT) - shown} more" in last
@@ -201,72 +200,155 @@ def _reason(done: subprocess.CompletedProcess[bytes]) -> str:
     return reason
 
 
+def _git(ws: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(ws), "-c", "user.name=t", "-c", "user.email=t@t",
+                           *args], capture_output=True, text=True, timeout=30, check=True)
+    return done.stdout.strip()
+
+
+def _begin(ws: Path, env: AgentsEnv, **fields: object) -> None:
+    """The session starts (its record: HEAD and the state files as they are now)."""
+    done = run_hook("session-start", hook_payload("SessionStart", ws, source="startup",
+                                                  **fields), env.env)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+
+
+def _before_the_last_commit(ws: Path) -> None:
+    """The demo as it was before TASK-0049-0013-004's commit landed (its work uncommitted)."""
+    _git(ws, "reset", "-q", "HEAD~1")
+
+
+def _land_the_commit(ws: Path) -> str:
+    """The session commits TASK-0049-0013-004's work: the state file still says pending."""
+    _git(ws, "add", "work")
+    _git(ws, "commit", "-q", "-m", "TASK-0049-0013-004: work landed in this session")
+    return _git(ws, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def in_session(tmp_path: Path) -> tuple[Path, AgentsEnv, str]:
+    """A session began before TASK-0049-0013-004's commit, and made it: (ws, env, sha)."""
+    ws, env = demo_workspace(tmp_path), AgentsEnv(tmp_path)
+    _before_the_last_commit(ws)
+    _begin(ws, env)
+    return ws, env, _land_the_commit(ws)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("event", ["Stop", "SubagentStop"])
-def test_stop_blocks_while_the_state_lags_behind_git(shared: tuple[Path, AgentsEnv],
-                                                     event: str) -> None:
-    ws, env = shared
+def test_stop_blocks_for_a_commit_the_session_made(in_session: tuple[Path, AgentsEnv, str],
+                                                   event: str) -> None:
+    ws, env, sha = in_session
     reason = _reason(run_hook("stop", hook_payload(event, ws, stop_hook_active=False), env.env))
-    sha = subprocess.run(["git", "-C", str(ws), "rev-parse", "HEAD"], capture_output=True,
-                         text=True, check=True).stdout.strip()
     assert "task TASK-0049-0013-004" in reason and f"commit {sha}" in reason
-    assert "task 3: format/state-not-updated" in reason  # the journal's completed task
-    assert "task task-002: format/output-before-state-update" in reason  # the checkpoint
+    # the journal's and the checkpoint's lag predate the session: not this session's
+    assert "state-not-updated" not in reason and "output-before-state-update" not in reason
     fixes = [line.strip()[len("fix: "):] for line in reason.splitlines()
              if line.strip().startswith("fix: ")]
-    assert len(fixes) == 3
-    assert all(f.startswith(f"storyd reconcile --apply --workspace {ws} ") for f in fixes)
+    assert len(fixes) == 1
+    assert fixes[0].startswith(f"{STORYD} reconcile --apply --workspace {ws} ")
     assert "unreachable" not in reason  # not in block_stop_on: a rewrite is no lag
 
 
-def test_stop_hook_active_never_blocks_again(shared: tuple[Path, AgentsEnv]) -> None:
-    ws, env = shared
-    done = run_hook("stop", hook_payload("Stop", ws, stop_hook_active=True), env.env)
-    assert (done.returncode, done.stdout) == (0, b"")
+@pytest.mark.slow
+@pytest.mark.parametrize("event", ["Stop", "SubagentStop"])
+def test_stop_never_blocks_for_lag_older_than_the_session(own: tuple[Path, AgentsEnv],
+                                                          event: str) -> None:
+    """The demo lags git in three state files, all before the session began."""
+    ws, env = own
+    _begin(ws, env)
+    done = run_hook("stop", hook_payload(event, ws, stop_hook_active=False), env.env)
+    assert (done.returncode, done.stdout) == (0, b""), done.stdout
 
 
 @pytest.mark.slow
-def test_the_fix_commands_it_names_end_the_block(own: tuple[Path, AgentsEnv]) -> None:
+def test_stop_without_a_session_start_does_not_guess(own: tuple[Path, AgentsEnv]) -> None:
+    """No record of where the session began: its first stop proves nothing and records
+    the start; a commit landed after that is the session's."""
     ws, env = own
+    _before_the_last_commit(ws)
+    payload = hook_payload("Stop", ws, stop_hook_active=False)
+    assert run_hook("stop", payload, env.env).stdout == b""
+    sha = _land_the_commit(ws)
+    assert f"commit {sha}" in _reason(run_hook("stop", payload, env.env))
+
+
+@pytest.mark.slow
+def test_stop_blocks_for_a_state_file_the_session_changed(own: tuple[Path, AgentsEnv]) -> None:
+    """The session rewrote the checkpoint (tmp then mv) and left its output unrecorded."""
+    ws, env = own
+    _begin(ws, env)
+    phase = ws / "memory/state/phase.json"
+    tmp = phase.with_suffix(".tmp")
+    tmp.write_bytes(phase.read_bytes())
+    tmp.replace(phase)
+    reason = _reason(run_hook("stop", hook_payload("Stop", ws, stop_hook_active=False), env.env))
+    assert "task task-002: format/output-before-state-update" in reason
+    assert "TASK-0049-0013-004" not in reason  # its commit predates the session
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fields", [
+    {"permission_mode": "plan"},
+    {"hook_event_name": "SubagentStop", "agent_type": "Explore"},
+    {"hook_event_name": "SubagentStop", "agent_type": "Plan"},
+    {"stop_hook_active": True},
+], ids=["plan-mode", "explore-subagent", "plan-subagent", "stop_hook_active"])
+def test_stop_never_blocks_in_plan_mode_read_only_subagents_or_twice(
+        in_session: tuple[Path, AgentsEnv, str], fields: dict[str, object]) -> None:
+    ws, env, _ = in_session
+    payload = hook_payload("Stop", ws, stop_hook_active=False)
+    payload.update(fields)
+    done = run_hook("stop", payload, env.env)
+    assert (done.returncode, done.stdout) == (0, b""), done.stdout
+
+
+@pytest.mark.slow
+def test_the_printed_fix_runs_with_a_bare_path_and_ends_the_block(
+        in_session: tuple[Path, AgentsEnv, str]) -> None:
+    ws, env, _ = in_session
     payload = hook_payload("Stop", ws, stop_hook_active=False)
     reason = _reason(run_hook("stop", payload, env.env))
-    for line in reason.splitlines():
-        if line.strip().startswith("fix: "):
-            argv = shlex.split(line.strip()[len("fix: "):])
-            assert argv[0] == "storyd"
-            done = subprocess.run([STORYD, *argv[1:]], env=env.env, capture_output=True,
-                                  timeout=60, check=False)
-            assert done.returncode == 0, done.stderr
+    bare = dict(env.env, PATH="/usr/bin:/bin")
+    fixes = [line.strip()[len("fix: "):] for line in reason.splitlines()
+             if line.strip().startswith("fix: ")]
+    assert fixes
+    for fix in fixes:
+        done = subprocess.run(["/bin/sh", "-c", fix], env=bare, capture_output=True,
+                              timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
     after = run_hook("stop", payload, env.env)
     assert (after.returncode, after.stdout) == (0, b""), after.stdout
 
 
 @pytest.mark.slow
-def test_block_stop_on_is_configurable(own: tuple[Path, AgentsEnv]) -> None:
-    ws, env = own
-    root = str(env.root)
+def test_block_stop_on_is_configurable(in_session: tuple[Path, AgentsEnv, str]) -> None:
+    ws, env, _ = in_session
     payload = hook_payload("Stop", ws, stop_hook_active=False)
-    env.config(f"roots = [{root!r}]\nblock_stop_on = [\"unrecorded\"]\n")
-    reason = _reason(run_hook("stop", payload, env.env))
-    assert "TASK-0049-0013-004" in reason and "state-not-updated" not in reason
-    env.config(f"roots = [{root!r}]\nblock_stop_on = []\n")
+    env.config('block_stop_on = ["state-not-updated"]\n')
+    done = run_hook("stop", payload, env.env)
+    assert (done.returncode, done.stdout) == (0, b"")  # the session's lag is an unrecorded
+    env.config('block_stop_on = ["unrecorded"]\n')
+    assert "TASK-0049-0013-004" in _reason(run_hook("stop", payload, env.env))
+    env.config("block_stop_on = []\n")
     done = run_hook("stop", payload, env.env)
     assert (done.returncode, done.stdout) == (0, b"")
 
 
 @pytest.mark.slow
-def test_stop_with_the_daemon_unblocks_once_reconciled(spawn_daemon: object,
-                                                       own: tuple[Path, AgentsEnv]) -> None:
-    ws, _ = own
+def test_stop_with_the_daemon_unblocks_once_reconciled(
+        spawn_daemon: object, in_session: tuple[Path, AgentsEnv, str]) -> None:
+    ws, env, _ = in_session
     daemon = spawn_daemon([ws])  # type: ignore[operator]
+    denv = dict(daemon.env, XDG_STATE_HOME=env.env["XDG_STATE_HOME"])
     payload = hook_payload("Stop", ws, stop_hook_active=False)
-    assert "TASK-0049-0013-004" in _reason(run_hook("stop", payload, daemon.env))
+    assert "TASK-0049-0013-004" in _reason(run_hook("stop", payload, denv))
     done = subprocess.run([STORYD, "reconcile", "--apply", "--workspace", str(ws)],
-                          env=daemon.env, capture_output=True, timeout=60, check=False)
+                          env=denv, capture_output=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
 
     def quiet() -> bool:
-        return run_hook("stop", payload, daemon.env).stdout == b""
+        return run_hook("stop", payload, denv).stdout == b""
 
     wait_for(quiet, 20, "the daemon to see the reconciled state files")
 
@@ -379,7 +461,7 @@ def test_config_check_names_each_hooks_problem(tmp_path: Path) -> None:
         "hooks.block_stop_on: unknown code 'nope' (known: unrecorded, unreachable, "
         "squash-merged, missing, state-not-updated, output-before-state-update, "
         "restored-from-backup)",
-        "hooks.context_chars: 5 is out of range: expected 200 to 100000",
+        "hooks.context_chars: 5 is out of range: expected 200 to 10000",
         "hooks.roots: expected an array of paths, got an integer",
         "hooks.foo: unknown key 'foo' (known: block_stop_on, context_chars, roots)",
     ]

@@ -171,7 +171,7 @@ def test_errors_are_clear_tool_errors(own: tuple[Path, AgentsEnv], tmp_path: Pat
         "unknown story": "Story not in execution-state.json",
         "unknown unit": f"unit 'nope' not in {ISSUE_STATE}",
         "state file outside": "outside the workspace",
-        "outside the roots": "outside the allowed roots",
+        "outside the roots": "outside [hooks] roots",
         "bad epic id": "epic",
         "no selection": "missing story_id",
     }
@@ -233,3 +233,84 @@ def test_a_listen_subscription_hears_the_daemons_changes(spawn_daemon: Any,
 
     events = anyio.run(main)
     assert events == [ResourceUpdated(uri="storyd://in-flight")]
+
+
+@pytest.mark.slow
+def test_a_good_citizen_schemas_prompt_and_resources(own: tuple[Path, AgentsEnv],
+                                                      tmp_path: Path) -> None:
+    """Every parameter described (`only` an enum of repair classes), descriptions without
+    source indentation, the "where do I resume?" prompt, one resource per unit in flight,
+    and the SDK's not-found error (-32602) for an unknown unit."""
+    from mcp.shared.exceptions import MCPError as Error
+
+    ws, agents = own
+
+    async def work(client: ClientSession) -> dict[str, Any]:
+        out: dict[str, Any] = {"tools": await client.list_tools(),
+                               "prompts": await client.list_prompts(),
+                               "resources": await client.list_resources()}
+        out["prompt"] = await client.get_prompt("where-do-i-resume", {})
+        try:
+            await client.read_resource("storyd://unit/nope")
+        except Error as exc:
+            out["code"] = exc.error.code
+        out["unit"] = await client.read_resource("storyd://unit/fleet-portal")
+        return out
+
+    got = session(agents.env, ws, tmp_path / "mcp.err", work)
+    for tool in got["tools"].tools:
+        assert "\n" not in tool.description and "  " not in tool.description, tool.name
+        for name, schema in tool.input_schema["properties"].items():
+            assert schema.get("description"), (tool.name, name)
+    reconcile = next(t for t in got["tools"].tools if t.name == "reconcile_apply")
+    only = reconcile.input_schema["properties"]["only"]
+    items = next(s for s in only["anyOf"] if s.get("type") == "array")["items"]
+    assert {"unrecorded", "state-not-updated"} <= set(items["enum"])
+    assert [p.name for p in got["prompts"].prompts] == ["where-do-i-resume"]
+    text = got["prompt"].messages[0].content.text
+    assert "fleet-portal" in text and "resume" in text
+    uris = {str(r.uri) for r in got["resources"].resources}
+    assert {f"storyd://unit/{u}" for u in ("fleet-portal", "story-0049-0013",
+                                            "issue-42-geofencing")} <= uris
+    assert "storyd://unit/story-0049-0012" not in uris  # done: not in flight
+    assert got["code"] == -32602
+    assert '"resumePoint"' in got["unit"].contents[0].text
+
+
+@pytest.mark.slow
+def test_a_unit_that_finishes_leaves_the_resource_list(spawn_daemon: Any,
+                                                        own: tuple[Path, AgentsEnv]) -> None:
+    """With the daemon: a unit whose last task is marked done stops being listed, and a
+    listening client hears notifications/resources/list_changed."""
+    from mcp import Client
+    from mcp.shared.subscriptions import ResourcesListChanged
+
+    ws, _ = own
+    daemon = spawn_daemon([ws])
+    state = ws / ".claude/plans/issue-42-geofencing/execution-state.json"
+
+    async def main() -> tuple[set[str], list[object], set[str]]:
+        params = StdioServerParameters(command=STORYD, args=["mcp"], env=daemon.env, cwd=str(ws))
+        async with Client(params, mode="auto") as client:
+            before = {str(r.uri) for r in (await client.list_resources()).resources}
+            async with client.listen(resources_list_changed=True) as sub:
+                await anyio.to_thread.run_sync(lambda: wait_for(
+                    lambda: daemon.stats()["subscribers"] >= 1, 20,
+                    "the MCP server to subscribe to the daemon"))
+                data = orjson.loads(state.read_bytes())
+                for task in data["tasks"]:
+                    task["status"] = "completed"
+                state.write_bytes(orjson.dumps(data))
+                events: list[object] = []
+                with anyio.fail_after(20):
+                    async for event in sub:
+                        events.append(event)
+                        if isinstance(event, ResourcesListChanged):
+                            break
+            after = {str(r.uri) for r in (await client.list_resources()).resources}
+        return before, events, after
+
+    before, events, after = anyio.run(main)
+    assert "storyd://unit/issue-42-geofencing" in before
+    assert ResourcesListChanged() in events
+    assert "storyd://unit/issue-42-geofencing" not in after

@@ -7,7 +7,10 @@
     post_tool_use   `storyd hook post-tool-use`: a state file the agent just broke
     mcp_server      `storyd mcp`: the MCP server (the optional `mcp` extra)
     mcp_events      the daemon's events as the MCP server's ResourceUpdated
-    claude_settings `storyd install --claude`: merge and unmerge Claude Code's settings
+    payload         every agent's hook input read into one Hook; each agent's answer
+    selfpath        the absolute storyd a printed fix names
+    installs        `storyd install --claude|--cursor|--vscode|--codex|--gemini`
+    settings_file   an agent's JSON or TOML settings, edited and given back exactly
     skill           `storyd install --skill`: the seed skill's drop-in SKILL.md
     setup           the --claude and --skill branches of `storyd install` / `uninstall`
 

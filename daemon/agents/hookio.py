@@ -1,8 +1,8 @@
 """Hook plumbing: read Claude Code's JSON from stdin and find the workspace a path is in.
 
 Nothing here raises on bad input: no stdin, a terminal, invalid JSON, a payload that is
-not an object, a `cwd` that does not exist or lies outside the allowed roots all come
-back as None, so an informational hook exits 0 and prints nothing.
+not an object, a folder that does not exist or is not trusted (`Trust`) all come back as
+None, so an informational hook exits 0 and prints nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from storyd.config import Config
 
-__all__ = ["MAX_INPUT", "allowed_roots", "find_workspace", "locate_state_file", "read_payload"]
+__all__ = ["MAX_INPUT", "Trust", "explain", "find_workspace", "locate_state_file", "read_payload"]
 
 MAX_INPUT = 4 << 20  # a hook's JSON (a Write's content included) larger than this is ignored
 _READ_TIMEOUT = 5.0  # a stdin left open without data never holds the agent longer than this
@@ -56,13 +56,38 @@ def read_payload(fd: int = 0, timeout: float = _READ_TIMEOUT) -> dict[str, objec
     return value if isinstance(value, dict) else None
 
 
-def allowed_roots(cfg: Config) -> list[str]:
-    """Folders whose workspaces hooks and MCP may read: `[hooks] roots`, else the home
-    folder; the configured workspaces always."""
-    roots = cfg.hooks.roots
-    if roots is None:
-        roots = [os.path.realpath(os.path.expanduser("~"))]
-    return [*roots, *(os.path.realpath(w) for w in cfg.workspaces)]
+class Trust:
+    """Which folders hooks and MCP may read a workspace in.
+
+    Without `[hooks] roots`: any folder the user owns (same uid), wherever it is (a dev
+    container's /workspaces, /srv, /tmp): the agent runtime names it, and it runs as the
+    user. With `roots`: only folders inside them. The configured workspaces and `also`
+    (the MCP server's own project folder) always.
+    """
+
+    __slots__ = ("owned", "roots")
+
+    def __init__(self, cfg: Config, also: tuple[str, ...] = ()) -> None:
+        restricted = cfg.hooks.roots
+        self.owned = restricted is None
+        extra = [os.path.realpath(w) for w in (*cfg.workspaces, *also)]
+        self.roots = [*(restricted or ()), *extra]
+
+    def __call__(self, folder: str) -> bool:
+        if _within(folder, self.roots):
+            return True
+        if not self.owned:
+            return False
+        try:
+            return os.stat(folder).st_uid == os.getuid()
+        except OSError:
+            return False
+
+    def why_not(self, folder: str) -> str:
+        """Why `folder` is not trusted, in words for `storyd doctor` and MCP's errors."""
+        if not self.owned:
+            return f"outside [hooks] roots ({', '.join(self.roots)})"
+        return "owned by another user (hooks read only folders you own)"
 
 
 def _within(path: str, roots: list[str]) -> bool:
@@ -75,42 +100,51 @@ def _format_roots() -> tuple[str, ...]:
     return tuple(root for adapter in all_adapters(plugins=False) for root in adapter.roots)
 
 
-def find_workspace(cwd: object, roots: list[str]) -> str | None:
-    """The workspace holding `cwd`: the nearest folder up from it with a format's root
-    (plans/, agent-output/, ...) or a `.git`, never above the allowed roots; else None."""
+def explain(cwd: object, trust: Trust) -> tuple[str | None, str]:
+    """(the workspace holding `cwd`, "") or (None, why there is none): the nearest folder
+    up from `cwd` with a format's root (plans/, agent-output/, ...) or a `.git`, climbing
+    only through trusted folders."""
     if not isinstance(cwd, str) or not cwd or "\0" in cwd:
-        return None
+        return None, "the agent named no folder"
     start = os.path.realpath(cwd)
-    if not os.path.isdir(start) or not _within(start, roots):
-        return None
+    if not os.path.isdir(start):
+        return None, f"{start} is not a folder"
+    if not trust(start):
+        return None, f"{start} is {trust.why_not(start)}"
     markers = (*_format_roots(), *_MARKERS)
     folder = start
-    while _within(folder, roots):
+    while trust(folder):
         if any(os.path.exists(os.path.join(folder, m)) for m in markers):
-            return folder
+            return folder, ""
         parent = os.path.dirname(folder)
         if parent == folder:
             break
         folder = parent
-    return None
+    shown = ", ".join(sorted(set(markers)))
+    return None, f"no workspace at or above {start} (none of {shown})"
 
 
-def locate_state_file(path: object, roots: list[str]) -> tuple[str, str] | None:
-    """(workspace, workspace-relative path) when `path` is a state file of a known
-    convention inside the allowed roots; else None."""
+def find_workspace(cwd: object, trust: Trust) -> str | None:
+    """The workspace holding `cwd` (see `explain`), else None."""
+    return explain(cwd, trust)[0]
+
+
+def locate_state_file(path: object, trust: Trust) -> tuple[str, str] | None:
+    """(workspace, workspace-relative path) when `path` is a state file (or a companion
+    such as execution.json: its state file) of a known convention in a trusted folder."""
     from storyd.core.formats import all_adapters
 
     if not isinstance(path, str) or not path or "\0" in path or not os.path.isabs(path):
         return None
     full = os.path.realpath(path)
-    if not _within(full, roots):
-        return None
     adapters = all_adapters(plugins=False)
     folder = os.path.dirname(full)
-    while _within(folder, roots):
+    while trust(folder):
         rel = os.path.relpath(full, folder).replace(os.sep, "/")
-        if any(a.matches(rel) for a in adapters):
-            return folder, rel
+        for adapter in adapters:
+            owner = adapter.owner(rel)
+            if owner is not None:
+                return folder, owner
         parent = os.path.dirname(folder)
         if parent == folder:
             break

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from storyd.core.errors import StorydError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mcp.server.mcpserver import MCPServer
 
     from storyd.agents.mcp_server import Setup
@@ -18,16 +20,21 @@ __all__ = ["Follower"]
 
 class Follower:
     """Follows the daemon's events and publishes `ResourceUpdated` for the in-flight
-    resource, so `subscriptions/listen` clients learn when to read it again."""
+    resource, so `subscriptions/listen` clients learn when to read it again, and
+    `ResourcesListChanged` when the units in flight (one resource each) changed."""
 
     def __init__(self, setup: Setup) -> None:
         self.setup = setup
         self._client: Any = None
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
+        self._on_change: Callable[[], bool] | None = None
 
-    def start(self, server: MCPServer[Any], uri: str) -> None:
-        """Follow on a thread; call from the server's event loop (its lifespan)."""
+    def start(self, server: MCPServer[Any], uri: str,
+              on_change: Callable[[], bool] | None = None) -> None:  # fmt: skip
+        """Follow on a thread; call from the server's event loop (its lifespan).
+        `on_change` re-lists the unit resources; True: ResourcesListChanged is sent."""
+        self._on_change = on_change
         from anyio.lowlevel import current_token
 
         self._token = current_token()
@@ -38,7 +45,7 @@ class Follower:
 
     def _run(self) -> None:
         import anyio.from_thread
-        from mcp.shared.subscriptions import ResourceUpdated
+        from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
 
         from storyd.api.client import Client, DaemonUnavailable
 
@@ -57,6 +64,10 @@ class Follower:
                         anyio.from_thread.run(
                             bus.publish, ResourceUpdated(uri=self._uri), token=self._token
                         )
+                        if self._on_change is not None and self._on_change():
+                            anyio.from_thread.run(
+                                bus.publish, ResourcesListChanged(), token=self._token
+                            )
         except (DaemonUnavailable, OSError, RuntimeError, ValueError):
             return  # no daemon: no events; resources are still read fresh on each read
 

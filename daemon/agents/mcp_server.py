@@ -15,10 +15,14 @@ Each tool builds a typed request from its arguments and calls storyd.api, the fu
 the command line calls too: an argument is always a value (a story id "--help" is an
 invalid id, a tool error naming `story_id`), never a flag.
 
-Resources: `storyd://in-flight` (the status JSON) and `storyd://unit/{unit}` (one unit's
-resume answer), with `subscriptions/listen` events fed by the daemon's event stream.
+Every parameter is described in the tool's schema (storyd.agents.mcp_params), `only` as
+an enum of repair classes. Resources: `storyd://in-flight` (the status JSON) and one
+`storyd://unit/<id>` per unit in flight (its resume answer; storyd.agents.mcp_units),
+with ResourceUpdated and list-changed events fed by the daemon's event stream; an
+unknown unit is the SDK's not-found error. Prompt: `where-do-i-resume`.
 Every tool takes an optional `workspace` (default: $CLAUDE_PROJECT_DIR, else the
-server's cwd) which must lie inside the allowed roots (`[hooks] roots`).
+server's cwd): the server's project folder, a configured workspace, or a folder the
+user owns (inside `[hooks] roots` when that is set).
 """
 
 from __future__ import annotations
@@ -36,6 +40,17 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from storyd import __version__
 from storyd.agents import hookio, source
 from storyd.agents.mcp_events import Follower
+from storyd.agents.mcp_params import (
+    EpicId,
+    EpicIdRequired,
+    Only,
+    StateFile,
+    StoryId,
+    UnitId,
+    Workspace,
+    describe,
+)
+from storyd.agents.mcp_units import Catalogue
 from storyd.core.errors import StorydError, UsageError
 
 if TYPE_CHECKING:
@@ -72,15 +87,14 @@ class Setup:
         """The workspace a tool reads: `given` (relative to the default) or the default;
         a UsageError when it lies outside the allowed roots or holds no workspace."""
         folder = os.path.realpath(os.path.join(self.cwd, given or "."))
-        roots = hookio.allowed_roots(self.cfg())
-        found = hookio.find_workspace(folder, roots)
+        trust = hookio.Trust(self.cfg(), also=(os.path.realpath(self.cwd),))
+        found, why = hookio.explain(folder, trust)
         if found is None:
             if not os.path.isdir(folder):
                 raise UsageError(f"workspace {folder}: not a folder")
-            shown = ", ".join(roots)
             raise UsageError(
-                f"workspace {folder}: outside the allowed roots ({shown}); "
-                "add it to [hooks] roots or workspaces in the configuration"
+                f"workspace {folder}: {why.removeprefix(folder + ' is ')}; add it to "
+                "[hooks] roots or workspaces in the configuration"
             )
         return found
 
@@ -92,17 +106,26 @@ class Setup:
         state_file: str | None = None,
         unit: str | None = None,
     ) -> Query:
-        """A `--detail` resume query from a tool's arguments, checked by the same rules
-        as `storyd resume`'s flags (core/query.py); every value stays a value."""
-        from storyd.core.query import from_argv
+        """A `--detail` resume query from a tool's arguments, checked by the rules of
+        `storyd resume` and the socket's `resume` (core/query.py's `from_request`): the
+        arguments are fields of a typed request, never argv, so every value stays a value."""
+        from storyd.core.query import from_request
 
-        given = (
-            ("epic-id", epic_id), ("story-id", story_id), ("state-file", state_file),
-            ("unit", unit), ("workspace", workspace), ("config", self.config),
-            ("socket", self.socket),
-        )  # fmt: skip
-        argv = [f"--{flag}={value}" for flag, value in given if value is not None]
-        return _checked(lambda: from_argv([*argv, "--detail"], workspace))
+        def build() -> Query:
+            if state_file is None:
+                for name, value in (("story_id", story_id), ("epic_id", epic_id)):
+                    if value is None:
+                        raise UsageError(f"missing {name} (or give state_file)")
+                if unit is not None:
+                    raise UsageError("unit goes with state_file")
+            elif epic_id is not None or story_id is not None:
+                raise UsageError("state_file replaces epic_id and story_id")
+            given = {"epic": epic_id, "story": story_id, "stateFile": state_file, "unit": unit}
+            query = from_request({k: v for k, v in given.items() if v is not None}, workspace)
+            query.config, query.socket = self.config, self.socket
+            return query
+
+        return _checked(build)
 
 
 _ARGUMENTS = {"--epic-id": "epic_id", "--story-id": "story_id", "--state-file": "state_file",
@@ -184,13 +207,43 @@ def _check(setup: Setup, workspace: str) -> CallToolResult:
     return _ok(check_text(checked), structured)
 
 
+def _read_unit(setup: Setup, unit: str) -> str:
+    """One unit's resume answer, by its id in the default workspace; the SDK's not-found
+    error (-32602) for a unit the workspace does not hold."""
+    from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+
+    try:
+        workspace = setup.workspace(None)
+    except UsageError as exc:
+        return _resource_text(_error(exc.message))
+    found = _units(setup, workspace, False).units
+    match = next((u for u in found if u.get("unit") == unit), None)
+    if match is None:
+        raise ResourceNotFoundError(f"unit {unit!r} not found in {workspace}")
+    query = setup.resume_query(workspace, state_file=str(match["stateFile"]), unit=unit)
+    return _resource_text(_guarded(lambda: _resume(query)))
+
+
+def _prompt_text(setup: Setup, workspace: str | None) -> str:
+    from storyd.agents.payload import CONTEXT_LIMIT
+    from storyd.agents.session_start import render
+
+    where = setup.workspace(workspace)
+    text = render(where, _units(setup, where, True).units, CONTEXT_LIMIT)
+    if text is None:
+        return f"storyd: no unit is in flight in {where}; there is nothing to resume."
+    return (text + "\n\nFor the unit you continue, call the `resume` tool for its exact "
+            "resume point and findings before you start, and `check` before you stop.")
+
+
 def build(setup: Setup) -> MCPServer[Any]:
-    """The server with its tools and resources."""
+    """The server with its tools, resources and prompt."""
     follower = Follower(setup)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
-        follower.start(server, IN_FLIGHT)
+        follower.start(server, IN_FLIGHT, on_change=sync_units)
+        sync_units()
         try:
             yield None
         finally:
@@ -207,92 +260,106 @@ def build(setup: Setup) -> MCPServer[Any]:
         ),
         lifespan=lifespan,
     )
+    catalogue = Catalogue(server, lambda unit: _read_unit(setup, unit))
 
-    @server.tool(annotations=_READ_ONLY)
+    def sync_units(units: list[dict[str, object]] | None = None) -> bool:
+        """Keep one resource per unit in flight; True when the list changed."""
+        if units is None:
+            try:
+                units = _units(setup, setup.workspace(None), True).units
+            except StorydError:
+                units = []
+        return catalogue.sync(units)
+
+    @server.tool(annotations=_READ_ONLY, description=describe("""
+        Where one unit resumes: the seed skill's envelope (give epic_id and story_id, or
+        state_file and, when the file holds several units, unit), with its findings."""))
     def resume(
-        workspace: str | None = None,
-        epic_id: str | None = None,
-        story_id: str | None = None,
-        state_file: str | None = None,
-        unit: str | None = None,
+        workspace: Workspace = None,
+        epic_id: EpicId = None,
+        story_id: StoryId = None,
+        state_file: StateFile = None,
+        unit: UnitId = None,
     ) -> CallToolResult:
-        """Where one unit resumes: the seed skill's envelope (epic_id and story_id, or
-        state_file and optionally unit), with its findings."""
         return _guarded(
             lambda: _resume(
                 setup.resume_query(setup.workspace(workspace), epic_id, story_id, state_file, unit)
             )
         )
 
-    @server.tool(annotations=_READ_ONLY)
-    def status(workspace: str | None = None) -> CallToolResult:
-        """Every unit in flight in the workspace: progress, resume point and findings."""
-        return _guarded(lambda: _status(setup, setup.workspace(workspace)))
+    @server.tool(annotations=_READ_ONLY, description=describe("""
+        Every unit in flight in the workspace: progress, resume point and findings."""))
+    def status(workspace: Workspace = None) -> CallToolResult:
+        def run() -> CallToolResult:
+            where = setup.workspace(workspace)
+            result = _status(setup, where)
+            if where == setup.workspace(None):
+                sync_units(list(result.structured_content["units"]))  # type: ignore[index]
+            return result
 
-    @server.tool(annotations=_READ_ONLY)
-    def epic(epic_id: str, workspace: str | None = None) -> CallToolResult:
-        """One epic as its producer resumes it: stories reclassified, executable next,
-        blocked and why."""
+        return _guarded(run)
+
+    @server.tool(annotations=_READ_ONLY, description=describe("""
+        One epic as its producer resumes it: stories reclassified, the ones executable
+        next, the blocked ones and why."""))
+    def epic(epic_id: EpicIdRequired, workspace: Workspace = None) -> CallToolResult:
         return _guarded(lambda: _epic(setup, setup.workspace(workspace), epic_id))
 
-    @server.tool(annotations=_READ_ONLY)
-    def check(workspace: str | None = None) -> CallToolResult:
-        """The warning and error findings of every unit (exitCode 1 when there are any)."""
+    @server.tool(annotations=_READ_ONLY, description=describe("""
+        The warning and error findings of every unit (exitCode 1 when there are any)."""))
+    def check(workspace: Workspace = None) -> CallToolResult:
         return _guarded(lambda: _check(setup, setup.workspace(workspace)))
 
-    @server.tool(annotations=_READ_ONLY)
+    @server.tool(annotations=_READ_ONLY, description=describe("""
+        What reconcile_apply would write back from git: per state file a diff, the
+        finding and the git evidence. Changes nothing."""))
     def reconcile_preview(
-        workspace: str | None = None,
-        epic_id: str | None = None,
-        story_id: str | None = None,
-        state_file: str | None = None,
-        unit: str | None = None,
-        only: str | None = None,
+        workspace: Workspace = None,
+        epic_id: EpicId = None,
+        story_id: StoryId = None,
+        state_file: StateFile = None,
+        unit: UnitId = None,
+        only: Only = None,
     ) -> CallToolResult:
-        """What `reconcile_apply` would write back from git: per state file a diff, the
-        finding and the git evidence. Changes nothing."""
         return _guarded(
             lambda: _reconcile(setup, workspace, epic_id, story_id, state_file, unit, only, False)
         )
 
-    @server.tool(annotations=_DESTRUCTIVE)
+    @server.tool(annotations=_DESTRUCTIVE, description=describe("""
+        Write back what git proves into the state files, under the writers' lock and
+        atomically; `storyd reconcile --undo` puts the bytes back."""))
     def reconcile_apply(
-        workspace: str | None = None,
-        epic_id: str | None = None,
-        story_id: str | None = None,
-        state_file: str | None = None,
-        unit: str | None = None,
-        only: str | None = None,
+        workspace: Workspace = None,
+        epic_id: EpicId = None,
+        story_id: StoryId = None,
+        state_file: StateFile = None,
+        unit: UnitId = None,
+        only: Only = None,
     ) -> CallToolResult:
-        """Write back what git proves into the state files (under the writers' lock,
-        atomically; `storyd reconcile --undo` puts the bytes back)."""
         return _guarded(
             lambda: _reconcile(setup, workspace, epic_id, story_id, state_file, unit, only, True)
         )
 
-    @server.resource(IN_FLIGHT, name="in-flight", mime_type="application/json")
+    @server.resource(IN_FLIGHT, name="in-flight", mime_type="application/json",
+                     description="The units in flight in the project folder (storyd status "
+                     "--in-flight --json).")  # fmt: skip
     def in_flight() -> str:
-        """The units in flight in the default workspace (storyd status --in-flight --json)."""
         return _resource_text(status())
 
-    @server.resource(UNIT, name="unit", mime_type="application/json")
+    @server.resource(UNIT, name="unit", mime_type="application/json",
+                     description="One unit of the project folder by its id: where it "
+                     "resumes (storyd resume's envelope), with its findings.")  # fmt: skip
     def unit_resource(unit: str) -> str:
-        """One unit of the default workspace by its id: the resume envelope."""
+        return _read_unit(setup, unit)
+
+    @server.prompt(name="where-do-i-resume", title="Where do I resume?",
+                   description="The units in flight in the workspace, each with its resume "
+                   "point, progress and the warnings to settle first.")  # fmt: skip
+    def where_do_i_resume(workspace: Workspace = None) -> str:
         try:
-            workspace = setup.workspace(None)
-        except UsageError as exc:
-            return _resource_text(_error(exc.message))
-        found = _units(setup, workspace, False).units
-        match = next((u for u in found if u.get("unit") == unit), None)
-        if match is None:
-            return _resource_text(_error(f"unit {unit!r} not found in {workspace}"))
-        return _resource_text(
-            _guarded(
-                lambda: _resume(
-                    setup.resume_query(workspace, state_file=str(match["stateFile"]), unit=unit)
-                )
-            )
-        )
+            return _prompt_text(setup, workspace)
+        except StorydError as exc:
+            return f"storyd: {exc.message}"
 
     return server
 
@@ -313,7 +380,7 @@ def _reconcile(
     story_id: str | None,
     state_file: str | None,
     unit: str | None,
-    only: str | None,
+    only: list[str] | None,
     apply: bool,
 ) -> CallToolResult:
     from storyd.api.reconciling import folder, only_codes, reconcile, selection
@@ -324,7 +391,7 @@ def _reconcile(
             where, epic_id=epic_id, story_id=story_id, state_file=state_file, unit=unit
         )
     )
-    codes = _checked(lambda: only_codes(only))
+    codes = _checked(lambda: only_codes(",".join(only) if only else None))
     done = reconcile(where, chosen, only=codes, apply=apply, config=setup.config)
     body = done.as_dict()
     text = json.dumps(body, ensure_ascii=False, indent=2) + "\n"

@@ -1,54 +1,74 @@
-"""`storyd hook post-tool-use`: a state file the agent just broke, told back to it.
+"""`storyd hook post-tool-use`: the state files a tool call just broke, told back to the agent.
 
-For Claude Code's PostToolUse hook on `Write|Edit|MultiEdit`. When `tool_input.file_path`
-is a state file of a known convention and it no longer parses, or it lost its units (the
-version committed at HEAD had some, now none), the hook exits 2 with one stderr line naming
-the cause and position: Claude Code feeds stderr back to the model, which repairs the
-file. Anything else (another file, a writer holding the lock, no daemon to compare with,
-no committed version to compare with, bad input): exit 0, silent.
+For Claude Code's and Codex's PostToolUse, VS Code's PostToolUse, Cursor's afterFileEdit
+and afterShellExecution, Gemini's AfterTool, after any tool (a Write, an Edit, or a Bash
+pipeline such as `jq ... > tmp && mv tmp state.json`). It names every state file of the
+workspace that, since the session's last check (storyd.api.sessions), stopped parsing,
+has a unit that no longer parses or a new error (a torn execution.json), lost units, or
+fell back to its `.bak`; a file the tool named is checked even without a session record
+(its units compared with the version committed at HEAD). Nothing changed, another file,
+a writer holding the lock, bad input: silent. Reading a workspace whose state files did
+not change costs a walk of its format roots and a few stats.
 """
 
 from __future__ import annotations
 
-__all__ = ["problem"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from storyd.agents.hookio import Trust
+    from storyd.agents.payload import Hook
+
+__all__ = ["problems"]
 
 _LOCK_TIMEOUT = 1.0  # a writer holding the lock longer than this: say nothing
 
 
-def problem(payload: dict[str, object], config: str | None, socket: str | None) -> str | None:
-    """The one stderr line when the written file is a broken state file, else None."""
-    from storyd.agents import hookio, source
+def _named(workspace: str, relpath: str) -> str | None:
+    """What is wrong with a state file the tool named, from the file alone (and HEAD)."""
+    from storyd.agents import source
     from storyd.core.errors import DataError, StorydError
 
-    tool_input = payload.get("tool_input")
-    if not isinstance(tool_input, dict):
-        return None
-    path = tool_input.get("file_path")
-    cwd = payload.get("cwd")
-    if isinstance(path, str) and not path.startswith("/") and isinstance(cwd, str):
-        import os
-
-        path = os.path.join(cwd, path)
-    cfg = source.load_config(config)
-    found = hookio.locate_state_file(path, hookio.allowed_roots(cfg))
-    if found is None:
-        return None
-    workspace, relpath = found
     try:
         units = source.state_file_units(workspace, relpath, _LOCK_TIMEOUT)
     except DataError as exc:
-        return f"storyd: {relpath} no longer parses: {exc.message}"
+        return f"no longer parses: {exc.message}"
     except StorydError:
         return None  # gone, or a writer holds the lock: nothing to say with certainty
     broken = [u for u in units if u.error]
     if broken:
-        unit = broken[0]
-        return f"storyd: {relpath} unit {unit.key} no longer parses: {unit.error}"
+        return f"unit {broken[0].key} no longer parses: {broken[0].error}"
     if not units:
         known = source.committed_units(workspace, relpath)
         if known:
-            return (
-                f"storyd: {relpath} holds no units any more ({known} at HEAD): "
-                "the edit removed them; restore them"
-            )
+            return f"holds no units any more ({known} at HEAD): the edit removed them; restore them"
     return None
+
+
+def problems(hook: Hook, trust: Trust) -> list[str]:
+    """One line per state file that got worse (empty: say nothing)."""
+    from storyd.agents import hookio
+    from storyd.api import sessions
+
+    lines: dict[str, str] = {}
+    workspace = hookio.find_workspace(hook.folder, trust)
+    for path in hook.paths:
+        found = hookio.locate_state_file(path, trust)
+        if found is None:
+            continue
+        workspace = workspace or found[0]
+        if found[0] == workspace and (what := _named(*found)) is not None:
+            lines.setdefault(found[1], f"storyd: {found[1]} {what}")
+    if workspace is None or hook.session is None:
+        return list(lines.values())
+    record = sessions.load(hook.session)
+    fresh = record is None or record.get("workspace") != workspace
+    if record is None or fresh:
+        record = sessions.begin(hook.session, workspace, checked=False)
+    before = record["files"]
+    named = set(lines)
+    for change in sessions.changes(record):
+        if change.relpath not in named:
+            lines[f"{change.relpath}\0{change.what}"] = f"storyd: {change.relpath} {change.what}"
+    if fresh or record["files"] != before:
+        sessions.save(record)  # nothing changed: nothing to write
+    return list(lines.values())

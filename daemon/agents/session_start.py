@@ -1,13 +1,22 @@
 """`storyd hook session-start`: the units in flight in the session's workspace, as context.
 
-For Claude Code's SessionStart hook (sources `startup`, `resume`, `clear`, `compact`): the
-answer is `{"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext":
-...}}`, a few lines per unit (id, resume point, progress, the warnings and errors, the
-finished stories not to run again) within a budget of characters, with "and N more".
+For every agent's session start (Claude Code's and Codex's SessionStart, sources
+`startup`, `resume`, `clear`, `compact`; VS Code's `new`; Cursor's sessionStart; Gemini's
+SessionStart), answered in the agent's shape (storyd.agents.payload). It also records
+where the session began (storyd.api.sessions), so that stop blocks only for lag the
+session made. The context is a few lines per unit (id, resume point, progress, the
+warnings and errors, the finished stories not to run again) within a budget of
+characters, with "and N more".
 Nothing in flight, or anything unreadable: no output.
 """
 
 from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from storyd.agents.hookio import Trust
+    from storyd.agents.payload import Hook
+    from storyd.config import Config
 
 __all__ = ["context", "render"]
 
@@ -42,7 +51,8 @@ def _unit_block(unit: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
-def render(workspace: str, units: list[dict[str, object]], budget: int) -> str | None:
+def render(workspace: str, units: list[dict[str, object]], budget: int,
+           storyd: list[str] | None = None) -> str | None:
     """The context text for these units, at most `budget` characters; None when empty."""
     if not units:
         return None
@@ -50,7 +60,10 @@ def render(workspace: str, units: list[dict[str, object]], budget: int) -> str |
         f"storyd: {len(units)} unit(s) in flight in {workspace}. Resume each from its resume "
         "point; do not redo completed tasks; settle warnings before you build on them."
     )
-    tail = f"(full list: storyd status --in-flight --workspace {workspace})"
+    import shlex
+
+    listing = [*(storyd or ["storyd"]), "status", "--in-flight", "--workspace", workspace]
+    tail = f"(full list: {shlex.join(listing)})"
     parts = [head]
     used = len(head) + 1
     shown = 0
@@ -69,19 +82,26 @@ def render(workspace: str, units: list[dict[str, object]], budget: int) -> str |
     return text if len(text) <= budget else text[: budget - 3] + "..."
 
 
-def context(payload: dict[str, object], config: str | None, socket: str | None) -> str | None:
-    """The hook's JSON answer for this payload, or None for no output."""
-    import json
+def _remember(session: str | None, workspace: str) -> None:
+    """Record where the session began, once per session and workspace."""
+    from storyd.api import sessions
 
+    if session is None:
+        return
+    record = sessions.load(session)
+    if record is None or record.get("workspace") != workspace:
+        sessions.save(sessions.begin(session, workspace))
+
+
+def context(hook: Hook, trust: Trust, cfg: Config, config: str | None,
+            socket: str | None) -> str | None:  # fmt: skip
+    """The context text for this session, or None for no output."""
     from storyd.agents import hookio, source
+    from storyd.agents.selfpath import storyd_argv
 
-    cfg = source.load_config(config)
-    workspace = hookio.find_workspace(payload.get("cwd"), hookio.allowed_roots(cfg))
+    workspace = hookio.find_workspace(hook.folder, trust)
     if workspace is None:
         return None
+    _remember(hook.session, workspace)
     units = source.units(workspace, in_flight=True, socket=socket, config=config).units
-    text = render(workspace, units, cfg.hooks.context_chars)
-    if text is None:
-        return None
-    answer = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
-    return json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
+    return render(workspace, units, cfg.hooks.context_chars, storyd_argv())

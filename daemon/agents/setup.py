@@ -1,5 +1,6 @@
-"""The agents' side of `storyd install` and `storyd uninstall`: `--claude` (hooks and
-MCP server in Claude Code's settings) and `--skill` (the seed skill's drop-in)."""
+"""The agents' side of `storyd install` and `storyd uninstall`: `--claude`, `--cursor`,
+`--vscode`, `--codex`, `--gemini` (hooks and MCP server in each agent's files:
+storyd.agents.installs) and `--skill` (the seed skill's drop-in)."""
 
 from __future__ import annotations
 
@@ -64,14 +65,24 @@ def _skill(project: str | None, dry_run: bool, remove: bool) -> list[str]:
     return [f"{path}: {prefix}{'wrote' if old is None else 'updated'} the skill"]
 
 
+def chosen(flags: dict[str, object]) -> list[str]:
+    """The agents named by flags, in a fixed order."""
+    from storyd.agents.installs import AGENTS
+
+    return [agent for agent in AGENTS if flags.get(agent)]
+
+
 def install(flags: dict[str, object]) -> int:
-    """`storyd install --claude|--skill [--project DIR] [--dry-run]`."""
-    from storyd.agents import claude_settings
+    """`storyd install --claude|--cursor|--vscode|--codex|--gemini|--skill [--project DIR]
+    [--dry-run]`. A project install names `storyd` from PATH (guarded), a user install
+    this machine's storyd by absolute path."""
+    from storyd.agents import installs
 
     project, dry_run = _project(flags), bool(flags.get("dry-run"))
     lines: list[str] = []
-    if flags.get("claude"):
-        lines += [str(c) for c in claude_settings.install(_storyd(), project, dry_run)]
+    for agent in chosen(flags):
+        storyd = None if project is not None else _storyd()
+        lines += [str(c) for c in installs.install(agent, storyd, project, dry_run)]
     if flags.get("skill"):
         lines += _skill(project, dry_run, remove=False)
     print("\n".join(lines))
@@ -79,13 +90,14 @@ def install(flags: dict[str, object]) -> int:
 
 
 def uninstall(flags: dict[str, object]) -> int:
-    """`storyd uninstall --claude|--skill [--project DIR] [--dry-run]`."""
-    from storyd.agents import claude_settings
+    """`storyd uninstall --claude|--cursor|--vscode|--codex|--gemini|--skill [--project DIR]
+    [--dry-run]`: only storyd's entries go; a file as storyd left it gets its old text."""
+    from storyd.agents import installs
 
     project, dry_run = _project(flags), bool(flags.get("dry-run"))
     lines: list[str] = []
-    if flags.get("claude"):
-        lines += [str(c) for c in claude_settings.uninstall(project, dry_run)]
+    for agent in chosen(flags):
+        lines += [str(c) for c in installs.uninstall(agent, project, dry_run)]
     if flags.get("skill"):
         lines += _skill(project, dry_run, remove=True)
     print("\n".join(lines))

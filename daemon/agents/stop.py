@@ -1,39 +1,50 @@
-"""`storyd hook stop`: block a stop while a unit's state file lags behind git.
+"""`storyd hook stop`: hold a stop while the session left a state file behind git.
 
-For Claude Code's Stop and SubagentStop hooks. When a unit of the workspace has a finding
-whose code is in `[hooks] block_stop_on` (by default: a commit names a task still pending,
-a journal completed what the state calls in progress, a checkpoint's output exists while
-the state says running), the answer is `{"decision": "block", "reason": ...}` naming the
-task, the evidence and the `storyd reconcile --apply` command that writes the fix. With
-`stop_hook_active` true (the agent already continued once for a Stop hook), or nothing
-lagging: no output.
+For Claude Code's and Codex's Stop and SubagentStop, VS Code's Stop, Cursor's stop and
+Gemini's AfterAgent. It blocks (in the agent's shape: storyd.agents.payload) when a unit
+of the workspace has a finding whose code is in `[hooks] block_stop_on` (by default: a
+commit names a task still pending, a journal completed what the state calls in progress,
+a checkpoint's output exists while the state says running) AND the session made that
+lag: the state file (or a file its units are read from) changed since the session began,
+or the commit the finding names landed after it (storyd.api.sessions keeps where it
+began). Older lag is not the session's: session-start's context already told the agent.
+Never in plan mode, for a read-only subagent, or a second time (`stop_hook_active`,
+Cursor's `loop_count`). The reason names each task, its evidence and the fix, printed
+with the absolute path of the storyd running the hook, so it runs with any PATH.
 """
 
 from __future__ import annotations
 
 import shlex
 
-__all__ = ["decide", "reason"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from storyd.agents.hookio import Trust
+    from storyd.agents.payload import Hook
+    from storyd.config import Config
+
+__all__ = ["lagging", "reason"]
 
 _EVIDENCE = ("commit", "journal", "output")  # evidence keys worth naming, in this order
+Lag = tuple[dict[str, object], dict[str, object]]
 
 
-def _fix(workspace: str, unit: dict[str, object], code: str) -> str:
+def _fix(storyd: list[str], workspace: str, unit: dict[str, object], code: str) -> str:
     argv = [
-        "storyd", "reconcile", "--apply", "--workspace", workspace,
+        *storyd, "reconcile", "--apply", "--workspace", workspace,
         "--state-file", str(unit.get("stateFile")), "--unit", str(unit.get("unit")),
         "--only", code,
     ]  # fmt: skip
     return shlex.join(argv)
 
 
-def reason(workspace: str, lagging: list[tuple[dict[str, object], dict[str, object]]]) -> str:
+def reason(workspace: str, lags: list[Lag], storyd: list[str] | None = None) -> str:
     """The block's reason: each lagging task, its evidence and the command that fixes it."""
     lines = [
-        f"storyd: the state file is behind git in {workspace}; record the work before you "
-        "stop (or the next session resumes from the wrong task):"
+        f"storyd: this session left the state file behind git in {workspace}; record the "
+        "work before you stop (or the next session resumes from the wrong task):"
     ]
-    for unit, finding in lagging:
+    for unit, finding in lags:
         task = f" task {finding['task']}" if finding.get("task") else ""
         lines.append(
             f"- {unit.get('stateFile')} {unit.get('unit')}{task}: "
@@ -44,36 +55,63 @@ def reason(workspace: str, lagging: list[tuple[dict[str, object], dict[str, obje
             named = [f"{k} {evidence[k]}" for k in _EVIDENCE if evidence.get(k)]
             if named:
                 lines.append(f"  evidence: {', '.join(named)}")
-        lines.append(f"  fix: {_fix(workspace, unit, str(finding.get('code')))}")
+        fix = _fix(storyd or ["storyd"], workspace, unit, str(finding.get("code")))
+        lines.append(f"  fix: {fix}")
+    lines.append("(or, with storyd's MCP server connected, its reconcile_apply tool)")
     return "\n".join(lines)
 
 
-def decide(payload: dict[str, object], config: str | None, socket: str | None) -> str | None:
-    """The hook's JSON answer for this payload, or None for no output."""
-    import json
+def _landed_after(workspace: str, commit: object, head: object) -> bool:
+    """Whether `commit` is not in the history HEAD had when the session began."""
+    import subprocess
 
+    if not isinstance(commit, str) or not commit:
+        return False
+    if not isinstance(head, str) or not head:
+        return True  # no commit at the start: every commit is the session's
+    try:
+        done = subprocess.run(
+            ["git", "-C", workspace, "merge-base", "--is-ancestor", commit, head],
+            capture_output=True, timeout=5, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 1
+
+
+def _made_here(record: dict[str, object], workspace: str, lag: Lag) -> bool:
+    from storyd.api import sessions
+
+    unit, finding = lag
+    if sessions.changed_since_start(record, str(unit.get("stateFile"))):
+        return True
+    evidence = finding.get("evidence")
+    commit = evidence.get("commit") if isinstance(evidence, dict) else None
+    return _landed_after(workspace, commit, record.get("head"))
+
+
+def lagging(hook: Hook, trust: Trust, cfg: Config, config: str | None,
+            socket: str | None) -> tuple[str, list[Lag]] | None:  # fmt: skip
+    """(workspace, the lag this session made) when the stop must be held, else None."""
     from storyd.agents import hookio, source
+    from storyd.api import sessions
 
-    if payload.get("stop_hook_active") is True:
-        return None
-    cfg = source.load_config(config)
     block_on = set(cfg.hooks.block_stop_on)
-    if not block_on:
+    if hook.continued or hook.quiet or not block_on or hook.session is None:
         return None
-    workspace = hookio.find_workspace(payload.get("cwd"), hookio.allowed_roots(cfg))
+    workspace = hookio.find_workspace(hook.folder, trust)
     if workspace is None:
         return None
+    record = sessions.load(hook.session)
+    if record is None or record.get("workspace") != workspace:
+        sessions.save(sessions.begin(hook.session, workspace))
+        return None  # where the session began is unknown: the lag is not proven its own
     units = source.units(workspace, in_flight=True, socket=socket, config=config).units
-    lagging = [
+    lags = [
         (unit, finding)
         for unit in units
         for finding in unit.get("findingList") or []  # type: ignore[attr-defined]
         if isinstance(finding, dict) and finding.get("code") in block_on
     ]
-    if not lagging:
-        return None
-    return json.dumps(
-        {"decision": "block", "reason": reason(workspace, lagging)},
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    made = [lag for lag in lags if _made_here(record, workspace, lag)]
+    return (workspace, made) if made else None

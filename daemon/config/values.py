@@ -75,7 +75,8 @@ HOOKS_KEYS = ("block_stop_on", "context_chars", "roots")
 # [hooks] block_stop_on: the finding codes that make `storyd hook stop` block (state behind
 # git); any repair code the registry holds may be named (checker.py asks it)
 BLOCK_STOP_ON = ("unrecorded", "state-not-updated", "output-before-state-update")
-CONTEXT_CHARS = (4000, 200, 100_000)  # hooks.context_chars: default, lowest, highest
+# hooks.context_chars: default, lowest, highest (agents cut hook text at 10,000 characters)
+CONTEXT_CHARS = (4000, 200, 10_000)
 NOTIFY_KEYS = (
     "desktop",
     "hook",
@@ -229,8 +230,9 @@ class Hooks:
     """[hooks]: what the agents' hooks and `storyd mcp` do (docs/agents.md).
 
     block_stop_on   finding codes that make the Stop hook block
-    roots           folders under which hooks and MCP may read a workspace (None: the
-                    home folder and the configured workspaces)
+    roots           an optional restriction: folders under which hooks and MCP may read
+                    a workspace (None: any folder the user owns; the configured
+                    workspaces always)
     context_chars   the SessionStart context's budget in characters
     """
 

@@ -8,9 +8,10 @@ Each line is `ok`, `warn` or `fail`, a topic and what was found. The checks:
               already uses and what storyd watches (from stats, else estimated)
 - workspace   per workspace: a git repository? a shallow clone? state files per format
 - desktop     whether `notify-send` is on PATH for desktop notifications
-- claude      Claude Code's settings (the user's, and this folder's project): storyd's
-              hooks and MCP server, whether the storyd they run exists, and whether the
-              `mcp` extra is installed when the server is configured
+- agents      per agent (claude, cursor, vscode, codex, gemini), the user's files and
+              this folder's project: storyd's hooks and MCP server, whether the storyd
+              they run exists, and the `mcp` extra; and `hooks`: whether a hook run in
+              this folder would stay silent, and why (storyd.agents.doctor)
 - fleet       with [fleet]: nats-py installed, and the daemon's publishing state
               (connected, backlog, dropped, last error) from its stats
 - desktop     whether `notify-send` is on PATH and a D-Bus session bus is reachable
@@ -303,37 +304,11 @@ def _check_desktop(screen: _Screen, cfg: Config | None) -> None:
         )
 
 
-def _check_claude(screen: _Screen) -> None:
-    import importlib.util
-    import shlex
+def _check_agents(screen: _Screen, cfg: Config | None) -> None:
+    from storyd.agents.doctor import check_agents
 
-    from storyd.agents.claude_settings import installed
-
-    here = os.getcwd()
-    scopes = [None] + ([here] if os.path.isdir(os.path.join(here, ".claude")) else [])
-    extra = importlib.util.find_spec("mcp") is not None
-    for project in scopes:
-        settings, commands, server = installed(project)
-        if not commands and server is None:
-            screen.line(OK, "claude", f"{settings}: not set up (storyd install --claude)")
-            continue
-        programs = sorted({shlex.split(c)[0] for c in commands} | ({server} if server else set()))
-        gone = [p for p in programs if not os.access(p, os.X_OK)]
-        if gone:
-            screen.line(
-                WARN,
-                "claude",
-                f"{settings}: storyd's hooks run {', '.join(gone)}, which is not there; "
-                "run storyd install --claude again",
-            )
-        elif server is not None and not extra:
-            screen.line(
-                WARN, "claude", "the MCP server is configured but the mcp extra is not "
-                "installed: pip install 'storyd[mcp]'",
-            )  # fmt: skip
-        else:
-            where = "with the MCP server" if server else "without the MCP server"
-            screen.line(OK, "claude", f"{settings}: {len(commands)} hooks {where}")
+    for level, topic, text in check_agents(cfg, os.getcwd()):
+        screen.line(level, topic, text)
 
 
 def _session_bus() -> tuple[str, bool]:
@@ -469,7 +444,7 @@ def main(argv: list[str]) -> int:
         lock_wait = cfg.limits.git_lock_wait if cfg is not None else None
         _check_workspace(screen, workspace, adapters, lock_wait)
     _check_desktop(screen, cfg)
-    _check_claude(screen)
+    _check_agents(screen, cfg)
     if cfg is not None and cfg.fleet is not None:
         from storyd.fleet.doctor import check_fleet
 

@@ -1,12 +1,15 @@
-"""`storyd hook EVENT`: Claude Code's hooks (docs/agents.md). Reads the hook's JSON on stdin.
+"""`storyd hook EVENT`: every agent's hooks (docs/agents.md). Reads the hook's JSON on stdin.
 
-    session-start   SessionStart: the units in flight here, as additionalContext
-    stop            Stop, SubagentStop: block while a state file lags behind git
-    post-tool-use   PostToolUse on Write|Edit|MultiEdit: exit 2 when a state file broke
+    session-start   the units in flight here, as context; records where the session began
+    stop            hold a stop once while the session left a state file behind git
+    post-tool-use   after any tool: the state files that broke since the last check
 
-Never blocks by accident: bad stdin, invalid JSON, a cwd that does not exist or lies
-outside the allowed roots (`[hooks] roots`), a broken configuration or an internal error
-all exit 0 with no output; only post-tool-use exits 2, and only for a broken state file.
+Claude Code, Codex CLI, Cursor, VS Code Copilot and Gemini CLI are told apart by their
+payload (or `--agent NAME`), and answered in their own shape. Never blocks by accident:
+bad stdin, invalid JSON, a folder that does not exist or is not trusted (one you do not
+own, or outside `[hooks] roots` when set), a broken configuration or an internal error
+all exit 0 with no output (STORYD_LOG_LEVEL=debug says why on stderr); only
+post-tool-use exits 2 (Claude Code, Codex, VS Code: stderr goes to the model).
 """
 
 from __future__ import annotations
@@ -18,14 +21,60 @@ from storyd.core.flags import VALUE, parse, text
 
 __all__ = ["FLAGS", "SUBCOMMANDS", "main"]
 
-USAGE = "usage: storyd hook session-start|stop|post-tool-use [--config FILE] [--socket PATH]"
-FLAGS = {"config": VALUE, "socket": VALUE}
+USAGE = (
+    "usage: storyd hook session-start|stop|post-tool-use [--agent NAME] "
+    "[--config FILE] [--socket PATH]"
+)
+FLAGS = {"agent": VALUE, "config": VALUE, "socket": VALUE}
 SUBCOMMANDS = {"session-start": FLAGS, "stop": FLAGS, "post-tool-use": FLAGS}
+_EXIT_2 = ("claude", "codex", "vscode")  # post-tool-use: exit 2, stderr to the model
 
 
 def _debug(message: str) -> None:
     if os.environ.get("STORYD_LOG_LEVEL", "").lower() == "debug":
         sys.stderr.write(f"debug: storyd hook: {message}\n")
+
+
+def _run(event: str, payload: dict[str, object], agent: str | None,
+         config: str | None, socket: str | None) -> tuple[str | None, int]:  # fmt: skip
+    """(the JSON answer or stderr text, the exit code)."""
+    import json
+
+    from storyd.agents import hookio, source
+    from storyd.agents import payload as shapes
+
+    hook = shapes.read(payload, agent)
+    cfg = source.load_config(config)
+    trust = hookio.Trust(cfg)
+    if hook.folder is not None and os.environ.get("STORYD_LOG_LEVEL", "").lower() == "debug":
+        _debug(f"{hook.agent} {event} in {hook.folder}: " +
+               (hookio.explain(hook.folder, trust)[1] or "a workspace"))  # fmt: skip
+    if event == "post-tool-use":
+        from storyd.agents.post_tool_use import problems
+
+        lines = problems(hook, trust)
+        if not lines:
+            return None, 0
+        if hook.agent in _EXIT_2:
+            return shapes.cap("\n".join(lines)), 2
+        text_ = "\n".join(lines)
+    elif event == "stop":
+        from storyd.agents.selfpath import storyd_argv
+        from storyd.agents.stop import lagging, reason
+
+        found = lagging(hook, trust, cfg, config, socket)
+        if found is None:
+            return None, 0
+        text_ = reason(found[0], found[1], storyd_argv())
+    else:
+        from storyd.agents.session_start import context
+
+        got = context(hook, trust, cfg, config, socket)
+        if got is None:
+            return None, 0
+        text_ = got
+    answer = shapes.answer(hook.agent, event, text_)
+    return json.dumps(answer, ensure_ascii=False, separators=(",", ":")), 0
 
 
 def main(argv: list[str]) -> int:
@@ -36,33 +85,21 @@ def main(argv: list[str]) -> int:
     flags = parse(argv[1:] if event else argv, FLAGS, USAGE)
     if event not in SUBCOMMANDS:
         raise UsageError(f"expected one of {', '.join(SUBCOMMANDS)}\n{USAGE}")
+    agent = text(flags, "agent")
     from storyd.agents import hookio
+    from storyd.agents.payload import AGENTS
 
+    if agent is not None and agent not in AGENTS:
+        raise UsageError(f"--agent {agent!r}: expected one of {', '.join(AGENTS)}\n{USAGE}")
     payload = hookio.read_payload()
     if payload is None:
         _debug("no JSON object on stdin")
         return 0
-    config, socket = text(flags, "config"), text(flags, "socket")
     try:
-        if event == "post-tool-use":
-            from storyd.agents.post_tool_use import problem
-
-            line = problem(payload, config, socket)
-            if line is None:
-                return 0
-            sys.stderr.write(line.replace("\n", " ") + "\n")
-            return 2
-        if event == "stop":
-            from storyd.agents.stop import decide
-
-            answer = decide(payload, config, socket)
-        else:
-            from storyd.agents.session_start import context
-
-            answer = context(payload, config, socket)
+        out, code = _run(event, payload, agent, text(flags, "config"), text(flags, "socket"))
     except Exception as exc:  # a hook never breaks the agent's session: say it at debug only
         _debug(f"{type(exc).__name__}: {exc}")
         return 0
-    if answer is not None:
-        sys.stdout.write(answer + "\n")
-    return 0
+    if out is not None:
+        (sys.stderr if code == 2 else sys.stdout).write(out + "\n")
+    return code

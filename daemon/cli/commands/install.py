@@ -1,7 +1,8 @@
 """`storyd install`: write the systemd user units, and with --enable start the socket.
 
-`--claude` instead merges storyd's hooks and MCP server into Claude Code's settings
-(`--project DIR`: that project's .claude/settings.json and .mcp.json; else the user's),
+`--claude`, `--cursor`, `--vscode`, `--codex` and `--gemini` instead merge storyd's
+hooks and MCP server into that agent's files (`--project DIR`: the project's shared
+files, naming `storyd` from PATH; else the user's, with this storyd's absolute path),
 and `--skill` writes the seed skill's drop-in SKILL.md; see docs/agents.md.
 
 The templates are systemd/storyd.socket and systemd/storyd.service, the single copy.
@@ -40,16 +41,22 @@ __all__ = [
 
 USAGE = (
     "usage: storyd install [--enable] [--unit-dir DIR] [--dry-run]\n"
-    "       storyd install --claude [--skill] [--project DIR] [--dry-run]"
+    "       storyd install --claude|--cursor|--vscode|--codex|--gemini|--skill ... "
+    "[--project DIR] [--dry-run]"
 )
 FLAGS = {
     "enable": SWITCH,
     "unit-dir": VALUE,
     "dry-run": SWITCH,
     "claude": SWITCH,
+    "cursor": SWITCH,
+    "vscode": SWITCH,
+    "codex": SWITCH,
+    "gemini": SWITCH,
     "skill": SWITCH,
     "project": VALUE,
 }
+AGENT_FLAGS = ("claude", "cursor", "vscode", "codex", "gemini", "skill")
 UNITS = ("storyd.socket", "storyd.service")
 PLACEHOLDER = "@STORYD_BIN@"
 _TIMEOUT = 30.0
@@ -263,7 +270,7 @@ def _commands(unit_dir: str, updated: bool) -> list[list[str]]:
 def main(argv: list[str]) -> int:
     """Write the units, print the systemctl commands, and run them with --enable."""
     flags = parse(argv, FLAGS, USAGE)
-    if flags.get("claude") or flags.get("skill"):
+    if any(flags.get(agent) for agent in AGENT_FLAGS):
         if flags.get("enable") or flags.get("unit-dir"):
             from storyd.core.errors import UsageError
 
@@ -274,7 +281,7 @@ def main(argv: list[str]) -> int:
     if flags.get("project"):
         from storyd.core.errors import UsageError
 
-        raise UsageError(f"--project goes with --claude or --skill\n{USAGE}")
+        raise UsageError(f"--project goes with an agent's flag or --skill\n{USAGE}")
     unit_dir = chosen_unit_dir(flags)
     dry_run = bool(flags.get("dry-run"))
     executable = storyd_executable()

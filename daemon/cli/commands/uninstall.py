@@ -1,8 +1,9 @@
 """`storyd uninstall`: stop and disable the units when a user manager is reachable, then
 remove the unit files and any enablement links left beside them.
 
-`--claude` (and `--skill`) instead take out of Claude Code's settings exactly what
-`storyd install --claude` (`--skill`) put in; see docs/agents.md.
+`--claude`, `--cursor`, `--vscode`, `--codex`, `--gemini` (and `--skill`) instead take
+out of that agent's files exactly what `storyd install` put in, and give a file storyd
+left untouched since back as it was; see docs/agents.md.
 
 Exit codes: 0 done (also when nothing was installed), 64 bad flags, 73 a file could not
 be removed. A failing `systemctl` is reported and the files are still removed.
@@ -14,6 +15,7 @@ import os
 import sys
 
 from storyd.cli.commands.install import (
+    AGENT_FLAGS,
     UNITS,
     chosen_unit_dir,
     run_commands,
@@ -26,9 +28,11 @@ __all__ = ["main"]
 
 USAGE = (
     "usage: storyd uninstall [--unit-dir DIR]\n"
-    "       storyd uninstall --claude [--skill] [--project DIR] [--dry-run]"
+    "       storyd uninstall --claude|--cursor|--vscode|--codex|--gemini|--skill ... "
+    "[--project DIR] [--dry-run]"
 )
-FLAGS = {"unit-dir": VALUE, "claude": SWITCH, "skill": SWITCH, "project": VALUE, "dry-run": SWITCH}
+FLAGS = {"unit-dir": VALUE, "project": VALUE, "dry-run": SWITCH,
+         **dict.fromkeys(AGENT_FLAGS, SWITCH)}  # fmt: skip
 
 
 def _enablement_links(unit_dir: str) -> list[str]:
@@ -51,14 +55,14 @@ def _enablement_links(unit_dir: str) -> list[str]:
 def main(argv: list[str]) -> int:
     """Stop, disable and remove the storyd user units."""
     flags = parse(argv, FLAGS, USAGE)
-    if flags.get("claude") or flags.get("skill"):
+    if any(flags.get(agent) for agent in AGENT_FLAGS):
         from storyd.agents.setup import uninstall
 
         return uninstall(flags)
     if flags.get("project") or flags.get("dry-run"):
         from storyd.core.errors import UsageError
 
-        raise UsageError(f"--project and --dry-run go with --claude or --skill\n{USAGE}")
+        raise UsageError(f"--project and --dry-run go with an agent's flag or --skill\n{USAGE}")
     unit_dir = chosen_unit_dir(flags)
     reachable, reason = user_manager()
     if reachable:

@@ -1,0 +1,223 @@
+"""Per-session records for the agents' hooks: where a session began, what it has checked.
+
+    $XDG_STATE_HOME/storyd/sessions/<sha256(session id)[:32]>.json   (mode 0600)
+
+A record holds the workspace, when the session began and the commit HEAD named then,
+and every state file's last check: the signatures of the files its units were read from
+(the state file, its companions such as execution.json, a `.bak` that stood in), how
+many units it held and the problems it had. `changes` compares the workspace with the
+record: a state file whose files did not change is not read again, so a hook after a
+command that touched no state file costs a walk of the format roots and some stats.
+
+Records are small (one line per state file), written whole through a temporary file,
+and bounded: at most MAX_RECORDS, the oldest dropped, none older than MAX_AGE.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from storyd.core.model import Unit
+    from storyd.core.pipeline import FileRead
+
+__all__ = ["MAX_AGE", "MAX_RECORDS", "Change", "begin", "changes", "load", "record_path", "save"]
+
+MAX_RECORDS = 256
+MAX_AGE = 14 * 86400.0  # seconds
+_MAX_BYTES = 1 << 20  # a record larger than this is not ours: ignored
+_LOCK_TIMEOUT = 1.0
+
+
+class Change:
+    """A state file that got worse since the session's last check.
+
+    relpath   the state file
+    what      one line: no longer parses, a unit broke, units lost, fell back to .bak
+    """
+
+    __slots__ = ("relpath", "what")
+
+    def __init__(self, relpath: str, what: str) -> None:
+        self.relpath = relpath
+        self.what = what
+
+
+def record_path(session: str) -> str:
+    """Where the record of `session` lives."""
+    import hashlib
+
+    from storyd.api.reconcile.undo import state_dir
+
+    key = hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return os.path.join(state_dir(), "sessions", key + ".json")
+
+
+def load(session: str) -> dict[str, object] | None:
+    """The record of `session`, or None (none yet, unreadable, not ours)."""
+    import json
+
+    try:
+        with open(record_path(session), "rb") as handle:
+            data = handle.read(_MAX_BYTES + 1)
+        value = json.loads(data) if len(data) <= _MAX_BYTES else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict) or value.get("session") != session:
+        return None
+    if not isinstance(value.get("files"), dict):
+        return None
+    return value
+
+
+def save(record: dict[str, object]) -> bool:
+    """Write the record (0600, whole, through a temporary file) and prune old ones; False
+    when it cannot be written (a read-only home: the next check then repeats this one)."""
+    import json
+
+    path = record_path(str(record["session"]))
+    folder = os.path.dirname(path)
+    tmp = os.path.join(folder, f".record-{os.getpid()}.tmp")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(record, handle, separators=(",", ":"))
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return False
+    _prune(folder)
+    return True
+
+
+def _prune(folder: str) -> None:
+    import time
+
+    try:
+        entries = [(e.stat().st_mtime, e.path) for e in os.scandir(folder) if e.is_file()]
+    except OSError:
+        return
+    entries.sort(reverse=True)
+    cutoff = time.time() - MAX_AGE
+    for index, (mtime, path) in enumerate(entries):
+        if index >= MAX_RECORDS or mtime < cutoff:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
+def _problems(units: list[Unit]) -> list[str]:
+    """The problems a model must hear about: broken units, errors, a `.bak` standing in."""
+    found: list[str] = []
+    for unit in units:
+        if unit.error:
+            found.append(f"unit {unit.key} no longer parses: {unit.error}")
+        for f in unit.findings:
+            if f.severity == "error" or f.code == "restored-from-backup":
+                task = f" task {f.task}" if f.task else ""
+                found.append(f"{unit.key}{task}: {f.code}: {f.message}")
+    return found
+
+
+def _entry(read: FileRead) -> dict[str, object]:
+    deps = [[p, list(s) if s is not None else None] for p, s in read.deps]
+    if read.error is not None:
+        from storyd.core.errors import DataError
+
+        broken = isinstance(read.error, DataError)
+        what = f"no longer parses: {read.error.message}" if broken else None
+        return {"deps": deps, "units": None, "problems": [what] if what else [], "skip": not broken}
+    units = read.units or []
+    return {"deps": deps, "units": len(units), "problems": _problems(units), "skip": False}
+
+
+def _unchanged(entry: object) -> bool:
+    from storyd.core.pipeline import signature
+
+    if not isinstance(entry, dict) or entry.get("skip") or not isinstance(entry.get("deps"), list):
+        return False
+    for dep in entry["deps"]:
+        if not (isinstance(dep, list) and len(dep) == 2 and isinstance(dep[0], str)):
+            return False
+        now = signature(dep[0])
+        if (list(now) if now is not None else None) != dep[1]:
+            return False
+    return True
+
+
+def survey(workspace: str, files: dict[str, object]) -> dict[str, dict[str, object]]:
+    """Every state file of the workspace as a record entry; entries in `files` whose
+    files did not change are kept as they are, without reading them."""
+    from storyd.core.formats import all_adapters
+    from storyd.core.pipeline import Options, find_state_files, read_file
+
+    found = find_state_files(workspace, all_adapters(plugins=False))
+    out: dict[str, dict[str, object]] = {}
+    for relpath, adapter in found.items():
+        old = files.get(relpath)
+        if isinstance(old, dict) and _unchanged(old):
+            out[relpath] = old
+            continue
+        out[relpath] = _entry(read_file(workspace, adapter, relpath, Options(_LOCK_TIMEOUT)))
+    return out
+
+
+def _worse(relpath: str, old: object, new: dict[str, object]) -> list[Change]:
+    before = old if isinstance(old, dict) else {}
+    seen = set(before.get("problems") or ())
+    out = [Change(relpath, p) for p in new["problems"] if p not in seen]  # type: ignore[union-attr]
+    had, has = before.get("units"), new.get("units")
+    if isinstance(had, int) and isinstance(has, int) and has < had:
+        out.append(Change(relpath, f"holds {has} unit(s), {had} at the last check: units lost"))
+    return out
+
+
+def begin(session: str, workspace: str, *, checked: bool = True) -> dict[str, object]:
+    """A new record: the session starts now, at HEAD, with the workspace as it is (with
+    `checked` false, met mid-session: nothing checked yet, so the first `changes` tells
+    every problem, and which files the session changed is unknown)."""
+    import time
+
+    from storyd.core import gitstate
+
+    where = gitstate.locate(workspace)
+    files = survey(workspace, {}) if checked else {}
+    return {
+        "session": session, "workspace": workspace, "started": time.time(),
+        "head": where.head_commit() if where is not None else None,
+        "files": files,
+        "begun": {rel: entry["deps"] for rel, entry in files.items()} if checked else None,
+    }  # fmt: skip
+
+
+def changes(record: dict[str, object]) -> list[Change]:
+    """What got worse since the record's last check; the record now holds this check."""
+    workspace = str(record["workspace"])
+    files = record["files"]
+    assert isinstance(files, dict)
+    now = survey(workspace, files)
+    found = [c for rel, entry in now.items() for c in _worse(rel, files.get(rel), entry)]
+    record["files"] = now
+    return found
+
+
+def changed_since_start(record: dict[str, object], relpath: str) -> bool:
+    """Whether the state file (or a file its units were read from) changed in the session."""
+    from storyd.core.pipeline import signature
+
+    begun = record.get("begun")
+    if not isinstance(begun, dict):
+        return False  # met mid-session: what it changed before is unknown
+    deps = begun.get(relpath)
+    if not isinstance(deps, list):
+        return True  # it appeared during the session
+    for dep in deps:
+        if not (isinstance(dep, list) and len(dep) == 2 and isinstance(dep[0], str)):
+            return True
+        now = signature(dep[0])
+        if (list(now) if now is not None else None) != dep[1]:
+            return True
+    return False
