@@ -39,13 +39,15 @@ COMMANDS = {
     "stats": "the daemon's counters",
     "ping": "whether a daemon answers, and its version",
     "demo": "serve the shipped demo workspace and query it",
-    "install": "write the systemd user units; --claude, --skill: the agents' setup",
-    "uninstall": "remove the systemd user units; --claude: the agents' setup",
+    "install": "write the systemd user units; --claude, --cursor, --vscode, --codex, --gemini, "
+    "--skill: the agents' setup",
+    "uninstall": "remove the systemd user units; --claude, --cursor, --vscode, --codex, "
+    "--gemini: the agents' setup",
     "config": "check the configuration file",
     "doctor": "one screen of what storyd sees on this machine",
     "epic": "one epic: stories reclassified as its producer resumes, executable next, blocked",
     "completion": "print the shell completion script for bash, zsh or fish",
-    "hook": "Claude Code's hooks: session-start, stop, post-tool-use (JSON on stdin)",
+    "hook": "every agent's hooks: session-start, stop, post-tool-use (JSON on stdin)",
     "mcp": "the MCP server over stdio (needs the `mcp` extra)",
     "fleet": "units and events of every machine, read from NATS (storyd[fleet])",
 }
