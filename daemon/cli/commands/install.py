@@ -23,6 +23,7 @@ import shlex
 import subprocess
 import sys
 
+from storyd.agents.installs import AGENTS
 from storyd.core.errors import StorydError
 from storyd.core.flags import SWITCH, VALUE, parse
 from storyd.core.paths import storyd_executable
@@ -39,24 +40,19 @@ __all__ = [
     "user_manager",
 ]
 
+AGENT_FLAGS = (*AGENTS, "skill")  # one switch per agent storyd installs into, and the skill
 USAGE = (
     "usage: storyd install [--enable] [--unit-dir DIR] [--dry-run]\n"
-    "       storyd install --claude|--cursor|--vscode|--codex|--gemini|--skill ... "
+    f"       storyd install {'|'.join('--' + a for a in AGENT_FLAGS)} ... "
     "[--project DIR] [--dry-run]"
 )
 FLAGS = {
     "enable": SWITCH,
     "unit-dir": VALUE,
     "dry-run": SWITCH,
-    "claude": SWITCH,
-    "cursor": SWITCH,
-    "vscode": SWITCH,
-    "codex": SWITCH,
-    "gemini": SWITCH,
-    "skill": SWITCH,
+    **dict.fromkeys(AGENT_FLAGS, SWITCH),
     "project": VALUE,
 }
-AGENT_FLAGS = ("claude", "cursor", "vscode", "codex", "gemini", "skill")
 UNITS = ("storyd.socket", "storyd.service")
 PLACEHOLDER = "@STORYD_BIN@"
 _TIMEOUT = 30.0

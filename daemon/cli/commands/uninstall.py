@@ -28,7 +28,7 @@ __all__ = ["main"]
 
 USAGE = (
     "usage: storyd uninstall [--unit-dir DIR]\n"
-    "       storyd uninstall --claude|--cursor|--vscode|--codex|--gemini|--skill ... "
+    f"       storyd uninstall {'|'.join('--' + a for a in AGENT_FLAGS)} ... "
     "[--project DIR] [--dry-run]"
 )
 FLAGS = {"unit-dir": VALUE, "project": VALUE, "dry-run": SWITCH,
