@@ -49,7 +49,7 @@ def _cli_reply(hit: Entry | StoryNotInState, detail: bool) -> bytes:
         return hit.cli_body
     if hit.error is not None:
         return _frame(Output(hit.error.code, b"", (hit.error.message,)))
-    line = answers.detail_line(hit.envelope, hit.findings, "cache")  # type: ignore[arg-type]
+    line = answers.detail_line(hit.envelope, hit.findings, "cache", hit.unit)  # type: ignore[arg-type]
     return _frame(Output(0, line, hit.warnings))
 
 
@@ -216,7 +216,8 @@ class Server:
                     return Output(exc.code, b"", (exc.message,))
                 return answers.run(query, default, self.engine.detect)  # in the CLI's words
             if query.detail:
-                line = answers.detail_line(result.envelope, result.findings, "direct")
+                line = answers.detail_line(result.envelope, result.findings, "direct",
+                                          result.unit)
                 return Output(0, line, tuple(result.warnings))
             return Output(0, result.line, tuple(result.warnings))
 
