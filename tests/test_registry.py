@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 BUILTIN_FORMATS = ["epic", "session", "issue-plan", "autodev", "checkpoint", "spec-kit", "kiro",
                    "task-master", "beads"]
 CHECKBOX_FORMATS = ("spec-kit", "kiro")
-BUILTIN_DETECTORS = ["commit-in-history", "staleness", "task-order", "unrecorded-commit"]
+BUILTIN_DETECTORS = ["commit-in-history", "staleness", "task-named", "task-order",
+                     "unrecorded-commit"]
 BUILTIN_REPAIRS = ["unrecorded", "unreachable", "squash-merged", "missing", "state-not-updated",
                    "output-before-state-update", "restored-from-backup"]
 
