@@ -43,11 +43,10 @@ def boxes(text: str) -> list[Box]:
     found: list[Box] = []
     fenced = False
     for number, line in enumerate(text.splitlines(), 1):
-        if line.lstrip().startswith(("```", "~~~")):
+        if ("`" in line or "~" in line) and line.lstrip().startswith(("```", "~~~")):
             fenced = not fenced
-            continue
-        if not fenced and (box := _box(number, line)) is not None:
-            found.append(box)
+        elif "[" in line and not fenced and (box := _box(number, line)) is not None:
+            found.append(box)  # ("[" first: most lines are prose, skipped in C)
     return found
 
 

@@ -28,6 +28,8 @@ _ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234
 
 def is_task_id(word: str) -> bool:
     """`T001`, `T007a`, `T-XIAO-1`: a `T`, then letters, digits and dashes, one digit at least."""
+    if word[1:].isdigit() and word[:1] == "T":
+        return True  # T001, the usual case
     return (
         len(word) >= 2
         and word[0] == "T"

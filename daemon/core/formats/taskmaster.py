@@ -166,11 +166,12 @@ class TaskMasterAdapter(Adapter):
         tasks: list[Task] = []
         findings: list[Finding] = []
         nodes: list[_Node] = []
+        seen: set[str] = set()
         for index, node in enumerate(raw):
             if not isinstance(node, dict):
                 error = f"{relpath}: {tag}: tasks[{index}]: expected an object, got {kind(node)}"
                 return Unit("task-master", relpath, tag, (), labels=labels, error=error)
-            self._task(node, index, None, tasks, nodes, findings)
+            self._task(node, index, None, tasks, nodes, findings, seen)
         by_id = {n.id: n for n in nodes}
         findings.extend(_dependency_findings(nodes, by_id))
         picked = next_task(nodes, by_id)
@@ -189,7 +190,8 @@ class TaskMasterAdapter(Adapter):
                     findings=tuple(findings), labels=labels, next=nxt)
 
     def _task(self, node: dict[str, object], index: int, parent: str | None,
-              tasks: list[Task], nodes: list[_Node], findings: list[Finding]) -> None:
+              tasks: list[Task], nodes: list[_Node], findings: list[Finding],
+              seen: set[str]) -> None:
         local = _ident(node.get("id"))
         if local is None:
             local = f"#{index + 1}"
@@ -198,7 +200,7 @@ class TaskMasterAdapter(Adapter):
         ident = f"{parent}.{local}" if parent is not None else local
         task, unknown = make_task(ident, node.get("status"), done=_DONE, pending=_PENDING,
                                   default="pending", extra={"title": node.get("title")})
-        if any(t.id == ident for t in tasks[-64:]) or any(n.id == ident for n in nodes):
+        if ident in seen:
             message = f"task id {ident} appears more than once"
             findings.append(finding("duplicate-task-id", "warning", message, ident))
         tasks.append(task)
@@ -207,6 +209,7 @@ class TaskMasterAdapter(Adapter):
         raw_priority = node.get("priority")
         priority = _PRIORITY.get(raw_priority.lower(), 2) if isinstance(raw_priority, str) else 2
         head, _, tail = ident.partition(".")
+        seen.add(ident)
         nodes.append(_Node(ident, task.status.lower(), priority,
                            _deps(node.get("dependencies"), parent),
                            as_int(head) or 0, as_int(tail) or 0))
@@ -215,7 +218,7 @@ class TaskMasterAdapter(Adapter):
             open_subs = []
             for sub_index, sub in enumerate(subtasks):
                 if isinstance(sub, dict):
-                    self._task(sub, sub_index, ident, tasks, nodes, findings)
+                    self._task(sub, sub_index, ident, tasks, nodes, findings, seen)
                     if tasks[-1].bucket != DONE and tasks[-1].status.lower() != "cancelled":
                         open_subs.append(tasks[-1].id)
             if task.bucket == DONE and open_subs:
