@@ -78,7 +78,9 @@ def test_task_master_priority_then_fewer_dependencies_then_id(tmp_path: Path) ->
         _task(1, "done"), _task(2, "done"),
         _task(5, "pending", [1, 2]), _task(4, "pending", [1]), _task(3, "pending", [1]),
     ]})
-    assert _units(tmp_path)["master"].next["task"] == "3"  # type: ignore[attr-defined]
+    unit = _units(tmp_path)["master"]
+    assert unit.next["task"] == "3"  # type: ignore[attr-defined]
+    assert unit.next["ready"] == ["3", "4", "5"]  # type: ignore[attr-defined]  # its view
 
 
 def test_task_master_cancelled_and_deferred_dependencies_never_satisfied(tmp_path: Path) -> None:
@@ -163,6 +165,7 @@ def test_beads_ready_work_as_bd_ready_decides(tmp_path: Path) -> None:
     unit = load_one(builtin("beads"), tmp_path, BEADS)
     assert unit.next is not None and unit.next["task"] == "bd-5"
     assert unit.labels["ready"] == "3"
+    assert unit.next["ready"] == ["bd-5", "bd-3", "bd-2"]  # bd ready's view, in its order
     assert "bd-7" not in [t.id for t in unit.tasks]
     assert unit.resume_point == "task-bd-5"
     _beads(tmp_path, _issue("bd-5", "closed"), _issue("bd-2", "open", 1),

@@ -154,11 +154,11 @@ class BeadsAdapter(Adapter):
         if queue:
             first = queue[0]
             nxt = {"task": first.id, "why": "bd ready's first: open, no open blocker, "
-                   "by priority", "priority": str(first.priority), "ready": len(queue),
-                   "inProgress": working[:20]}
+                   "by priority", "priority": str(first.priority),
+                   "ready": [i.id for i in queue[:20]], "inProgress": working[:20]}
         elif working:
             nxt = {"task": working[0], "why": "nothing is ready; this issue is in progress",
-                   "ready": 0, "inProgress": working[:20]}
+                   "ready": [], "inProgress": working[:20]}
         if tasks and all(t.bucket == DONE for t in tasks):
             point = ALL_DONE
         elif nxt is None:

@@ -18,7 +18,7 @@ from storyd.core.formats.common import ALL_DONE, FRESH_START, as_int, progress_l
 from storyd.core.jsonio import kind
 from storyd.core.model import DONE, Finding, Task, Unit
 
-__all__ = ["ADAPTER", "TaskMasterAdapter", "next_task", "tags"]
+__all__ = ["ADAPTER", "TaskMasterAdapter", "ready_queue", "tags"]
 
 PATH = ".taskmaster/tasks/tasks.json"
 LEGACY = "tasks/tasks.json"
@@ -89,8 +89,9 @@ def _deps(raw: object, parent: str | None) -> list[str]:
     return out
 
 
-def next_task(nodes: list[_Node], by_id: dict[str, _Node]) -> tuple[_Node, str] | None:
-    """find-next-task.js: the next node and why, or None."""
+def ready_queue(nodes: list[_Node]) -> tuple[list[_Node], str]:
+    """find-next-task.js's candidates in its order (the first is the next task), and why:
+    the ready subtasks of in-progress parents, else the ready top-level tasks."""
     completed = {n.id for n in nodes if n.status in _DONE}
 
     def ready(node: _Node) -> bool:
@@ -105,11 +106,11 @@ def next_task(nodes: list[_Node], by_id: dict[str, _Node]) -> tuple[_Node, str] 
         if n.sub and str(n.parent) in parents and n.status in _ACTIONABLE and ready(n)
     ]
     if subs:
-        return min(subs, key=order), f"a subtask of in-progress task {min(subs, key=order).parent}"
-    tops = [n for n in nodes if n.sub == 0 and n.status in _ACTIONABLE and ready(n)]
-    if tops:
-        return min(tops, key=order), "the top-level task with its dependencies done"
-    return None
+        subs.sort(key=order)
+        return subs, f"a subtask of in-progress task {subs[0].parent}, its dependencies done"
+    tops = sorted((n for n in nodes if n.sub == 0 and n.status in _ACTIONABLE and ready(n)),
+                  key=order)
+    return tops, "the top-level task with its dependencies done, by priority"
 
 
 class TaskMasterAdapter(Adapter):
@@ -172,16 +173,17 @@ class TaskMasterAdapter(Adapter):
                 error = f"{relpath}: {tag}: tasks[{index}]: expected an object, got {kind(node)}"
                 return Unit("task-master", relpath, tag, (), labels=labels, error=error)
             self._task(node, index, None, tasks, nodes, findings, seen)
-        by_id = {n.id: n for n in nodes}
-        findings.extend(_dependency_findings(nodes, by_id))
-        picked = next_task(nodes, by_id)
+        findings.extend(_dependency_findings(nodes, {n.id: n for n in nodes}))
+        queue, why = ready_queue(nodes)
         labels.update(progress_labels(tasks, _VOCABULARY))
+        labels["ready"] = str(len(queue))
         nxt = None
-        if picked is not None:
-            node, why = picked
+        if queue:
+            node = queue[0]
             nxt = {"task": node.id, "why": why, "tag": tag, "dependencies": node.deps,
                    "priority": next((k for k, v in _PRIORITY.items() if v == node.priority),
-                                    "medium")}
+                                    "medium"),
+                   "ready": [n.id for n in queue[:20]]}
         point = _resume_point(tasks, nodes, nxt)
         if point == "blocked":
             message = "no task is ready: every open task waits on a dependency not done"
