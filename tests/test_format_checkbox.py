@@ -99,6 +99,20 @@ def test_spec_kit_active_feature_from_feature_json_then_branch(tmp_path: Path) -
     assert "active" not in load_one(adapter, tmp_path, "specs/004-other/tasks.md").labels
 
 
+def test_spec_kit_active_feature_falls_back_to_the_newest_with_open_tasks(tmp_path: Path) -> None:
+    adapter = builtin("spec-kit")
+    _write(tmp_path, "specs/001-a/tasks.md", "- [ ] T001 a\n")
+    _write(tmp_path, "specs/002-b/tasks.md", "- [ ] T001 a\n")
+    _write(tmp_path, "specs/010-c/tasks.md", "- [x] T001 a\n")
+    assert "active" not in load_one(adapter, tmp_path, "specs/001-a/tasks.md").labels
+    assert load_one(adapter, tmp_path, "specs/002-b/tasks.md").labels["active"] == (
+        "the newest feature folder with open tasks")
+    assert "active" not in load_one(adapter, tmp_path, "specs/010-c/tasks.md").labels
+    _write(tmp_path, "specs/010-c/tasks.md", "- [x] T001 a\n- [ ] T002 b\n")
+    assert "active" not in load_one(adapter, tmp_path, "specs/002-b/tasks.md").labels
+    assert "active" in load_one(adapter, tmp_path, "specs/010-c/tasks.md").labels
+
+
 def test_spec_kit_paths() -> None:
     adapter = builtin("spec-kit")
     assert adapter.matches("specs/001-x/tasks.md")

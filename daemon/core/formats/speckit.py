@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+from storyd.core.errors import StorydError
 from storyd.core.formats.base import Adapter, Source, finding
 from storyd.core.formats.checklist import boxes, struck_or_moved, token
 from storyd.core.formats.common import progress, resume_point, text_of
@@ -23,6 +24,7 @@ __all__ = ["ADAPTER", "SpecKitAdapter", "active_feature", "is_task_id"]
 TASKS_NAME = "tasks.md"
 ROOT = "specs"
 _TICKED = frozenset("xX")
+NEWER_CHECKED = 16  # newer feature folders read to find the newest with open tasks
 _ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 
 
@@ -76,6 +78,34 @@ def active_feature(source: Source) -> tuple[str, str] | None:
     if number:
         return f"{number}-*", f"branch {branch}"
     return None
+
+
+def _newest_open(source: Source, name: str) -> bool:
+    """Whether no feature folder numbered above `name` has an unticked task (checked
+    newest first, at most NEWER_CHECKED of them: beyond that, no label rather than a
+    read of every folder for every folder)."""
+    number = _feature_number(name)
+    try:
+        names = os.listdir(source.path(ROOT))
+    except OSError:
+        return False
+    if not number:
+        return False
+    newer = sorted((n for n in names if _feature_number(n) and int(_feature_number(n)) >
+                    int(number)), key=lambda n: int(_feature_number(n)), reverse=True)
+    if len(newer) > NEWER_CHECKED:
+        return False
+    for other in newer:
+        relpath = f"{ROOT}/{other}/{TASKS_NAME}"
+        if not source.exists(relpath):
+            continue
+        try:
+            text = text_of(source.read(relpath, TASKS_NAME))
+        except StorydError:
+            continue
+        if any(b.mark == " " and is_task_id(token(b.text)[0]) for b in boxes(text)):
+            return False
+    return True
 
 
 def _is_active(name: str, active: tuple[str, str] | None) -> str | None:
@@ -142,10 +172,13 @@ class SpecKitAdapter(Adapter):
             message = f"{relpath} has no task lines (`- [ ] T001 ...`)"
             findings.append(finding("no-tasks", "info", message))
         labels = {"feature": key, "progress": progress(tasks)}
-        how = _is_active(key, active_feature(source))
+        nxt = next((t for t in tasks if t.bucket != DONE), None)
+        active = active_feature(source)
+        how = _is_active(key, active)
+        if how is None and active is None and nxt is not None and _newest_open(source, key):
+            how = "the newest feature folder with open tasks"
         if how is not None:
             labels["active"] = how
-        nxt = next((t for t in tasks if t.bucket != DONE), None)
         pointer = None if nxt is None else f"task-{nxt.id}"
         started = any(t.bucket == DONE for t in tasks)
         return [
