@@ -84,3 +84,28 @@ def test_resume_detail_in_a_real_repository(tmp_path: Path, run_storyd: Run) -> 
         ("claimed-in-commit", "T002", "warning"), ("claimed-in-commit", "T003", "warning"),
         ("named-in-commit", "T004", "info")]
     assert found[0]["evidence"] == {"commit": first, "tip": "main"}
+
+
+@pytest.mark.slow
+def test_one_finding_per_fact_for_sha_less_formats(tmp_path: Path, run_storyd: Run) -> None:
+    """beads: task-named reports the commit, unrecorded-commit does not repeat it; its
+    file is sorted by id, so task-order says nothing of a closed issue after an open one.
+    Kiro: an optional task left open is never the task others are out of order after."""
+    repo = GitRepo(tmp_path / "ws").init()
+    issues = '{"id":"proj-abc123","status":"open"}\n{"id":"proj-zz9","status":"closed"}\n'
+    kiro = "- [x] 1. A\n  - [x] 1.1 B\n  - [ ]* 1.2 C\n- [ ] 2. D\n"
+    repo.commit("init", {".beads/issues.jsonl": issues, ".kiro/specs/x/tasks.md": kiro})
+    repo.commit("Fix auth bug (proj-abc123)", {"src/a.py": "a\n"})
+    done = run_storyd("resume", "--state-file", ".beads/issues.jsonl", "--detail", "--direct",
+                      cwd=repo.path)
+    assert done.returncode == 0, done.stderr
+    found = [(f["detector"], f["code"]) for f in json.loads(done.stdout)["findings"]]
+    assert found == [("task-named", "claimed-in-commit")]
+    done = run_storyd("resume", "--state-file", ".kiro/specs/x/tasks.md", "--detail", "--direct",
+                      cwd=repo.path)
+    assert json.loads(done.stdout)["findings"] == []
+    repo.write(".kiro/specs/x/tasks.md", "- [ ] 1. A\n  - [ ] 1.1 B\n- [x] 2. D\n")
+    done = run_storyd("resume", "--state-file", ".kiro/specs/x/tasks.md", "--detail", "--direct",
+                      cwd=repo.path)
+    found = [(f["detector"], f["code"]) for f in json.loads(done.stdout)["findings"]]
+    assert found == [("task-order", "out-of-order")]  # required tasks still are checked

@@ -97,6 +97,8 @@ class BeadsAdapter(Adapter):
     convention = "beads, .beads/issues.jsonl"
     roots = (".beads",)
     time_sensitive = True  # `defer_until` passes with the clock alone
+    ordered = False  # sorted by id, not by when work is done
+    records_commits = False  # commit messages name tasks: task-named
     codes = ("duplicate-task-id", "missing-task-id", "no-next-task", "torn-line",
              "unknown-status")
 

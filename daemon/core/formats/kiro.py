@@ -147,6 +147,7 @@ class KiroAdapter(Adapter):
     name = "kiro"
     convention = "Kiro specs, .kiro/specs/<feature>/tasks.md"
     roots = (".kiro/specs",)
+    records_commits = False  # commit messages name tasks: task-named
     codes = ("children-done-parent-open", "duplicate-task-id", "no-tasks",
              "parent-done-child-open", "ticked-not-done", "unnumbered-tasks")
 

@@ -153,6 +153,7 @@ class SpecKitAdapter(Adapter):
     name = "spec-kit"
     convention = "GitHub spec-kit, specs/<NNN-feature>/tasks.md"
     roots = (ROOT,)
+    records_commits = False  # commit messages name tasks: task-named
     codes = ("duplicate-task-id", "no-tasks", "ticked-not-done")
 
     def matches(self, relpath: str) -> bool:

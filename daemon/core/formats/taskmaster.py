@@ -119,6 +119,8 @@ class TaskMasterAdapter(Adapter):
     name = "task-master"
     convention = "Task Master, .taskmaster/tasks/tasks.json (legacy tasks/tasks.json)"
     roots = (".taskmaster/tasks", "tasks")
+    ordered = False  # next by dependencies and priority, not file order
+    records_commits = False  # commit messages name tasks: task-named
     codes = ("cancelled-dependency", "done-parent-open-subtask", "duplicate-task-id",
              "missing-task-id", "no-next-task", "task-files-disagree", "unknown-dependency",
              "unknown-status")
