@@ -91,3 +91,20 @@ def test_the_watcher_sees_a_ticked_box(spawn_daemon: Spawn, tmp_path: Path) -> N
             events.wait(lambda e, r=relpath: e.get("event") == "changed"
                         and e.get("stateFile") == r, start=mark, timeout=10,
                         message=f"a changed event for {relpath}")
+
+
+def test_session_start_context_lists_the_four_formats(tmp_path: Path) -> None:
+    """Claude Code's SessionStart hook: each unit with its resume point (issue 30)."""
+    from agents_harness import AgentsEnv, hook_payload, run_hook
+
+    ws = _workspace(tmp_path / "ws")
+    env = AgentsEnv(tmp_path)
+    done = run_hook("session-start", hook_payload("SessionStart", ws, source="startup"),
+                    env.env)
+    assert done.returncode == 0, done.stderr
+    text = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    for line in ("spec-kit 001-login (specs/001-login/tasks.md): resume at task-T002",
+                 "kiro cart (.kiro/specs/cart/tasks.md): resume at task-1.3",
+                 "task-master feature-x (.taskmaster/tasks/tasks.json): resume at task-2",
+                 "beads issues (.beads/issues.jsonl): resume at task-bd-3"):
+        assert line in text, text

@@ -121,3 +121,39 @@ def test_beads_statuses_agents_invent_are_findings(tmp_path: Path) -> None:
     [unit] = _one("jlevy/tbd", "c75ea54f", "beads", tmp_path)
     unknown = [f for f in unit.findings if f.code == "unknown-status"]
     assert len(unknown) == 125 and "'done'" in unknown[0].message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_torn_and_garbled_real_files_never_give_a_traceback(convention: str,
+                                                            tmp_path: Path) -> None:
+    """Every real file cut at five places, and with bytes garbled: units or a clear
+    DataError, never another exception (a torn write, a bad merge, a binary paste)."""
+    from storyd.core.errors import StorydError
+
+    need_corpus()
+    files = [e for e in entries(convention) if not str(e["path"]).endswith("state.json")]
+    outcomes = {"units": 0, "refused": 0}
+    for index, entry in enumerate(files[:12]):
+        ws = tmp_path / str(index)
+        relpath = lay_out(entry, ws)
+        data = (ws / relpath).read_bytes()
+        variants = [data[: len(data) * k // 6] for k in range(1, 6)]
+        variants.append(data.replace(b'"', b"\xff", 3).replace(b"[", b"{", 2))
+        for variant in variants:
+            (ws / relpath).write_bytes(variant)
+            try:
+                units = adapter_for(relpath).load(Source(str(ws)), relpath)
+            except StorydError as exc:
+                assert str(relpath) in exc.message
+                outcomes["refused"] += 1
+                continue
+            for unit in units:
+                assert unit.error is None or relpath in unit.error
+                if unit.error is None:
+                    resume_unit(str(ws), relpath, unit.key, Options())
+            outcomes["units"] += 1
+    if convention == "task-master":  # a cut or garbled JSON file is refused, not half-read
+        assert outcomes == {"units": 0, "refused": 6 * min(12, len(files))}
+    else:  # a cut list or JSONL file reads what it still holds
+        assert outcomes["units"] > 0
