@@ -62,6 +62,10 @@ def test_the_four_formats_via_daemon(spawn_daemon: Spawn, tmp_path: Path) -> Non
     detail = json.loads(same_via_daemon(proc, ws, "resume", "--state-file", TM, "--detail"))
     assert detail["next"]["tag"] == "feature-x"
     assert detail["next"]["dependencies"] == ["1"]
+    for _ in range(2):  # a read, then the cache: the socket's `resume` op carries `next` too
+        answer = proc.request({"op": "resume", "workspace": str(ws.resolve()), "stateFile": TM})
+        assert answer["next"] == detail["next"], answer
+    assert answer["source"] == "cache"
     master = same_via_daemon(proc, ws, "resume", "--state-file", TM, "--unit", "master")
     assert json.loads(master)["resumePoint"] == "all-done"
     status = run_storyd_cli("status", "--workspace", str(ws), "--json", env=proc.env)

@@ -28,6 +28,7 @@ from storyd.server.protocol import (
     field,
     findings_json,
     finish,
+    next_json,
     reply,
 )
 from storyd.server.service import Daemon
@@ -142,7 +143,8 @@ class Server:
             entry = self.engine.lookup(path, unit.state_file, unit.key, checked=False)
             same = entry is not None and entry.line == answer.line
             generation = entry.generation if same and entry is not None else None
-            body = answer_body(answer.line, findings_json(answer.findings), b"direct", generation)
+            body = answer_body(answer.line, findings_json(answer.findings), b"direct", generation,
+                               next_json(answer.unit))
             return finish(body, self.clock(), suffix)
 
         arrived = time.monotonic_ns()  # a read of the file begun after this will do
