@@ -67,7 +67,8 @@ def test_spec_kit_tasks_are_id_lines_with_space_or_x(tmp_path: Path) -> None:
     assert [t.done for t in unit.tasks] == [True, True, True, True, False, False]
     assert unit.key == "003-login"
     assert unit.resume_point == "task-T004"
-    assert unit.next is not None and unit.next["task"] == "T004"
+    assert unit.next == {"task": "T004", "why": unit.next["why"], "line": 20,  # type: ignore[index]
+                         "phase": "Phase 2: Foundational", "parallel": False}
     assert codes(unit) == ["duplicate-task-id", "ticked-not-done"]
     assert unit.labels["progress"] == "4/6 (66%)"
 

@@ -15,15 +15,17 @@ _BULLETS = frozenset("-*+")
 
 
 class Box:
-    """One checkbox line: its 1-based line number, indent, mark and the text after it."""
+    """One checkbox line: its 1-based line number, indent, mark, the text after it and
+    the markdown heading it is under (`Phase 2: Foundational`; "" before any)."""
 
-    __slots__ = ("indent", "line", "mark", "text")
+    __slots__ = ("heading", "indent", "line", "mark", "text")
 
     def __init__(self, line: int, indent: int, mark: str, text: str) -> None:
         self.line = line
         self.indent = indent
         self.mark = mark
         self.text = text
+        self.heading = ""
 
 
 def _box(number: int, line: str) -> Box | None:
@@ -42,10 +44,14 @@ def boxes(text: str) -> list[Box]:
     """Every checkbox line of a markdown text, in order (fenced code blocks skipped)."""
     found: list[Box] = []
     fenced = False
+    heading = ""
     for number, line in enumerate(text.splitlines(), 1):
         if ("`" in line or "~" in line) and line.lstrip().startswith(("```", "~~~")):
             fenced = not fenced
+        elif line[:1] == "#" and not fenced:
+            heading = line.lstrip("#").strip()
         elif "[" in line and not fenced and (box := _box(number, line)) is not None:
+            box.heading = heading
             found.append(box)  # ("[" first: most lines are prose, skipped in C)
     return found
 

@@ -137,7 +137,8 @@ def parse(text: str) -> tuple[list[Task], list[Finding]]:
             findings.append(finding("duplicate-task-id", "warning", message, word))
             continue
         seen[word] = box.line
-        extra: dict[str, object] = {"line": box.line, "description": rest}
+        extra: dict[str, object] = {"line": box.line, "description": rest,
+                                    "phase": box.heading, "parallel": "[P]" in rest[:12]}
         tasks.append(Task(word, "done" if ticked else "open", DONE if ticked else PENDING,
                           extra=extra))
         why = struck_or_moved(rest) if ticked else None
@@ -196,6 +197,8 @@ class SpecKitAdapter(Adapter):
                     "why": "the first unticked task in document order (/implement goes "
                     "phase by phase, in order)",
                     "line": nxt.extra["line"],
+                    "phase": nxt.extra["phase"],
+                    "parallel": nxt.extra["parallel"],
                 },
             )
         ]
