@@ -154,6 +154,18 @@ def test_kiro_subtasks_first_numerically_optional_never_next(tmp_path: Path) -> 
     assert codes(unit) == []
 
 
+def test_kiro_resumes_the_started_task(tmp_path: Path) -> None:
+    """`[-]` is Kiro's "Start task": a crash mid-task resumes there, not at an earlier
+    open one; a started parent resumes at its first open sub-task."""
+    adapter = builtin("kiro")
+    _write(tmp_path, KIRO, "- [ ] 1. A\n- [-] 2. B\n  - [x] 2.1 C\n  - [ ] 2.2 D\n")
+    assert load_one(adapter, tmp_path, KIRO).resume_point == "task-2.2"
+    _write(tmp_path, KIRO, "- [ ] 1. A\n- [ ] 2. B\n  - [-] 2.1 C\n- [-] 3. E\n")
+    assert load_one(adapter, tmp_path, KIRO).resume_point == "task-2.1"
+    _write(tmp_path, KIRO, "- [ ] 1. A\n- [x] 2. B\n")
+    assert load_one(adapter, tmp_path, KIRO).resume_point == "task-1"
+
+
 def test_kiro_optional_tasks_do_not_hold_back_all_done(tmp_path: Path) -> None:
     _write(tmp_path, KIRO, "- [x] 1. A\n  - [x] 1.1 B\n  - [ ]* 1.2 C\n- [x] 2. D\n")
     unit = load_one(builtin("kiro"), tmp_path, KIRO)

@@ -124,7 +124,6 @@ def parse(text: str) -> tuple[list[Task], list[Finding], Task | None]:
     items = _ordered(_items(text, findings))
     findings.extend(_agreement(items))
     tasks = []
-    nxt = None
     for item in items:
         status = "optional" if item.optional and item.status != "done" else item.status
         bucket = DONE if item.status == "done" else PENDING
@@ -132,13 +131,30 @@ def parse(text: str) -> tuple[list[Task], list[Finding], Task | None]:
                     extra={"line": item.line, "description": item.text,
                            "optional": item.optional})
         tasks.append(task)
-        if nxt is None and bucket != DONE and not item.optional:
-            nxt = task
         why = struck_or_moved(item.text) if bucket == DONE else None
         if why is not None:
             message = f"task {item.id} is ticked but {why} (line {item.line})"
             findings.append(finding("ticked-not-done", "info", message, item.id))
-    return tasks, findings, nxt
+    picked = _next(items)
+    return tasks, findings, None if picked is None else tasks[items.index(picked)]
+
+
+def _next(items: list[_Item]) -> _Item | None:
+    """The task to resume: a started (`[-]`) task with no required sub-task open, else the
+    first open sub-task of a started parent, else the first open required task; always
+    in execution order (sub-tasks first)."""
+    open_ = [i for i in items if i.status != "done" and not i.optional]
+    if not open_:
+        return None
+    parents = {i.number[:-1] for i in open_ if len(i.number) > 1}
+    started = [i for i in open_ if i.status == "in-progress"]
+    leaf = next((i for i in started if i.number not in parents), None)
+    if leaf is not None:
+        return leaf
+    if started:
+        group = started[0].number
+        return next(i for i in open_ if i.number[: len(group)] == group)
+    return open_[0]
 
 
 class KiroAdapter(Adapter):
