@@ -92,6 +92,11 @@ def test_task_master_cancelled_and_deferred_dependencies_never_satisfied(tmp_pat
     assert unit.next is None  # type: ignore[attr-defined]
     assert unit.resume_point == "blocked"  # type: ignore[attr-defined]
     assert codes(unit) == ["cancelled-dependency", "cancelled-dependency", "no-next-task"]  # type: ignore[arg-type]
+    _json(tmp_path, TM, {"tasks": [_task(1, "done"), _task(2, "deferred"), _task(3, "blocked")]})
+    unit = _units(tmp_path)["master"]
+    assert unit.resume_point == "blocked"  # type: ignore[attr-defined]
+    assert [f.message for f in unit.findings] == [  # type: ignore[attr-defined]
+        "no task is ready: the open tasks are blocked, deferred, none pending or in progress"]
 
 
 def test_task_master_two_files_that_disagree(tmp_path: Path) -> None:

@@ -190,8 +190,7 @@ class TaskMasterAdapter(Adapter):
                    "ready": [n.id for n in queue[:20]]}
         point = _resume_point(tasks, nodes, nxt)
         if point == "blocked":
-            message = "no task is ready: every open task waits on a dependency not done"
-            findings.append(finding("no-next-task", "warning", message))
+            findings.append(_why_none(nodes))
         return Unit("task-master", relpath, tag, tuple(tasks), resume_point=point,
                     findings=tuple(findings), labels=labels, next=nxt)
 
@@ -258,6 +257,17 @@ class TaskMasterAdapter(Adapter):
                    f"({', '.join(differ[:8])}); Task Master reads {PATH}")
         return finding("task-files-disagree", "warning", message,
                        evidence={"other": other, "tasks": ",".join(differ[:50])})
+
+
+def _why_none(nodes: list[_Node]) -> Finding:
+    """The no-next-task warning: open tasks wait on dependencies, or none is actionable."""
+    if any(n.status in _ACTIONABLE for n in nodes):
+        message = "no task is ready: every pending task waits on a dependency not done"
+    else:
+        left = sorted({n.status for n in nodes if n.status not in _FINISHED})
+        message = (f"no task is ready: the open tasks are {', '.join(left)}, "
+                   f"none pending or in progress")
+    return finding("no-next-task", "warning", message)
 
 
 def _dependency_findings(nodes: list[_Node], by_id: dict[str, _Node]) -> list[Finding]:
