@@ -127,14 +127,14 @@ def _findings(unit: Unit, commits: list[Commit], tip: str) -> list[Finding]:
             into.setdefault(task_id, commit)
     findings = []
     for task in unit.tasks:
-        if (commit := claimed.get(task.id)) is not None:
-            message = _message(commit, tip, "says it completed", task, unit)
-            evidence = {"commit": commit.sha, "tip": tip}
+        if (claim := claimed.get(task.id)) is not None:
+            message = _message(claim, tip, "says it completed", task, unit)
+            evidence = {"commit": claim.sha, "tip": tip}
             findings.append(Finding(NAME, "claimed-in-commit", "warning", message, task.id,
                                     evidence))
-        elif (commit := named.get(task.id)) is not None:
-            message = _message(commit, tip, "names", task, unit)
-            evidence = {"commit": commit.sha, "tip": tip}
+        elif (mention := named.get(task.id)) is not None:
+            message = _message(mention, tip, "names", task, unit)
+            evidence = {"commit": mention.sha, "tip": tip}
             findings.append(Finding(NAME, "named-in-commit", "info", message, task.id, evidence))
     return findings
 

@@ -39,7 +39,7 @@ class _Issue:
         self.priority = 2 if priority is None else priority
         created = node.get("created_at")
         self.created = created if isinstance(created, str) else ""
-        self.defer = parse_epoch(node.get("defer_until"))  # type: ignore[arg-type]
+        self.defer = parse_epoch(node.get("defer_until"))
         self.blockers: list[str] = []
         self.parents: list[str] = []
         deps = node.get("dependencies")

@@ -60,7 +60,7 @@ def tags(top: dict[str, object], relpath: str) -> dict[str, list[object]]:
             f"one (top-level keys: {', '.join(list(top)[:8]) or 'none'})"
         )
         raise DataError(msg)
-    return found  # type: ignore[return-value]
+    return found
 
 
 class _Node:
@@ -181,7 +181,7 @@ class TaskMasterAdapter(Adapter):
         queue, why = ready_queue(nodes)
         labels.update(progress_labels(tasks, _VOCABULARY))
         labels["ready"] = str(len(queue))
-        nxt = None
+        nxt: dict[str, object] | None = None
         if queue:
             node = queue[0]
             nxt = {"task": node.id, "why": why, "tag": tag, "dependencies": node.deps,
