@@ -11,7 +11,10 @@ if TYPE_CHECKING:
     from storyd.detectors import Context
     from storyd.detectors.gitview import GitError, GitView
 
-__all__ = ["SHORT", "git_failed", "int_option", "no_tip", "short", "str_option", "tip_name"]
+__all__ = [
+    "SHORT", "format_says", "git_failed", "int_option", "no_tip",
+    "short", "str_option", "tip_name",
+]
 
 SHORT = 12  # digits of a sha in messages: fixed, so a message never changes as a repo grows
 
@@ -40,6 +43,18 @@ def tip_name(story: Unit, context: Context, git: GitView) -> str:
     detector's `branch` option, else the context's tip, else the checked-out branch
     (`HEAD` when detached)."""
     return story.branch or str_option(context.options, "branch") or context.tip or git.head_name()
+
+
+def format_says(format: str, capability: str) -> bool:
+    """A format adapter's yes/no capability (`ordered`, `records_commits`); True for a
+    format no longer installed, so it is checked as before."""
+    from storyd.core.errors import UsageError
+    from storyd.core.formats import named
+
+    try:
+        return bool(getattr(named(format), capability, True))
+    except UsageError:
+        return True
 
 
 def no_tip(detector: str, tip: str) -> Finding:

@@ -7,13 +7,16 @@ recorded out of order (or an earlier task was reopened).
 
     out-of-order   warning   "task <ID> is DONE after task <P>, which is <status>"
 
-One finding per offending task; <P> is the first task that is not DONE.
+One finding per offending task; <P> is the first task that is not DONE. Optional tasks
+(Kiro's `[ ]*`, `extra["optional"]`) are never <P>, and formats whose order is not the
+order of the work (`Adapter.ordered` False: beads, Task Master) are not checked.
 """
 
 from __future__ import annotations
 
 from storyd.core.model import Finding, Unit
 from storyd.detectors import Context
+from storyd.detectors.common import format_says
 
 __all__ = ["DETECTOR", "TaskOrderDetector"]
 
@@ -28,7 +31,10 @@ class TaskOrderDetector:
 
     def check(self, unit: Unit, context: Context) -> list[Finding]:
         """One warning per DONE task after the resume point."""
-        first = next((t for t in unit.tasks if not t.done), None)
+        if not format_says(unit.format, "ordered"):
+            return []
+        first = next((t for t in unit.tasks if not t.done and not t.extra.get("optional")),
+                     None)
         if first is None:
             return []
         position = unit.tasks.index(first)

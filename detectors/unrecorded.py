@@ -26,7 +26,7 @@ import re
 from storyd.core.isotime import parse_epoch
 from storyd.core.model import Finding, Task, Unit
 from storyd.detectors import Context
-from storyd.detectors.common import git_failed, int_option, short, str_option, tip_name
+from storyd.detectors.common import format_says, git_failed, int_option, short, str_option, tip_name
 from storyd.detectors.gitview import Commit, GitError, GitView
 
 __all__ = ["DETECTOR", "UnrecordedDetector", "searchable"]
@@ -75,6 +75,8 @@ class UnrecordedDetector:
         """Findings for pending tasks that git shows as (partly) done."""
         if context.git is None or all(t.done for t in unit.tasks):
             return []
+        if not format_says(unit.format, "records_commits"):
+            return []  # its task ids in messages are task-named's (detectors/mentions.py)
         try:
             scope = self._scope(unit, context, context.git)
             if scope is None:

@@ -932,9 +932,12 @@ class TestDetail:
         done = resume(run_storyd, ws, *ARGS, "--detail", *(["--direct"] if direct else []))
         assert done.returncode == 0
         body = json.loads(done.stdout, object_pairs_hook=list)
-        assert [k for k, _ in body] == ["envelope", "findings", "source"]
+        assert [k for k, _ in body] == ["envelope", "findings", "next", "source"]
         detail = json.loads(done.stdout)
         assert detail["source"] == "direct"
+        assert detail["next"] == {  # the seed's resume point, phase-2-task-2, names it
+            "task": "T2", "why": "the first task not DONE (the seed's resume rule)",
+            "status": "HUH"}
         assert json.dumps(detail["envelope"]) == json.dumps(json.loads(plain.stdout))
         assert [(f["code"], f["task"]) for f in detail["findings"]] == [
             ("invalid-commit-sha", "T1"),

@@ -33,7 +33,9 @@ S = "story-0049-0013"
 STATE = "plans/epic-0049/execution-state.json"
 STORY = f"plans/epic-0049/{S}.md"
 RESUME = ("resume", "--direct", "--story-id", S, "--epic-id", "0049")
-BUILTINS = ("commit-in-history", "staleness", "task-order", "unrecorded-commit")
+BUILTINS = (
+    "commit-in-history", "staleness", "task-named", "task-order", "unrecorded-commit"
+)
 
 Check = Callable[..., list[Finding]]
 Run = Callable[..., subprocess.CompletedProcess[bytes]]

@@ -12,7 +12,7 @@ import os
 
 from storyd.core import storytime, target
 from storyd.core.errors import StorydError
-from storyd.core.model import Finding
+from storyd.core.model import Finding, Unit
 from storyd.core.pipeline import Answer, Options, answer, read_units
 from storyd.core.query import Output, Query
 
@@ -52,11 +52,20 @@ def resume(workspace: str, where: target.Target, options: Options) -> Answer:
     return answer(workspace, where.pick(units), options)
 
 
-def detail_line(env: Envelope, findings: tuple[Finding, ...], source: str) -> bytes:
-    """`--detail` output: the envelope with its findings and which path answered."""
+def detail_line(
+    env: Envelope, findings: tuple[Finding, ...], source: str, unit: Unit | None = None
+) -> bytes:
+    """`--detail` output: the envelope with its findings, the unit's next task and why
+    (storyd.core.nextstep; null when nothing is left) and which path answered."""
     from storyd.core.jsonio import dumps
+    from storyd.core.nextstep import next_of
 
-    body = {"envelope": env, "findings": [f.as_dict() for f in findings], "source": source}
+    body = {
+        "envelope": env,
+        "findings": [f.as_dict() for f in findings],
+        "next": None if unit is None else next_of(unit),
+        "source": source,
+    }
     return dumps(body) + b"\n"
 
 
@@ -87,7 +96,8 @@ def run(
         return Output(exc.code, b"", (exc.message,))
     except Exception as exc:  # a bug must still give a clean exit 70, never a traceback
         return Output(70, b"", (f"internal error: {type(exc).__name__}: {exc}",))
-    line = detail_line(result.envelope, result.findings, "direct") if query.detail else result.line
+    line = (detail_line(result.envelope, result.findings, "direct", result.unit)
+            if query.detail else result.line)
     return Output(0, line, tuple(result.warnings))
 
 

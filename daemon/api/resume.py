@@ -57,10 +57,11 @@ def ask(query: Query) -> Output:
 
 
 class Resumed:
-    """A `--detail` answer: the envelope, its findings, which path answered (`daemon` or
-    `direct`) and the warnings the read gave."""
+    """A `--detail` answer: the envelope, its findings, the next task and why (None when
+    nothing is left), which path answered (`daemon` or `direct`) and the warnings the
+    read gave."""
 
-    __slots__ = ("envelope", "findings", "source", "warnings")
+    __slots__ = ("envelope", "findings", "next", "source", "warnings")
 
     def __init__(
         self,
@@ -68,9 +69,11 @@ class Resumed:
         findings: list[dict[str, object]],
         source: str,
         warnings: tuple[str, ...],
+        next: dict[str, object] | None = None,
     ) -> None:
         self.envelope = envelope
         self.findings = findings
+        self.next = next
         self.source = source
         self.warnings = warnings
 
@@ -79,6 +82,7 @@ class Resumed:
         return {
             "envelope": self.envelope,
             "findings": self.findings,
+            "next": self.next,
             "source": self.source,
             "warnings": list(self.warnings),
         }
@@ -97,9 +101,11 @@ def detail(query: Query) -> Resumed:
     body = loads(out.stdout)
     assert isinstance(body, dict), "--detail answers with one object"
     findings = body.get("findings")
+    nxt = body.get("next")
     return Resumed(
         body["envelope"],
         findings if isinstance(findings, list) else [],
         str(body.get("source")),
         out.stderr,
+        nxt if isinstance(nxt, dict) else None,
     )

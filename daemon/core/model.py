@@ -83,6 +83,8 @@ class Unit:
     staleness; `branch` names the tip for history checks when the format records one;
     `resume_point` overrides the generic rule when the format defines its own; `error`
     is set when the unit's node is malformed, and a query for it fails with exit 65.
+    `next` is the task the producer would take next and why (`--detail`'s `next`
+    object), when the format decides that by rules of its own (storyd.core.nextstep).
     """
 
     __slots__ = (
@@ -92,6 +94,7 @@ class Unit:
         "format",
         "key",
         "labels",
+        "next",
         "resume_point",
         "state_file",
         "story_file",
@@ -111,6 +114,7 @@ class Unit:
         findings: tuple[Finding, ...] = (),
         labels: dict[str, str] | None = None,
         error: str | None = None,
+        next: dict[str, object] | None = None,
     ) -> None:
         self.format = format
         self.state_file = state_file
@@ -122,6 +126,7 @@ class Unit:
         self.findings = findings
         self.labels = labels or {}
         self.error = error
+        self.next = next
 
     def __repr__(self) -> str:
         return f"Unit({self.format!r}, {self.state_file!r}, {self.key!r}, {len(self.tasks)} tasks)"
@@ -285,6 +290,7 @@ def _data(unit: Unit) -> tuple[object, ...]:
         unit.findings,
         labels,
         unit.error,
+        repr(unit.next),
     )
 
 

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from storyd.core.formats.base import Adapter
     from storyd.core.model import Unit
 
-__all__ = ["STORY_MISSING", "Target", "for_epic", "for_state_file", "resolve_state_file"]
+__all__ = [
+    "STORY_MISSING", "Target", "current_unit", "for_epic", "for_state_file", "resolve_state_file"
+]
 
 # the seed skill's own words for exit 2, byte for byte
 STORY_MISSING = "Story not in execution-state.json"
@@ -52,10 +54,14 @@ class Target:
         return StoryNotInState(self.missing)
 
     def pick(self, units: list[Unit]) -> Unit:
-        """The named unit among the file's units; with no key, the file's only one."""
+        """The named unit among the file's units; with no key, the file's only one, or
+        the one its format calls current (`current_unit`)."""
         if self.key is None:
             if len(units) == 1:
                 return units[0]
+            current = current_unit(units)
+            if current is not None:
+                return current
             names = ", ".join(u.key for u in units[:10]) or "none"
             msg = f"{self.relpath} holds {len(units)} units ({names}); name one with --unit"
             raise UsageError(msg)
@@ -63,6 +69,13 @@ class Target:
             if unit.key == self.key:
                 return unit
         raise self.not_there()
+
+
+def current_unit(units: list[Unit]) -> Unit | None:
+    """The unit a format marks current with the label `current: yes` (Task Master's
+    `currentTag`), when exactly one is: the answer to a query that names no unit."""
+    marked = [u for u in units if u.labels.get("current") == "yes"]
+    return marked[0] if len(marked) == 1 else None
 
 
 def for_epic(workspace: str, epic_id: str, story_id: str, relpath: str | None = None) -> Target:

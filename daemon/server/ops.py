@@ -28,6 +28,7 @@ from storyd.server.protocol import (
     field,
     findings_json,
     finish,
+    next_json,
     reply,
 )
 from storyd.server.service import Daemon
@@ -49,7 +50,7 @@ def _cli_reply(hit: Entry | StoryNotInState, detail: bool) -> bytes:
         return hit.cli_body
     if hit.error is not None:
         return _frame(Output(hit.error.code, b"", (hit.error.message,)))
-    line = answers.detail_line(hit.envelope, hit.findings, "cache")  # type: ignore[arg-type]
+    line = answers.detail_line(hit.envelope, hit.findings, "cache", hit.unit)  # type: ignore[arg-type]
     return _frame(Output(0, line, hit.warnings))
 
 
@@ -142,7 +143,8 @@ class Server:
             entry = self.engine.lookup(path, unit.state_file, unit.key, checked=False)
             same = entry is not None and entry.line == answer.line
             generation = entry.generation if same and entry is not None else None
-            body = answer_body(answer.line, findings_json(answer.findings), b"direct", generation)
+            body = answer_body(answer.line, findings_json(answer.findings), b"direct", generation,
+                               next_json(answer.unit))
             return finish(body, self.clock(), suffix)
 
         arrived = time.monotonic_ns()  # a read of the file begun after this will do
@@ -216,7 +218,8 @@ class Server:
                     return Output(exc.code, b"", (exc.message,))
                 return answers.run(query, default, self.engine.detect)  # in the CLI's words
             if query.detail:
-                line = answers.detail_line(result.envelope, result.findings, "direct")
+                line = answers.detail_line(result.envelope, result.findings, "direct",
+                                          result.unit)
                 return Output(0, line, tuple(result.warnings))
             return Output(0, result.line, tuple(result.warnings))
 

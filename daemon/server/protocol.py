@@ -15,7 +15,7 @@ import orjson
 
 from storyd import __version__
 from storyd.core.errors import StorydError, UsageError
-from storyd.core.model import Finding
+from storyd.core.model import Finding, Unit
 
 __all__ = [
     "EX_NOPERM",
@@ -28,6 +28,7 @@ __all__ = [
     "findings_json",
     "finish",
     "id_suffix",
+    "next_json",
     "reply",
 ]
 
@@ -82,19 +83,30 @@ def findings_json(findings: Iterable[Finding]) -> bytes:
     return orjson.dumps([f.as_dict() for f in findings])
 
 
+def next_json(unit: Unit) -> bytes:
+    """A unit's `next` object (storyd.core.nextstep) as JSON; `null` when none."""
+    from storyd.core.nextstep import next_of
+
+    return orjson.dumps(next_of(unit))
+
+
 def answer_body(
-    envelope_line: bytes, findings_json: bytes, source: bytes, generation: int | None
+    envelope_line: bytes, findings_json: bytes, source: bytes, generation: int | None,
+    next_json: bytes = b"null",
 ) -> bytes:
     """The body of a `resume` answer from its rendered parts (pass it to finish).
 
     `envelope_line` is the seed's envelope as `storyd resume` prints it (newline
-    included), `source` is `cache` or `direct`, `generation` None for a direct read.
+    included), `next_json` the unit's next task (storyd.core.nextstep, as JSON),
+    `source` is `cache` or `direct`, `generation` None for a direct read.
     """
     return (
         b'{"ok":true,"envelope":'
         + envelope_line.rstrip(b"\n")
         + b',"findings":'
         + findings_json
+        + b',"next":'
+        + next_json
         + b',"source":"'
         + source
         + b'","generation":'

@@ -9,6 +9,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from storyd.core import target
 from storyd.core.formats.epic import epic_file_among
 from storyd.server.reads import iso_utc
 
@@ -90,10 +91,16 @@ class Queries:
         return found
 
     def sole_unit(self, workspace: str, state_file: str) -> str | None:
-        """The key of a state file's only unit (a single-unit file needs no `unit`)."""
+        """The key of a state file's only unit (a single-unit file needs no `unit`), or of
+        the one its format calls current (target.current_unit)."""
         ws = self.workspaces.get(workspace)
         snap = ws.files.get(state_file) if ws else None
-        return snap.keys[0] if snap is not None and len(snap.keys) == 1 else None
+        if snap is None or not snap.keys:
+            return None
+        if len(snap.keys) == 1:
+            return snap.keys[0]
+        current = target.current_unit([e.unit for e in snap.entries.values()])
+        return None if current is None else current.key
 
     def known_absent(self, workspace: str, state_file: str, key: str) -> bool:
         """Whether the file surely lacks `key` now: read well, unchanged since, and its

@@ -163,6 +163,7 @@ class Entry:
         "generation",
         "key",
         "line",
+        "next_line",
         "proof",
         "racy",
         "resume_point",
@@ -190,6 +191,7 @@ class Entry:
         self.error = error
         self.findings = findings
         self.findings_line = b"[]" if not findings else None  # rendered on first query
+        self.next_line: bytes | None = None  # likewise
         self.generation = generation
         self.line = answer.line if answer else b""
         self.resume_point = str(answer.envelope["resumePoint"]) if answer else None
@@ -204,7 +206,15 @@ class Entry:
         """The `resume` answer without its clock, id and closing brace."""
         if self.error is not None:
             return protocol.error_of(self.error)
-        return protocol.answer_body(self.line, self.findings_json(), b"cache", self.generation)
+        return protocol.answer_body(self.line, self.findings_json(), b"cache", self.generation,
+                                    self.next_json())
+
+    def next_json(self) -> bytes:
+        """The unit's next task as JSON (storyd.core.nextstep), rendered on first need."""
+        line = self.next_line
+        if line is None:
+            line = self.next_line = protocol.next_json(self.unit)
+        return line
 
     def findings_json(self) -> bytes:
         """The findings as a JSON array, rendered once, on the first query that needs it."""

@@ -176,6 +176,11 @@ class Adapter:
                 the daemon re-reads its files on the periodic rescan even when unchanged
     codes       the codes of the `format` findings it raises (reconcile repairs a code
                 only from a source that declares it)
+    ordered     its task order is the order the work is done in (task-order checks it);
+                False where the file is sorted otherwise (beads by id, Task Master by
+                dependencies and priority)
+    records_commits  its files record each task's commit sha (unrecorded-commit checks
+                them); False where only commit messages name tasks (task-named does)
     dialect     how `storyd reconcile` writes its files (storyd.core.formats.dialect),
                 None: storyd never writes them (a property, or an attribute in a plugin)
     """
@@ -185,6 +190,8 @@ class Adapter:
     roots: tuple[str, ...] = ()
     time_sensitive = False
     codes: tuple[str, ...] = ()
+    ordered = True
+    records_commits = True
 
     @property
     def dialect(self) -> Dialect | None:

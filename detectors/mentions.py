@@ -1,0 +1,147 @@
+"""task-named: commits that name a task the state file does not show done.
+
+For the formats whose files carry no commit sha (spec-kit, Kiro, Task Master, beads),
+git's only evidence is the commit message, in each producer's own way of naming tasks:
+
+    spec-kit     `T004`, ranges `T004-T021` and with an en dash (U+2013), `T007/T008`
+    Task Master  `(Task 17.4)`, `tasks 13.2, 13.3`, `complete task 7.4`, the `Task: 12`
+                 trailer of its autopilot commits
+    Kiro         `task 3.2`, `(Task 11)`, `mark task 19 as complete`
+    beads        the issue id as a word: `(bd-abc)`, `frankenredis-tjf1: ...`
+
+    claimed-in-commit  warning  a commit that says it completed the task (feat/fix,
+                                "complete", "done", "close", "implement", a range) while
+                                the task is not done
+    named-in-commit    info     a commit that only mentions it (`T017 passes, T018 does
+                                not`): not proof, never ticked by reconcile
+
+A task done with no commit naming it is never a finding: these files record no sha.
+The newest naming commit of the tip's recent ones (since the merge-base with the
+default branch, else `scan_depth`, default 200) is the evidence.
+"""
+
+from __future__ import annotations
+
+import re
+
+from storyd.core.model import Finding, Task, Unit
+from storyd.detectors import Context
+from storyd.detectors.common import git_failed, int_option, short, str_option, tip_name
+from storyd.detectors.gitview import Commit, GitError
+
+__all__ = ["DETECTOR", "FORMATS", "MentionsDetector", "claims_done", "named_ids"]
+
+NAME = "task-named"
+FORMATS = frozenset(("spec-kit", "kiro", "task-master", "beads"))
+DEFAULT_SCAN_DEPTH = 200
+_SUBJECT = 72
+_SPEC_ID = re.compile(  # a hyphen, an en dash or an em dash between the two ends
+    "(?<![\\w-])(T\\d+[a-z]?)(?:\\s*[-\u2013\u2014]\\s*(T\\d+[a-z]?))?(?![\\w-])"
+)
+_NUMBERED = re.compile(
+    r"\btasks?\b[\s:#]*(\d+(?:\.\d+)*)((?:\s*(?:,|&|and|/)\s*#?\d+(?:\.\d+)*)*)", re.IGNORECASE
+)
+_MORE = re.compile(r"\d+(?:\.\d+)*")
+_WORDS = re.compile(r"[\w.-]+")
+_CLAIM = re.compile(
+    r"^(?:feat|fix|perf|refactor|test|build|chore|docs)\b|\b(?:complete[sd]?|completing|done|"
+    r"finish(?:e[sd])?|close[sd]?|closing|implement(?:s|ed)?|resolve[sd]?|mark(?:s|ed)?\b.*"
+    r"\b(?:complete|done))\b",
+    re.IGNORECASE,
+)
+_HEDGE = re.compile(
+    r"\b(?:not|n't|wip|partial(?:ly)?|part of|start(?:s|ed)?|begin|todo|revert|defer(?:s|red)?)\b",
+    re.IGNORECASE,
+)
+
+
+def _spec_number(task_id: str) -> tuple[int, str]:
+    digits = "".join(c for c in task_id[1:] if c.isdigit())
+    return int(digits or 0), task_id[1 + len(digits):]
+
+
+def named_ids(format: str, message: str, known: set[str]) -> set[str]:
+    """The ids of `known` that a commit message names, in the format's own way."""
+    found: set[str] = set()
+    if format == "spec-kit":
+        for first, last in _SPEC_ID.findall(message):
+            if not last:
+                found.add(first)
+                continue
+            low, high = _spec_number(first)[0], _spec_number(last)[0]
+            found.update(k for k in known if k[:1] == "T" and k[1:2].isdigit()
+                         and low <= _spec_number(k)[0] <= high)
+    elif format in ("task-master", "kiro"):
+        for head, tail in _NUMBERED.findall(message):
+            found.add(head)
+            found.update(_MORE.findall(tail))
+    else:  # beads: the id itself, as a word (`bd-abc`, `agent-island-39w.1`)
+        found.update(w.rstrip(".") for w in _WORDS.findall(message))
+    return found & known
+
+
+def claims_done(message: str) -> bool:
+    """Whether a commit's subject says it finished work (not a hedge, a start, a revert)."""
+    subject = message.strip().split("\n", 1)[0]
+    return bool(_CLAIM.search(subject)) and not _HEDGE.search(subject)
+
+
+def _subject(commit: Commit) -> str:
+    line = commit.message.strip().split("\n", 1)[0].strip()
+    return line if len(line) <= _SUBJECT else line[: _SUBJECT - 1] + "…"
+
+
+class MentionsDetector:
+    """Finds commits naming tasks a sha-less task list still shows open."""
+
+    name = NAME
+    codes = ("claimed-in-commit", "git-error", "named-in-commit")
+
+    def check(self, unit: Unit, context: Context) -> list[Finding]:
+        """Findings for open tasks that the tip's recent commits name."""
+        git = context.git
+        if git is None or unit.format not in FORMATS or all(t.done for t in unit.tasks):
+            return []
+        try:
+            tip = tip_name(unit, context, git)
+            tip_sha = git.tip_sha(tip)
+            if tip_sha is None:
+                return []
+            default = str_option(context.options, "default_branch") or git.default_branch()
+            base = git.scan_base(tip_sha, default)
+            depth = int_option(context.options, "scan_depth", DEFAULT_SCAN_DEPTH)
+            commits = git.commits(tip_sha, base, depth)
+        except GitError as exc:
+            return [git_failed(NAME, exc)]
+        return _findings(unit, commits, tip)
+
+
+def _findings(unit: Unit, commits: list[Commit], tip: str) -> list[Finding]:
+    open_ids = {t.id for t in unit.tasks if not t.done}
+    claimed: dict[str, Commit] = {}
+    named: dict[str, Commit] = {}
+    for commit in commits:  # newest first: the first commit naming an id is its newest
+        ids = named_ids(unit.format, commit.message, open_ids)
+        into = claimed if claims_done(commit.message) else named
+        for task_id in ids:
+            into.setdefault(task_id, commit)
+    findings = []
+    for task in unit.tasks:
+        if (claim := claimed.get(task.id)) is not None:
+            message = _message(claim, tip, "says it completed", task, unit)
+            evidence = {"commit": claim.sha, "tip": tip}
+            findings.append(Finding(NAME, "claimed-in-commit", "warning", message, task.id,
+                                    evidence))
+        elif (mention := named.get(task.id)) is not None:
+            message = _message(mention, tip, "names", task, unit)
+            evidence = {"commit": mention.sha, "tip": tip}
+            findings.append(Finding(NAME, "named-in-commit", "info", message, task.id, evidence))
+    return findings
+
+
+def _message(commit: Commit, tip: str, says: str, task: Task, unit: Unit) -> str:
+    return (f'commit {short(commit.sha)} "{_subject(commit)}" on {tip} {says} task '
+            f"{task.id}, which is still {task.status} in {unit.state_file}")
+
+
+DETECTOR = MentionsDetector()
