@@ -32,9 +32,10 @@ from storyd.api.reconcile.failures import Progress, failure
 from storyd.api.reconcile.plan import FilePlan, Plan
 from storyd.api.reconcile.targets import dialect_of
 from storyd.core.errors import LockTimeout
+from storyd.core.gitstate import operation_under_way
 from storyd.core.regular import read_regular
 
-__all__ = ["REPLANS", "apply", "undo_last"]
+__all__ = ["REPLANS", "GitOperationUnderWay", "apply", "undo_last"]
 
 REPLANS = 3
 
@@ -60,6 +61,21 @@ def _bak(workspace: str, plan: FilePlan) -> tuple[str, bytes | None] | None:
         return path, read_regular(path)
     except FileNotFoundError:
         return path, None
+
+
+class GitOperationUnderWay(LockTimeout):
+    """A rebase, merge, ... stopped mid-way: HEAD is transient, nothing is written (75)."""
+
+
+def _refuse_mid_operation(workspace: str) -> None:
+    under_way = operation_under_way(workspace)
+    if under_way is not None:
+        name, marker = under_way
+        ends = "git bisect reset" if name == "bisect" else f"git {name} --continue or --abort"
+        msg = (f"a git {name} is in progress ({marker}): reconcile --apply waits until it "
+               f"ends ({ends}), so that no commit sha is taken from a transient HEAD; "
+               "nothing was written")
+        raise GitOperationUnderWay(msg)
 
 
 class _Overtaken(Exception):
@@ -101,7 +117,10 @@ def _write(workspace: str, plan: Plan, fds: dict[str, int]) -> None:
 
 
 def apply(workspace: str, make_plan: Callable[[], Plan], lock_timeout: float) -> Plan:
-    """Make the plan and write it; returns the plan that was written."""
+    """Make the plan and write it; returns the plan that was written.
+
+    Refused (exit 75, naming it) while a git operation is stopped mid-way."""
+    _refuse_mid_operation(workspace)
     plan = make_plan()
     for _ in range(REPLANS):
         if not plan.changed:
@@ -121,6 +140,7 @@ def apply(workspace: str, make_plan: Callable[[], Plan], lock_timeout: float) ->
                 current[file.relpath] = read_fd(fd)
             if all(current.get(f.relpath) == f.before for f in plan.files):
                 wait_hook()
+                _refuse_mid_operation(workspace)  # one may have begun while we planned
                 try:
                     _write(workspace, plan, fds)
                     return plan
