@@ -129,3 +129,17 @@ def test_the_tick_sees_a_swap_no_query_asked_about(
         return any(e.get("event") == "workspace_moved" for e in daemon.log_events())
     wait_for(logged, 30.0, "the verification tick to see the swap")
     daemon.stop()
+
+
+@pytest.mark.slow
+def test_a_folder_swapped_while_only_its_partner_was_asked(
+    two: tuple[Path, Path], spawn_daemon: Spawn
+) -> None:
+    """Both paths watched; only `ws` is asked after the exchange: `other` is right too."""
+    ws, other = two
+    daemon = spawn_daemon([ws, other])
+    first, second = resume(daemon, ws)[0], resume(daemon, other)[0]
+    exchange(ws, other)
+    assert resume(daemon, ws)[0] == second
+    assert resume(daemon, other)[0] == first
+    daemon.stop()

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from storyd.core.query import Query
     from storyd.server.engine import Engine
     from storyd.server.refresher import Refresher
-    from storyd.server.store import Snapshot
+    from storyd.server.store import Snapshot, Workspace
     from storyd.server.watcher import Watcher
 
 __all__ = ["STOP_GRACE", "Daemon", "Settings", "exit_now"]
@@ -162,6 +162,7 @@ class Daemon:
         # both under the lock
         self.aliases: dict[str, tuple[str, tuple[int, int]]] = {}
         self._aliases_lock = threading.Lock()
+        self._rewatching: set[Workspace] = set()  # moved caches with a rewatch queued
         self.counters = {"queries": 0, "hits": 0, "misses": 0}
         self.started = time.monotonic()
         self.log = log.get("daemon")
@@ -282,7 +283,7 @@ class Daemon:
         `stats` only reads it)."""
         self._forget_stale()
         for path, ws in list(self.engine.workspaces.items()):
-            if not ws.moved and ws.identity != folder_identity(path):
+            if ws.moved or ws.identity != folder_identity(path):
                 self._moved(path)  # no query asked: the tick sees it
             self.watcher.ensure_roots(path)
         self.watcher.recount()
@@ -351,7 +352,7 @@ class Daemon:
                 self.aliases[raw] = (path, identity)
         self.last_asked[path] = time.monotonic()  # for auto_watch_idle
         ws = self.engine.workspaces.get(path)
-        if ws is not None and ws.identity != identity and not ws.moved:
+        if ws is not None and (ws.moved or ws.identity != identity):
             self._moved(path)
         return path
 
@@ -360,9 +361,10 @@ class Daemon:
         away and replaced): its cache stops answering at once, and the refresher watches
         the path afresh (a new scan, the detectors on the new folder)."""
         ws = self.engine.workspaces.get(path)
-        if ws is None or ws.moved:
+        if ws is None or ws in self._rewatching:
             return
         ws.moved = True  # one assignment: queries read directly from now on
+        self._rewatching.add(ws)  # one rewatch queued per moved cache
         self.log.info("workspace_moved", workspace=path)
         self.refresher.call(lambda: self._rewatch(path))
 
@@ -371,6 +373,7 @@ class Daemon:
         ws = self.engine.workspaces.get(path)
         if ws is None or not ws.moved:
             return
+        self._rewatching.discard(ws)
         auto = path in self.auto_watched
         self._unwatch_now(path)
         if os.path.isdir(path):
@@ -448,9 +451,11 @@ class Daemon:
 
     def _watch_now(self, path: str) -> int:
         started = time.perf_counter()
-        ws = self.engine.add_workspace(path)
+        ws = self.engine.add_workspace(path)  # takes the folder's identity first
         self.watcher.watch(path)
         files = self.engine.scan(ws)
+        if folder_identity(path) != ws.identity:  # swapped while it was read
+            self._moved(path)
         self.log.info(
             "watch",
             workspace=path,
