@@ -88,3 +88,19 @@ def test_an_external_epic_linked_out_is_named_never_read(tmp_path: Path) -> None
     view = epic_view(str(ws), "0049")
     text = json.dumps(view)
     assert "outside the workspace" in text, text
+
+
+@pytest.mark.slow
+def test_an_epic_over_the_task_cap_is_refused_like_resume(tmp_path: Path) -> None:
+    """The view is bounded like every answer: 100,001 tasks are refused (65), not 10+ MB."""
+    from storyd.core.pipeline import MAX_UNIT_TASKS
+
+    ws = tmp_path / "ws"
+    tasks = {f"TASK-0049-0001-{n:06d}": {"status": "PENDING"} for n in range(MAX_UNIT_TASKS + 1)}
+    write_epic(ws, "0049", tasks={"story-0049-0001": tasks})
+    env = daemon_env(tmp_path, tmp_path / "run" / "none.sock")
+    done = run_storyd_cli("epic", "--epic-id", "0049", "--direct", "--workspace", str(ws),
+                          env=env)
+    assert done.returncode == 65, done
+    assert done.stdout == b""
+    assert "100,001 tasks, more than the 100,000" in done.stderr.decode()
