@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from storyd.core.gitstate import locate
 from storyd.core.model import Finding
 
 if TYPE_CHECKING:
@@ -57,11 +58,34 @@ def format_says(format: str, capability: str) -> bool:
         return True
 
 
-def no_tip(detector: str, tip: str) -> Finding:
-    """The info finding for a tip that names no commit (a branch not created yet)."""
+def no_tip(detector: str, tip: str, workspace: str | None = None) -> Finding:
+    """The finding for a tip git finds no commit at: info for a branch not created yet;
+    a `repository-corrupt` warning when the ref files do name a commit that git cannot
+    read (a truncated pack, lost objects), never "0 problems"."""
+    named = _ref_sha(workspace, tip) if workspace is not None else None
+    if named is not None:
+        message = (
+            f"{tip} points at {named[:12]}, which the repository cannot read (a truncated "
+            "pack or lost objects?): the commits are not checked; run `git fsck`"
+        )
+        return Finding(detector, "repository-corrupt", "warning", message)
     return Finding(
         detector, "no-tip", "info", f"{tip} does not name a commit in the repository; not checked"
     )
+
+
+def _ref_sha(workspace: str, tip: str) -> str | None:
+    """The sha the ref files give for `tip` (a branch, `HEAD`, a full ref), no objects read."""
+    where = locate(workspace)
+    if where is None:
+        return None
+    if tip == "HEAD":
+        return where.head_commit()
+    for ref in (tip, f"refs/heads/{tip}", f"refs/remotes/{tip}", f"refs/tags/{tip}"):
+        sha = where.resolve(ref) if ref.startswith("refs/") else None
+        if sha is not None:
+            return sha
+    return None
 
 
 def git_failed(detector: str, exc: GitError) -> Finding:

@@ -17,6 +17,8 @@ For every DONE task with a commitSha, against the tip (the unit's branch, else t
     invalid-sha   warning  not a hexadecimal object name
     not-a-commit  error    it names a tree, blob or tag
     no-tip        info     the tip names no commit
+    repository-corrupt  warning  the ref files name a commit git cannot read (a
+                           truncated pack, lost objects): never "0 problems"
     no-repository info     the workspace is not in a git repository (or git is absent)
 
 "Exists" never means "in history": reachability comes from the tip's walk.
@@ -46,7 +48,8 @@ class HistoryDetector:
 
     name = NAME
     codes = (  # every finding code it raises (docs/detectors.md)
-        "no-repository", "no-tip", "git-error", "invalid-sha", "ambiguous", "missing",
+        "no-repository", "no-tip", "repository-corrupt", "git-error", "invalid-sha",
+        "ambiguous", "missing",
         "not-a-commit", "unreachable", "squash-merged", "unknown"
     )
 
@@ -65,7 +68,7 @@ class HistoryDetector:
             tip = tip_name(unit, context, git)
             tip_sha = git.tip_sha(tip)
             if tip_sha is None:
-                return [no_tip(NAME, tip)]
+                return [no_tip(NAME, tip, context.workspace)]
             depth = int_option(context.options, "patch_id_depth", DEFAULT_PATCH_ID_DEPTH)
             judge = _Judge(git, tip, tip_sha, depth, _names(unit))
             return [f for f in judge.all(tasks) if f is not None]

@@ -349,7 +349,7 @@ class TestSafety:
         temps = [p.name for p in path.parent.iterdir() if TEMP_MARK in p.name]
         if survivor == "old":
             assert text == before
-            assert len(temps) == 1  # the fsynced temp the rename never took
+            assert len(temps) == 1  # the fsynced redo record the write never used
             cut_short = reconcile(env, repo, "--undo")  # the record came first: nothing to put back
             assert cut_short.returncode == 0 and b"0 file(s) restored" in cut_short.stdout
             assert path.read_text(encoding="utf-8") == before

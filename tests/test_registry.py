@@ -303,6 +303,7 @@ SHARED = {  # codes raised by shared helpers, and who calls them
     "stray-tmp": REPO / "daemon/core/formats/common.py",  # checkpoint, session
     "git-error": REPO / "detectors/common.py",  # history, unrecorded
     "no-tip": REPO / "detectors/common.py",  # history
+    "repository-corrupt": REPO / "detectors/common.py",  # history (no_tip)
 }
 
 

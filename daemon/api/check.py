@@ -2,8 +2,8 @@
 not read, state files that do not parse (what `storyd check` and the MCP `check` tool
 report, with exit code 1 when there are any).
 
-Info findings are not problems; the `story-finished` ones are reported all the same
-(facts a CI must not act against).
+Info findings are not problems; the `story-finished` and `operation-in-progress` ones
+are reported all the same (facts a CI must not act against).
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from storyd.api.units import Progress, Units, units
 __all__ = ["FAILING", "NOTED", "Checked", "check"]
 
 FAILING = frozenset(("warning", "error"))
-NOTED = frozenset(("story-finished",))
-"""Info findings check reports (without failing)."""
+NOTED = frozenset(("story-finished", "operation-in-progress"))
+"""Info findings check reports (without failing): a finished story; a git operation
+stopped mid-way, during which the commits are not checked (storyd.core.gitstate)."""
 
 
 class Checked:

@@ -24,7 +24,7 @@ __all__ = ["build_detect", "tips_held_by"]
 def build_detect(cfg: Config, staleness: str) -> tuple[Detect, Runner]:
     """The engine's detect callback and the Runner behind it (close it when done)."""
     from storyd import detectors
-    from storyd.core.gitstate import held_lock_findings
+    from storyd.core.gitstate import held_lock_findings, operation_findings
     from storyd.detectors.gitview import close_views, git_context
     from storyd.detectors.runner import Runner
 
@@ -38,6 +38,9 @@ def build_detect(cfg: Config, staleness: str) -> tuple[Detect, Runner]:
     )
 
     def detect(workspace: str, unit: Unit, answer: Answer) -> tuple[Finding, ...]:
+        under_way = operation_findings(workspace)
+        if under_way:  # HEAD is transient: no "unreachable" from it; checked when it ends
+            return under_way
         found = runner.run(workspace, unit, answer.envelope, staleness)
         return found + held_lock_findings(workspace, lock_wait)
 

@@ -16,10 +16,11 @@ import re
 from typing import Any
 
 from storyd.core import lifecycle
-from storyd.core.errors import StorydError
+from storyd.core.errors import DataError, StorydError
 from storyd.core.formats.base import Source, load_json_object
 from storyd.core.formats.epic import epic_state_file, epic_state_files, other_place, story_nodes
 from storyd.core.locking import DEFAULT_LOCK_TIMEOUT
+from storyd.core.pipeline import MAX_UNIT_TASKS
 
 __all__ = ["Evidence", "epic_view", "render_text"]
 
@@ -297,15 +298,32 @@ def _older_copy(workspace: str, relpath: str) -> str | None:
     return other if os.path.isfile(os.path.join(workspace, other)) else None
 
 
+def _bounded(relpath: str, epic_id: str, nodes: list[tuple[str, dict[str, object]]]) -> None:
+    """Refuse (DataError, 65) an epic whose view would hold more tasks than one resume
+    answer may: the view is bounded like every answer (pipeline.MAX_UNIT_TASKS)."""
+    total = 0
+    for _, node in nodes:
+        tasks = node.get("tasks")
+        total += len(tasks) if isinstance(tasks, (dict, list)) else 0
+    if total > MAX_UNIT_TASKS:
+        msg = (
+            f"{relpath}: epic {epic_id} holds {total:,} tasks, more than the "
+            f"{MAX_UNIT_TASKS:,} one answer may have; its view is not answered "
+            "(resume one story instead)"
+        )
+        raise DataError(msg)
+
+
 def epic_view(
     workspace: str, epic_id: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
 ) -> dict[str, object]:
     """The epic-level answer for an (already validated) epic id; StorydError on failure."""
     relpath = epic_state_file(workspace, epic_id)
     top = load_json_object(Source(workspace, lock_timeout).read(relpath, relpath), relpath)
+    nodes = [(k, n) for k, n in story_nodes(top, relpath) if isinstance(n, dict)]
+    _bounded(relpath, epic_id, nodes)
     evidence = Evidence(workspace)
     try:
-        nodes = [(k, n) for k, n in story_nodes(top, relpath) if isinstance(n, dict)]
         rows = [_story(k, n, evidence) for k, n in nodes]
     finally:
         evidence.close()

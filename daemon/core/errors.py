@@ -8,6 +8,10 @@
     │                                 the usage line, so it is printed as it is)
     ├── DataError (65)            the state file is not valid JSON or not the expected shape
     ├── LockTimeout (75)          a writer held the lock longer than the bound
+    │   ├── reconcile.plan.Moved (75)   a state file changed between the findings and the
+    │   │                             plan (made again, then this)
+    │   └── reconcile.apply.GitOperationUnderWay (75)  a rebase, merge, ... is stopped
+    │                                 mid-way: reconcile --apply waits for its end
     ├── GitError (70)             git failed or the repository cannot be read (detectors
     │                             turn it into a finding; it never reaches a client)
     │   └── storyd.detectors.gitview.proc.GitStuck (70)  git did not answer in time (killed), or

@@ -21,7 +21,11 @@ the git views' branch, the registry's work-tree roots, doctor.
     GitLocation.head_commit()          the commit HEAD resolves to (None: unborn, unknown)
     GitLocation.stamp_paths()          the files every git answer depends on: index, HEAD,
                                        packed-refs, the ref(s) HEAD names
-    GitLocation.operation()            the marker of a rebase, merge, cherry-pick or bisect
+    GitLocation.operation()            the marker of a rebase, am, merge, cherry-pick, revert
+                                       or bisect; operation_name() says which, git's word
+    operation_under_way(ws)            that name and marker for a workspace, or None
+    operation_findings(ws)             the warning that says so (git-operation/
+                                       operation-in-progress), or ()
     GitLocation.lock_age()             (path, seconds since last written) of index.lock
     git_operation_in_progress(ws, w)   an operation under way, or an index.lock written
                                        less than `w` seconds ago
@@ -53,12 +57,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GIT_LOCK_WAIT",
+    "OPERATION_DETECTOR",
     "GitLocation",
     "git_lock_age",
     "git_operation_in_progress",
     "held_lock_findings",
     "is_work_tree",
     "locate",
+    "operation_findings",
+    "operation_under_way",
     "work_tree_root",
 ]
 
@@ -69,8 +76,18 @@ _OPERATION_MARKERS = (
     "rebase-apply",
     "MERGE_HEAD",
     "CHERRY_PICK_HEAD",
+    "REVERT_HEAD",
     "BISECT_LOG",
 )
+_OPERATION_NAMES = {
+    "rebase-merge": "rebase",
+    "rebase-apply": "rebase",
+    "MERGE_HEAD": "merge",
+    "CHERRY_PICK_HEAD": "cherry-pick",
+    "REVERT_HEAD": "revert",
+    "BISECT_LOG": "bisect",
+}
+OPERATION_DETECTOR = "git-operation"
 # refs each worktree keeps in its own gitdir (git's is_per_worktree_ref); the rest, and
 # packed-refs, live in the common dir
 _PER_WORKTREE = ("refs/bisect/", "refs/worktree/", "refs/rewritten/")
@@ -234,6 +251,19 @@ class GitLocation:
                 return marker
         return None
 
+    def operation_name(self) -> tuple[str, str] | None:
+        """The operation under way as git names it (`rebase`, `am`, `merge`,
+        `cherry-pick`, `revert`, `bisect`) and its marker's path, or None."""
+        marker = self.operation()
+        if marker is None:
+            return None
+        name = _OPERATION_NAMES[marker]
+        if marker == "rebase-apply" and os.path.exists(
+            os.path.join(self.gitdir, marker, "applying")
+        ):
+            name = "am"  # `git am` keeps its state in rebase-apply/ too, with `applying`
+        return name, os.path.join(self.gitdir, marker)
+
     def lock_age(self) -> tuple[str, float] | None:
         """The work tree's index.lock and the seconds since it was last written, if any."""
         path = os.path.join(self.gitdir, _LOCK)
@@ -330,6 +360,33 @@ def git_operation_in_progress(workspace: str, lock_wait: float = GIT_LOCK_WAIT) 
         return True
     lock = where.lock_age()
     return lock is not None and lock[1] < lock_wait
+
+
+def operation_under_way(workspace: str) -> tuple[str, str] | None:
+    """The git operation stopped mid-way in the workspace (its name and marker), if any."""
+    where = locate(workspace)
+    return None if where is None else where.operation_name()
+
+
+def operation_findings(workspace: str) -> tuple[Finding, ...]:
+    """An info finding saying which git operation is under way; () when none is.
+
+    While one is, HEAD is transient (mid-rebase every rewritten commit looks
+    unreachable): the direct path runs no detector and says this instead, as the daemon
+    keeps its detectors' last findings and rechecks when the operation ends. Info, so
+    that `check` exits alike on both paths."""
+    under_way = operation_under_way(workspace)
+    if under_way is None:
+        return ()
+    from storyd.core.model import Finding  # not at the top: storytime's import stays small
+
+    name, marker = under_way
+    ends = "git bisect reset" if name == "bisect" else f"git {name} --continue or --abort"
+    message = (
+        f"a git {name} is in progress ({marker}): the recorded commits are checked "
+        f"when it ends ({ends})"
+    )
+    return (Finding(OPERATION_DETECTOR, "operation-in-progress", "info", message),)
 
 
 def held_lock_findings(workspace: str, lock_wait: float = GIT_LOCK_WAIT) -> tuple[Finding, ...]:

@@ -27,7 +27,7 @@ import time
 
 from storyd.core import envelope, storytime
 from storyd.core.errors import DataError, StorydError, UsageError
-from storyd.core.formats.base import Adapter, Source
+from storyd.core.formats.base import Adapter, Source, contained
 from storyd.core.locking import DEFAULT_LOCK_TIMEOUT
 from storyd.core.model import DONE, Finding, Unit
 from storyd.core.switches import CONFIG
@@ -136,13 +136,6 @@ def inside(workspace: str, name: str) -> str | None:
     if rel in (".", "..") or rel.startswith(("../", "/")):
         return None
     return rel
-
-
-def contained(workspace: str, relpath: str) -> bool:
-    """Whether the file, links resolved, is still inside the (resolved) workspace."""
-    base = os.path.realpath(workspace)
-    full = os.path.realpath(os.path.join(base, relpath))
-    return full.startswith(base + os.sep)
 
 
 class Answer:

@@ -25,7 +25,15 @@ from storyd.core.errors import DataError, StateFileMissing, StorydError
 from storyd.core.model import OWN_DETECTORS, Finding, Unit, same_data
 from storyd.core.pipeline import Answer, FileRead, Options
 from storyd.server.reads import Reads, reuser, unreadable_finding
-from storyd.server.store import Entry, PassMark, Proof, Snapshot, StoryProof, Workspace
+from storyd.server.store import (
+    Entry,
+    PassMark,
+    Proof,
+    Snapshot,
+    StoryProof,
+    Workspace,
+    folder_identity,
+)
 
 if TYPE_CHECKING:
     from storyd.core.formats import Adapter
@@ -156,6 +164,12 @@ class Installer:
         prints: dict[str, bytes] = {}
         reuse_unit = reuser(old, prints, reuse=reuse and healthy)
         got = self.reads.read(ws.path, relpath, adapter, reuse_unit)
+        if ws.moved or folder_identity(ws.path) != ws.identity:
+            # another folder at the workspace's path (exchanged, moved away and replaced):
+            # what was read is not this cache's; queries read directly until the service
+            # watches the path afresh (Service._moved)
+            ws.moved = True
+            return True
         error = got.error
         if isinstance(error, StateFileMissing) or (error is not None and error.code == 64):
             self.drop_file(ws, relpath)  # gone, or a link out of the workspace

@@ -47,7 +47,7 @@ class Queries:
         With `checked` (the default) an entry whose detectors have not run yet (warm-up)
         is not an answer: the caller reads directly, findings included.
         """
-        ws = self.workspaces.get(workspace)
+        ws = self._tracked(workspace)
         if ws is None or (checked and not ws.checked):
             return None
         return ws.entry(state_file, key)
@@ -60,7 +60,7 @@ class Queries:
         Like `lookup`, and only while every file the entry was read from is unchanged
         since (one `stat` each) and its read was not racy: read your writes.
         """
-        ws = self.workspaces.get(workspace)
+        ws = self._tracked(workspace)
         if ws is None or (checked and not ws.checked):
             return None
         snap = ws.files.get(state_file)
@@ -77,7 +77,7 @@ class Queries:
     def epic_file(self, workspace: str, epic_id: str) -> str | None:
         """An epic's state file from the files the cache knows (no disk, for the query
         path), or None while the workspace has not been read. Two claimants: exit 64."""
-        ws = self.workspaces.get(workspace)
+        ws = self._tracked(workspace)
         if ws is None or not ws.files:
             return None
         version = ws.files_version
@@ -93,7 +93,7 @@ class Queries:
     def sole_unit(self, workspace: str, state_file: str) -> str | None:
         """The key of a state file's only unit (a single-unit file needs no `unit`), or of
         the one its format calls current (target.current_unit)."""
-        ws = self.workspaces.get(workspace)
+        ws = self._tracked(workspace)
         snap = ws.files.get(state_file) if ws else None
         if snap is None or not snap.keys:
             return None
@@ -106,7 +106,7 @@ class Queries:
         """Whether the file surely lacks `key` now: read well, unchanged since, and its
         units (all installed at once) do not include it. Then the answer is
         STORY_NOT_IN_STATE with no disk read."""
-        ws = self.workspaces.get(workspace)
+        ws = self._tracked(workspace)
         snap = ws.files.get(state_file) if ws else None
         if self.changes is not None:
             self.changes.drain()
@@ -152,7 +152,7 @@ class Queries:
 
     def unreadable_since(self, workspace: str, relpath: str) -> float:
         """Since when a file has been unreadable, as the cache knows it (else now)."""
-        ws = self.workspaces.get(workspace)
+        ws = self._tracked(workspace)
         snap = ws.files.get(relpath) if ws else None
         since = snap.unreadable_since if snap is not None else None
         return since if since is not None else time.time()
@@ -193,8 +193,14 @@ class Queries:
             for e in snap.entries.values()
         ]
 
+    def _tracked(self, workspace: str) -> Workspace | None:
+        """The workspace's cache, None while its folder is not the one it was read from
+        (`Workspace.moved`: exchanged, moved away and replaced): read directly then."""
+        ws = self.workspaces.get(workspace)
+        return None if ws is None or ws.moved else ws
+
     def _spaces(self, workspace: str | None) -> list[Workspace]:
         if workspace is None:
-            return list(self.workspaces.values())
-        ws = self.workspaces.get(workspace)
+            return [ws for ws in list(self.workspaces.values()) if not ws.moved]
+        ws = self._tracked(workspace)
         return [ws] if ws is not None else []

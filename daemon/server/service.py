@@ -27,12 +27,13 @@ from storyd.config.values import DEFAULT_STALENESS, Limits
 from storyd.core import log, pipeline, target
 from storyd.core.errors import StateFileMissing, UsageError
 from storyd.core.gitstate import is_work_tree
+from storyd.server.store import folder_identity
 
 if TYPE_CHECKING:
     from storyd.core.query import Query
     from storyd.server.engine import Engine
     from storyd.server.refresher import Refresher
-    from storyd.server.store import Snapshot
+    from storyd.server.store import Snapshot, Workspace
     from storyd.server.watcher import Watcher
 
 __all__ = ["STOP_GRACE", "Daemon", "Settings", "exit_now"]
@@ -156,10 +157,12 @@ class Daemon:
         self.refresher = refresher
         self.watcher = watcher
         self.executor = executor
-        # spellings of workspace paths -> canonical path; the event loop adds (canonical),
-        # the refresher removes (unwatch): both under the lock
-        self.aliases: dict[str, str] = {}
+        # spellings of workspace paths -> (canonical path, the folder's identity when it
+        # was resolved); the event loop adds (canonical), the refresher removes (unwatch):
+        # both under the lock
+        self.aliases: dict[str, tuple[str, tuple[int, int]]] = {}
         self._aliases_lock = threading.Lock()
+        self._rewatching: set[Workspace] = set()  # moved caches with a rewatch queued
         self.counters = {"queries": 0, "hits": 0, "misses": 0}
         self.started = time.monotonic()
         self.log = log.get("daemon")
@@ -279,7 +282,9 @@ class Daemon:
         vanished format roots, and the watch count (recounted here, off the event loop:
         `stats` only reads it)."""
         self._forget_stale()
-        for path in list(self.engine.workspaces):
+        for path, ws in list(self.engine.workspaces.items()):
+            if ws.moved or ws.identity != folder_identity(path):
+                self._moved(path)  # no query asked: the tick sees it
             self.watcher.ensure_roots(path)
         self.watcher.recount()
         for path in self.watcher.polled():  # what inotify cannot watch is polled
@@ -329,21 +334,52 @@ class Daemon:
             raise UsageError("field 'workspace' must be a non-empty string")
         if "\0" in raw:
             raise UsageError("field 'workspace' may not contain a NUL byte")
+        # the folder `raw` names now (one stat): a spelling is trusted while it names the
+        # same folder, and a watched workspace's cache answers only while its path does
+        identity = folder_identity(raw)
         known = self.aliases.get(raw)  # a lone dict read: atomic under the GIL
-        if known is not None:
-            self.last_asked[known] = time.monotonic()  # for auto_watch_idle
-            return known
-        if not os.path.isabs(raw):
-            raise UsageError(f"workspace {raw!r} must be an absolute path")
-        path = os.path.realpath(raw)
-        if not os.path.isdir(path):
-            raise StateFileMissing(f"workspace {raw} does not exist")
-        with self._aliases_lock:
-            if len(self.aliases) >= _MAX_ALIASES:
-                self.aliases.clear()
-            self.aliases[raw] = path
-        self.last_asked[path] = time.monotonic()
+        if known is not None and identity is not None and known[1] == identity:
+            path = known[0]
+        else:
+            if not os.path.isabs(raw):
+                raise UsageError(f"workspace {raw!r} must be an absolute path")
+            path = os.path.realpath(raw)  # a retargeted link is followed afresh
+            if identity is None or not os.path.isdir(path):
+                raise StateFileMissing(f"workspace {raw} does not exist")
+            with self._aliases_lock:
+                if len(self.aliases) >= _MAX_ALIASES:
+                    self.aliases.clear()
+                self.aliases[raw] = (path, identity)
+        self.last_asked[path] = time.monotonic()  # for auto_watch_idle
+        ws = self.engine.workspaces.get(path)
+        if ws is not None and (ws.moved or ws.identity != identity):
+            self._moved(path)
         return path
+
+    def _moved(self, path: str) -> None:
+        """The folder at a watched workspace's path is another one now (exchanged, moved
+        away and replaced): its cache stops answering at once, and the refresher watches
+        the path afresh (a new scan, the detectors on the new folder)."""
+        ws = self.engine.workspaces.get(path)
+        if ws is None or ws in self._rewatching:
+            return
+        ws.moved = True  # one assignment: queries read directly from now on
+        self._rewatching.add(ws)  # one rewatch queued per moved cache
+        self.log.info("workspace_moved", workspace=path)
+        self.refresher.call(lambda: self._rewatch(path))
+
+    def _rewatch(self, path: str) -> None:
+        """Watch a moved workspace afresh (on the refresher thread)."""
+        ws = self.engine.workspaces.get(path)
+        if ws is None or not ws.moved:
+            return
+        self._rewatching.discard(ws)
+        auto = path in self.auto_watched
+        self._unwatch_now(path)
+        if os.path.isdir(path):
+            if auto:
+                self.auto_watched.add(path)
+            self._watch_now(path)
 
     # -- answering a resume query ---------------------------------------------
 
@@ -406,7 +442,7 @@ class Daemon:
     def _forget_aliases(self, path: str) -> None:
         """Drop every spelling of a workspace (from the refresher, while the loop adds)."""
         with self._aliases_lock:
-            for alias in [a for a, p in self.aliases.items() if p == path]:
+            for alias in [a for a, (p, _) in self.aliases.items() if p == path]:
                 del self.aliases[alias]
 
     def watching(self, path: str) -> bool:
@@ -415,9 +451,11 @@ class Daemon:
 
     def _watch_now(self, path: str) -> int:
         started = time.perf_counter()
-        ws = self.engine.add_workspace(path)
+        ws = self.engine.add_workspace(path)  # takes the folder's identity first
         self.watcher.watch(path)
         files = self.engine.scan(ws)
+        if folder_identity(path) != ws.identity:  # swapped while it was read
+            self._moved(path)
         self.log.info(
             "watch",
             workspace=path,

@@ -333,6 +333,15 @@ class Snapshot:
 
 
 
+def folder_identity(path: str) -> tuple[int, int] | None:
+    """The folder a path names now, links followed: (st_dev, st_ino); None if none."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 class Workspace:
     """One watched workspace: its state files' snapshots and a story-file index.
 
@@ -350,13 +359,21 @@ class Workspace:
         "files",
         "files_version",
         "first_look",
+        "identity",
         "last_look",
+        "moved",
         "path",
         "story_index",
     )
 
     def __init__(self, path: str, *, checked: bool = True) -> None:
         self.path = path
+        # the folder the path named when it was watched (st_dev, st_ino): an answer from
+        # this cache proves the path still names it (Service.canonical); `moved` once it
+        # does not (exchanged, moved away and replaced): queries read directly until the
+        # workspace is watched afresh
+        self.identity = folder_identity(path)
+        self.moved = False
         self.checked = checked
         self.checking = False
         self.first_look = True

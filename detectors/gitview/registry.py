@@ -14,6 +14,7 @@ Two kinds of owner hold views in the daemon, never sharing one:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING
@@ -44,6 +45,18 @@ _LOCAL_KEY = "storyd.gitviews"
 _NO_GIT_KEY = "storyd.git-unavailable"
 _HOLD_KEY = "storyd.hold-tips"
 _ROOTS_KEY = "storyd.held-roots"  # workspace -> its work tree, during a held pass
+_IDENT_KEY = "storyd.view-folders"  # work tree -> the folder it named when its view opened
+
+
+def _folder(root: str) -> tuple[int, int] | None:
+    """The folder `root` names now (st_dev, st_ino): a view is of that folder's
+    repository, and a path that names another folder now (exchanged, moved away and
+    replaced) needs a new view."""
+    try:
+        st = os.stat(root)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def open_view(root: str, *, walk_limit: int = DEFAULT_WALK_LIMIT) -> GitView | None:
@@ -98,7 +111,10 @@ def view_for(local: dict[str, object], workspace: str) -> GitView | None:
         return None
     views = _views(local)
     view = views.get(root)
-    if view is not None and is_work_tree(root):
+    folders = local.setdefault(_IDENT_KEY, {})
+    assert isinstance(folders, dict)
+    folder = _folder(root)
+    if view is not None and folders.get(root) == folder and is_work_tree(root):
         return view
     if view is not None:
         views.pop(root)
@@ -109,6 +125,7 @@ def view_for(local: dict[str, object], workspace: str) -> GitView | None:
     view = open_view(root)
     if view is not None:
         views[root] = view
+        folders[root] = folder
         if local.get(_HOLD_KEY):
             view.hold_tips(True)
     return view

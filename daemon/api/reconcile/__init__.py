@@ -18,13 +18,17 @@ See docs/reconcile.md.
 
 from __future__ import annotations
 
+from storyd.core.errors import LockTimeout
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from storyd.api.reconcile.gather import Selection
     from storyd.api.reconcile.plan import Plan
     from storyd.config import Config
 
-__all__ = ["make_plan"]
+__all__ = ["PLAN_TRIES", "make_plan"]
+
+PLAN_TRIES = 4
 
 
 def make_plan(
@@ -34,8 +38,25 @@ def make_plan(
     only: frozenset[str] | None,
     lock_timeout: float,
 ) -> Plan:
-    """The plan for a workspace's selected units (nothing is written)."""
-    from storyd.api.reconcile.gather import gather
-    from storyd.api.reconcile.plan import build
+    """The plan for a workspace's selected units (nothing is written).
 
-    return build(workspace, gather(workspace, selection, cfg, lock_timeout), only)
+    The findings and the plan must come from one version of each file: when a writer
+    changed one between the two reads (plan.Moved), the plan is made again, a few times,
+    then LockTimeout (exit 75)."""
+    import time
+
+    from storyd.api.reconcile.gather import Seen, gather
+    from storyd.api.reconcile.plan import Moved, build
+
+    for attempt in range(PLAN_TRIES):
+        seen: Seen = {}
+        found = gather(workspace, selection, cfg, lock_timeout, seen)
+        try:
+            return build(workspace, found, only, seen=seen, lock_timeout=lock_timeout)
+        except Moved as exc:
+            if attempt == PLAN_TRIES - 1:
+                msg = (f"{exc.message.split(';')[0]} {PLAN_TRIES} times in a row (a writer "
+                       "kept rewriting it); nothing was written: try again")
+                raise LockTimeout(msg) from None
+            time.sleep(0.02 * 2**attempt)
+    raise AssertionError("unreachable")

@@ -4,7 +4,10 @@ The protocol (docs/reconcile.md): take `flock -x` on every file of the plan (bou
 wait, exit 75), re-read each under the lock; when any differs from what the plan was made
 from, let go and make the plan again from the new bytes (at most a few times). Then write
 the undo record, keep the previous bytes as `<file>.bak` where the format's writer keeps
-one, and replace each file atomically (atomic.replace).
+one, and write each file's new bytes into the locked file itself (atomic.overwrite), so
+that neither a writer queued on the lock with its own descriptor nor one that renames
+without the lock loses its update; a file a writer renamed over meanwhile is planned
+again.
 """
 
 from __future__ import annotations
@@ -15,14 +18,24 @@ import os
 from collections.abc import Callable
 
 from storyd.api.reconcile import undo
-from storyd.api.reconcile.atomic import clean_temps, locked, read_fd, replace, unlink
+from storyd.api.reconcile.atomic import (
+    clean_temps,
+    locked,
+    overwrite,
+    read_fd,
+    recover,
+    replace,
+    unlink,
+    wait_hook,
+)
 from storyd.api.reconcile.failures import Progress, failure
 from storyd.api.reconcile.plan import FilePlan, Plan
 from storyd.api.reconcile.targets import dialect_of
 from storyd.core.errors import LockTimeout
+from storyd.core.gitstate import operation_under_way
 from storyd.core.regular import read_regular
 
-__all__ = ["REPLANS", "apply", "undo_last"]
+__all__ = ["REPLANS", "GitOperationUnderWay", "apply", "undo_last"]
 
 REPLANS = 3
 
@@ -50,7 +63,26 @@ def _bak(workspace: str, plan: FilePlan) -> tuple[str, bytes | None] | None:
         return path, None
 
 
-def _write(workspace: str, plan: Plan) -> None:
+class GitOperationUnderWay(LockTimeout):
+    """A rebase, merge, ... stopped mid-way: HEAD is transient, nothing is written (75)."""
+
+
+def _refuse_mid_operation(workspace: str) -> None:
+    under_way = operation_under_way(workspace)
+    if under_way is not None:
+        name, marker = under_way
+        ends = "git bisect reset" if name == "bisect" else f"git {name} --continue or --abort"
+        msg = (f"a git {name} is in progress ({marker}): reconcile --apply waits until it "
+               f"ends ({ends}), so that no commit sha is taken from a transient HEAD; "
+               "nothing was written")
+        raise GitOperationUnderWay(msg)
+
+
+class _Overtaken(Exception):
+    """A writer renamed its own file over a state file while reconcile wrote it."""
+
+
+def _write(workspace: str, plan: Plan, fds: dict[str, int]) -> None:
     records: list[undo.FileRecord] = []
     baks: list[tuple[str, bytes]] = []
     for file in plan.files:
@@ -73,8 +105,10 @@ def _write(workspace: str, plan: Plan) -> None:
             progress.wrote(os.path.relpath(path, workspace))
         for file in plan.files:
             path = os.path.join(workspace, file.relpath)
-            clean_temps(path)
-            replace(path, file.after)
+            if not overwrite(fds[file.relpath], path, file.after):
+                if progress.done:
+                    raise _Overtaken(file.relpath, progress)
+                raise _Overtaken(file.relpath, None)
             progress.wrote(file.relpath)
     except OSError as exc:
         undo_hint = "reconcile --undo puts back what was written"
@@ -83,13 +117,17 @@ def _write(workspace: str, plan: Plan) -> None:
 
 
 def apply(workspace: str, make_plan: Callable[[], Plan], lock_timeout: float) -> Plan:
-    """Make the plan and write it; returns the plan that was written."""
+    """Make the plan and write it; returns the plan that was written.
+
+    Refused (exit 75, naming it) while a git operation is stopped mid-way."""
+    _refuse_mid_operation(workspace)
     plan = make_plan()
     for _ in range(REPLANS):
         if not plan.changed:
             return plan
         with contextlib.ExitStack() as stack:
             current: dict[str, bytes | None] = {}
+            fds: dict[str, int] = {}
             for file in sorted(plan.files, key=lambda f: f.relpath):
                 path = os.path.join(workspace, file.relpath)
                 try:
@@ -97,10 +135,22 @@ def apply(workspace: str, make_plan: Callable[[], Plan], lock_timeout: float) ->
                 except FileNotFoundError:  # removed since the plan was made
                     current[file.relpath] = None
                     break
+                recover(fd, path)
+                fds[file.relpath] = fd
                 current[file.relpath] = read_fd(fd)
             if all(current.get(f.relpath) == f.before for f in plan.files):
-                _write(workspace, plan)
-                return plan
+                wait_hook()
+                _refuse_mid_operation(workspace)  # one may have begun while we planned
+                try:
+                    _write(workspace, plan, fds)
+                    return plan
+                except _Overtaken as exc:
+                    relpath, progress = exc.args
+                    if progress is not None:  # some files landed: say so, never replan over them
+                        msg = (f"{relpath} was replaced by a writer that does not take the lock "
+                               f"while reconcile wrote it; its version is kept; written: "
+                               f"{', '.join(progress.done)}; reconcile --undo puts those back")
+                        raise LockTimeout(msg) from None
         plan = make_plan()  # a writer got there first: plan again from its bytes
     msg = (
         f"the state files kept changing while reconcile tried {REPLANS} times; nothing was written"
@@ -123,10 +173,12 @@ def undo_last(workspace: str, lock_timeout: float) -> list[str]:
     record, entries = undo.load(workspace)
     with contextlib.ExitStack() as stack:
         changed, lost = [], []
+        fds: dict[str, int] = {}
         for item, entry in zip(record.files, entries, strict=True):
             path = os.path.join(workspace, item.path)
             if os.path.exists(path):
-                stack.enter_context(locked(path, lock_timeout))
+                fds[item.path] = stack.enter_context(locked(path, lock_timeout))
+                recover(fds[item.path], path)
             now = undo.digest(_current(path))
             if now != entry["after"] and now != entry["beforeSha256"]:
                 changed.append(item.path)
@@ -157,6 +209,10 @@ def undo_last(workspace: str, lock_timeout: float) -> list[str]:
                 path = os.path.join(workspace, item.path)
                 if item.before is None:
                     unlink(path)
+                elif item.path in fds and not item.path.endswith(".bak"):
+                    if not overwrite(fds[item.path], path, item.before):
+                        msg = f"{item.path}: replaced by a writer while reconcile restored it"
+                        raise undo.UndoRefused(msg)
                 else:
                     clean_temps(path)
                     replace(path, item.before)

@@ -3,12 +3,23 @@
     locked(path, timeout)   the writers' exclusive flock(2) on the file, with a bounded
                             wait (LockTimeout, exit 75); re-taken when a writer renamed a
                             new file over the path while we waited
+    overwrite(fd, path, data)  a state file's new bytes written INTO the locked file
+                            (same inode), so a writer queued on the lock with its own
+                            descriptor, or one that renames without the lock, never
+                            loses its update; a temp copy of `data` is written first
+                            (the redo record), then one write of `data` padded with
+                            blanks to the old length, fsync, truncate, fsync
+    recover(fd, path)       finish what a killed overwrite left: a file that holds a
+                            dead run's redo bytes plus its blanks is truncated to them
     replace(path, data)     a temporary file in the same folder, written and fsynced,
-                            renamed over the path, then the folder fsynced: a crash at
-                            any moment leaves the old file or the new one, never a mix
+                            renamed over the path, then the folder fsynced (`.bak`
+                            files, undo records, settings): a crash at any moment
+                            leaves the old file or the new one, never a mix
 
 STORYD_RECONCILE_HOOK (tests only) makes the writer SIGKILL itself at a named point:
-`kill-before-rename` (temp written and fsynced, not renamed) or `kill-after-rename`;
+`kill-before-rename` (temp written and fsynced, not renamed or written over the file)
+or `kill-after-rename` (the file holds the new bytes); `wait-before-write:FLAG` holds
+the locks, plan compared, until the file FLAG exists (at most 30 s: racing-writer tests);
 or `kill-at-N`: at the N-th system call that changes the disk (each open of a temp
 file, write, fsync, rename and unlink of apply and undo, undo records included), so a
 test can kill at every one of them in turn.
@@ -25,10 +36,22 @@ import time
 from collections.abc import Iterator
 
 from storyd.core.locking import flock_wait, same_file
-from storyd.core.regular import open_regular
+from storyd.core.regular import open_regular, read_regular
 from storyd.core.switches import CONFIG
 
-__all__ = ["HOOK_ENV", "TEMP_MARK", "clean_temps", "locked", "read_fd", "replace", "step", "unlink"]
+__all__ = [
+    "HOOK_ENV",
+    "TEMP_MARK",
+    "clean_temps",
+    "locked",
+    "overwrite",
+    "read_fd",
+    "recover",
+    "replace",
+    "step",
+    "unlink",
+    "wait_hook",
+]
 
 HOOK_ENV = "STORYD_RECONCILE_HOOK"
 TEMP_MARK = ".storyd-reconcile."
@@ -37,6 +60,16 @@ TEMP_MARK = ".storyd-reconcile."
 def _hook(point: str) -> None:
     if os.environ.get(HOOK_ENV) == f"kill-{point}":
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def wait_hook() -> None:
+    """`wait-before-write:FLAG` (tests only): wait, holding the locks, until FLAG exists."""
+    spec = os.environ.get(HOOK_ENV, "")
+    if spec.startswith("wait-before-write:"):
+        flag = spec.split(":", 1)[1]
+        deadline = time.monotonic() + 30
+        while not os.path.exists(flag) and time.monotonic() < deadline:
+            time.sleep(0.005)
 
 
 def step() -> None:
@@ -59,7 +92,7 @@ def locked(path: str, timeout: float) -> Iterator[int]:
     """Hold `flock -x` on `path` (the descriptor is yielded); LockTimeout past `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
-        fd = open_regular(path)  # a FIFO would block open(2) for ever
+        fd = open_regular(path, os.O_RDWR)  # a FIFO would block open(2) for ever
         try:
             flock_wait(fd, fcntl.LOCK_EX, path, timeout, deadline)
             if same_file(fd, path):  # else a writer renamed a new file over it: lock that
@@ -91,12 +124,29 @@ def replace(path: str, data: bytes, *, hooked: bool = True) -> None:
 
     The file's permission bits are kept. `hooked`: the test hook may fire (state files).
     """
-    folder, name = os.path.split(os.path.abspath(path))
+    folder = os.path.dirname(os.path.abspath(path))
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
         mode = 0o644
-    temp = os.path.join(folder, f".{name}{TEMP_MARK}{os.getpid()}.tmp")
+    temp = _temp(path)
+    _write_temp(temp, data, mode)
+    if hooked:
+        _hook("before-rename")
+    os.replace(temp, path)
+    step()
+    if hooked:
+        _hook("after-rename")
+    _fsync_dir(folder)
+    step()
+
+
+def _temp(path: str) -> str:
+    folder, name = os.path.split(os.path.abspath(path))
+    return os.path.join(folder, f".{name}{TEMP_MARK}{os.getpid()}.tmp")
+
+
+def _write_temp(temp: str, data: bytes, mode: int) -> None:
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
         step()
@@ -112,31 +162,75 @@ def replace(path: str, data: bytes, *, hooked: bool = True) -> None:
             os.unlink(temp)
         raise
     os.close(fd)
-    if hooked:
-        _hook("before-rename")
-    os.replace(temp, path)
+
+
+def overwrite(fd: int, path: str, data: bytes) -> bool:
+    """Write `data` into the file behind `fd` (held under `flock -x`): same inode, so no
+    writer holding its own descriptor on it loses an update. False when the path no
+    longer names that file afterwards (a writer renamed its own over it without the
+    lock: its version stands, ours is not in the file).
+
+    A kill leaves the old bytes, the new bytes, or (a shorter file, killed between the
+    write and the truncate) the new bytes followed by blanks, which `recover` finishes.
+    """
+    st = os.fstat(fd)
+    temp = _temp(path)
+    _write_temp(temp, data, stat.S_IMODE(st.st_mode))  # the redo record
+    _hook("before-rename")
+    padded = data + b" " * (st.st_size - len(data))
+    view, offset = memoryview(padded), 0
+    while offset < len(padded):
+        offset += os.pwrite(fd, view[offset:], offset)
     step()
-    if hooked:
-        _hook("after-rename")
-    _fsync_dir(folder)
+    os.fsync(fd)
     step()
+    if len(data) < st.st_size:
+        os.ftruncate(fd, len(data))
+        step()
+        os.fsync(fd)
+        step()
+    unlink(temp)
+    _hook("after-rename")
+    return same_file(fd, path)
+
+
+def recover(fd: int, path: str) -> None:
+    """Under `flock -x` on `path`: finish a killed overwrite (its redo record is a dead
+    run's temp, and the file holds those bytes plus blanks), then remove dead temps."""
+    folder, name = os.path.split(os.path.abspath(path))
+    prefix = f".{name}{TEMP_MARK}"
+    for entry in _dead_temps(folder, prefix):
+        try:
+            redo = read_regular(os.path.join(folder, entry))
+        except OSError:
+            continue
+        current = read_fd(fd)
+        rest = current[len(redo) :]
+        if current.startswith(redo) and rest and not rest.strip(b" "):
+            os.ftruncate(fd, len(redo))
+            os.fsync(fd)
+    clean_temps(path)
+
+
+def _dead_temps(folder: str, prefix: str) -> list[str]:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    dead = []
+    for entry in names:
+        if entry.startswith(prefix) and entry.endswith(".tmp"):
+            pid = entry[len(prefix) : -len(".tmp")]
+            if not (pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid))):
+                dead.append(entry)
+    return dead
 
 
 def clean_temps(path: str) -> list[str]:
     """Remove temp files a killed reconcile left beside `path` (their pid is gone)."""
     folder, name = os.path.split(os.path.abspath(path))
-    prefix = f".{name}{TEMP_MARK}"
     removed: list[str] = []
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return removed
-    for entry in names:
-        if not (entry.startswith(prefix) and entry.endswith(".tmp")):
-            continue
-        pid = entry[len(prefix) : -len(".tmp")]
-        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
-            continue
+    for entry in _dead_temps(folder, f".{name}{TEMP_MARK}"):
         with contextlib.suppress(OSError):
             os.unlink(os.path.join(folder, entry))
             removed.append(entry)

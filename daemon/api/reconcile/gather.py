@@ -11,12 +11,14 @@ from storyd.api.detection import build_detect
 from storyd.config import Config
 from storyd.core import target
 from storyd.core.errors import LockTimeout, StorydError
+from storyd.core.formats.base import Adapter
 from storyd.core.model import Finding, Unit
-from storyd.core.pipeline import find_state_files
+from storyd.core.pipeline import Signature, find_state_files, read_file
 
-__all__ = ["Selection", "gather"]
+__all__ = ["Seen", "Selection", "gather"]
 
 Found = list[tuple[Unit, tuple[Finding, ...]]]
+Seen = dict[str, Signature | None]  # state file (workspace-relative) -> as read, under the lock
 
 
 class Selection:
@@ -47,7 +49,20 @@ class Selection:
         }
 
 
-def _read(workspace: str, selection: Selection, options: answers.Options) -> list[Unit]:
+def _units(workspace: str, adapter: Adapter, relpath: str, options: answers.Options,
+           seen: Seen) -> list[Unit]:
+    """One state file's units under the writers' lock; `seen` keeps the file's identity
+    and version as read, for the plan to check that it still reads the same file."""
+    read = read_file(workspace, adapter, relpath, options)
+    if read.error is not None:
+        raise read.error
+    assert read.units is not None
+    seen[relpath] = read.signature
+    return read.units
+
+
+def _read(workspace: str, selection: Selection, options: answers.Options,
+          seen: Seen) -> list[Unit]:
     """The selected units, read under the writers' lock (LockTimeout propagates)."""
     where = None
     if selection.state_file is not None:
@@ -55,7 +70,7 @@ def _read(workspace: str, selection: Selection, options: answers.Options) -> lis
     elif selection.epic is not None:
         where = target.for_epic(workspace, selection.epic, str(selection.story))
     if where is not None:
-        units = answers.read_units(workspace, where.adapter, where.relpath, options)
+        units = _units(workspace, where.adapter, where.relpath, options, seen)
         return units if where.key is None else [where.pick(units)]
     from storyd.core.formats import all_adapters
 
@@ -63,7 +78,7 @@ def _read(workspace: str, selection: Selection, options: answers.Options) -> lis
     units = []
     for relpath, adapter in sorted(found.items()):
         try:
-            units.extend(answers.read_units(workspace, adapter, relpath, options))
+            units.extend(_units(workspace, adapter, relpath, options, seen))
         except LockTimeout:
             raise
         except StorydError:
@@ -71,14 +86,16 @@ def _read(workspace: str, selection: Selection, options: answers.Options) -> lis
     return units
 
 
-def gather(workspace: str, selection: Selection, cfg: Config, lock_timeout: float) -> Found:
-    """Each selected unit with its format findings and its detectors' findings.
+def gather(workspace: str, selection: Selection, cfg: Config, lock_timeout: float,
+           seen: Seen | None = None) -> Found:
+    """Each selected unit with its format findings and its detectors' findings; `seen`
+    receives each state file's signature as read (under the lock).
 
     A writer holding its lock past `lock_timeout` raises LockTimeout (exit 75).
     """
     workspace = os.path.realpath(workspace)
     options = answers.Options(lock_timeout, cfg.staleness)
-    units = _read(workspace, selection, options)
+    units = _read(workspace, selection, options, {} if seen is None else seen)
     found: Found = []
     detect_units, runner = build_detect(cfg, cfg.staleness)
     try:

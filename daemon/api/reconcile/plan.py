@@ -18,11 +18,16 @@ from storyd.api.reconcile.jsonedit import Path, edit
 from storyd.api.reconcile.pieces import Ask, LeftAlone, Repair, RepairFunction
 from storyd.api.reconcile.repairs import registered, sources
 from storyd.api.reconcile.targets import dialect_of
-from storyd.core.errors import DataError
+from storyd.core.errors import DataError, LockTimeout, StorydError
+from storyd.core.locking import DEFAULT_LOCK_TIMEOUT, read_locked
 from storyd.core.model import Finding, Unit
-from storyd.core.regular import read_regular
 
-__all__ = ["FilePlan", "Plan", "build"]
+__all__ = ["FilePlan", "Moved", "Plan", "build"]
+
+
+class Moved(LockTimeout):
+    """A state file changed between the read the findings came from and the plan's read
+    (a writer, or a torn read): that is not a plan. make_plan tries again, then exit 75."""
 
 
 class FilePlan:
@@ -101,14 +106,21 @@ class Plan:
 
 
 class _File:
-    """One target file as read for planning."""
+    """One target file as read for planning: under the writers' shared lock, and the same
+    version the findings were read from (`seen`), else Moved."""
 
-    def __init__(self, workspace: str, relpath: str) -> None:
+    def __init__(self, workspace: str, relpath: str, seen: dict, lock_timeout: float) -> None:
         self.relpath = relpath
         try:
-            self.data: bytes | None = read_regular(os.path.join(workspace, relpath))
-        except OSError:  # absent, unreadable, or not a regular file (a FIFO)
-            self.data = None
+            got = read_locked(os.path.join(workspace, relpath), lock_timeout, relpath)
+        except LockTimeout:
+            raise
+        except (StorydError, OSError):  # absent, unreadable, or not a regular file (a FIFO)
+            self.data: bytes | None = None
+        else:
+            if relpath in seen and seen[relpath] != got.signature:
+                raise Moved(f"{relpath} changed while the plan was made; nothing was written")
+            self.data = got.data
         self.document: object = None
         if self.data is not None:
             try:
@@ -204,8 +216,14 @@ def build(
     units: Iterable[tuple[Unit, tuple[Finding, ...]]],
     only: frozenset[str] | None = None,
     evidence: Evidence | None = None,
+    *,
+    seen: dict | None = None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
 ) -> Plan:
-    """The plan for these units and their findings (nothing is written)."""
+    """The plan for these units and their findings (nothing is written).
+
+    `seen`: each state file's signature as the findings were read (gather); a target
+    that reads differently now raises Moved."""
     own = evidence is None
     evidence = evidence or Evidence(workspace)
     files: dict[str, _File] = {}
@@ -230,7 +248,9 @@ def build(
                     )
                     continue
                 target = dialect.target(unit)
-                file = files.get(target) or files.setdefault(target, _File(workspace, target))
+                file = files.get(target) or files.setdefault(
+                    target, _File(workspace, target, seen or {}, lock_timeout)
+                )
                 if file.data is None:
                     left.append(LeftAlone(target, unit.key, finding, f"{target} cannot be read"))
                     continue

@@ -254,6 +254,7 @@ def _check_workspace(
             else:
                 screen.line(OK, topic, "full history (not a shallow clone)")
     _check_git_lock(screen, topic, workspace, lock_wait)
+    _check_git_state(screen, topic, workspace)
     counts = []
     source = Source(workspace)
     for adapter in adapters:
@@ -396,6 +397,35 @@ def _check_git_lock(screen: _Screen, topic: str, workspace: str, lock_wait: floa
             topic,
             f"a git lock has been held for {age:.0f} s ({path}): the detectors check anyway "
             f"after limits.git_lock_wait; remove it if no git command is running",
+        )
+
+
+def _check_git_state(screen: _Screen, topic: str, workspace: str) -> None:
+    """A repository whose HEAD commit cannot be read (corrupt, truncated pack), and a git
+    operation stopped mid-way (its commits are checked when it ends)."""
+    from storyd.core.gitstate import locate, operation_under_way
+
+    where = locate(workspace)
+    sha = where.head_commit() if where is not None else None
+    if sha is not None:
+        try:
+            done = _git(workspace, "cat-file", "-e", f"{sha}^{{commit}}")
+        except (FileNotFoundError, subprocess.TimeoutExpired):
+            done = None
+        if done is not None and done.returncode != 0:
+            screen.line(
+                WARN,
+                topic,
+                f"HEAD names {sha[:12]}, which the repository cannot read (a truncated pack "
+                f"or lost objects?): commit checks cannot run; `git -C {workspace} fsck`",
+            )
+    under_way = operation_under_way(workspace)
+    if under_way is not None:
+        name, marker = under_way
+        screen.line(
+            WARN,
+            topic,
+            f"a git {name} is in progress ({marker}): the commits are checked when it ends",
         )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from storyd.core.errors import DataError, StateFileMissing
+from storyd.core.errors import DataError, StateFileMissing, UsageError
 from storyd.core.jsonio import JSONError, dumps, kind, loads, value_start
 from storyd.core.locking import DEFAULT_LOCK_TIMEOUT, read_locked
 from storyd.core.model import DONE, PENDING, Finding, Task, Unit
@@ -24,12 +24,20 @@ if TYPE_CHECKING:
 __all__ = [
     "Adapter",
     "Source",
+    "contained",
     "finding",
     "load_json_object",
     "make_task",
     "normal_status",
     "status_text",
 ]
+
+
+def contained(workspace: str, path: str) -> bool:
+    """Whether `path` (absolute, or relative to the workspace), links resolved, is still
+    inside the (resolved) workspace."""
+    base = os.path.realpath(workspace)
+    return os.path.realpath(os.path.join(base, path)).startswith(base + os.sep)
 
 
 class Source:
@@ -53,9 +61,16 @@ class Source:
         return os.path.join(self.workspace, relpath)
 
     def read(self, relpath: str, name: str = "") -> bytes:
-        """The file's bytes, read under the writers' shared flock(2) lock."""
+        """The file's bytes, read under the writers' shared flock(2) lock.
+
+        The link rule of every state-file read: a path whose links lead out of the
+        workspace is refused (UsageError, exit 64), whoever reads it (resume, the epic
+        view and its external epics, companions, hooks, MCP)."""
+        path = self.path(relpath)
+        if not contained(self.workspace, path):
+            raise UsageError(f"{relpath}: outside the workspace {self.workspace}")
         try:
-            got = read_locked(self.path(relpath), self.lock_timeout, name)
+            got = read_locked(path, self.lock_timeout, name)
         except StateFileMissing:
             self.seen[relpath] = None
             raise

@@ -1,0 +1,133 @@
+"""Other clients' latency while one unit is huge (issue 29): a probe's p50, p99 and max.
+
+    .venv/bin/python bench/bench_probe.py [--storyd PATH] [--tasks 100000] [--seconds 10]
+
+One `storyd serve` watches a workspace with a small epic (the probe's) and a huge one
+(one story of --tasks tasks, the cap of one answer). A probe client sends the small
+epic's `resume` on a persistent connection as fast as it can, while the load does one
+of these at a time:
+
+    idle      nothing
+    epic      another client asks the huge epic's view (`epic` op) again and again
+    rewrite   the huge state file is rewritten (temp file, rename) ten times a second
+
+Prints the probe's p50, p99 and max (ms) per load, and the daemon's RSS (MB) before and
+after. Issue 29's target: p99 under 50 ms and max under 100 ms while a huge file is read
+or rewritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from socket_client import ask, wait_for_ping
+
+SMALL, HUGE = "0001", "0002"
+
+
+def write_epic(ws: Path, epic: str, tasks: int) -> None:
+    folder = ws / "plans" / f"epic-{epic}"
+    folder.mkdir(parents=True, exist_ok=True)
+    story = f"story-{epic}-0001"
+    nodes = {f"TASK-{epic}-0001-{n:06d}": {"status": "DONE" if n < tasks // 2 else "PENDING"}
+             for n in range(1, tasks + 1)}
+    tmp = folder / "execution-state.json.tmp"
+    tmp.write_text(json.dumps({"epic": epic, "stories": {story: {"tasks": nodes}}}),
+                   encoding="utf-8")
+    tmp.rename(folder / "execution-state.json")
+
+
+def rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+def probe(sock: str, ws: Path, seconds: float) -> list[float]:
+    request = json.dumps({"op": "resume", "workspace": str(ws), "epic": SMALL,
+                          "story": f"story-{SMALL}-0001"}).encode() + b"\n"
+    times = []
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.connect(sock)
+        reader = conn.makefile("rb")
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            started = time.perf_counter()
+            conn.sendall(request)
+            reader.readline()
+            times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def load(kind: str, sock: str, ws: Path, tasks: int, stop: threading.Event) -> None:
+    while not stop.is_set():
+        if kind == "epic":
+            ask(sock, {"op": "epic", "workspace": str(ws), "epic": HUGE}, timeout=60)
+        elif kind == "rewrite":
+            write_epic(ws, HUGE, tasks)
+            stop.wait(0.1)
+        else:
+            stop.wait(0.1)
+
+
+def quantile(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    here = Path(__file__).resolve().parent.parent
+    parser.add_argument("--storyd", default=str(here / ".venv" / "bin" / "storyd"))
+    parser.add_argument("--tasks", type=int, default=100_000)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args()
+    print(f"storyd {args.storyd}; huge epic of {args.tasks:,} tasks; {args.seconds:g} s per "
+          f"load; load average {os.getloadavg()[0]:.2f}")
+    with tempfile.TemporaryDirectory(prefix="storyd-probe-") as tmp:
+        root = Path(tmp)
+        ws = root / "ws"
+        write_epic(ws, SMALL, 5)
+        write_epic(ws, HUGE, args.tasks)
+        env = {**os.environ, "XDG_CONFIG_HOME": str(root / "c"), "XDG_RUNTIME_DIR": str(root / "r"),
+               "XDG_STATE_HOME": str(root / "s")}
+        sock = str(root / "storyd.sock")
+        daemon = subprocess.Popen([args.storyd, "serve", "--socket", sock, "--workspace", str(ws),
+                                   "--staleness", "mtime"], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            if wait_for_ping(sock, 60.0, lambda: daemon.poll() is None) is None:
+                sys.exit("storyd serve did not answer")
+            time.sleep(2.0)
+            print(f"RSS after the warm-up {rss(daemon.pid)} MB")
+            print("| load | probes | p50 ms | p99 ms | max ms | RSS after MB |")
+            print("|---|---:|---:|---:|---:|---:|")
+            for kind in ("idle", "epic", "rewrite"):
+                stop = threading.Event()
+                worker = threading.Thread(target=load, args=(kind, sock, ws, args.tasks, stop))
+                worker.start()
+                times = sorted(probe(sock, ws, args.seconds))
+                stop.set()
+                worker.join()
+                time.sleep(2.0)
+                print(f"| {kind} | {len(times)} | {quantile(times, 0.5):.3f} | "
+                      f"{quantile(times, 0.99):.3f} | "
+                      f"{times[-1]:.1f} | {rss(daemon.pid)} |")
+        finally:
+            daemon.terminate()
+            daemon.wait(20)
+
+
+if __name__ == "__main__":
+    main()
