@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from storyd.server.events import EventLog
     from storyd.server.forward import Forwarder
 
+    Regressed = Callable[[str, Unit], tuple[Finding, ...]]
+
 __all__ = ["Installer"]
 
 
@@ -102,7 +104,8 @@ class Installer:
 
     `detect` checks a unit (None: no detectors); `git_busy` says a workspace's git is
     mid-operation (its detectors wait); `hold_tips` is called with True before a pass
-    over a file's units and False after it (detection.tips_held_by).
+    over a file's units and False after it (detection.tips_held_by); `regressed` gives
+    the progress a unit lost against its history (recorder.py; None: no history).
     """
 
     def __init__(
@@ -118,8 +121,10 @@ class Installer:
         detect: Detect | None,
         git_busy: Callable[[str], bool],
         hold_tips: Callable[[bool], None],
+        regressed: Regressed | None = None,
     ) -> None:
         self.options = options
+        self.regressed = regressed
         self.changes = changes
         self.reads = reads
         self.forward = forward
@@ -210,6 +215,8 @@ class Installer:
     ) -> Draft:
         story = os.path.join(ws.path, unit.story_file) if unit.story_file else None
         story_sig = pipeline.signature(story) if story else None
+        if self.regressed is not None:  # lost progress: the engine's own, never cached
+            extra += self.regressed(ws.path, unit)
         try:
             answer = pipeline.answer(ws.path, unit, self.options)
         except StorydError as exc:

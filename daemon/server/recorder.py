@@ -1,0 +1,206 @@
+"""The history recorder: every version of every unit into the history database, on a
+thread of its own (storyd-history), and the `regressed` findings of a new version.
+
+Two sides, both fed by the refresher thread, never by a query:
+
+- `regressed(workspace, unit)`, called by the installer for each unit it builds
+  (install.py), compares the unit with its held progress (api/history_rules.py: every
+  task some version had finished) and gives one `regressed` warning per task lost. The
+  marks move forward with the unit, but a lost task's mark stays until its progress
+  comes back or the version is accepted (`accept`).
+- `__call__(event, line)`, a sink of the event log: a `changed` or `removed` unit event
+  queues that version (the unit `regressed` last saw), its tasks and what changed, for
+  the writer thread. The writer prunes in the background ([history] limits).
+
+A failure to write (a full disk, a database gone bad) stops recording, with one log
+line, and never stops serving: the findings go on from the marks in memory.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import orjson
+
+from storyd.api import history_rules as rules
+from storyd.api import history_store as store
+from storyd.api.history import on_branch
+from storyd.api.history_db import Writer
+from storyd.core import log
+from storyd.core.worker import QueueWorker
+
+if TYPE_CHECKING:
+    from storyd.config.history import History
+    from storyd.core.model import Finding, Unit
+
+__all__ = ["Recorder"]
+
+_IDENTITY = ("clock", "generation", "event")
+
+
+def _iso(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+class Recorder:
+    """The marks (held progress) per unit, and the writer thread of the database."""
+
+    def __init__(self, writer: Writer, limits: History) -> None:
+        self.writer = writer
+        self.limits = limits
+        self.log = log.get("history")
+        self.recording = True
+        self.counters = {"versions": 0, "dropped": 0, "pruned": 0, "failed": 0}
+        self.marks: dict[store.Key, dict[str, rules.Mark]] = {}
+        self.ids: dict[store.Key, int] = {}
+        for key, uid, marks in store.load_marks(writer.conn):
+            self.marks[key] = marks
+            self.ids[key] = uid
+        self._seen: dict[store.Key, Unit] = {}  # the unit each key's last build saw
+        self._dirty: set[store.Key] = set()
+        self._pruned = 0.0
+        self.worker: QueueWorker[tuple[object, ...]] = QueueWorker(
+            "history", self._write, self._failed
+        )
+        if writer.moved:
+            self.log.warning("history_corrupt", moved_to=writer.moved, path=writer.path)
+
+    def start(self) -> None:
+        """Start the writer thread (it prunes first)."""
+        self.worker.start()
+        self.worker.put(("prune",))
+
+    # -- the refresher's side ----------------------------------------------------------
+
+    def regressed(self, workspace: str, unit: Unit) -> tuple[Finding, ...]:
+        """The unit's `regressed` findings against its marks, which then move forward."""
+        key = (workspace, unit.state_file, unit.key)
+        self._seen[key] = unit
+        marks = self.marks.get(key, {})
+        lost = rules.lost(marks, unit, lambda sha: on_branch(workspace, sha))
+        new = rules.advance(marks, unit, time.time(), {tid for tid, _, _ in lost})
+        if new is not None:
+            self.marks[key] = new
+            self._dirty.add(key)
+        return rules.regressed_findings(lost, _iso) if lost else ()
+
+    def accept(self, workspace: str, unit: Unit) -> None:
+        """The user accepts `unit` as it is: its marks restart from it (refresher
+        thread; the caller then rechecks the workspace so the findings go)."""
+        key = (workspace, unit.state_file, unit.key)
+        self.marks[key] = rules.advance({}, unit, time.time(), set()) or {}
+        self.worker.put(("version", key, unit.format, time.time(), "", "accepted",
+                         rules.task_rows(unit.tasks), "", dict(self.marks[key])))  # fmt: skip
+        self._dirty.discard(key)
+
+    def __call__(self, event: Mapping[str, object], line: bytes) -> None:
+        """A sink of the event log: queue the version a unit event announces."""
+        kind = event.get("event")
+        if kind not in ("changed", "removed"):
+            return
+        key = (str(event["workspace"]), str(event["stateFile"]), str(event["unit"]))
+        unit = self._seen.pop(key, None) if kind == "changed" else None
+        if kind == "changed" and unit is None:
+            return
+        self._seen.pop(key, None)
+        marks = dict(self.marks[key]) if key in self._dirty and key in self.marks else None
+        self._dirty.discard(key)
+        envelope = orjson.dumps({k: v for k, v in event.items() if k not in _IDENTITY}).decode()
+        rows = rules.task_rows(unit.tasks) if unit is not None else None
+        clock = str(event.get("clock", ""))
+        fmt = str(event.get("format"))
+        self.worker.put(("version", key, fmt, time.time(), clock, kind, rows, envelope, marks))
+
+    # -- the writer thread -------------------------------------------------------------
+
+    def _write(self, job: tuple[object, ...]) -> None:
+        if not self.recording:
+            self.counters["dropped"] += 1
+            return
+        conn = self.writer.conn
+        if job[0] == "prune":
+            self._prune()
+            return
+        _, key, fmt, at, clock, kind, rows, envelope, marks = job
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            uid = self.ids.get(key)  # type: ignore[arg-type]
+            if uid is None:
+                uid = self.ids[key] = store.unit_id(conn, key, str(fmt))  # type: ignore[index, arg-type]
+            said = (
+                ["accepted as it is"]
+                if kind == "accepted"
+                else rules.changes(
+                    store.last_rows(conn, uid),
+                    rows,  # type: ignore[arg-type]
+                )
+            )
+            store.record(conn, uid, at, clock, "daemon", kind, rows, envelope, said)  # type: ignore[arg-type]
+            if marks is not None:
+                store.save_marks(conn, uid, marks)  # type: ignore[arg-type]
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        self.counters["versions"] += 1
+        if time.monotonic() - self._pruned > self.limits.prune_minutes * 60:
+            self._prune()
+
+    def _prune(self) -> None:
+        self._pruned = time.monotonic()
+        limits = self.limits
+        before = time.time() - limits.max_age_days * 86400 if limits.max_age_days else 0.0
+        conn = self.writer.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            pruned = store.prune(conn, limits.max_versions, before, limits.max_mb * 1024 * 1024)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        self.counters["pruned"] += pruned
+        if pruned:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("PRAGMA incremental_vacuum")
+
+    def _failed(self, job: tuple[object, ...], exc: Exception) -> None:
+        """A write failed: a full disk or a broken database stops recording (one line)."""
+        self.counters["failed"] += 1
+        if isinstance(exc, sqlite3.Error) and self.recording:
+            self.recording = False
+            self.log.error("history_stopped", path=self.writer.path, error=str(exc),
+                           note="not recording history until restart; serving goes on")  # fmt: skip
+        elif not isinstance(exc, sqlite3.Error):
+            self.log.error("history_write_failed", error=repr(exc))
+
+    def state(self) -> dict[str, object]:
+        """For `stats`: whether it records, and its counters."""
+        return {"path": self.writer.path, "recording": self.recording,
+                "queued": self.worker.jobs.qsize(), **self.counters}  # fmt: skip
+
+    def close(self) -> None:
+        """Write what is queued (a short wait), then close the database."""
+        self.worker.close(5.0)
+        if not self.worker.is_alive():
+            self.writer.close()
+
+
+def start(limits: History | None) -> Recorder | None:
+    """The recorder for [history] (None: disabled, or the database cannot be written:
+    said in one log line, and the daemon serves without it)."""
+    from storyd.api import history_db as db
+    from storyd.config.history import History as Defaults
+    from storyd.core.errors import StorydError
+
+    limits = limits or Defaults()
+    if not limits.enabled:
+        return None
+    try:
+        writer = db.open_writer(limits.path or db.default_path())
+    except StorydError as exc:
+        log.get("history").warning("history_off", reason=exc.message)
+        return None
+    return Recorder(writer, limits)
