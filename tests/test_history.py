@@ -156,3 +156,168 @@ def test_reconcile_restores_what_a_stale_copy_lost_and_undo_puts_it_back(
         events.wait(lambda e: e["event"] == "drift" and e["finding"]["code"] == "regressed",
                     start=mark)  # fmt: skip
     assert (ws / STATE).read_bytes() == stale_bytes, "undo puts the stale copy back"
+
+
+def _stale_after_two(tmp_path: Path, spawn_daemon: object) -> tuple[Path, object, list[str]]:
+    """A daemon watching a workspace where a stale copy undid T2 (the finding is up)."""
+    repo = GitWorkspace(tmp_path / "ws").init()
+    ws = repo.path
+    shas = repo.tasks_commits(STORY, 2)
+    write_epic(ws, EPIC, tasks={STORY: _tasks(shas)})
+    proc = spawn_daemon([ws])  # type: ignore[operator]
+    stale = json.dumps({"epic": EPIC, "stories": {STORY: {"tasks": _tasks(shas[:1])}}})
+    _stale_copy(ws, stale.encode())
+    wait_for(lambda: _regressed(proc, ws), message="the regressed finding")
+    return ws, proc, shas
+
+
+def test_accept_takes_the_new_version_with_or_without_the_daemon(
+    tmp_path: Path, spawn_daemon: object
+) -> None:
+    ws, proc, shas = _stale_after_two(tmp_path, spawn_daemon)
+    env = proc.env  # type: ignore[attr-defined]
+    args = ("history", "--workspace", str(ws), "--epic-id", EPIC, "--story-id", STORY)
+    done = run_storyd_cli(*args, "--accept", env=env)
+    assert done.returncode == 0, done.stderr
+    assert b"accepted by the daemon" in done.stdout
+    wait_for(lambda: not _regressed(proc, ws), message="the finding to resolve")
+    wait_for(lambda: "accepted" in [v["kind"] for v in _history(env, ws)],
+             message="the accepted version in history")  # fmt: skip
+
+    # again, with the daemon stopped: the database's marks restart from the newest version
+    write_epic(ws, EPIC, tasks={STORY: _tasks(shas)})
+    wait_for(lambda: proc.units(ws)[0]["done"] == 2, message="T2 done again")  # type: ignore[attr-defined]
+    wait_for(lambda: proc.stats()["history"]["queued"] == 0, message="the writer")  # type: ignore[attr-defined]
+    proc.stop()  # type: ignore[attr-defined]
+    write_epic(ws, EPIC, tasks={STORY: _tasks(shas[:1])})
+    done = run_storyd_cli(*args, "--accept", env=env)
+    assert done.returncode == 0, done.stderr
+    assert b"no daemon answered" in done.stdout
+    again = spawn_daemon([ws])  # type: ignore[operator]
+    assert _regressed(again, ws) == [], "accepted while the daemon was away"
+
+
+def test_a_corrupt_database_is_moved_aside_and_a_new_one_started(
+    tmp_path: Path, spawn_daemon: object
+) -> None:
+    repo = GitWorkspace(tmp_path / "ws").init()
+    write_epic(repo.path, EPIC, tasks={STORY: _tasks([])})
+    db = tmp_path / "state" / "storyd" / "history.sqlite3"
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"not a database, just bytes " * 200)
+    proc = spawn_daemon([repo.path])  # type: ignore[operator]
+    line = proc.wait_log("history_corrupt")
+    assert str(line["moved_to"]).startswith(str(db) + ".corrupt-")
+    assert Path(str(line["moved_to"])).read_bytes().startswith(b"not a database")
+    assert proc.log_text().count("history_corrupt") == 1
+    found = wait_for(lambda: _history(proc.env, repo.path), message="a version in the new db")
+    assert found[0]["total"] == 3
+
+
+def test_two_daemons_never_write_one_database(tmp_path: Path, spawn_daemon: object) -> None:
+    repo = GitWorkspace(tmp_path / "ws").init()
+    write_epic(repo.path, EPIC, tasks={STORY: _tasks([])})
+    first = spawn_daemon([repo.path])  # type: ignore[operator]
+    second = spawn_daemon([repo.path], socket_path=tmp_path / "run2" / "s.sock")  # type: ignore[operator]
+    assert "history" in first.stats()
+    assert "history" not in second.stats()
+    line = second.wait_log("history_off")
+    assert "another daemon writes" in str(line["reason"])
+    answer = second.request({"op": "history", "workspace": str(repo.path), "stateFile": STATE})
+    assert answer["ok"] is False and "does not record history" in str(answer["error"])
+
+
+def test_a_locked_database_is_waited_for_a_bounded_time(
+    tmp_path: Path, spawn_daemon: object
+) -> None:
+    import sqlite3
+
+    repo = GitWorkspace(tmp_path / "ws").init()
+    write_epic(repo.path, EPIC, tasks={STORY: _tasks([])})
+    proc = spawn_daemon([repo.path])  # type: ignore[operator]
+    wait_for(lambda: _history(proc.env, repo.path), message="a version")
+    proc.stop()
+    db = tmp_path / "state" / "storyd" / "history.sqlite3"
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        done = run_storyd_cli("history", "--workspace", str(repo.path), "--epic-id", EPIC,
+                              "--story-id", STORY, "--busy", "0.3", env=proc.env)  # fmt: skip
+    finally:
+        holder.close()
+    assert done.returncode == 75, done
+    assert b"is locked: waited 0.3 s" in done.stderr
+
+
+def _unit(done: int, key: str = STORY) -> object:
+    from storyd.core.model import DONE, PENDING, Task, Unit
+
+    tasks = tuple(Task(tid, "DONE" if n < done else "PENDING", DONE if n < done else PENDING)
+                  for n, tid in enumerate((T1, T2, T3)))  # fmt: skip
+    return Unit("epic", STATE, key, tasks)
+
+
+def test_a_full_disk_stops_recording_not_the_findings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SQLite's own SQLITE_FULL (max_page_count: the database may not grow) stops the
+    writer with one log line; the marks in memory keep finding lost progress."""
+    from storyd.api import history_db
+    from storyd.config.history import History
+    from storyd.server.recorder import Recorder
+
+    writer = history_db.open_writer(str(tmp_path / "h.sqlite3"))
+    pages = writer.conn.execute("PRAGMA page_count").fetchone()[0]
+    writer.conn.execute(f"PRAGMA max_page_count={pages}")
+    recorder = Recorder(writer, History())
+    recorder.start()
+    try:
+        for n in range(200):
+            unit = _unit(n % 3 + 1, key=f"story-0049-{n:04d}")
+            assert recorder.regressed(str(tmp_path), unit) == ()  # type: ignore[arg-type]
+            event = {"event": "changed", "workspace": str(tmp_path), "stateFile": STATE,
+                     "unit": f"story-0049-{n:04d}", "format": "epic", "clock": "x:1"}
+            recorder(event, b"")
+        wait_for(lambda: not recorder.recording, message="recording to stop")
+        wait_for(lambda: recorder.worker.jobs.qsize() == 0, message="the queue to drain")
+        assert recorder.counters["failed"] == 1, recorder.counters
+        assert recorder.counters["dropped"] > 0
+        said = capsys.readouterr()
+        assert (said.out + said.err).count("history_stopped") == 1
+        lost = recorder.regressed(str(tmp_path), _unit(0, key="story-0049-0002"))  # type: ignore[arg-type]
+        assert [f.task for f in lost] == [T1, T2, T3]
+    finally:
+        recorder.close()
+
+
+def test_a_history_of_ten_thousand_versions(tmp_path: Path) -> None:
+    from storyd.api import history_db, history_rules, history_store
+
+    repo = GitWorkspace(tmp_path / "ws").init()
+    ws = repo.path
+    write_epic(ws, EPIC, tasks={STORY: _tasks([])})
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    writer = history_db.open_writer(str(tmp_path / "state" / "storyd" / "history.sqlite3"))
+    conn = writer.conn
+    conn.execute("BEGIN")
+    uid = history_store.unit_id(conn, (os.path.realpath(ws), STATE, STORY), "epic")
+    for n in range(10_000):
+        rows = history_rules.task_rows(_unit(n % 4).tasks)  # type: ignore[attr-defined]
+        history_store.record(conn, uid, 1_700_000_000 + n, f"i:{n}", "daemon", "changed",
+                             rows, "{}", [f"version {n}"])  # fmt: skip
+    conn.execute("COMMIT")
+    writer.close()
+    args = ("history", "--workspace", str(ws), "--epic-id", EPIC, "--story-id", STORY)
+    done = run_storyd_cli(*args, "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 10_000
+    assert json.loads(lines[-1])["changes"] == ["version 9999"]
+    import time
+
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_700_000_000 + 7_500))
+    since = run_storyd_cli(*args, "--since", at, "--json", env=env)
+    assert len(since.stdout.splitlines()) == 2_500
+    picture = run_storyd_cli(*args, env=env).stdout.decode().splitlines()
+    assert len(picture) == 10_001 and picture[-1].endswith("version 9999")

@@ -176,23 +176,25 @@ def accept(named: Named, socket: str | None = None, path: str | None = None) -> 
 
 
 def _accept_here(named: Named, path: str | None) -> str:
-    from storyd.api.history_rules import Mark
+    """No daemon: the unit as the state file holds it now (read under the writers'
+    lock) becomes its held progress, and an `accepted` version is recorded."""
+    from storyd.api import history_rules as rules
+    from storyd.core.pipeline import Options, read_units
+    from storyd.core.target import Target
 
+    where = Target(named.state_file, named.unit, f"unit {named.unit!r} not in "
+                   f"{named.state_file}", None)  # fmt: skip
+    unit = where.pick(read_units(named.workspace, where.adapter, where.relpath, Options()))
+    named = Named(named.workspace, named.state_file, unit.key)
     writer = history_db.open_writer(path or history_db.default_path())
     try:
         conn = writer.conn
-        named = _only_unit(conn, named)
-        row = conn.execute("SELECT id FROM units WHERE workspace=? AND state_file=? AND unit=?",
-                           named.key()).fetchone()  # fmt: skip
-        if row is None:
-            raise UsageError(f"no history of {named.unit} in {named.state_file}")
-        rows = history_store.last_rows(conn, int(row[0])) or []
         now = time.time()
-        marks: dict[str, Mark] = {r[0]: (r[1], r[3], r[4], now) for r in rows if r[2] == "done"}
         conn.execute("BEGIN IMMEDIATE")
-        history_store.save_marks(conn, int(row[0]), marks)
-        history_store.record(conn, int(row[0]), now, "", "cli", "accepted", rows, "",
-                             ["accepted as it is"])  # fmt: skip
+        uid = history_store.unit_id(conn, named.key(), unit.format)
+        history_store.save_marks(conn, uid, rules.advance({}, unit, now, set()) or {})
+        history_store.record(conn, uid, now, "", "cli", "accepted", rules.task_rows(unit.tasks),
+                             "", ["accepted as it is"])  # fmt: skip
         conn.execute("COMMIT")
     finally:
         writer.close()
