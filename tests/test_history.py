@@ -321,3 +321,24 @@ def test_a_history_of_ten_thousand_versions(tmp_path: Path) -> None:
     assert len(since.stdout.splitlines()) == 2_500
     picture = run_storyd_cli(*args, env=env).stdout.decode().splitlines()
     assert len(picture) == 10_001 and picture[-1].endswith("version 9999")
+
+
+def test_a_committed_state_file_brings_its_git_history(
+    tmp_path: Path, spawn_daemon: object
+) -> None:
+    repo = GitWorkspace(tmp_path / "ws").init(ignore_plans=False)
+    ws = repo.path
+    shas: list[str] = []
+    commits = []
+    for n in range(3):  # the producer commits its state file with each task
+        if n:
+            shas += repo.tasks_commits(STORY, 1, first=n)
+        write_epic(ws, EPIC, tasks={STORY: _tasks(shas)})
+        commits.append(repo.commit(f"state after {n} tasks", {}))
+    proc = spawn_daemon([ws])  # type: ignore[operator]
+    found = wait_for(lambda: (v := _history(proc.env, ws)) and len(v) >= 4 and v,
+                     message="the git versions and the daemon's")  # fmt: skip
+    assert [v["source"] for v in found] == [f"git:{c}" for c in commits] + ["daemon"]
+    assert [v["done"] for v in found] == [0, 1, 2, 2]
+    assert found[1]["changes"] == [f"{T1} PENDING → DONE at {shas[0][:12]}"]
+    assert proc.stats()["history"]["fromGit"] == 3

@@ -53,7 +53,8 @@ class Recorder:
         self.limits = limits
         self.log = log.get("history")
         self.recording = True
-        self.counters = {"versions": 0, "dropped": 0, "pruned": 0, "failed": 0}
+        self.counters = {"versions": 0, "fromGit": 0, "dropped": 0, "pruned": 0, "failed": 0}
+        self._backfilled: set[tuple[str, str]] = set()
         self.marks: dict[store.Key, dict[str, rules.Mark]] = {}
         self.ids: dict[store.Key, int] = {}
         for key, uid, marks in store.load_marks(writer.conn):
@@ -125,6 +126,8 @@ class Recorder:
             self._prune()
             return
         _, key, fmt, at, clock, kind, rows, envelope, marks = job
+        if key not in self.ids and kind != "accepted":
+            self._backfill(key[0], key[1], str(fmt))  # type: ignore[index]
         conn.execute("BEGIN IMMEDIATE")
         try:
             uid = self.ids.get(key)  # type: ignore[arg-type]
@@ -148,6 +151,45 @@ class Recorder:
         self.counters["versions"] += 1
         if time.monotonic() - self._pruned > self.limits.prune_minutes * 60:
             self._prune()
+
+    def _backfill(self, workspace: str, state_file: str, fmt: str) -> None:
+        """A state file never recorded before: its versions from git history first (when
+        it is committed), each unit's as `git:<sha>` versions at the commit's time."""
+        files = self._backfilled
+        if (workspace, state_file) in files:
+            return
+        files.add((workspace, state_file))
+        conn = self.writer.conn
+        seen = conn.execute("SELECT 1 FROM units WHERE workspace=? AND state_file=? LIMIT 1",
+                            (workspace, state_file)).fetchone()  # fmt: skip
+        if seen is not None:
+            return
+        from storyd.api.history_git import versions_in_git
+        from storyd.core.formats import all_adapters
+
+        adapter = next((a for a in all_adapters() if a.name == fmt), None)
+        if adapter is None:
+            return
+        found = versions_in_git(workspace, state_file, adapter, self.limits.max_versions)
+        last: dict[str, list[rules.Row]] = {}
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for sha, when, units in found:
+                for unit in units:
+                    rows = rules.task_rows(unit.tasks)
+                    if last.get(unit.key) == rows:
+                        continue
+                    key = (workspace, state_file, unit.key)
+                    uid = self.ids.get(key) or store.unit_id(conn, key, unit.format)
+                    self.ids[key] = uid
+                    said = rules.changes(last.get(unit.key), rows)
+                    store.record(conn, uid, when, "", f"git:{sha}", "changed", rows, "", said)
+                    last[unit.key] = rows
+                    self.counters["fromGit"] += 1
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def _prune(self) -> None:
         self._pruned = time.monotonic()
