@@ -305,7 +305,7 @@ def test_a_history_of_ten_thousand_versions(tmp_path: Path) -> None:
     for n in range(10_000):
         rows = history_rules.task_rows(_unit(n % 4).tasks)  # type: ignore[attr-defined]
         history_store.record(conn, uid, 1_700_000_000 + n, f"i:{n}", "daemon", "changed",
-                             rows, "{}", [f"version {n}"])  # fmt: skip
+                             rows, json.dumps({"n": n % 7}))  # fmt: skip
     conn.execute("COMMIT")
     writer.close()
     args = ("history", "--workspace", str(ws), "--epic-id", EPIC, "--story-id", STORY)
@@ -313,14 +313,15 @@ def test_a_history_of_ten_thousand_versions(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 10_000
-    assert json.loads(lines[-1])["changes"] == ["version 9999"]
+    last = json.loads(lines[-1])  # 9999 % 4 == 3 tasks done, after 2
+    assert last["changes"] == [f"{T3} PENDING → DONE"] and last["envelope"] == {"n": 9999 % 7}
     import time
 
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_700_000_000 + 7_500))
     since = run_storyd_cli(*args, "--since", at, "--json", env=env)
     assert len(since.stdout.splitlines()) == 2_500
     picture = run_storyd_cli(*args, env=env).stdout.decode().splitlines()
-    assert len(picture) == 10_001 and picture[-1].endswith("version 9999")
+    assert len(picture) == 10_001 and picture[-1].endswith(f"{T3} PENDING → DONE")
 
 
 def test_a_committed_state_file_brings_its_git_history(

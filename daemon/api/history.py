@@ -193,8 +193,8 @@ def _accept_here(named: Named, path: str | None) -> str:
         conn.execute("BEGIN IMMEDIATE")
         uid = history_store.unit_id(conn, named.key(), unit.format)
         history_store.save_marks(conn, uid, rules.advance({}, unit, now, set()) or {})
-        history_store.record(conn, uid, now, "", "cli", "accepted", rules.task_rows(unit.tasks),
-                             "", ["accepted as it is"])  # fmt: skip
+        rows = rules.task_rows(unit.tasks)
+        history_store.record(conn, uid, now, "", "cli", "accepted", rows)
         conn.execute("COMMIT")
     finally:
         writer.close()

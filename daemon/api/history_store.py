@@ -1,20 +1,22 @@
-"""Rows in and out of the history database (history_db.py): the writer's inserts,
-marks and pruning, and the readers' queries. Plain functions over a connection."""
+"""Rows in and out of the history database (history_db.py): the writer's inserts, marks
+and pruning, and the readers' queries. Plain functions over a connection.
+
+A version's tasks are ids of `tasks` rows packed as unsigned 32-bit integers: a task
+state that many versions share (a DONE task stays DONE) is stored once per unit.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import sqlite3
-import zlib
+from array import array
 from collections.abc import Iterator
 
-from storyd.api.history_rules import Mark, Row
+from storyd.api.history_rules import Mark, Row, changes
 
 __all__ = [
     "Key",
-    "blob_of",
-    "last_rows",
     "load_marks",
     "marks_of",
     "prune",
@@ -27,6 +29,11 @@ __all__ = [
 
 Key = tuple[str, str, str]
 """(workspace, state file, unit key)."""
+
+
+def _hash(text: str) -> int:
+    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def unit_id(conn: sqlite3.Connection, key: Key, fmt: str) -> int:
@@ -42,6 +49,24 @@ def unit_id(conn: sqlite3.Connection, key: Key, fmt: str) -> int:
     return int(cur.lastrowid or 0)
 
 
+def _interned(conn: sqlite3.Connection, table: str, body: str, uid: int | None) -> int:
+    """The id of `body` in `tasks` (per unit) or `envelopes`, stored when new."""
+    digest = _hash(body)
+    if uid is None:
+        found = conn.execute(f"SELECT id FROM {table} WHERE hash=?", (digest,)).fetchone()
+    else:
+        found = conn.execute(f"SELECT id FROM {table} WHERE unit_id=? AND hash=?",
+                             (uid, digest)).fetchone()  # fmt: skip
+    if found is not None:
+        return int(found[0])
+    if uid is None:
+        cur = conn.execute(f"INSERT INTO {table}(hash, body) VALUES (?,?)", (digest, body))
+    else:
+        cur = conn.execute(f"INSERT INTO {table}(unit_id, hash, body) VALUES (?,?,?)",
+                           (uid, digest, body))  # fmt: skip
+    return int(cur.lastrowid or 0)
+
+
 def record(
     conn: sqlite3.Connection,
     uid: int,
@@ -50,42 +75,24 @@ def record(
     source: str,
     kind: str,
     rows: list[Row] | None,
-    envelope: str,
-    changes: list[str],
+    envelope: str = "",
 ) -> int:
-    """Insert one version (its blob deduplicated by hash); its id."""
-    digest = None
+    """Insert one version (None rows: the unit was removed); its id."""
+    packed = None
     done = total = 0
     if rows is not None:
-        body = json.dumps({"envelope": envelope, "tasks": rows}, separators=(",", ":")).encode()
-        digest = hashlib.blake2b(body, digest_size=16).digest()
-        conn.execute("INSERT OR IGNORE INTO blobs(hash, body) VALUES (?,?)",
-                     (digest, zlib.compress(body, 6)))  # fmt: skip
+        ids = array("I", (_interned(conn, "tasks", json.dumps(r, separators=(",", ":")), uid)
+                          for r in rows))  # fmt: skip
+        packed = ids.tobytes()
         total = len(rows)
         done = sum(1 for r in rows if r[2] == "done")
+    env = _interned(conn, "envelopes", envelope, None) if envelope else None
     cur = conn.execute(
-        "INSERT INTO versions(unit_id, at, clock, source, kind, done, total, blob, changes)"
+        "INSERT INTO versions(unit_id, at, clock, source, kind, done, total, tasks, envelope)"
         " VALUES (?,?,?,?,?,?,?,?,?)",
-        (uid, at, clock, source, kind, done, total, digest, json.dumps(changes)),
+        (uid, at, clock, source, kind, done, total, packed, env),
     )
     return int(cur.lastrowid or 0)
-
-
-def blob_of(conn: sqlite3.Connection, digest: bytes | None) -> dict[str, object] | None:
-    """A version's envelope and tasks, or None (a removal)."""
-    if digest is None:
-        return None
-    row = conn.execute("SELECT body FROM blobs WHERE hash=?", (digest,)).fetchone()
-    return json.loads(zlib.decompress(row[0])) if row else None
-
-
-def last_rows(conn: sqlite3.Connection, uid: int) -> list[Row] | None:
-    """The tasks of the unit's newest version (None: none, or removed)."""
-    row = conn.execute(
-        "SELECT blob FROM versions WHERE unit_id=? ORDER BY id DESC LIMIT 1", (uid,)
-    ).fetchone()
-    body = blob_of(conn, row[0]) if row else None
-    return [tuple(r) for r in body["tasks"]] if body else None  # type: ignore[misc, union-attr]
 
 
 def save_marks(conn: sqlite3.Connection, uid: int, marks: dict[str, Mark]) -> None:
@@ -112,9 +119,10 @@ def marks_of(conn: sqlite3.Connection, key: Key) -> dict[str, Mark]:
 
 
 def size(conn: sqlite3.Connection) -> int:
-    """Bytes the database's pages take."""
+    """Bytes the database's pages hold (free pages not counted)."""
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
-    return int(pages) * int(conn.execute("PRAGMA page_size").fetchone()[0])
+    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    return (int(pages) - int(free)) * int(conn.execute("PRAGMA page_size").fetchone()[0])
 
 
 def prune(
@@ -122,53 +130,79 @@ def prune(
 ) -> int:
     """Drop versions beyond `per_unit` per unit and older than `before` (epoch seconds),
     then the oldest until the database fits `max_bytes`; a unit's newest version always
-    stays. Unreferenced blobs go too. How many versions were dropped."""
-    dropped = conn.execute(
+    stays. Task states no version holds any more go too. How many versions were dropped."""
+    touched: set[int] = set()
+    gone = conn.execute(
         "DELETE FROM versions WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER"
         " (PARTITION BY unit_id ORDER BY id DESC) AS n, at FROM versions)"
-        " WHERE n > ? OR (n > 1 AND at < ?))",
+        " WHERE n > ? OR (n > 1 AND at < ?)) RETURNING unit_id",
         (per_unit, before),
-    ).rowcount
-    while size(conn) - _free(conn) > max_bytes:
-        gone = conn.execute(
+    ).fetchall()
+    touched.update(r[0] for r in gone)
+    dropped = len(gone)
+    while size(conn) > max_bytes:
+        _drop_tasks(conn, touched)
+        touched.clear()
+        if size(conn) <= max_bytes:
+            break
+        more = conn.execute(
             "DELETE FROM versions WHERE id IN (SELECT id FROM versions v WHERE id <"
             " (SELECT MAX(id) FROM versions w WHERE w.unit_id = v.unit_id)"
-            " ORDER BY id LIMIT ?)", (batch,)
-        ).rowcount  # fmt: skip
-        _drop_blobs(conn)
-        dropped += gone
-        if gone == 0:
+            " ORDER BY id LIMIT ?) RETURNING unit_id", (batch,)
+        ).fetchall()  # fmt: skip
+        if not more:
             break
-    _drop_blobs(conn)
+        touched.update(r[0] for r in more)
+        dropped += len(more)
+    _drop_tasks(conn, touched)
     return dropped
 
 
-def _free(conn: sqlite3.Connection) -> int:
-    pages = conn.execute("PRAGMA freelist_count").fetchone()[0]
-    return int(pages) * int(conn.execute("PRAGMA page_size").fetchone()[0])
+def _drop_tasks(conn: sqlite3.Connection, units: set[int]) -> None:
+    """The task states of `units` that none of their versions holds any more."""
+    for uid in units:
+        held: set[int] = set()
+        for (packed,) in conn.execute(
+            "SELECT tasks FROM versions WHERE unit_id=? AND tasks IS NOT NULL", (uid,)
+        ):
+            held.update(array("I", packed))
+        ids = [r[0] for r in conn.execute("SELECT id FROM tasks WHERE unit_id=?", (uid,))]
+        stale = [(i,) for i in ids if i not in held]
+        conn.executemany("DELETE FROM tasks WHERE id=?", stale)
+    conn.execute("DELETE FROM envelopes WHERE id NOT IN (SELECT envelope FROM versions"
+                 " WHERE envelope IS NOT NULL)")  # fmt: skip
 
 
-def _drop_blobs(conn: sqlite3.Connection) -> None:
-    conn.execute("DELETE FROM blobs WHERE hash NOT IN (SELECT blob FROM versions"
-                 " WHERE blob IS NOT NULL)")  # fmt: skip
-
-
-def versions(conn: sqlite3.Connection, key: Key, since: float = 0.0) -> list[dict[str, object]]:
-    """A unit's versions, oldest first, each with what changed and its tasks."""
+def versions(
+    conn: sqlite3.Connection, key: Key, since: float = 0.0
+) -> list[dict[str, object]]:
+    """A unit's versions from `since` on, oldest first, each with its tasks and what
+    changed from the version before it (kept or not: the first listed is compared too)."""
     row = conn.execute(
-        "SELECT id, format FROM units WHERE workspace=? AND state_file=? AND unit=?", key
+        "SELECT id FROM units WHERE workspace=? AND state_file=? AND unit=?", key
     ).fetchone()
     if row is None:
         return []
-    out = []
-    for vid, at, clock, source, kind, done, total, digest, changes in conn.execute(
-        "SELECT id, at, clock, source, kind, done, total, blob, changes FROM versions"
-        " WHERE unit_id=? AND at >= ? ORDER BY id", (row[0], since)
+    uid = row[0]
+    states = {i: tuple(json.loads(b)) for i, b in
+              conn.execute("SELECT id, body FROM tasks WHERE unit_id=?", (uid,))}  # fmt: skip
+    out: list[dict[str, object]] = []
+    before: list[Row] | None = None
+    first = True
+    for vid, at, clock, source, kind, done, total, packed, envelope in conn.execute(
+        "SELECT v.id, v.at, v.clock, v.source, v.kind, v.done, v.total, v.tasks, e.body"
+        " FROM versions v LEFT JOIN envelopes e ON e.id = v.envelope"
+        " WHERE v.unit_id=? ORDER BY v.id", (uid,)
     ):  # fmt: skip
-        body = blob_of(conn, digest) or {}
-        out.append({
-            "version": vid, "at": at, "clock": clock, "source": source, "kind": kind,
-            "done": done, "total": total, "changes": json.loads(changes),
-            "tasks": body.get("tasks"), "envelope": body.get("envelope"),
-        })  # fmt: skip
+        rows = [states[i] for i in array("I", packed)] if packed is not None else None
+        if at >= since:
+            said = ["accepted as it is"] if kind == "accepted" else (
+                changes(None if first else before, rows))  # type: ignore[arg-type]
+            out.append({
+                "version": vid, "at": at, "clock": clock, "source": source, "kind": kind,
+                "done": done, "total": total, "changes": said,
+                "tasks": [list(r) for r in rows] if rows is not None else None,
+                "envelope": json.loads(envelope) if envelope else None,
+            })  # fmt: skip
+        before, first = rows, False  # type: ignore[assignment]
     return out

@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Recorder"]
 
-_IDENTITY = ("clock", "generation", "event")
+# what the event says besides the unit's summary (the database keys those by unit)
+_IDENTITY = ("clock", "generation", "event", "workspace", "stateFile", "unit", "format")
 
 
 def _iso(epoch: float) -> str:
@@ -133,15 +134,7 @@ class Recorder:
             uid = self.ids.get(key)  # type: ignore[arg-type]
             if uid is None:
                 uid = self.ids[key] = store.unit_id(conn, key, str(fmt))  # type: ignore[index, arg-type]
-            said = (
-                ["accepted as it is"]
-                if kind == "accepted"
-                else rules.changes(
-                    store.last_rows(conn, uid),
-                    rows,  # type: ignore[arg-type]
-                )
-            )
-            store.record(conn, uid, at, clock, "daemon", kind, rows, envelope, said)  # type: ignore[arg-type]
+            store.record(conn, uid, at, clock, "daemon", kind, rows, envelope)  # type: ignore[arg-type]
             if marks is not None:
                 store.save_marks(conn, uid, marks)  # type: ignore[arg-type]
             conn.execute("COMMIT")
@@ -182,8 +175,7 @@ class Recorder:
                     key = (workspace, state_file, unit.key)
                     uid = self.ids.get(key) or store.unit_id(conn, key, unit.format)
                     self.ids[key] = uid
-                    said = rules.changes(last.get(unit.key), rows)
-                    store.record(conn, uid, when, "", f"git:{sha}", "changed", rows, "", said)
+                    store.record(conn, uid, when, "", f"git:{sha}", "changed", rows)
                     last[unit.key] = rows
                     self.counters["fromGit"] += 1
             conn.execute("COMMIT")
