@@ -86,6 +86,9 @@ def test_a_stale_copy_is_found_listed_and_kept_across_a_restart(
     check = run_storyd_cli("check", "--workspace", str(ws), env=env)
     assert check.returncode == 1, check.stdout + check.stderr
     assert b"regressed" in check.stdout + check.stderr
+    wait_for(lambda: proc.stats()["history"]["queued"] == 0, message="the writer")
+    direct = run_storyd_cli("check", "--direct", "--workspace", str(ws), env=env)
+    assert direct.returncode == 1 and direct.stdout.count(b"regressed") == 2, direct.stdout
 
     found = wait_for(lambda: (v := _history(env, ws)) and len(v) >= 5 and v,
                      message="five versions in history")  # fmt: skip
