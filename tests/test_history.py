@@ -346,3 +346,25 @@ def test_a_committed_state_file_brings_its_git_history(
     assert [v["done"] for v in found] == [0, 1, 2, 2]
     assert found[1]["changes"] == [f"{T1} PENDING → DONE at {shas[0][:12]}"]
     assert proc.stats()["history"]["fromGit"] == 3
+
+
+def test_bad_input_gets_a_clear_error(tmp_path: Path, run_storyd: object) -> None:
+    repo = GitWorkspace(tmp_path / "ws").init()
+    write_epic(repo.path, EPIC, tasks={STORY: _tasks([])})
+    ws = str(repo.path)
+    cases = [
+        (("--workspace", ws), 64, "name a unit"),
+        (("--workspace", ws, "--epic-id", EPIC), 64, "name a unit"),
+        (("--workspace", ws, "--state-file", STATE, "--epic-id", EPIC), 64, "replaces"),
+        (("--workspace", ws, "--epic-id", EPIC, "--story-id", STORY, "--since", "soon"), 64,
+         "expected an age"),
+        (("--workspace", ws, "--epic-id", EPIC, "--story-id", STORY, "--busy", "x"), 64,
+         "--busy expects seconds"),
+        (("--workspace", ws, "--epic-id", EPIC, "--story-id", STORY), 78, "no history yet"),
+        (("--workspace", ws, "--state-file", "/etc/passwd"), 64, "outside the workspace"),
+    ]  # fmt: skip
+    for args, code, words in cases:
+        done = run_storyd("history", *args)  # type: ignore[operator]
+        assert done.returncode == code, (args, done)
+        assert words in done.stderr.decode(), (args, done.stderr)
+        assert b"Traceback" not in done.stderr and done.stdout == b""

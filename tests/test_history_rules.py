@@ -72,3 +72,25 @@ def test_pruning_keeps_the_bounds_and_every_units_newest(tmp_path: Path) -> None
     finally:
         writer.close()
     assert (tmp_path / "h.sqlite3").stat().st_mode & 0o777 == 0o600
+
+
+def test_the_history_table_is_checked_like_every_other(tmp_path: Path) -> None:
+    import pytest
+
+    from storyd import config
+    from storyd.config import ConfigError
+
+    good = tmp_path / "good.toml"
+    good.write_text('[history]\nenabled = false\npath = "~/h.sqlite3"\nmax_versions = 5\n'
+                    "max_age_days = 0\nmax_mb = 64\nprune_minutes = 1.5\n")  # fmt: skip
+    history = config.load(str(good)).history
+    assert history is not None and history.enabled is False
+    assert history.path is not None and history.path.endswith("/h.sqlite3")
+    assert "~" not in history.path
+    assert (history.max_versions, history.max_age_days, history.max_mb) == (5, 0.0, 64)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[history]\nenabled = "yes"\nmax_versions = 0\nmax_mb = "big"\nkeep = 1\n')
+    with pytest.raises(ConfigError) as raised:
+        config.load(str(bad))
+    fields = sorted(p.field for p in raised.value.problems)
+    assert fields == ["history.enabled", "history.keep", "history.max_mb", "history.max_versions"]
