@@ -101,10 +101,13 @@ def test_a_stale_copy_is_found_listed_and_kept_across_a_restart(
                              "--story-id", STORY, env=env).stdout.decode()  # fmt: skip
     assert "[" + "#" * 30 + "]   3/3" in picture, picture
 
+    wait_for(lambda: proc.stats()["history"]["queued"] == 0, message="the writer")
+    before = _history(env, ws)
     proc.stop()
     again = spawn_daemon([ws])  # type: ignore[operator]
     assert sorted(f["task"] for f in _regressed(again, ws)) == [T2, T3], "marks survive"
-    assert len(_history(env, ws)) >= 5
+    wait_for(lambda: again.stats()["history"]["same"] >= 1, message="the restart's look")
+    assert _history(env, ws) == before, "an unchanged unit is not recorded again"
     with EventStream(again) as events:
         mark = events.mark()
         write_epic(ws, EPIC, tasks={STORY: _tasks(shas)})  # progress comes back
@@ -340,12 +343,17 @@ def test_a_committed_state_file_brings_its_git_history(
         write_epic(ws, EPIC, tasks={STORY: _tasks(shas)})
         commits.append(repo.commit(f"state after {n} tasks", {}))
     proc = spawn_daemon([ws])  # type: ignore[operator]
-    found = wait_for(lambda: (v := _history(proc.env, ws)) and len(v) >= 4 and v,
-                     message="the git versions and the daemon's")  # fmt: skip
-    assert [v["source"] for v in found] == [f"git:{c}" for c in commits] + ["daemon"]
-    assert [v["done"] for v in found] == [0, 1, 2, 2]
+    wait_for(lambda: proc.stats()["history"]["same"] == 1,
+             message="the daemon's first look: the same as the last commit")  # fmt: skip
+    found = _history(proc.env, ws)
+    assert [v["source"] for v in found] == [f"git:{c}" for c in commits]
+    assert [v["done"] for v in found] == [0, 1, 2]
     assert found[1]["changes"] == [f"{T1} PENDING → DONE at {shas[0][:12]}"]
     assert proc.stats()["history"]["fromGit"] == 3
+    write_epic(ws, EPIC, tasks={STORY: _tasks(shas[:1])})  # uncommitted: the daemon's own
+    found = wait_for(lambda: (v := _history(proc.env, ws)) and len(v) == 4 and v,
+                     message="the daemon's version after the git ones")  # fmt: skip
+    assert found[-1]["source"] == "daemon" and found[-1]["done"] == 1
 
 
 def test_bad_input_gets_a_clear_error(tmp_path: Path, run_storyd: object) -> None:

@@ -76,8 +76,12 @@ def record(
     kind: str,
     rows: list[Row] | None,
     envelope: str = "",
+    *,
+    again: bool = True,
 ) -> int:
-    """Insert one version (None rows: the unit was removed); its id."""
+    """Insert one version (None rows: the unit was removed); its id. Without `again`, a
+    version whose tasks and kind are the unit's newest's (a restart's look at an
+    unchanged unit, a change of findings alone) is not stored, and 0 is returned."""
     packed = None
     done = total = 0
     if rows is not None:
@@ -86,6 +90,11 @@ def record(
         packed = ids.tobytes()
         total = len(rows)
         done = sum(1 for r in rows if r[2] == "done")
+    if not again:
+        newest = conn.execute("SELECT tasks, kind FROM versions WHERE unit_id=?"
+                              " ORDER BY id DESC LIMIT 1", (uid,)).fetchone()  # fmt: skip
+        if newest == (packed, kind):
+            return 0
     env = _interned(conn, "envelopes", envelope, None) if envelope else None
     cur = conn.execute(
         "INSERT INTO versions(unit_id, at, clock, source, kind, done, total, tasks, envelope)"

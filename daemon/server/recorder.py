@@ -54,7 +54,9 @@ class Recorder:
         self.limits = limits
         self.log = log.get("history")
         self.recording = True
-        self.counters = {"versions": 0, "fromGit": 0, "dropped": 0, "pruned": 0, "failed": 0}
+        # versions stored; `same`: a unit's tasks unchanged (a restart, findings alone)
+        names = ("versions", "same", "fromGit", "dropped", "pruned", "failed")
+        self.counters = dict.fromkeys(names, 0)
         self._backfilled: set[tuple[str, str]] = set()
         self.marks: dict[store.Key, dict[str, rules.Mark]] = {}
         self.ids: dict[store.Key, int] = {}
@@ -134,14 +136,16 @@ class Recorder:
             uid = self.ids.get(key)  # type: ignore[arg-type]
             if uid is None:
                 uid = self.ids[key] = store.unit_id(conn, key, str(fmt))  # type: ignore[index, arg-type]
-            store.record(conn, uid, at, clock, "daemon", kind, rows, envelope)  # type: ignore[arg-type]
+            stored = store.record(
+                conn, uid, at, clock, "daemon", kind, rows, envelope, again=False,  # type: ignore[arg-type]
+            )  # fmt: skip
             if marks is not None:
                 store.save_marks(conn, uid, marks)  # type: ignore[arg-type]
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        self.counters["versions"] += 1
+        self.counters["versions" if stored else "same"] += 1
         if time.monotonic() - self._pruned > self.limits.prune_minutes * 60:
             self._prune()
 
