@@ -19,6 +19,7 @@ line, and never stops serving: the findings go on from the marks in memory.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -36,14 +37,58 @@ if TYPE_CHECKING:
     from storyd.config.history import History
     from storyd.core.model import Finding, Unit
 
-__all__ = ["Recorder"]
+__all__ = ["BATCH_WAIT", "Recorder"]
+
+BATCH_WAIT = 0.01  # seconds the writer lets a burst gather before one transaction
 
 # what the event says besides the unit's summary (the database keys those by unit)
 _IDENTITY = ("clock", "generation", "event", "workspace", "stateFile", "unit", "format")
 
 
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
 def _iso(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+class _Version:
+    """One version queued for the writer: the unit as built, the event that announced
+    it (None: an accept), and its marks when they moved."""
+
+    __slots__ = ("at", "event", "fmt", "key", "kind", "marks", "unit")
+
+    def __init__(
+        self,
+        key: store.Key,
+        fmt: str,
+        event: Mapping[str, object] | None,
+        kind: str,
+        unit: Unit | None,
+        marks: dict[str, rules.Mark] | None,
+    ) -> None:
+        self.key = key
+        self.fmt = fmt
+        self.at = time.time()
+        self.event = event
+        self.kind = kind
+        self.unit = unit
+        self.marks = marks
+
+    def store(self, conn: sqlite3.Connection, uid: int) -> bool:
+        """Write it (in the caller's transaction); False: the same tasks as the newest."""
+        rows = rules.task_rows(self.unit.tasks) if self.unit is not None else None
+        event = self.event or {}
+        summary = {k: v for k, v in event.items() if k not in _IDENTITY}
+        envelope = orjson.dumps(summary).decode() if summary else ""
+        clock = str(event.get("clock", ""))
+        stored = store.record(conn, uid, self.at, clock, "daemon", self.kind, rows, envelope,
+                              again=False)  # fmt: skip
+        if self.marks is not None:
+            store.save_marks(conn, uid, self.marks)
+        return bool(stored)
 
 
 class Recorder:
@@ -64,6 +109,10 @@ class Recorder:
             self.marks[key] = marks
             self.ids[key] = uid
         self._seen: dict[store.Key, Unit] = {}  # the unit each key's last build saw
+        self._batch: list[_Version] = []  # versions queued for the next flush
+        self._pending = 0  # versions queued and not yet committed (or dropped)
+        self._lock = threading.Lock()
+        self._settle = threading.Event()  # never set: the batch's short wait
         self._dirty: set[store.Key] = set()
         self._pruned = 0.0
         self.worker: QueueWorker[tuple[object, ...]] = QueueWorker(
@@ -96,58 +145,86 @@ class Recorder:
         thread; the caller then rechecks the workspace so the findings go)."""
         key = (workspace, unit.state_file, unit.key)
         self.marks[key] = rules.advance({}, unit, time.time(), set()) or {}
-        self.worker.put(("version", key, unit.format, time.time(), "", "accepted",
-                         rules.task_rows(unit.tasks), "", dict(self.marks[key])))  # fmt: skip
         self._dirty.discard(key)
+        self._queue(_Version(key, unit.format, None, "accepted", unit, self.marks[key]))
 
     def __call__(self, event: Mapping[str, object], line: bytes) -> None:
-        """A sink of the event log: queue the version a unit event announces."""
+        """A sink of the event log: queue the version a unit event announces (the
+        work of writing it, even its JSON, is the writer's)."""
         kind = event.get("event")
         if kind not in ("changed", "removed"):
             return
         key = (str(event["workspace"]), str(event["stateFile"]), str(event["unit"]))
-        unit = self._seen.pop(key, None) if kind == "changed" else None
+        unit = self._seen.pop(key, None)
         if kind == "changed" and unit is None:
             return
-        self._seen.pop(key, None)
-        marks = dict(self.marks[key]) if key in self._dirty and key in self.marks else None
+        # the marks dict is replaced, never changed in place: the writer may hold it
+        marks = self.marks.get(key) if key in self._dirty else None
         self._dirty.discard(key)
-        envelope = orjson.dumps({k: v for k, v in event.items() if k not in _IDENTITY}).decode()
-        rows = rules.task_rows(unit.tasks) if unit is not None else None
-        clock = str(event.get("clock", ""))
-        fmt = str(event.get("format"))
-        self.worker.put(("version", key, fmt, time.time(), clock, kind, rows, envelope, marks))
+        unit = unit if kind == "changed" else None
+        self._queue(_Version(key, str(event.get("format")), event, str(kind), unit, marks))
+
+    def _queue(self, version: _Version) -> None:
+        """Into the batch; the first of a batch wakes the writer."""
+        with self._lock:
+            self._batch.append(version)
+            self._pending += 1
+            first = len(self._batch) == 1
+        if first:
+            self.worker.put(("flush",))
 
     # -- the writer thread -------------------------------------------------------------
 
     def _write(self, job: tuple[object, ...]) -> None:
-        if not self.recording:
-            self.counters["dropped"] += 1
-            return
-        conn = self.writer.conn
         if job[0] == "prune":
-            self._prune()
+            if self.recording:
+                self._prune()
             return
-        _, key, fmt, at, clock, kind, rows, envelope, marks = job
-        if key not in self.ids and kind != "accepted":
-            self._backfill(key[0], key[1], str(fmt))  # type: ignore[index]
+        # a burst (a warm-up, a rebase) goes in as one transaction, after the events
+        # it follows have gone out: the writer never competes with their sending
+        self._settle.wait(BATCH_WAIT)
+        with self._lock:
+            batch, self._batch = self._batch, []
+        try:
+            self._commit(batch)
+        finally:
+            with self._lock:
+                self._pending -= len(batch)
+
+    def _commit(self, batch: list[_Version]) -> None:
+        """One transaction for the batch; a state file met for the first time brings
+        its git history first."""
+        if not self.recording:
+            self.counters["dropped"] += len(batch)
+            return
+        for version in batch:
+            if version.key not in self.ids:
+                self._backfill(*version.key[:2], version.fmt)
+        conn = self.writer.conn
+        stored = same = 0
         conn.execute("BEGIN IMMEDIATE")
         try:
-            uid = self.ids.get(key)  # type: ignore[arg-type]
-            if uid is None:
-                uid = self.ids[key] = store.unit_id(conn, key, str(fmt))  # type: ignore[index, arg-type]
-            stored = store.record(
-                conn, uid, at, clock, "daemon", kind, rows, envelope, again=False,  # type: ignore[arg-type]
-            )  # fmt: skip
-            if marks is not None:
-                store.save_marks(conn, uid, marks)  # type: ignore[arg-type]
+            for version in batch:
+                uid = self._unit_id(version.key, version.fmt)
+                if version.store(conn, uid):
+                    stored += 1
+                else:
+                    same += 1
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
+            self.counters["dropped"] += len(batch)
             raise
-        self.counters["versions" if stored else "same"] += 1
+        self.counters["versions"] += stored
+        self.counters["same"] += same
         if time.monotonic() - self._pruned > self.limits.prune_minutes * 60:
             self._prune()
+
+    def _unit_id(self, key: store.Key, fmt: str) -> int:
+        uid = self.ids.get(key)
+        if uid is None:
+            uid = self.ids[key] = store.unit_id(self.writer.conn, key, fmt)
+        return uid
 
     def _backfill(self, workspace: str, state_file: str, fmt: str) -> None:
         """A state file never recorded before: its versions from git history first (when
@@ -176,15 +253,13 @@ class Recorder:
                     rows = rules.task_rows(unit.tasks)
                     if last.get(unit.key) == rows:
                         continue
-                    key = (workspace, state_file, unit.key)
-                    uid = self.ids.get(key) or store.unit_id(conn, key, unit.format)
-                    self.ids[key] = uid
+                    uid = self._unit_id((workspace, state_file, unit.key), unit.format)
                     store.record(conn, uid, when, "", f"git:{sha}", "changed", rows)
                     last[unit.key] = rows
                     self.counters["fromGit"] += 1
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
 
     def _prune(self) -> None:
@@ -197,7 +272,7 @@ class Recorder:
             pruned = store.prune(conn, limits.max_versions, before, limits.max_mb * 1024 * 1024)
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
         self.counters["pruned"] += pruned
         if pruned:
@@ -217,7 +292,7 @@ class Recorder:
     def state(self) -> dict[str, object]:
         """For `stats`: whether it records, and its counters."""
         return {"path": self.writer.path, "recording": self.recording,
-                "queued": self.worker.jobs.qsize(), **self.counters}  # fmt: skip
+                "queued": self._pending, **self.counters}  # fmt: skip
 
     def close(self) -> None:
         """Write what is queued (a short wait), then close the database."""
