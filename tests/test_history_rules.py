@@ -88,6 +88,7 @@ def test_the_history_table_is_checked_like_every_other(tmp_path: Path) -> None:
     assert history.path is not None and history.path.endswith("/h.sqlite3")
     assert "~" not in history.path
     assert (history.max_versions, history.max_age_days, history.max_mb) == (5, 0.0, 64)
+    assert config.load(str(good)).as_dict()["history"]["prune_minutes"] == 1.5
     bad = tmp_path / "bad.toml"
     bad.write_text('[history]\nenabled = "yes"\nmax_versions = 0\nmax_mb = "big"\nkeep = 1\n')
     with pytest.raises(ConfigError) as raised:

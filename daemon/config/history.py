@@ -43,6 +43,10 @@ class History:
         for name, (kind, default, _, _) in NUMBERS.items():
             setattr(self, name, kind(numbers.get(name, default)))
 
+    def as_dict(self) -> dict[str, object]:
+        """The table as plain data (`storyd config show`)."""
+        return {k: getattr(self, k) for k in HISTORY_KEYS}
+
     def __repr__(self) -> str:
         return "History(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in HISTORY_KEYS) + ")"
 

@@ -341,6 +341,7 @@ class Config:
             "reconcile": {"auto": list(self.reconcile_auto)},
             "hooks": self.hooks.as_dict(),
             **({"fleet": self.fleet.as_dict()} if self.fleet is not None else {}),
+            **({"history": self.history.as_dict()} if self.history is not None else {}),
         }
 
     def __eq__(self, other: object) -> bool:
