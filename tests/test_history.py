@@ -231,6 +231,11 @@ def test_two_daemons_never_write_one_database(tmp_path: Path, spawn_daemon: obje
     assert "another daemon writes" in str(line["reason"])
     answer = second.request({"op": "history", "workspace": str(repo.path), "stateFile": STATE})
     assert answer["ok"] is False and "does not record history" in str(answer["error"])
+    for proc, level, words in ((first, "ok", "recording into"),
+                               (second, "warn", "does not record into")):  # fmt: skip
+        doctor = run_storyd_cli("doctor", "--socket", str(proc.socket), env=proc.env)
+        said = [ln for ln in doctor.stdout.decode().splitlines() if ln.split()[1:2] == ["history:"]]
+        assert len(said) == 1 and said[0].startswith(level) and words in said[0], said
 
 
 def test_a_locked_database_is_waited_for_a_bounded_time(

@@ -19,7 +19,16 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from storyd.core.model import Finding, Unit
 
-__all__ = ["Named", "accept", "lost_progress", "name_unit", "on_branch", "picture", "versions"]
+__all__ = [
+    "Named",
+    "accept",
+    "doctor_lines",
+    "lost_progress",
+    "name_unit",
+    "on_branch",
+    "picture",
+    "versions",
+]
 
 
 class Named:
@@ -199,3 +208,26 @@ def _accept_here(named: Named, path: str | None) -> str:
     finally:
         writer.close()
     return "accepted in the history database (no daemon answered)"
+
+
+def doctor_lines(
+    enabled: bool, path: str | None, stats: dict[str, object] | None
+) -> list[tuple[str, str]]:
+    """`storyd doctor`'s history lines: (ok, warn or fail, text)."""
+    path = path or history_db.default_path()
+    if not enabled:
+        return [("ok", "off ([history] enabled = false): lost updates are not found")]
+    size = os.path.getsize(path) / 1e6 if os.path.exists(path) else None
+    where = f"{path} ({size:.1f} MB)" if size is not None else f"{path} (not created yet)"
+    if stats is None:
+        return [("ok", f"database {where}; no daemon answers, so nothing records now")]
+    state = stats.get("history")
+    if not isinstance(state, dict):
+        return [("warn", f"the daemon does not record into {where}: another daemon holds "
+                 "its lock, or it could not be opened (its log says history_off)")]  # fmt: skip
+    if not state.get("recording"):
+        why = "the daemon's log says history_stopped; restart it once fixed"
+        return [("fail", f"recording into {where} stopped after a write failed (a full "
+                 f"disk?): {why}")]  # fmt: skip
+    return [("ok", f"recording into {where}: {state.get('versions')} versions this run, "
+             f"{state.get('queued')} queued")]  # fmt: skip
