@@ -381,3 +381,40 @@ def test_bad_input_gets_a_clear_error(tmp_path: Path, run_storyd: object) -> Non
         assert done.returncode == code, (args, done)
         assert words in done.stderr.decode(), (args, done.stderr)
         assert b"Traceback" not in done.stderr and done.stdout == b""
+
+
+def test_a_unit_gone_with_its_progress_is_told_by_the_units_left(
+    tmp_path: Path, spawn_daemon: object
+) -> None:
+    repo = GitWorkspace(tmp_path / "ws").init()
+    ws = repo.path
+    other = "story-0049-0002"
+    shas = repo.tasks_commits(STORY, 2)
+    write_epic(ws, EPIC, tasks={STORY: _tasks(shas), other: {"TASK-0049-0002-001": {
+        "status": "PENDING"}}})  # fmt: skip
+    proc = spawn_daemon([ws])  # type: ignore[operator]
+    env = proc.env
+    with EventStream(proc) as events:
+        mark = events.mark()
+        stale = {"epic": EPIC, "stories": {other: {"tasks": {"TASK-0049-0002-001": {
+            "status": "PENDING"}}}}}  # fmt: skip
+        _stale_copy(ws, json.dumps(stale).encode())
+        _, drift = events.wait(lambda e: e["event"] == "drift"
+                               and e["finding"]["code"] == "regressed", start=mark)  # fmt: skip
+    assert drift["unit"] == other
+    assert drift["finding"]["evidence"]["why"] == "unit-removed"
+    assert drift["finding"]["evidence"]["unit"] == STORY
+    assert drift["finding"]["evidence"]["tasks"] == "2"
+    assert run_storyd_cli("check", "--workspace", str(ws), env=env).returncode == 1
+    wait_for(lambda: proc.stats()["history"]["queued"] == 0, message="the writer")
+    plan = run_storyd_cli("reconcile", "--workspace", str(ws), "--only", "regressed", "--json",
+                          env=env)  # fmt: skip
+    left = json.loads(plan.stdout)["leftAlone"]
+    assert [x["reason"] for x in left] == [
+        f"unit {STORY} is gone from {STATE}: storyd does not add units back; "
+        "`storyd history` shows it as it was"]  # fmt: skip
+    done = run_storyd_cli("history", "--workspace", str(ws), "--epic-id", EPIC, "--story-id",
+                          STORY, "--accept", env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: not _regressed(proc, ws), message="the finding to go")
+    assert run_storyd_cli("check", "--workspace", str(ws), env=env).returncode == 0

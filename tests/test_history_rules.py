@@ -95,3 +95,12 @@ def test_the_history_table_is_checked_like_every_other(tmp_path: Path) -> None:
         config.load(str(bad))
     fields = sorted(p.field for p in raised.value.problems)
     assert fields == ["history.enabled", "history.keep", "history.max_mb", "history.max_versions"]
+
+
+def test_units_gone_with_their_progress() -> None:
+    held = {"s1": {"T1": ("DONE", A, None, 5.0), "T2": ("DONE", B, None, 9.0)},
+            "s2": {}, "s3": {"T1": ("done", None, None, 1.0)}}  # fmt: skip
+    found = history_rules.gone_findings(held, frozenset({"s3"}), lambda t: f"t{t:g}")
+    assert [f.evidence["unit"] for f in found] == ["s1"], "s2 held nothing, s3 is there"
+    assert found[0].task is None and found[0].evidence["tasks"] == "2"
+    assert found[0].evidence["seen"] == "t9" and found[0].code == "regressed"

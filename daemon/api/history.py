@@ -130,13 +130,19 @@ def lost_progress(
     except StorydError:
         return {}
     found: dict[tuple[str, str], tuple[Finding, ...]] = {}
+    gone: dict[str, tuple[Finding, ...]] = {}
     try:
         for unit in units:
             key = (workspace, unit.state_file, unit.key)
             marks = history_store.marks_of(conn, key)
             lost = rules.lost(marks, unit, lambda sha: on_branch(workspace, sha))
-            if lost:
-                found[unit.state_file, unit.key] = rules.regressed_findings(lost, _iso)
+            if unit.state_file not in gone:  # units gone from the file, once per file
+                present = frozenset(u.key for u in units if u.state_file == unit.state_file)
+                held = history_store.file_marks(conn, workspace, unit.state_file)
+                gone[unit.state_file] = rules.gone_findings(held, present, _iso)
+            extra = gone[unit.state_file]
+            if lost or extra:
+                found[unit.state_file, unit.key] = rules.regressed_findings(lost, _iso) + extra
     finally:
         conn.close()
     return found

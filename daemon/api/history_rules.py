@@ -21,6 +21,7 @@ __all__ = [
     "Mark",
     "advance",
     "changes",
+    "gone_findings",
     "lost",
     "regressed_findings",
     "task_rows",
@@ -121,4 +122,22 @@ def regressed_findings(
             task=tid, status=status, seen=evidence["seen"], sha=(sha or "")[:12]
         )
         out.append(Finding(DETECTOR, CODE, "warning", message, tid, evidence))
+    return tuple(out)
+
+
+def gone_findings(
+    held: Mapping[str, Mapping[str, Mark]], present: frozenset[str], iso: Callable[[float], str]
+) -> tuple[Finding, ...]:
+    """One `regressed` warning per unit that had finished tasks and is gone from its
+    state file (`held`: the file's units' marks; `present`: the keys it holds now). The
+    file's remaining units carry them, as they carry a file's `state-unreadable`."""
+    out = []
+    for key in sorted(k for k, marks in held.items() if marks and k not in present):
+        marks = held[key]
+        seen = max(m[3] for m in marks.values())
+        evidence = {"why": "unit-removed", "unit": key, "tasks": str(len(marks)),
+                    "seen": iso(seen)}  # fmt: skip
+        message = (f"unit {key}, with {len(marks)} finished task(s) (seen {evidence['seen']}), "
+                   "is gone from the state file")  # fmt: skip
+        out.append(Finding(DETECTOR, CODE, "warning", message, None, evidence))
     return tuple(out)

@@ -17,6 +17,7 @@ from storyd.api.history_rules import Mark, Row, changes
 
 __all__ = [
     "Key",
+    "file_marks",
     "load_marks",
     "marks_of",
     "prune",
@@ -125,6 +126,18 @@ def marks_of(conn: sqlite3.Connection, key: Key) -> dict[str, Mark]:
         " WHERE u.workspace=? AND u.state_file=? AND u.unit=?", key
     ).fetchone()  # fmt: skip
     return {k: tuple(v) for k, v in json.loads(row[0]).items()} if row else {}  # type: ignore[misc]
+
+
+def file_marks(
+    conn: sqlite3.Connection, workspace: str, state_file: str
+) -> dict[str, dict[str, Mark]]:
+    """The held progress of every unit of one state file, by unit key."""
+    rows = conn.execute(
+        "SELECT u.unit, m.body FROM marks m JOIN units u ON u.id = m.unit_id"
+        " WHERE u.workspace=? AND u.state_file=?", (workspace, state_file)
+    )  # fmt: skip
+    return {unit: {k: tuple(v) for k, v in json.loads(body).items()}  # type: ignore[misc]
+            for unit, body in rows}  # fmt: skip
 
 
 def size(conn: sqlite3.Connection) -> int:

@@ -435,8 +435,12 @@ class Server:
                 entry = engine.lookup(path, named.state_file, key, checked=False)
                 if entry is not None:
                     recorder.accept(path, entry.unit)
+                gone = entry is None and snap is not None and recorder.accept_gone(
+                    (path, named.state_file, key), snap.adapter.name
+                )  # a unit gone from the file: its lost progress is let go
+                if entry is not None or gone:
                     engine.recheck(ws)
-                done.set_result(entry is not None)
+                done.set_result(entry is not None or gone)
             except Exception as exc:  # told to the client, never lost
                 done.set_exception(exc)
 

@@ -105,8 +105,10 @@ class Recorder:
         self._backfilled: set[tuple[str, str]] = set()
         self.marks: dict[store.Key, dict[str, rules.Mark]] = {}
         self.ids: dict[store.Key, int] = {}
+        self._by_file: dict[tuple[str, str], set[str]] = {}  # units with marks, per file
+        self._gone_memo: tuple[object, object, tuple[Finding, ...]] = (None, None, ())
         for key, uid, marks in store.load_marks(writer.conn):
-            self.marks[key] = marks
+            self._set_marks(key, marks)
             self.ids[key] = uid
         self._seen: dict[store.Key, Unit] = {}  # the unit each key's last build saw
         self._batch: list[_Version] = []  # versions queued for the next flush
@@ -128,25 +130,60 @@ class Recorder:
 
     # -- the refresher's side ----------------------------------------------------------
 
-    def regressed(self, workspace: str, unit: Unit) -> tuple[Finding, ...]:
-        """The unit's `regressed` findings against its marks, which then move forward."""
+    def regressed(
+        self, workspace: str, unit: Unit, present: frozenset[str] = frozenset()
+    ) -> tuple[Finding, ...]:
+        """The unit's `regressed` findings against its marks, which then move forward,
+        and those of the units with finished tasks gone from its file (`present`: the
+        keys the file holds now)."""
         key = (workspace, unit.state_file, unit.key)
         self._seen[key] = unit
         marks = self.marks.get(key, {})
         lost = rules.lost(marks, unit, lambda sha: on_branch(workspace, sha))
         new = rules.advance(marks, unit, time.time(), {tid for tid, _, _ in lost})
         if new is not None:
-            self.marks[key] = new
+            self._set_marks(key, new)
             self._dirty.add(key)
-        return rules.regressed_findings(lost, _iso) if lost else ()
+        found = rules.regressed_findings(lost, _iso) if lost else ()
+        return found + self._gone(workspace, unit.state_file, present)
+
+    def _gone(
+        self, workspace: str, state_file: str, present: frozenset[str]
+    ) -> tuple[Finding, ...]:
+        """The file's units gone with their progress: worked out once per pass (the
+        installer gives every unit of a pass the same `present`)."""
+        keys = self._by_file.get((workspace, state_file))
+        if not keys or not present:
+            return ()
+        memo = self._gone_memo
+        if memo[0] is present and memo[1] == (workspace, state_file):
+            return memo[2]
+        held = {k: self.marks.get((workspace, state_file, k), {}) for k in keys}
+        found = rules.gone_findings(held, present, _iso)
+        self._gone_memo = (present, (workspace, state_file), found)
+        return found
+
+    def _set_marks(self, key: store.Key, marks: dict[str, rules.Mark]) -> None:
+        self.marks[key] = marks
+        self._by_file.setdefault(key[:2], set()).add(key[2])  # type: ignore[arg-type]
 
     def accept(self, workspace: str, unit: Unit) -> None:
         """The user accepts `unit` as it is: its marks restart from it (refresher
         thread; the caller then rechecks the workspace so the findings go)."""
         key = (workspace, unit.state_file, unit.key)
-        self.marks[key] = rules.advance({}, unit, time.time(), set()) or {}
+        self._set_marks(key, rules.advance({}, unit, time.time(), set()) or {})
         self._dirty.discard(key)
         self._queue(_Version(key, unit.format, None, "accepted", unit, self.marks[key]))
+
+    def accept_gone(self, key: store.Key, fmt: str) -> bool:
+        """The user accepts that unit `key` is gone: its marks go (refresher thread;
+        the caller rechecks). False when history holds no progress of it."""
+        if not self.marks.get(key):
+            return False
+        self._set_marks(key, {})
+        self._dirty.discard(key)
+        self._queue(_Version(key, fmt, None, "accepted", None, {}))
+        return True
 
     def __call__(self, event: Mapping[str, object], line: bytes) -> None:
         """A sink of the event log: queue the version a unit event announces (the

@@ -196,6 +196,9 @@ def restore_regressed(ask: Ask) -> Repair | str:
     evidence = ask.finding.evidence
     why, status = evidence.get("why"), evidence.get("status")
     task_path = ask.task_path()
+    if why == "unit-removed":
+        return (f"unit {evidence.get('unit')} is gone from {ask.target}: storyd does not add "
+                "units back; `storyd history` shows it as it was")  # fmt: skip
     if why == "removed" or task_path is None:
         return (f"task {ask.finding.task} is gone from {ask.target}: storyd does not add it "
                 "back; `storyd history` shows it as it was")  # fmt: skip
