@@ -125,7 +125,7 @@ def marks_of(conn: sqlite3.Connection, key: Key) -> dict[str, Mark]:
         "SELECT m.body FROM marks m JOIN units u ON u.id = m.unit_id"
         " WHERE u.workspace=? AND u.state_file=? AND u.unit=?", key
     ).fetchone()  # fmt: skip
-    return {k: tuple(v) for k, v in json.loads(row[0]).items()} if row else {}  # type: ignore[misc]
+    return {k: tuple(v) for k, v in json.loads(row[0]).items()} if row else {}
 
 
 def file_marks(
@@ -136,7 +136,7 @@ def file_marks(
         "SELECT u.unit, m.body FROM marks m JOIN units u ON u.id = m.unit_id"
         " WHERE u.workspace=? AND u.state_file=?", (workspace, state_file)
     )  # fmt: skip
-    return {unit: {k: tuple(v) for k, v in json.loads(body).items()}  # type: ignore[misc]
+    return {unit: {k: tuple(v) for k, v in json.loads(body).items()}
             for unit, body in rows}  # fmt: skip
 
 
@@ -219,12 +219,12 @@ def versions(
         rows = [states[i] for i in array("I", packed)] if packed is not None else None
         if at >= since:
             said = ["accepted as it is"] if kind == "accepted" else (
-                changes(None if first else before, rows))  # type: ignore[arg-type]
+                changes(None if first else before, rows))
             out.append({
                 "version": vid, "at": at, "clock": clock, "source": source, "kind": kind,
                 "done": done, "total": total, "changes": said,
                 "tasks": [list(r) for r in rows] if rows is not None else None,
                 "envelope": json.loads(envelope) if envelope else None,
             })  # fmt: skip
-        before, first = rows, False  # type: ignore[assignment]
+        before, first = rows, False
     return out

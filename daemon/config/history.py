@@ -68,4 +68,4 @@ def check(checker: Checker, table: dict[str, object]) -> History:
         for name, spec in NUMBERS.items()
         if name in table
     }
-    return History(enabled, path, **numbers)  # type: ignore[arg-type]
+    return History(enabled, path, **numbers)

@@ -438,7 +438,7 @@ class Server:
                 gone = entry is None and snap is not None and recorder.accept_gone(
                     (path, named.state_file, key), snap.adapter.name
                 )  # a unit gone from the file: its lost progress is let go
-                if entry is not None or gone:
+                if (entry is not None or gone) and ws is not None:
                     engine.recheck(ws)
                 done.set_result(entry is not None or gone)
             except Exception as exc:  # told to the client, never lost

@@ -165,7 +165,7 @@ class Recorder:
 
     def _set_marks(self, key: store.Key, marks: dict[str, rules.Mark]) -> None:
         self.marks[key] = marks
-        self._by_file.setdefault(key[:2], set()).add(key[2])  # type: ignore[arg-type]
+        self._by_file.setdefault(key[:2], set()).add(key[2])
 
     def accept(self, workspace: str, unit: Unit) -> None:
         """The user accepts `unit` as it is: its marks restart from it (refresher

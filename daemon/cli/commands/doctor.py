@@ -484,7 +484,8 @@ def main(argv: list[str]) -> int:
     from storyd.api.history import doctor_lines
 
     table = cfg.history if cfg is not None else None
-    for level, text in doctor_lines(table.enabled if table else True, table and table.path, stats):
+    enabled, where = (table.enabled, table.path) if table is not None else (True, None)
+    for level, text in doctor_lines(enabled, where, stats):
         screen.line(level, "history", text)
     _check_fast_path(screen)
     _check_path(screen)
