@@ -57,6 +57,16 @@ def _regressed(proc: object, ws: Path) -> list[dict[str, object]]:
     return [f for u in units for f in u.get("findingList", []) if f["code"] == "regressed"]
 
 
+def _read_here_too(env: dict[str, str], ws: Path) -> None:
+    """With no daemon asked, check and resume --detail find the same lost tasks."""
+    direct = run_storyd_cli("check", "--direct", "--workspace", str(ws), env=env)
+    assert direct.returncode == 1 and direct.stdout.count(b"regressed") == 2, direct.stdout
+    detail = run_storyd_cli("resume", "--direct", "--detail", "--workspace", str(ws),
+                            "--epic-id", EPIC, "--story-id", STORY, env=env)  # fmt: skip
+    lost = [f["task"] for f in json.loads(detail.stdout)["findings"] if f["code"] == "regressed"]
+    assert lost == [T2, T3], detail.stdout
+
+
 def test_a_stale_copy_is_found_listed_and_kept_across_a_restart(
     tmp_path: Path, spawn_daemon: object
 ) -> None:
@@ -87,8 +97,7 @@ def test_a_stale_copy_is_found_listed_and_kept_across_a_restart(
     assert check.returncode == 1, check.stdout + check.stderr
     assert b"regressed" in check.stdout + check.stderr
     wait_for(lambda: proc.stats()["history"]["queued"] == 0, message="the writer")
-    direct = run_storyd_cli("check", "--direct", "--workspace", str(ws), env=env)
-    assert direct.returncode == 1 and direct.stdout.count(b"regressed") == 2, direct.stdout
+    _read_here_too(env, ws)
 
     found = wait_for(lambda: (v := _history(env, ws)) and len(v) >= 5 and v,
                      message="five versions in history")  # fmt: skip

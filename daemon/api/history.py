@@ -116,10 +116,17 @@ def on_branch(workspace: str, sha: str) -> bool:
 
 
 def lost_progress(
-    workspace: str, units: list[Unit], path: str | None = None, busy: float = 2.0
+    workspace: str,
+    units: list[Unit],
+    path: str | None = None,
+    busy: float = 2.0,
+    *,
+    whole_files: bool = True,
 ) -> dict[tuple[str, str], tuple[Finding, ...]]:
-    """The `regressed` findings of units read here (reconcile's direct reads), by state
-    file and unit key, from the marks the recording daemon keeps; none when there is no database."""
+    """The `regressed` findings of units read here (no daemon: status, check, reconcile,
+    resume --detail), by state file and unit key, from the marks the recording daemon
+    keeps; none when there is no database. `whole_files`: `units` are every unit of
+    their files, so a unit gone with its progress can be told (else it is not)."""
     from storyd.api import history_rules as rules
 
     path = path or history_db.default_path()
@@ -136,7 +143,9 @@ def lost_progress(
             key = (workspace, unit.state_file, unit.key)
             marks = history_store.marks_of(conn, key)
             lost = rules.lost(marks, unit, lambda sha: on_branch(workspace, sha))
-            if unit.state_file not in gone:  # units gone from the file, once per file
+            if not whole_files:
+                gone[unit.state_file] = ()
+            elif unit.state_file not in gone:  # units gone from the file, once per file
                 present = frozenset(u.key for u in units if u.state_file == unit.state_file)
                 held = history_store.file_marks(conn, workspace, unit.state_file)
                 gone[unit.state_file] = rules.gone_findings(held, present, _iso)

@@ -98,7 +98,9 @@ def gather(workspace: str, selection: Selection, cfg: Config, lock_timeout: floa
     options = answers.Options(lock_timeout, cfg.staleness)
     units = _read(workspace, selection, options, {} if seen is None else seen)
     found: Found = []
-    lost = lost_progress(workspace, units)  # `regressed`: progress history says was lost
+    # `regressed`: progress history says was lost (a gone unit only when whole files)
+    whole = selection.epic is None and selection.unit is None
+    lost = lost_progress(workspace, units, whole_files=whole)
     detect_units, runner = build_detect(cfg, cfg.staleness)
     try:
         for unit in units:
