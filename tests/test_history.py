@@ -422,8 +422,21 @@ def test_a_unit_gone_with_its_progress_is_told_by_the_units_left(
     assert [x["reason"] for x in left] == [
         f"unit {STORY} is gone from {STATE}: storyd does not add units back; "
         "`storyd history` shows it as it was"]  # fmt: skip
-    done = run_storyd_cli("history", "--workspace", str(ws), "--epic-id", EPIC, "--story-id",
-                          STORY, "--accept", env=env)  # fmt: skip
+    args = ("history", "--workspace", str(ws), "--epic-id", EPIC, "--story-id", STORY)
+    done = run_storyd_cli(*args, "--accept", env=env)
     assert done.returncode == 0, done.stderr
     wait_for(lambda: not _regressed(proc, ws), message="the finding to go")
     assert run_storyd_cli("check", "--workspace", str(ws), env=env).returncode == 0
+    # again with no daemon: the gone unit's progress is let go in the database itself
+    write_epic(ws, EPIC, tasks={STORY: _tasks(shas), other: {}})
+    wait_for(lambda: len(proc.units(ws)) == 2, message="the unit back")
+    wait_for(lambda: proc.stats()["history"]["queued"] == 0, message="the writer")
+    proc.stop()
+    _stale_copy(ws, json.dumps(stale).encode())
+    assert run_storyd_cli("check", "--direct", "--workspace", str(ws), env=env).returncode == 1
+    done = run_storyd_cli(*args, "--accept", env=env)
+    assert done.returncode == 0 and b"no daemon answered" in done.stdout, done
+    assert run_storyd_cli("check", "--direct", "--workspace", str(ws), env=env).returncode == 0
+    other_args = ("history", "--workspace", str(ws), "--epic-id", EPIC, "--story-id",
+                  "story-0049-0009", "--accept")  # fmt: skip
+    assert run_storyd_cli(*other_args, env=env).returncode == 2, "never in the file or history"

@@ -1,10 +1,10 @@
 """The history of a unit, read from the history database (history_db.py) with no daemon:
 its versions, newest last, each with what changed; a picture of tasks done per version;
-and accepting a unit's current version (its `regressed` findings resolve).
+the `regressed` findings of units read here; `storyd doctor`'s lines. Accepting a
+version is history_accept.py.
 
 `versions` opens the database read-only and waits at most `busy` seconds for a lock
-(LockTimeout, 75, says so). `accept` asks the daemon that records when one answers (its
-marks are in memory), else writes the database itself under the writer's lock.
+(LockTimeout, 75, says so).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Named",
-    "accept",
     "doctor_lines",
     "lost_progress",
     "name_unit",
@@ -176,53 +175,6 @@ def picture(found: list[dict[str, object]], width: int = 30, utc: bool = False) 
             f"{v['version']:>7} {when} [{bar}] {done:>3}/{total:<3} {v['kind']}{tag}: {said}"
         )
     return lines
-
-
-def accept(named: Named, socket: str | None = None, path: str | None = None) -> str:
-    """Accept the unit as it is now: the daemon that records forgets the progress it
-    lost; with no daemon, the database's marks restart from its newest version. Says
-    which of the two it did."""
-    from storyd.api.client import Client, DaemonUnavailable
-
-    try:
-        with Client(socket, timeout=5.0) as client:
-            answer = client.request(
-                "history", workspace=named.workspace, stateFile=named.state_file,
-                unit=named.unit, accept=True,
-            )  # fmt: skip
-    except DaemonUnavailable:
-        return _accept_here(named, path)
-    if not answer.get("ok"):
-        error = answer.get("error")
-        message = error.get("message") if isinstance(error, dict) else str(error)
-        raise StorydError(f"the daemon refused: {message}")
-    return "accepted by the daemon: its regressed findings resolve"
-
-
-def _accept_here(named: Named, path: str | None) -> str:
-    """No daemon: the unit as the state file holds it now (read under the writers'
-    lock) becomes its held progress, and an `accepted` version is recorded."""
-    from storyd.api import history_rules as rules
-    from storyd.core.pipeline import Options, read_units
-    from storyd.core.target import Target
-
-    where = Target(named.state_file, named.unit, f"unit {named.unit!r} not in "
-                   f"{named.state_file}", None)  # fmt: skip
-    unit = where.pick(read_units(named.workspace, where.adapter, where.relpath, Options()))
-    named = Named(named.workspace, named.state_file, unit.key)
-    writer = history_db.open_writer(path or history_db.default_path())
-    try:
-        conn = writer.conn
-        now = time.time()
-        conn.execute("BEGIN IMMEDIATE")
-        uid = history_store.unit_id(conn, named.key(), unit.format)
-        history_store.save_marks(conn, uid, rules.advance({}, unit, now, set()) or {})
-        rows = rules.task_rows(unit.tasks)
-        history_store.record(conn, uid, now, "", "cli", "accepted", rows)
-        conn.execute("COMMIT")
-    finally:
-        writer.close()
-    return "accepted in the history database (no daemon answered)"
 
 
 def doctor_lines(

@@ -65,7 +65,9 @@ def main(argv: list[str]) -> int:
         state_file=text(flags, "state-file"), unit=text(flags, "unit"),
     )  # fmt: skip
     if flags.get("accept"):
-        sys.stdout.write(history.accept(named, text(flags, "socket")) + "\n")
+        from storyd.api.history_accept import accept
+
+        sys.stdout.write(accept(named, text(flags, "socket")) + "\n")
         return 0
     since = since_epoch(text(flags, "since") or "", time.time()) if flags.get("since") else 0.0
     try:
