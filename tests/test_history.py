@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from agents_harness import hook_payload, run_hook
 from cli_harness import run_storyd_cli
 from daemon_harness import EventStream, wait_for
 from epic_state_harness import STATE, write_epic
@@ -98,6 +99,9 @@ def test_a_stale_copy_is_found_listed_and_kept_across_a_restart(
     assert b"regressed" in check.stdout + check.stderr
     wait_for(lambda: proc.stats()["history"]["queued"] == 0, message="the writer")
     _read_here_too(env, ws)
+    hook = run_hook("session-start", hook_payload("SessionStart", ws, source="startup"), env)
+    assert hook.returncode == 0, hook.stderr
+    assert f"history/regressed {T2}".encode() in hook.stdout, hook.stdout  # the agent is told
 
     found = wait_for(lambda: (v := _history(env, ws)) and len(v) >= 5 and v,
                      message="five versions in history")  # fmt: skip
