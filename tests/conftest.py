@@ -38,3 +38,15 @@ pytest_plugins = [
     "users_harness",
     "package_harness",
 ]
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _private_state_home(tmp_path_factory: pytest.TempPathFactory,
+                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test's daemons keep their history database in a folder of their own
+    ($XDG_STATE_HOME), never the user's, and never one another's."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+    monkeypatch.delenv("STORYD_HISTORY", raising=False)

@@ -388,6 +388,7 @@ def daemon_env(root: Path, socket_path: Path) -> dict[str, str]:
     runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
     env.update(
         XDG_CONFIG_HOME=str(root / "config"),
+        XDG_STATE_HOME=str(root / "state"),  # the history database (issue 33)
         XDG_RUNTIME_DIR=str(runtime),
         STORYD_SOCKET=str(socket_path),
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",

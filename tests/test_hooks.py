@@ -460,7 +460,7 @@ def test_config_check_names_each_hooks_problem(tmp_path: Path) -> None:
     assert lines == [
         "hooks.block_stop_on: unknown code 'nope' (known: unrecorded, unreachable, "
         "squash-merged, missing, state-not-updated, output-before-state-update, "
-        "restored-from-backup)",
+        "restored-from-backup, regressed)",
         "hooks.context_chars: 5 is out of range: expected 200 to 10000",
         "hooks.roots: expected an array of paths, got an integer",
         "hooks.foo: unknown key 'foo' (known: block_stop_on, context_chars, roots)",

@@ -352,7 +352,8 @@ def test_the_thread_budget(tmp_path: Path) -> None:
         _wait(lambda: daemon.warm.done, "the warm-up")
         started = [t for t in threading.enumerate() if t not in before and t.is_alive()]
         ours = sorted(t.name for t in started if t.name.startswith("storyd-"))
-        assert ours == ["storyd-detectors", "storyd-notify", "storyd-refresher"], ours
+        assert ours == ["storyd-detectors", "storyd-history", "storyd-notify",
+                        "storyd-refresher"], ours
         watches = len(daemon.watcher._watches[os.path.realpath(ws)])
         assert watches == 4, "top, the plans/ root, the git dir and its refs"
         kinds = sorted(type(t).__name__ for t in started if not t.name.startswith("storyd-"))

@@ -26,7 +26,7 @@ CHECKBOX_FORMATS = ("spec-kit", "kiro")
 BUILTIN_DETECTORS = ["commit-in-history", "staleness", "task-named", "task-order",
                      "unrecorded-commit"]
 BUILTIN_REPAIRS = ["unrecorded", "unreachable", "squash-merged", "missing", "state-not-updated",
-                   "output-before-state-update", "restored-from-backup"]
+                   "output-before-state-update", "restored-from-backup", "regressed"]
 
 GOOD = '''
 from storyd.core.formats import Adapter

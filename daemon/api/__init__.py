@@ -11,7 +11,10 @@ their results; no door drives another door (docs/design.md).
     watch.py        watch/unwatch(folders) -> a Watched per folder
     refusals.py     a daemon's ok:false answer, or an exit code, as the typed error
     render.py       text two doors print alike: bar, colours, status screen, check report
+    history.py      name_unit, versions, picture, lost_progress: a unit's history (issue 33)
+    history_accept.py  accept(Named): take a unit's current version as it is
 
 Under them: client.py (the socket), answers.py and scan.py (direct reads), epicview.py,
-detection.py, summaries.py and reconcile/.
+detection.py, summaries.py, reconcile/, and history's database (history_db.py,
+history_store.py), rules (history_rules.py) and git backfill (history_git.py).
 """

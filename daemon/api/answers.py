@@ -18,6 +18,7 @@ from storyd.core.query import Output, Query
 
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
+    from storyd.core.model import Unit
     from storyd.core.pipeline import Detect
     from storyd.core.wire import Envelope
 
@@ -92,6 +93,7 @@ def run(
             result = resume_epic(query.workspace, query.epic, query.story, options)  # type: ignore[arg-type]
         if query.detail:
             result = with_detectors(query.workspace, result, detect)
+            result.findings += _lost(query.workspace, result.unit)
     except StorydError as exc:
         return Output(exc.code, b"", (exc.message,))
     except Exception as exc:  # a bug must still give a clean exit 70, never a traceback
@@ -99,6 +101,14 @@ def run(
     line = (detail_line(result.envelope, result.findings, "direct", result.unit)
             if query.detail else result.line)
     return Output(0, line, tuple(result.warnings))
+
+
+def _lost(workspace: str, unit: Unit) -> tuple[Finding, ...]:
+    """`--detail` read here: the unit's `regressed` findings from the history database."""
+    from storyd.api.history import lost_progress  # sqlite3: --detail only
+
+    found = lost_progress(os.path.realpath(workspace), [unit], whole_files=False)
+    return found.get((unit.state_file, unit.key), ())
 
 
 def _configured_staleness(path: str | None) -> str:

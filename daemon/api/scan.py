@@ -19,7 +19,7 @@ from storyd.core.formats import all_adapters
 
 if TYPE_CHECKING:
     from storyd.config import Config
-    from storyd.core.model import Unit
+    from storyd.core.model import Finding, Unit
     from storyd.core.pipeline import Detect, Options
     from storyd.core.wire import UnitSummary
 
@@ -62,6 +62,8 @@ def _scan_one(
     unreadable: list[dict[str, object]],
     on_unit: Callable[[], None] | None,
 ) -> None:
+    from storyd.api.history import lost_progress  # sqlite3: only when a scan runs
+
     found = pipeline.find_state_files(workspace, all_adapters())
     broken: list[dict[str, object]] = []
     for relpath, adapter in found.items():
@@ -73,10 +75,13 @@ def _scan_one(
             broken.append({"workspace": workspace, "stateFile": relpath, "format": adapter.name,
                            "error": error.message, "since": None, "units": 0})
             continue
+        # the progress the recording daemon's history says a write lost (`regressed`)
+        lost = lost_progress(workspace, got.units or [])
         storytime.pin(workspace)  # one look at git for every unit of this file
         try:
             for unit in got.units or ():
-                units.append(_summary(workspace, unit, options, detect, len(units) + 1))
+                extra = lost.get((unit.state_file, unit.key), ())
+                units.append(_summary(workspace, unit, options, detect, len(units) + 1, extra))
                 if on_unit is not None:
                     on_unit()
         finally:
@@ -85,12 +90,18 @@ def _scan_one(
 
 
 def _summary(
-    workspace: str, unit: Unit, options: Options, detect: Detect, generation: int
+    workspace: str,
+    unit: Unit,
+    options: Options,
+    detect: Detect,
+    generation: int,
+    extra: tuple[Finding, ...] = (),
 ) -> UnitSummary:
     try:
         answer = pipeline.answer(workspace, unit, options)
     except StorydError as exc:
-        return unit_summary(workspace, unit, None, unit.findings, exc, generation, detail=True)
-    findings = unit.findings + tuple(detect(workspace, unit, answer))
+        findings = unit.findings + extra
+        return unit_summary(workspace, unit, None, findings, exc, generation, detail=True)
+    findings = unit.findings + extra + tuple(detect(workspace, unit, answer))
     point = str(answer.envelope["resumePoint"])
     return unit_summary(workspace, unit, point, findings, None, generation, detail=True)

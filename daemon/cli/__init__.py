@@ -50,6 +50,7 @@ COMMANDS = {
     "hook": "every agent's hooks: session-start, stop, post-tool-use (JSON on stdin)",
     "mcp": "the MCP server over stdio (needs the `mcp` extra)",
     "fleet": "units and events of every machine, read from NATS (storyd[fleet])",
+    "history": "a unit's versions and what changed in each; --accept a regressed one",
 }
 _MODULES = {"list": "listing", "config": "config_check", "mcp": "mcp_serve"}
 _SEE_HELP = "see 'storyd --help' for the commands"

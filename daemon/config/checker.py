@@ -208,6 +208,10 @@ class Checker(Lines):
             from storyd.config.fleet import check
 
             config.fleet = check(self, self.table("fleet", document["fleet"]))
+        if "history" in document:
+            from storyd.config.history import check as history
+
+            config.history = history(self, self.table("history", document["history"]))
         cap = config.limits.max_workspaces
         if len(config.workspaces) > cap:
             self.problem(

@@ -13,6 +13,7 @@ from storyd.core.storytime import DEFAULT_MODE, MODES
 TYPE_CHECKING = False  # not typing's: importing typing costs `storyd resume` start-up
 if TYPE_CHECKING:
     from storyd.config.fleet import Fleet
+    from storyd.config.history import History
 
 __all__ = [
     "BLOCK_STOP_ON",
@@ -63,6 +64,7 @@ TOP_KEYS = (
     "detectors",
     "hooks",
     "fleet",
+    "history",
     "limits",
     "notify",
     "reconcile",
@@ -270,12 +272,14 @@ class Config:
     reconcile_auto list[str]  [reconcile] auto: repair codes the daemon applies on its own
     hooks        Hooks        [hooks]: the agents' hooks and MCP server
     fleet        Fleet | None  [fleet] (daemon/config/fleet.py); None: publish nothing
+    history      History | None  [history] (daemon/config/history.py); None: its defaults
     """
 
     __slots__ = (
         "auto_watch",
         "detectors",
         "fleet",
+        "history",
         "hooks",
         "limits",
         "notify",
@@ -300,6 +304,7 @@ class Config:
         reconcile_auto: list[str] | None = None,
         hooks: Hooks | None = None,
         fleet: Fleet | None = None,
+        history: History | None = None,
     ) -> None:
         self.socket = socket
         self.staleness = staleness
@@ -312,6 +317,7 @@ class Config:
         self.reconcile_auto = [] if reconcile_auto is None else reconcile_auto
         self.hooks = Hooks() if hooks is None else hooks
         self.fleet = fleet
+        self.history = history
 
     def detector_enabled(self, name: str, default: bool = True) -> bool:
         """[detectors.<name>] enabled, else `default`."""
@@ -335,6 +341,7 @@ class Config:
             "reconcile": {"auto": list(self.reconcile_auto)},
             "hooks": self.hooks.as_dict(),
             **({"fleet": self.fleet.as_dict()} if self.fleet is not None else {}),
+            **({"history": self.history.as_dict()} if self.history is not None else {}),
         }
 
     def __eq__(self, other: object) -> bool:

@@ -32,7 +32,8 @@ PENDING = "pending"
 # Findings under these detector names come with the files (a format's own findings, the
 # engine's state-unreadable), not from a plugin: the engine keeps or drops them by name,
 # and no plugin may take them (detectors.RESERVED_NAMES).
-OWN_DETECTORS = frozenset(("format", "engine"))
+# `history`: a unit's lost progress against its earlier versions (issue 33)
+OWN_DETECTORS = frozenset(("format", "engine", "history"))
 SEVERITIES = ("info", "warning", "error")
 
 

@@ -11,6 +11,7 @@ the same picture).
     Notifications   drift to the log, the desktop, a hook        } optional parts,
     AutoReconciler  [reconcile] auto                              } each an event
     FleetSink       [fleet], to NATS JetStream                    } sink
+    Recorder        [history], every version into SQLite          }
     Server          the protocol's ops, on a Transport (the socket)
 
 Nothing is configured after this function returns: the event sinks and the engine's
@@ -42,7 +43,9 @@ if TYPE_CHECKING:
     from storyd.config import Config
     from storyd.core.pipeline import Detect
     from storyd.server.fleet_sink import FleetSink
+    from storyd.server.install import Regressed
     from storyd.server.reconciler import AutoReconciler
+    from storyd.server.recorder import Recorder
 
 __all__ = ["DIRECT_READERS", "Assembly", "assemble", "build_daemon"]
 
@@ -58,6 +61,7 @@ class Assembly:
     notifications: notify.Notifications
     auto: AutoReconciler | None
     fleet: FleetSink | None
+    history: Recorder | None = None
 
     def close_optional_parts(self) -> None:
         """Stop the threads of the optional parts (after the daemon has stopped)."""
@@ -66,6 +70,8 @@ class Assembly:
             self.auto.close()
         if self.fleet is not None:
             self.fleet.close()
+        if self.history is not None:
+            self.history.close()
 
 
 def assemble(
@@ -80,7 +86,9 @@ def assemble(
     path the notification hook is told. Starts only the optional parts' threads; the
     daemon's own start with `Daemon.start`."""
 
-    daemon = build_daemon(settings, detect, hold_tips)
+    history = _history(cfg)
+    regressed = history.regressed if history is not None else None
+    daemon = build_daemon(settings, detect, hold_tips, regressed)
     engine = daemon.engine
     events = engine.log
     notifications = notify.Notifications(
@@ -89,8 +97,10 @@ def assemble(
     )  # fmt: skip
     auto = _auto_reconciler(engine, cfg)
     fleet = _fleet(engine, cfg)
-    reports = {"fleet": fleet.state} if fleet is not None else {}
-    server = Server(daemon, cfg, reports)
+    reports: dict[str, Callable[[], object]] = {"fleet": fleet.state} if fleet else {}
+    if history is not None:
+        reports["history"] = history.state
+    server = Server(daemon, cfg, reports, history=history)
 
     events.sinks.append(server.transport.sink)  # subscribers, once the loop serves
     events.sinks.append(notifications)
@@ -99,15 +109,19 @@ def assemble(
         events.sinks.append(auto)
     if fleet is not None:
         events.sinks.append(fleet)
+    if history is not None:
+        events.sinks.append(history)
+        history.start()
     events.sinks.freeze()
     engine.looks.freeze()
-    return Assembly(daemon, server, notifications, auto, fleet)
+    return Assembly(daemon, server, notifications, auto, fleet, history)
 
 
 def build_daemon(
     settings: Settings,
     detect: Detect | None = None,
     hold_tips: Callable[[bool], None] | None = None,
+    regressed: Regressed | None = None,
 ) -> Daemon:
     """The daemon's core, from the disk to the cache: change queue, event log, engine,
     refresher, watcher, direct readers (what `assemble` builds on; tests use it alone)."""
@@ -124,7 +138,7 @@ def build_daemon(
     options = Options(settings.limits.lock_timeout, settings.staleness)
     engine = Engine(
         options, detect=detect, changes=Changes(), events=EventLog(),
-        git_busy=git_busy, hold_tips=hold_tips,
+        git_busy=git_busy, hold_tips=hold_tips, regressed=regressed,
     )  # fmt: skip
     refresher = Refresher(
         engine, settle=settings.settle, verify_interval=settings.limits.verify_interval,
@@ -154,3 +168,11 @@ def _fleet(engine: Engine, cfg: Config) -> FleetSink | None:
     from storyd.server import fleet_sink
 
     return fleet_sink.start(engine, cfg)
+
+
+def _history(cfg: Config) -> Recorder | None:
+    """Record every version when [history] is enabled (the default) and the database
+    can be written by this daemon."""
+    from storyd.server import recorder
+
+    return recorder.start(cfg.history)

@@ -43,6 +43,7 @@ from storyd.server.workspaces import Look, Workspaces
 if TYPE_CHECKING:
     from storyd.core.pipeline import Detect
     from storyd.server.changes import Changes
+    from storyd.server.install import Regressed
 
 __all__ = ["Engine", "Entry", "Look", "Workspace"]
 
@@ -60,11 +61,13 @@ class Engine:
         events: EventLog | None = None,
         git_busy: Callable[[str], bool] | None = None,
         hold_tips: Callable[[bool], None] | None = None,
+        regressed: Regressed | None = None,
     ) -> None:
         """`detect` checks a unit (None: no detectors); `changes` is the daemon's kernel
         change queue (None: every check is a stat); `git_busy` says a workspace's git is
         mid-operation (its detectors wait); `hold_tips` is called with True before a
-        pass over a workspace's units and False after it (detection.tips_held_by)."""
+        pass over a workspace's units and False after it (detection.tips_held_by);
+        `regressed` gives a unit's lost progress (server/recorder.py; None: no history)."""
         self.options = options or Options()
         self.changes = changes
         self.adapters = adapters if adapters is not None else all_adapters()
@@ -85,7 +88,7 @@ class Engine:
         self.installer = Installer(
             self.options, changes, self.reads, self.forward, self.log, lock, self.counters,
             detect=detect, git_busy=git_busy or (lambda _workspace: False),
-            hold_tips=hold_tips or (lambda _on: None),
+            hold_tips=hold_tips or (lambda _on: None), regressed=regressed,
         )  # fmt: skip
         self.queries = Queries(self.workspaces, changes, self.log, self.counters)
         self.tracking = Workspaces(

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from storyd.server.events import EventLog
     from storyd.server.forward import Forwarder
 
+    Regressed = Callable[[str, Unit, frozenset[str]], tuple[Finding, ...]]
+
 __all__ = ["Installer"]
 
 
@@ -102,7 +104,8 @@ class Installer:
 
     `detect` checks a unit (None: no detectors); `git_busy` says a workspace's git is
     mid-operation (its detectors wait); `hold_tips` is called with True before a pass
-    over a file's units and False after it (detection.tips_held_by).
+    over a file's units and False after it (detection.tips_held_by); `regressed` gives
+    the progress a unit lost against its history (recorder.py; None: no history).
     """
 
     def __init__(
@@ -118,8 +121,10 @@ class Installer:
         detect: Detect | None,
         git_busy: Callable[[str], bool],
         hold_tips: Callable[[bool], None],
+        regressed: Regressed | None = None,
     ) -> None:
         self.options = options
+        self.regressed = regressed
         self.changes = changes
         self.reads = reads
         self.forward = forward
@@ -207,9 +212,12 @@ class Installer:
         force: bool,
         old: Entry | None,
         look: tuple[PassMark, bool],
+        present: frozenset[str] = frozenset(),
     ) -> Draft:
         story = os.path.join(ws.path, unit.story_file) if unit.story_file else None
         story_sig = pipeline.signature(story) if story else None
+        if self.regressed is not None:  # lost progress: the engine's own, never cached
+            extra += self.regressed(ws.path, unit, present)
         try:
             answer = pipeline.answer(ws.path, unit, self.options)
         except StorydError as exc:
@@ -263,6 +271,13 @@ class Installer:
         extra = (unreadable_finding(relpath, str(reason), since),) if since else ()
         busy = self.detect is not None and self.git_busy(ws.path)
         previous = old.entries if old is not None else {}
+        present: frozenset[str] = frozenset()
+        if self.regressed is not None:
+            # a unit gone with its progress is told by every unit left in the file
+            # (recorder.py), so when one goes, none is reused unchecked
+            units = list(units)
+            present = frozenset(u.key for u in units)
+            reuse = reuse and present.issuperset(previous)
         entries: dict[str, Entry] = {}
         changed: list[tuple[Entry, Entry | None]] = []
         racy = proof.racy(self.changes)
@@ -278,7 +293,7 @@ class Installer:
                 ):
                     entries[unit.key] = prev
                     continue
-                draft = self._build(ws, unit, extra, busy, force, prev, look)
+                draft = self._build(ws, unit, extra, busy, force, prev, look, present)
                 racy |= draft.racy
                 if prev is not None and draft.answers_as(prev):
                     if prev.unit is not unit:  # same answer from a re-read: keep units current

@@ -35,6 +35,10 @@ from storyd.server.service import Daemon
 from storyd.server.store import Entry
 from storyd.server.transport import Connection, Op, Transport
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from storyd.server.recorder import Recorder
+
 __all__ = ["Server"]
 
 
@@ -69,8 +73,10 @@ class Server:
         reports: Mapping[str, Callable[[], object]] | None = None,
         *,
         max_connections: int = 1024,
+        history: Recorder | None = None,
     ) -> None:
         self.daemon = daemon
+        self.history = history
         self.engine = daemon.engine
         self.settings = daemon.settings
         self.reconcile_config = cfg
@@ -87,6 +93,7 @@ class Server:
             "epic": self.op_epic,
             "reconcile": self.op_reconcile,  # daemon/api/reconcile (issue 11)
             "reconciled": self.op_reconciled,
+            "history": self.op_history,  # issue 33: a unit's versions; accept
         }
         self.transport = Transport(
             daemon.settings, self.ops, self.clock, max_connections=max_connections
@@ -388,3 +395,60 @@ class Server:
         return reply({"ok": True, "events": files}, self.clock(), suffix)
 
 
+
+    # -- history (issue 33): a unit's versions, read-only; accept its current one -------
+
+    def op_history(
+        self, conn: Connection, request: dict[str, object], suffix: bytes
+    ) -> asyncio.Future[bytes]:
+        from concurrent.futures import Future
+
+        from storyd.api import history
+        from storyd.core.target import for_state_file
+
+        path = self.daemon.canonical(request.get("workspace"))
+        state_file = field(request, "stateFile", str, required=True)
+        found = for_state_file(path, str(state_file), field(request, "unit", str))  # type: ignore[arg-type]
+        named = history.Named(path, found.relpath, found.key)
+        recorder = self.history
+        if recorder is None:
+            raise UsageError("this daemon does not record history ([history] enabled = false,"
+                             " or another daemon writes the database)")
+        if not field(request, "accept", bool, default=False):
+            since = request.get("since", 0.0)
+            if not isinstance(since, (int, float)) or isinstance(since, bool):
+                raise UsageError("field 'since' must be a number (epoch seconds)")
+            read = self.daemon.executor.submit(
+                history.versions, named, float(since), recorder.writer.path
+            )
+            return self.later(read, lambda v: reply({"ok": True, "versions": v},
+                                                      self.clock(), suffix), suffix)  # fmt: skip
+        done: Future[bool] = Future()
+        engine = self.engine
+
+        def accept() -> None:  # on the refresher: the marks are its own
+            try:
+                ws = engine.workspaces.get(path)
+                snap = ws.files.get(named.state_file) if ws is not None else None
+                keys = list(snap.keys) if snap is not None else []
+                key = named.unit or (keys[0] if len(keys) == 1 else "")
+                entry = engine.lookup(path, named.state_file, key, checked=False)
+                if entry is not None:
+                    recorder.accept(path, entry.unit)
+                gone = entry is None and snap is not None and recorder.accept_gone(
+                    (path, named.state_file, key), snap.adapter.name
+                )  # a unit gone from the file: its lost progress is let go
+                if (entry is not None or gone) and ws is not None:
+                    engine.recheck(ws)
+                done.set_result(entry is not None or gone)
+            except Exception as exc:  # told to the client, never lost
+                done.set_exception(exc)
+
+        self.daemon.refresher.call(accept, urgent=True)
+
+        def render(found: bool) -> bytes:
+            if not found:
+                raise UsageError(f"unit {named.unit!r} of {named.state_file} is not watched")
+            return reply({"ok": True, "accepted": True}, self.clock(), suffix)
+
+        return self.later(done, render, suffix)

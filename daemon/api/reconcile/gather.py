@@ -8,6 +8,7 @@ import os
 
 from storyd.api import answers
 from storyd.api.detection import build_detect
+from storyd.api.history import lost_progress
 from storyd.config import Config
 from storyd.core import target
 from storyd.core.errors import LockTimeout, StorydError
@@ -97,15 +98,20 @@ def gather(workspace: str, selection: Selection, cfg: Config, lock_timeout: floa
     options = answers.Options(lock_timeout, cfg.staleness)
     units = _read(workspace, selection, options, {} if seen is None else seen)
     found: Found = []
+    # `regressed`: progress history says was lost (a gone unit only when whole files)
+    whole = selection.epic is None and selection.unit is None
+    lost = lost_progress(workspace, units, whole_files=whole)
     detect_units, runner = build_detect(cfg, cfg.staleness)
     try:
         for unit in units:
+            regressed = lost.get((unit.state_file, unit.key), ())
             try:
                 answer = answers.answer(workspace, unit, options)
             except StorydError:
-                found.append((unit, unit.findings))
+                found.append((unit, unit.findings + regressed))
                 continue
-            found.append((unit, answers.with_detectors(workspace, answer, detect_units).findings))
+            findings = answers.with_detectors(workspace, answer, detect_units).findings
+            found.append((unit, findings + regressed))
     finally:
         runner.close()
     return found

@@ -189,6 +189,37 @@ def restore_backup(ask: Ask) -> Repair | str:
     return Repair([], evidence, restore=data)
 
 
+def restore_regressed(ask: Ask) -> Repair | str:
+    """A finished task a later write lost (issue 33): its status, sha and completion
+    time back as the version that held them had them (the finding's evidence, from the
+    history database's marks)."""
+    evidence = ask.finding.evidence
+    why, status = evidence.get("why"), evidence.get("status")
+    task_path = ask.task_path()
+    if why == "unit-removed":
+        return (f"unit {evidence.get('unit')} is gone from {ask.target}: storyd does not add "
+                "units back; `storyd history` shows it as it was")  # fmt: skip
+    if why == "removed" or task_path is None:
+        return (f"task {ask.finding.task} is gone from {ask.target}: storyd does not add it "
+                "back; `storyd history` shows it as it was")  # fmt: skip
+    if not status:
+        return "the finding names no status to restore"
+    node = lookup(ask.document, task_path)
+    node = node if isinstance(node, dict) else {}
+    dialect = ask.dialect
+    sha, when = evidence.get("sha"), evidence.get("completedAt")
+    changes = []
+    if why != "sha-replaced":
+        changes.append(ask.field(task_path, "status", status))
+    if sha and dialect.sha_key and (dialect.add_sha or dialect.sha_key in node):
+        changes.append(ask.field(task_path, dialect.sha_key, sha))
+    if when and dialect.time_key:
+        changes.append(ask.field(task_path, dialect.time_key, when))
+    held = {"history": "a version seen", "at": evidence.get("seen"), "had status": status,
+            "sha": sha, "completedAt": when}  # fmt: skip
+    return Repair(changes, [{k: v for k, v in held.items() if v}])
+
+
 def _named(evidence: Mapping[str, str]) -> dict[str, str]:
     """The squash finding's reason (`why`, and the id its subject `named`) for the plan."""
     return {k: evidence[k] for k in ("why", "named") if k in evidence}
@@ -223,4 +254,5 @@ def sources() -> dict[str, frozenset[str]]:
 
     declared = detectors.declared()
     declared["format"] = frozenset(c for a in all_adapters() for c in a.codes)
+    declared["history"] = frozenset(("regressed",))  # the engine's own (api/history_rules.py)
     return declared

@@ -16,6 +16,7 @@ Each line is `ok`, `warn` or `fail`, a topic and what was found. The checks:
               (connected, backlog, dropped, last error) from its stats
 - desktop     whether `notify-send` is on PATH and a D-Bus session bus is reachable
               (DBUS_SESSION_BUS_ADDRESS, else $XDG_RUNTIME_DIR/bus)
+- history     where the history database is, and whether the daemon records into it
 - fast path   whether `storyd-resume` can reach the daemon: `nc` with -U, or socat
 - path        whether `storyd` on PATH is this one (a shell without the venv active
               runs another, or none)
@@ -480,6 +481,12 @@ def main(argv: list[str]) -> int:
 
         for level, text in check_fleet(cfg.fleet, stats):
             screen.line(level, "fleet", text)
+    from storyd.api.history import doctor_lines
+
+    table = cfg.history if cfg is not None else None
+    enabled, where = (table.enabled, table.path) if table is not None else (True, None)
+    for level, text in doctor_lines(enabled, where, stats):
+        screen.line(level, "history", text)
     _check_fast_path(screen)
     _check_path(screen)
     counts = screen.counts

@@ -1,0 +1,143 @@
+"""What changed between two versions of a unit, and what a new version lost.
+
+Pure functions over `storyd.core.model` tasks, no I/O but the one git question a
+replaced sha asks (`ancestor`, given by the caller). A unit's *held progress* (its
+marks) is every task some version had finished, as that version had it: status, sha,
+completion time, and when it was seen. A new version keeps the marks of the tasks it
+still has finished, updates those it moved forward, and is *regressed* where it lost one:
+a finished task back to not done, a finished task removed, a commit sha replaced by
+another while the old one is still on the branch (no rewrite evidence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from storyd.core.model import Finding, Task, Unit
+
+__all__ = [
+    "CODE",
+    "DETECTOR",
+    "Mark",
+    "advance",
+    "changes",
+    "gone_findings",
+    "lost",
+    "regressed_findings",
+    "task_rows",
+]
+
+CODE = "regressed"
+DETECTOR = "history"  # an engine-owned source (core.model.OWN_DETECTORS)
+
+Mark = tuple[str, str | None, str | None, float]
+"""A finished task as the version that held it had it: status, sha, completedAt, seen at."""
+Row = tuple[str, str, str, str | None, str | None]
+"""A task as history stores it: id, status, bucket, sha, completedAt."""
+
+
+def task_rows(tasks: tuple[Task, ...]) -> list[Row]:
+    """The tasks of a version as history stores them."""
+    return [(t.id, t.status, t.bucket, t.commit_sha, t.completed_at) for t in tasks]
+
+
+def changes(before: list[Row] | None, after: list[Row] | None) -> list[str]:
+    """What changed, in words: `TASK-1 pending → DONE at abc1234`, `TASK-2 added`..."""
+    if after is None:
+        return ["unit removed"]
+    old = {r[0]: r for r in before or ()}
+    said: list[str] = []
+    for tid, status, _bucket, sha, _when in after:
+        prev = old.pop(tid, None)
+        at = f" at {sha[:12]}" if sha else ""
+        if prev is None:
+            said.append(
+                f"{tid} added ({status}{at})" if before is not None else f"{tid} {status}{at}"
+            )
+        elif prev[1] != status:
+            said.append(f"{tid} {prev[1]} → {status}{at}")
+        elif prev[3] != sha:
+            said.append(f"{tid} sha {(prev[3] or 'none')[:12]} → {(sha or 'none')[:12]}")
+        elif prev[4] != _when:
+            said.append(f"{tid} completedAt {prev[4]} → {_when}")
+    said.extend(f"{tid} removed" for tid in old)
+    return said
+
+
+def lost(
+    marks: Mapping[str, Mark], unit: Unit, ancestor: Callable[[str], bool]
+) -> list[tuple[str, str, Mark]]:
+    """(task, why, mark) for every finished task `unit` lost: `undone`, `removed` or
+    `sha-replaced` (`ancestor(sha)`: the old sha is still on the branch)."""
+    if not marks:
+        return []
+    now = {t.id: t for t in unit.tasks}
+    found = []
+    for tid, mark in marks.items():
+        task = now.get(tid)
+        if task is None:
+            found.append((tid, "removed", mark))
+        elif not task.done:
+            found.append((tid, "undone", mark))
+        elif mark[1] and task.commit_sha and task.commit_sha != mark[1] and ancestor(mark[1]):
+            found.append((tid, "sha-replaced", mark))
+    return found
+
+
+def advance(
+    marks: Mapping[str, Mark], unit: Unit, at: float, keep: set[str]
+) -> dict[str, Mark] | None:
+    """The marks after `unit` (None: unchanged): finished tasks are marked as they are
+    now, but for the lost ones in `keep`, whose marks stay until progress comes back."""
+    new = dict(marks)
+    for task in unit.tasks:
+        if not task.done or task.id in keep:
+            continue
+        mark = new.get(task.id)
+        if mark is None or mark[:3] != (task.status, task.commit_sha, task.completed_at):
+            new[task.id] = (task.status, task.commit_sha, task.completed_at, at)
+    return None if new == marks else new
+
+
+_WORDS = {
+    "undone": "task {task} was {status} (seen {seen}) and is not done now",
+    "removed": "task {task} was {status} (seen {seen}) and is gone from the state file",
+    "sha-replaced": "task {task} was done at {sha} (seen {seen}), still on the branch, "
+    "and now names another commit",
+}
+
+
+def regressed_findings(
+    found: list[tuple[str, str, Mark]], iso: Callable[[float], str]
+) -> tuple[Finding, ...]:
+    """One `regressed` warning per lost task, naming the version that had it and when."""
+    out = []
+    for tid, why, (status, sha, when, seen) in found:
+        evidence = {"why": why, "status": status, "seen": iso(seen)}
+        if sha:
+            evidence["sha"] = sha
+        if when:
+            evidence["completedAt"] = when
+        message = _WORDS[why].format(
+            task=tid, status=status, seen=evidence["seen"], sha=(sha or "")[:12]
+        )
+        out.append(Finding(DETECTOR, CODE, "warning", message, tid, evidence))
+    return tuple(out)
+
+
+def gone_findings(
+    held: Mapping[str, Mapping[str, Mark]], present: frozenset[str], iso: Callable[[float], str]
+) -> tuple[Finding, ...]:
+    """One `regressed` warning per unit that had finished tasks and is gone from its
+    state file (`held`: the file's units' marks; `present`: the keys it holds now). The
+    file's remaining units carry them, as they carry a file's `state-unreadable`."""
+    out = []
+    for key in sorted(k for k, marks in held.items() if marks and k not in present):
+        marks = held[key]
+        seen = max(m[3] for m in marks.values())
+        evidence = {"why": "unit-removed", "unit": key, "tasks": str(len(marks)),
+                    "seen": iso(seen)}  # fmt: skip
+        message = (f"unit {key}, with {len(marks)} finished task(s) (seen {evidence['seen']}), "
+                   "is gone from the state file")  # fmt: skip
+        out.append(Finding(DETECTOR, CODE, "warning", message, None, evidence))
+    return tuple(out)

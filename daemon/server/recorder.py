@@ -1,0 +1,356 @@
+"""The history recorder: every version of every unit into the history database, on a
+thread of its own (storyd-history), and the `regressed` findings of a new version.
+
+Two sides, both fed by the refresher thread, never by a query:
+
+- `regressed(workspace, unit)`, called by the installer for each unit it builds
+  (install.py), compares the unit with its held progress (api/history_rules.py: every
+  task some version had finished) and gives one `regressed` warning per task lost. The
+  marks move forward with the unit, but a lost task's mark stays until its progress
+  comes back or the version is accepted (`accept`).
+- `__call__(event, line)`, a sink of the event log: a `changed` or `removed` unit event
+  queues that version (the unit `regressed` last saw), its tasks and what changed, for
+  the writer thread. The writer prunes in the background ([history] limits).
+
+A failure to write (a full disk, a database gone bad) stops recording, with one log
+line, and never stops serving: the findings go on from the marks in memory.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import orjson
+
+from storyd.api import history_rules as rules
+from storyd.api import history_store as store
+from storyd.api.history import on_branch
+from storyd.api.history_db import Writer
+from storyd.core import log
+from storyd.core.worker import QueueWorker
+
+if TYPE_CHECKING:
+    from storyd.config.history import History
+    from storyd.core.model import Finding, Unit
+
+__all__ = ["BATCH_WAIT", "Recorder"]
+
+BATCH_WAIT = 0.01  # seconds the writer lets a burst gather before one transaction
+
+# what the event says besides the unit's summary (the database keys those by unit)
+_IDENTITY = ("clock", "generation", "event", "workspace", "stateFile", "unit", "format")
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+def _iso(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+class _Version:
+    """One version queued for the writer: the unit as built, the event that announced
+    it (None: an accept), and its marks when they moved."""
+
+    __slots__ = ("at", "event", "fmt", "key", "kind", "marks", "unit")
+
+    def __init__(
+        self,
+        key: store.Key,
+        fmt: str,
+        event: Mapping[str, object] | None,
+        kind: str,
+        unit: Unit | None,
+        marks: dict[str, rules.Mark] | None,
+    ) -> None:
+        self.key = key
+        self.fmt = fmt
+        self.at = time.time()
+        self.event = event
+        self.kind = kind
+        self.unit = unit
+        self.marks = marks
+
+    def store(self, conn: sqlite3.Connection, uid: int) -> bool:
+        """Write it (in the caller's transaction); False: the same tasks as the newest."""
+        rows = rules.task_rows(self.unit.tasks) if self.unit is not None else None
+        event = self.event or {}
+        summary = {k: v for k, v in event.items() if k not in _IDENTITY}
+        envelope = orjson.dumps(summary).decode() if summary else ""
+        clock = str(event.get("clock", ""))
+        stored = store.record(conn, uid, self.at, clock, "daemon", self.kind, rows, envelope,
+                              again=False)  # fmt: skip
+        if self.marks is not None:
+            store.save_marks(conn, uid, self.marks)
+        return bool(stored)
+
+
+class Recorder:
+    """The marks (held progress) per unit, and the writer thread of the database."""
+
+    def __init__(self, writer: Writer, limits: History) -> None:
+        self.writer = writer
+        self.limits = limits
+        self.log = log.get("history")
+        self.recording = True
+        # versions stored; `same`: a unit's tasks unchanged (a restart, findings alone)
+        names = ("versions", "same", "fromGit", "dropped", "pruned", "failed")
+        self.counters = dict.fromkeys(names, 0)
+        self._backfilled: set[tuple[str, str]] = set()
+        self.marks: dict[store.Key, dict[str, rules.Mark]] = {}
+        self.ids: dict[store.Key, int] = {}
+        self._by_file: dict[tuple[str, str], set[str]] = {}  # units with marks, per file
+        self._gone_memo: tuple[object, object, tuple[Finding, ...]] = (None, None, ())
+        for key, uid, marks in store.load_marks(writer.conn):
+            self._set_marks(key, marks)
+            self.ids[key] = uid
+        self._seen: dict[store.Key, Unit] = {}  # the unit each key's last build saw
+        self._batch: list[_Version] = []  # versions queued for the next flush
+        self._pending = 0  # versions queued and not yet committed (or dropped)
+        self._lock = threading.Lock()
+        self._settle = threading.Event()  # never set: the batch's short wait
+        self._dirty: set[store.Key] = set()
+        self._pruned = 0.0
+        self.worker: QueueWorker[tuple[object, ...]] = QueueWorker(
+            "history", self._write, self._failed
+        )
+        if writer.moved:
+            self.log.warning("history_corrupt", moved_to=writer.moved, path=writer.path)
+
+    def start(self) -> None:
+        """Start the writer thread (it prunes first)."""
+        self.worker.start()
+        self.worker.put(("prune",))
+
+    # -- the refresher's side ----------------------------------------------------------
+
+    def regressed(
+        self, workspace: str, unit: Unit, present: frozenset[str] = frozenset()
+    ) -> tuple[Finding, ...]:
+        """The unit's `regressed` findings against its marks, which then move forward,
+        and those of the units with finished tasks gone from its file (`present`: the
+        keys the file holds now)."""
+        key = (workspace, unit.state_file, unit.key)
+        self._seen[key] = unit
+        marks = self.marks.get(key, {})
+        lost = rules.lost(marks, unit, lambda sha: on_branch(workspace, sha))
+        new = rules.advance(marks, unit, time.time(), {tid for tid, _, _ in lost})
+        if new is not None:
+            self._set_marks(key, new)
+            self._dirty.add(key)
+        found = rules.regressed_findings(lost, _iso) if lost else ()
+        return found + self._gone(workspace, unit.state_file, present)
+
+    def _gone(
+        self, workspace: str, state_file: str, present: frozenset[str]
+    ) -> tuple[Finding, ...]:
+        """The file's units gone with their progress: worked out once per pass (the
+        installer gives every unit of a pass the same `present`)."""
+        keys = self._by_file.get((workspace, state_file))
+        if not keys or not present:
+            return ()
+        memo = self._gone_memo
+        if memo[0] is present and memo[1] == (workspace, state_file):
+            return memo[2]
+        held = {k: self.marks.get((workspace, state_file, k), {}) for k in keys}
+        found = rules.gone_findings(held, present, _iso)
+        self._gone_memo = (present, (workspace, state_file), found)
+        return found
+
+    def _set_marks(self, key: store.Key, marks: dict[str, rules.Mark]) -> None:
+        self.marks[key] = marks
+        self._by_file.setdefault(key[:2], set()).add(key[2])
+
+    def accept(self, workspace: str, unit: Unit) -> None:
+        """The user accepts `unit` as it is: its marks restart from it (refresher
+        thread; the caller then rechecks the workspace so the findings go)."""
+        key = (workspace, unit.state_file, unit.key)
+        self._set_marks(key, rules.advance({}, unit, time.time(), set()) or {})
+        self._dirty.discard(key)
+        self._queue(_Version(key, unit.format, None, "accepted", unit, self.marks[key]))
+
+    def accept_gone(self, key: store.Key, fmt: str) -> bool:
+        """The user accepts that unit `key` is gone: its marks go (refresher thread;
+        the caller rechecks). False when history holds no progress of it."""
+        if not self.marks.get(key):
+            return False
+        self._set_marks(key, {})
+        self._dirty.discard(key)
+        self._queue(_Version(key, fmt, None, "accepted", None, {}))
+        return True
+
+    def __call__(self, event: Mapping[str, object], line: bytes) -> None:
+        """A sink of the event log: queue the version a unit event announces (the
+        work of writing it, even its JSON, is the writer's)."""
+        kind = event.get("event")
+        if kind not in ("changed", "removed"):
+            return
+        key = (str(event["workspace"]), str(event["stateFile"]), str(event["unit"]))
+        unit = self._seen.pop(key, None)
+        if kind == "changed" and unit is None:
+            return
+        # the marks dict is replaced, never changed in place: the writer may hold it
+        marks = self.marks.get(key) if key in self._dirty else None
+        self._dirty.discard(key)
+        unit = unit if kind == "changed" else None
+        self._queue(_Version(key, str(event.get("format")), event, str(kind), unit, marks))
+
+    def _queue(self, version: _Version) -> None:
+        """Into the batch; the first of a batch wakes the writer."""
+        with self._lock:
+            self._batch.append(version)
+            self._pending += 1
+            first = len(self._batch) == 1
+        if first:
+            self.worker.put(("flush",))
+
+    # -- the writer thread -------------------------------------------------------------
+
+    def _write(self, job: tuple[object, ...]) -> None:
+        if job[0] == "prune":
+            if self.recording:
+                self._prune()
+            return
+        # a burst (a warm-up, a rebase) goes in as one transaction, after the events
+        # it follows have gone out: the writer never competes with their sending
+        self._settle.wait(BATCH_WAIT)
+        with self._lock:
+            batch, self._batch = self._batch, []
+        try:
+            self._commit(batch)
+        finally:
+            with self._lock:
+                self._pending -= len(batch)
+
+    def _commit(self, batch: list[_Version]) -> None:
+        """One transaction for the batch; a state file met for the first time brings
+        its git history first."""
+        if not self.recording:
+            self.counters["dropped"] += len(batch)
+            return
+        for version in batch:
+            if version.key not in self.ids:
+                self._backfill(*version.key[:2], version.fmt)
+        conn = self.writer.conn
+        stored = same = 0
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for version in batch:
+                uid = self._unit_id(version.key, version.fmt)
+                if version.store(conn, uid):
+                    stored += 1
+                else:
+                    same += 1
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            self.counters["dropped"] += len(batch)
+            raise
+        self.counters["versions"] += stored
+        self.counters["same"] += same
+        if time.monotonic() - self._pruned > self.limits.prune_minutes * 60:
+            self._prune()
+
+    def _unit_id(self, key: store.Key, fmt: str) -> int:
+        uid = self.ids.get(key)
+        if uid is None:
+            uid = self.ids[key] = store.unit_id(self.writer.conn, key, fmt)
+        return uid
+
+    def _backfill(self, workspace: str, state_file: str, fmt: str) -> None:
+        """A state file never recorded before: its versions from git history first (when
+        it is committed), each unit's as `git:<sha>` versions at the commit's time."""
+        files = self._backfilled
+        if (workspace, state_file) in files:
+            return
+        files.add((workspace, state_file))
+        conn = self.writer.conn
+        seen = conn.execute("SELECT 1 FROM units WHERE workspace=? AND state_file=? LIMIT 1",
+                            (workspace, state_file)).fetchone()  # fmt: skip
+        if seen is not None:
+            return
+        from storyd.api.history_git import versions_in_git
+        from storyd.core.formats import all_adapters
+
+        adapter = next((a for a in all_adapters() if a.name == fmt), None)
+        if adapter is None:
+            return
+        found = versions_in_git(workspace, state_file, adapter, self.limits.max_versions)
+        last: dict[str, list[rules.Row]] = {}
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for sha, when, units in found:
+                for unit in units:
+                    rows = rules.task_rows(unit.tasks)
+                    if last.get(unit.key) == rows:
+                        continue
+                    uid = self._unit_id((workspace, state_file, unit.key), unit.format)
+                    store.record(conn, uid, when, "", f"git:{sha}", "changed", rows)
+                    last[unit.key] = rows
+                    self.counters["fromGit"] += 1
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+
+    def _prune(self) -> None:
+        self._pruned = time.monotonic()
+        limits = self.limits
+        before = time.time() - limits.max_age_days * 86400 if limits.max_age_days else 0.0
+        conn = self.writer.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            pruned = store.prune(conn, limits.max_versions, before, limits.max_mb * 1024 * 1024)
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        self.counters["pruned"] += pruned
+        if pruned:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("PRAGMA incremental_vacuum")
+
+    def _failed(self, job: tuple[object, ...], exc: Exception) -> None:
+        """A write failed: a full disk or a broken database stops recording (one line)."""
+        self.counters["failed"] += 1
+        if isinstance(exc, sqlite3.Error) and self.recording:
+            self.recording = False
+            self.log.error("history_stopped", path=self.writer.path, error=str(exc),
+                           note="not recording history until restart; serving goes on")  # fmt: skip
+        elif not isinstance(exc, sqlite3.Error):
+            self.log.error("history_write_failed", error=repr(exc))
+
+    def state(self) -> dict[str, object]:
+        """For `stats`: whether it records, and its counters."""
+        return {"path": self.writer.path, "recording": self.recording,
+                "queued": self._pending, **self.counters}  # fmt: skip
+
+    def close(self) -> None:
+        """Write what is queued (a short wait), then close the database."""
+        self.worker.close(5.0)
+        if not self.worker.is_alive():
+            self.writer.close()
+
+
+def start(limits: History | None) -> Recorder | None:
+    """The recorder for [history] (None: disabled, or the database cannot be written:
+    said in one log line, and the daemon serves without it)."""
+    from storyd.api import history_db as db
+    from storyd.config.history import History as Defaults
+    from storyd.core.errors import StorydError
+
+    limits = limits or Defaults()
+    if not limits.enabled:
+        return None
+    try:
+        writer = db.open_writer(limits.path or db.default_path())
+    except StorydError as exc:
+        log.get("history").warning("history_off", reason=exc.message)
+        return None
+    return Recorder(writer, limits)
