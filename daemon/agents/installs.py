@@ -156,12 +156,13 @@ def _merge_hooks(spec: Spec, file: SettingsFile, storyd: str | None) -> list[str
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise DataError(f"{file.path}: hooks.{event} is not an array; fix it by hand")
-        mine = [h for lst in _lists(spec, groups) for h in lst if ours(h) == sub]
+        mine = [h for lst in _lists(spec, groups) for h in lst
+                if ours(h) == sub and isinstance(h, dict)]
         if mine:
             if any(h != handler for h in mine):
                 for h in mine:
-                    h.clear()  # type: ignore[union-attr]
-                    h.update(handler)  # type: ignore[union-attr]
+                    h.clear()
+                    h.update(handler)
                 done.append(f"updated hooks.{event}: {handler['command']}")
             continue
         if spec.layout == "flat":

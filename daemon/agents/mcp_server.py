@@ -294,7 +294,7 @@ def build(setup: Setup) -> MCPServer[Any]:
             where = setup.workspace(workspace)
             result = _status(setup, where)
             if where == setup.workspace(None):
-                sync_units(list(result.structured_content["units"]))  # type: ignore[index]
+                sync_units(list(result.structured_content["units"]))
             return result
 
         return _guarded(run)

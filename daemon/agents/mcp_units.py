@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -54,7 +55,7 @@ class Catalogue:
                     uri=uri, name=key, title=f"{unit.get('format')} {key}",
                     description=(f"Where {key} ({unit.get('stateFile')}) resumes: at {point}, "
                                  f"{unit.get('done')}/{unit.get('total')} done"),
-                    mime_type="application/json", fn=lambda key=key: self.read(key),
+                    mime_type="application/json", fn=partial(self.read, key),
                 ))  # fmt: skip
                 self.listed[uri] = key
         return bool(gone or added)

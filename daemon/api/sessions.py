@@ -168,7 +168,9 @@ def survey(workspace: str, files: dict[str, object]) -> dict[str, dict[str, obje
 def _worse(relpath: str, old: object, new: dict[str, object]) -> list[Change]:
     before = old if isinstance(old, dict) else {}
     seen = set(before.get("problems") or ())
-    out = [Change(relpath, p) for p in new["problems"] if p not in seen]  # type: ignore[union-attr]
+    problems = new["problems"]
+    out = [Change(relpath, p) for p in (problems if isinstance(problems, list) else ())
+           if p not in seen]
     had, has = before.get("units"), new.get("units")
     if isinstance(had, int) and isinstance(has, int) and has < had:
         out.append(Change(relpath, f"holds {has} unit(s), {had} at the last check: units lost"))

@@ -288,9 +288,9 @@ class Daemon:
             self.watcher.ensure_roots(path)
         self.watcher.recount()
         for path in self.watcher.polled():  # what inotify cannot watch is polled
-            ws = self.engine.workspaces.get(path)
-            if ws is not None:
-                self.engine.scan(ws, reread=False)
+            polled = self.engine.workspaces.get(path)
+            if polled is not None:
+                self.engine.scan(polled, reread=False)
 
     def _forget_stale(self) -> None:
         """Unwatch workspaces that are gone, and auto-watched ones idle past the limit."""

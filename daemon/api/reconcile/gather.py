@@ -9,17 +9,17 @@ import os
 from storyd.api import answers
 from storyd.api.detection import build_detect
 from storyd.api.history import lost_progress
+from storyd.api.reconcile.plan import Seen
 from storyd.config import Config
 from storyd.core import target
 from storyd.core.errors import LockTimeout, StorydError
 from storyd.core.formats.base import Adapter
 from storyd.core.model import Finding, Unit
-from storyd.core.pipeline import Signature, find_state_files, read_file
+from storyd.core.pipeline import find_state_files, read_file
 
 __all__ = ["Seen", "Selection", "gather"]
 
 Found = list[tuple[Unit, tuple[Finding, ...]]]
-Seen = dict[str, Signature | None]  # state file (workspace-relative) -> as read, under the lock
 
 
 class Selection:

@@ -21,8 +21,11 @@ from storyd.api.reconcile.targets import dialect_of
 from storyd.core.errors import DataError, LockTimeout, StorydError
 from storyd.core.locking import DEFAULT_LOCK_TIMEOUT, read_locked
 from storyd.core.model import Finding, Unit
+from storyd.core.pipeline import Signature
 
-__all__ = ["FilePlan", "Moved", "Plan", "build"]
+Seen = dict[str, Signature | None]  # state file -> its version as read, under the lock
+
+__all__ = ["FilePlan", "Moved", "Plan", "Seen", "build"]
 
 
 class Moved(LockTimeout):
@@ -109,7 +112,7 @@ class _File:
     """One target file as read for planning: under the writers' shared lock, and the same
     version the findings were read from (`seen`), else Moved."""
 
-    def __init__(self, workspace: str, relpath: str, seen: dict, lock_timeout: float) -> None:
+    def __init__(self, workspace: str, relpath: str, seen: Seen, lock_timeout: float) -> None:
         self.relpath = relpath
         try:
             got = read_locked(os.path.join(workspace, relpath), lock_timeout, relpath)
@@ -217,7 +220,7 @@ def build(
     only: frozenset[str] | None = None,
     evidence: Evidence | None = None,
     *,
-    seen: dict | None = None,
+    seen: Seen | None = None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
 ) -> Plan:
     """The plan for these units and their findings (nothing is written).
