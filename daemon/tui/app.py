@@ -27,6 +27,7 @@ class TopApp(App[int]):
     """`storyd top`."""
 
     TITLE = "storyd top"
+    AUTO_FOCUS = "DataTable"
     CSS = """
     #status { height: 1; background: $boost; }
     #filter { display: none; }
