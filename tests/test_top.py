@@ -39,7 +39,7 @@ def test_what_needs_a_person_comes_first() -> None:
     assert [r.key[2] for r in rows(units, stat=False)] == [
         "bad", "broken", "warned", "going", "finished"]
     assert [rank(u) for u in units] == ["done", "working", "warning", "error", "error"]
-    assert rows([units[4]], stat=False)[0].finding() == "error d/c-error (+1)"
+    assert rows([units[4]], stat=False)[0].finding() == "error: c-error (+1)"
 
 
 def test_the_frame_fits_the_width_and_height() -> None:
@@ -53,7 +53,7 @@ def test_the_frame_fits_the_width_and_height() -> None:
     assert lines[-1] == "… 281 more (storyd status lists them all)"
     assert "\033" not in text
     wide = frame(units, width=200, now=0.0)
-    assert len(wide.splitlines()) == 304 and "warning d/c-warning" in wide
+    assert len(wide.splitlines()) == 304 and "warning: c-warning" in wide
 
 
 def test_several_workspaces_name_theirs_and_unreadable_files_come_first() -> None:

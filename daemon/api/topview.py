@@ -83,7 +83,8 @@ class Row:
         return str(self.unit.get("resumePoint") or "unreadable")
 
     def finding(self) -> str:
-        """The worst finding in one line (`error: …` for a unit that broke)."""
+        """The worst finding, short: `warning: stale (+2)` (`error: …` for a unit that
+        broke); the detail has the rest."""
         if self.unit.get("error"):
             return f"error: {self.unit['error']}"
         worst = self.worst
@@ -91,7 +92,7 @@ class Row:
             return ""
         more = len(self.unit.get("findingList") or ()) - 1  # type: ignore[arg-type]
         extra = f" (+{more})" if more > 0 else ""
-        return f"{worst.get('severity')} {worst.get('detector')}/{worst.get('code')}{extra}"
+        return f"{worst.get('severity')}: {worst.get('code')}{extra}"
 
 
 def rows(units: list[dict[str, object]], *, stat: bool = True) -> list[Row]:
