@@ -124,3 +124,32 @@ def test_once_needs_no_textual(tmp_path: Path) -> None:
                           timeout=60, env={**os.environ, "NO_COLOR": "1"})  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "story-0049-0001" in done.stdout and "[----------] 0/1" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_agents_sessions_are_shown(tmp_path: Path) -> None:
+    """A Claude Code session-start hook records its session (issue 30) with its agent;
+    `storyd top --once` lists it above the units of its workspace."""
+    from agents_harness import AgentsEnv, demo_workspace, hook_payload, run_hook
+
+    agents = AgentsEnv(tmp_path)
+    ws = demo_workspace(tmp_path)
+    done = run_hook("session-start", hook_payload("SessionStart", ws, source="startup"),
+                    agents.env, ws)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    top = subprocess.run([STORYD, "top", "--once", "--direct", "--workspace", str(ws)],
+                         env={**agents.env, "COLUMNS": "100"}, capture_output=True, text=True,
+                         timeout=60, check=False)  # fmt: skip
+    assert top.returncode == 0, top.stderr
+    line = next(x for x in top.stdout.splitlines() if x.startswith("SESSIONS "))
+    assert line.startswith("SESSIONS claude  9ecf22fa  started "), line
+    assert line.endswith(" ago") and "last hook 0s ago" in line
+
+
+def test_sessions_of_other_workspaces_are_left_out() -> None:
+    other = {"session": "s", "workspace": "/else", "agent": "cursor", "started": 0.0, "seen": 0.0}
+    mine = {"session": "abcdefghij", "workspace": "/w", "agent": None, "started": None,
+            "seen": 50.0}  # fmt: skip
+    lines = frame([_unit("a", 1, 2, "t")], sessions=[mine, other], now=100.0).splitlines()
+    assert [x for x in lines if x.startswith("SESSIONS")] == [
+        "SESSIONS agent?  abcdefgh  last hook 50s ago"]

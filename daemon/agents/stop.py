@@ -104,7 +104,7 @@ def lagging(hook: Hook, trust: Trust, cfg: Config, config: str | None,
         return None
     record = sessions.load(hook.session)
     if record is None or record.get("workspace") != workspace:
-        sessions.save(sessions.begin(hook.session, workspace))
+        sessions.save(sessions.begin(hook.session, workspace, agent=hook.agent))
         return None  # where the session began is unknown: the lag is not proven its own
     units = source.units(workspace, in_flight=True, socket=socket, config=config).units
     lags = [

@@ -13,7 +13,9 @@ import time
 
 from storyd.api.render import bar, paint, unreadable_line
 
-__all__ = ["RANKS", "Row", "age", "frame", "label", "rank", "rows", "worst_finding"]
+__all__ = [
+    "RANKS", "Row", "age", "frame", "label", "rank", "rows", "session_line", "worst_finding",
+]
 
 RANKS = ("error", "warning", "working", "done")
 CELLS = 10  # the progress bar's cells: a row fits 80 columns
@@ -109,6 +111,16 @@ def label(row: Row, many: bool) -> str:
     return f"{os.path.basename(row.key[0])}:{row.key[2]}" if many else row.key[2]
 
 
+def session_line(entry: dict[str, object], now: float, many: bool = True) -> str:
+    """`claude  3f2a91c0  project-a  started 2h ago, last hook 4m ago`."""
+    agent = str(entry.get("agent") or "agent?")
+    where = f"  {os.path.basename(str(entry['workspace']))}" if many else ""
+    started = entry.get("started")
+    began = f"started {age(now - started)} ago, " if isinstance(started, float) else ""
+    seen = age(now - float(entry["seen"]))  # type: ignore[arg-type]
+    return f"{agent:<7} {str(entry['session'])[:8]:<8}{where}  {began}last hook {seen} ago"
+
+
 def _fit(text: str, width: int) -> str:
     """`text` cut to `width` characters (an ellipsis marks the cut)."""
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
@@ -142,10 +154,13 @@ def frame(
     unreadable: list[dict[str, object]] | None = None,
     source: str = "",
     now: float | None = None,
+    sessions: list[dict[str, object]] | None = None,
 ) -> str:
     """One plain frame: a header, the column titles, then a line per unit (what needs a
     person first), each cut to `width`; with `height`, the rows that fit, and how many
-    more. The state files that do not parse come first: they need a person most."""
+    more. The state files that do not parse come first: they need a person most. The
+    agents' `sessions` (storyd.api.sessionlist) on the units' workspaces follow the
+    header."""
     width = max(40, width)
     now = time.time() if now is None else now
     found = rows(units)
@@ -158,6 +173,13 @@ def frame(
     ]
     many = len({r.key[0] for r in found}) > 1
     names = [label(r, many) for r in found]
+    mine = {r.key[0] for r in found}
+    working = [e for e in sessions or () if e.get("workspace") in mine]
+    if working:
+        head += [_fit("SESSIONS " + session_line(e, now, many), width) for e in working[:5]]
+        if len(working) > 5:
+            head.append(f"SESSIONS … {len(working) - 5} more")
+        head.append("")
     name_w = min(24, max([4] + [len(n) for n in names]))
     fmt_w = min(10, max([6] + [len(str(r.unit.get("format"))) for r in found]))
     titles = (

@@ -30,6 +30,7 @@ class TopApp(App[int]):
     AUTO_FOCUS = "DataTable"
     CSS = """
     #status { height: 1; background: $boost; }
+    #sessions { height: auto; max-height: 5; color: $text-muted; }
     #filter { display: none; }
     #filter.shown { display: block; }
     DataTable { height: 1fr; }
@@ -73,6 +74,7 @@ class TopApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield Static("storyd top: reading…", id="status")
+        yield Static("", id="sessions")
         yield Input(placeholder="filter: unit, format, workspace or resume point", id="filter")
         table: DataTable[str] = DataTable(cursor_type="row", zebra_stripes=False)
         table.add_columns("format", "unit", "progress", "age", "resume", "worst finding")
@@ -110,12 +112,27 @@ class TopApp(App[int]):
             self.call_from_thread(self.set_link, f"cannot read the units: {exc}")
             return
         made = rows(found.units)
-        self.call_from_thread(self.show, made, found.source)
+        from storyd.api.sessionlist import sessions_in_flight
 
-    def show(self, made: list[Row], source: str) -> None:
-        """Fill the table with `made` (the cursor stays on the same unit)."""
+        mine = {row.key[0] for row in made}
+        agents = [e for e in sessions_in_flight() if e.get("workspace") in mine]
+        self.call_from_thread(self.show, made, found.source, agents)
+
+    def show(
+        self, made: list[Row], source: str, agents: list[dict[str, object]] | None = None
+    ) -> None:
+        """Fill the table with `made` (the cursor stays on the same unit), and the agents'
+        sessions on those workspaces above it."""
+        import time
+
+        from storyd.api.topview import session_line
+
         self.reloads += 1
         self.rows, self.source = made, source
+        if agents is not None:
+            now, many = time.time(), len({r.key[0] for r in made}) > 1
+            lines = [session_line(e, now, many) for e in agents[:5]]
+            self.query_one("#sessions", Static).update(Text("\n".join(lines)))
         self.redraw()
 
     def redraw(self) -> None:

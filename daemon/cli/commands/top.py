@@ -48,6 +48,7 @@ def _height(flags: dict[str, object]) -> int | None:
 
 
 def _once(flags: dict[str, object]) -> int:
+    from storyd.api.sessionlist import sessions_in_flight
     from storyd.api.topview import frame
     from storyd.cli.terminal import color_on
 
@@ -58,7 +59,7 @@ def _once(flags: dict[str, object]) -> int:
     sys.stdout.write(
         frame(
             found.units, width=width, height=height, color=color_on(sys.stdout),
-            unreadable=found.unreadable, source=found.source,
+            unreadable=found.unreadable, source=found.source, sessions=sessions_in_flight(),
         )
     )  # fmt: skip
     return 0
