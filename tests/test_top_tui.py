@@ -114,3 +114,46 @@ def test_the_daemon_going_away_is_said_and_followed_again(
         assert app.return_value == 0
 
     asyncio.run(drive())
+
+
+def test_reconcile_preview_then_apply_after_a_yes(spawn_daemon: Spawn, tmp_path: Path) -> None:
+    """`r` previews the unit's reconcile (the diff, the finding, its evidence); `a` asks,
+    `y` writes it, and the row's finding goes away."""
+    from agents_harness import demo_workspace
+
+    ws = demo_workspace(tmp_path)
+    proc = spawn_daemon([ws])
+    state = ws / ".claude/plans/issue-42-geofencing/execution-state.json"
+    before = state.read_bytes()
+    app = TopApp([str(ws)], socket=str(proc.socket))
+
+    def on_plan() -> int:
+        return next(i for i, r in enumerate(app.shown) if r.key[2] == "issue-42-geofencing")
+
+    async def drive() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await _until(pilot, lambda: len(app.rows) == 7 and app.link == "live")
+            app.query_one(DataTable).move_cursor(row=on_plan())
+            await pilot.press("r")
+            await _until(pilot, lambda: "format/state-not-updated" in _screen_text(app))
+            text = _screen_text(app)
+            assert "evidence: .claude/plans/issue-42-geofencing/journal.md:" in text
+            assert "apply these changes?" not in text
+            await pilot.press("y")  # a preview: y does nothing
+            assert state.read_bytes() == before
+            await pilot.press("escape")
+            await pilot.press("a")
+            await _until(pilot, lambda: "apply these changes?" in _screen_text(app))
+            await pilot.press("n")
+            assert state.read_bytes() == before
+            await pilot.press("a")
+            await _until(pilot, lambda: "apply these changes?" in _screen_text(app))
+            await pilot.press("y")
+            await _until(pilot, lambda: "applied: " in _screen_text(app))
+            assert state.read_bytes() != before
+            await pilot.press("escape")
+            await _until(pilot, lambda: "state-not-updated" not in app.shown[on_plan()].finding())
+            await pilot.press("q")
+        assert app.return_value == 0
+
+    asyncio.run(drive())
