@@ -27,6 +27,9 @@ def worst_finding(unit: dict[str, object]) -> dict[str, object] | None:
     """The unit's most severe finding (the first of that severity), or None."""
     found = [f for f in unit.get("findingList") or () if isinstance(f, dict)]  # type: ignore[attr-defined]
     if not found:
+        if unit.get("worst"):  # a fleet summary: the worst severity and the codes only
+            codes = unit.get("codes") or ["?"]
+            return {"severity": unit["worst"], "code": codes[0]}  # type: ignore[index]
         return None
     return min(found, key=lambda f: _SEVERITY.get(str(f.get("severity")), 3))
 
@@ -36,7 +39,7 @@ def rank(unit: dict[str, object]) -> str:
     `warning`, `working` (not all done), `done`."""
     worst = worst_finding(unit)
     severity = worst.get("severity") if worst else None
-    if unit.get("error") or severity == "error":
+    if unit.get("error") or unit.get("unreadable") is True or severity == "error":
         return "error"
     if severity == "warning":
         return "warning"
@@ -73,7 +76,10 @@ class Row:
         self.rank = rank(unit)
         self.worst = worst_finding(unit)
         self.changed = changed
-        self.key = (str(unit.get("workspace")), str(unit.get("stateFile")), str(unit.get("unit")))
+        where = str(unit.get("workspace"))
+        if unit.get("machine"):  # a fleet summary: workspaces of several machines
+            where = f"{unit['machine']}:{where}"
+        self.key = (where, str(unit.get("stateFile")), str(unit.get("unit")))
 
     def progress(self) -> str:
         """`[####------] 2/5`"""
@@ -92,7 +98,9 @@ class Row:
         worst = self.worst
         if worst is None:
             return ""
-        more = len(self.unit.get("findingList") or ()) - 1  # type: ignore[arg-type]
+        listed = self.unit.get("findingList")
+        count = len(listed) if isinstance(listed, list) else self.unit.get("findings")
+        more = (count if isinstance(count, int) else 1) - 1
         extra = f" (+{more})" if more > 0 else ""
         return f"{worst.get('severity')}: {worst.get('code')}{extra}"
 
@@ -100,7 +108,7 @@ class Row:
 def rows(units: list[dict[str, object]], *, stat: bool = True) -> list[Row]:
     """The units as rows, what needs a person first; within a rank by workspace, then
     unit. `stat` false leaves the last change unknown (no stat per unit)."""
-    made = [Row(u, last_change(u) if stat else None) for u in units]
+    made = [Row(u, last_change(u) if stat and not u.get("machine") else None) for u in units]
     order = {name: i for i, name in enumerate(RANKS)}
     made.sort(key=lambda r: (order[r.rank], r.key[0], r.key[2]))
     return made
@@ -108,7 +116,8 @@ def rows(units: list[dict[str, object]], *, stat: bool = True) -> list[Row]:
 
 def label(row: Row, many: bool) -> str:
     """The unit's name; `workspace-folder:unit` when several workspaces are shown."""
-    return f"{os.path.basename(row.key[0])}:{row.key[2]}" if many else row.key[2]
+    machine = f"{row.unit['machine']}:" if row.unit.get("machine") else ""
+    return f"{machine}{os.path.basename(row.key[0])}:{row.key[2]}" if many else row.key[2]
 
 
 def session_line(entry: dict[str, object], now: float, many: bool = True) -> str:

@@ -25,12 +25,15 @@ __all__ = ["FLAGS", "main"]
 
 USAGE = (
     "usage: storyd top [--once] [--height N] [--workspace DIR ...] [--in-flight] [--direct]\n"
-    "                  [--config FILE] [--socket PATH] [--timeout MS] [--staleness git|mtime]"
+    "                  [--config FILE] [--socket PATH] [--timeout MS] [--staleness git|mtime]\n"
+    "       storyd top --fleet --once [--url URL] [--config FILE] [--height N] [--in-flight]"
 )
 FLAGS = {
     **{k: v for k, v in REPORT_FLAGS.items() if k != "quiet"},
     "once": SWITCH,
     "height": VALUE,
+    "fleet": SWITCH,
+    "url": VALUE,
 }
 
 
@@ -72,9 +75,35 @@ class Unavailable(StorydError):
     name = "EX_UNAVAILABLE"
 
 
+def _fleet_once(flags: dict[str, object]) -> int:
+    """Every machine's units from NATS (storyd[fleet], the `[fleet]` url or --url)."""
+    from storyd.api.topview import frame
+    from storyd.cli.commands.fleet import _fleet, _reader
+    from storyd.cli.terminal import color_on
+
+    height = _height(flags)
+    reader = _reader()
+    snap = reader.read_snapshot(_fleet(flags))  # type: ignore[attr-defined]
+    shown = list(snap.units)
+    if flags.get("in-flight"):
+        shown = [u for u in shown if u.get("resumePoint") != "all-done"]
+    for unit in shown:
+        unit.setdefault("error", None)
+    width = shutil.get_terminal_size((80, 24)).columns
+    sys.stdout.write(frame(shown, width=width, height=height, color=color_on(sys.stdout),
+                           source=f"fleet, {len(snap.machines)} machines"))  # fmt: skip
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """One frame (`--once`, or stdout not a terminal), else the live view."""
     flags = parse_prefixed(argv, FLAGS, USAGE)
+    if flags.get("fleet"):
+        if not flags.get("once") and sys.stdout.isatty():
+            raise UsageError(f"--fleet goes with --once (the live view is this machine's)\n{USAGE}")
+        return _fleet_once(flags)
+    if flags.get("url"):
+        raise UsageError(f"--url goes with --fleet\n{USAGE}")
     if flags.get("once") or not sys.stdout.isatty():
         return _once(flags)
     try:
