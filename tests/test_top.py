@@ -153,3 +153,23 @@ def test_sessions_of_other_workspaces_are_left_out() -> None:
     lines = frame([_unit("a", 1, 2, "t")], sessions=[mine, other], now=100.0).splitlines()
     assert [x for x in lines if x.startswith("SESSIONS")] == [
         "SESSIONS agent?  abcdefgh  last hook 50s ago"]
+
+
+@pytest.mark.slow
+def test_the_live_view_without_its_extra_says_what_to_install(tmp_path: Path) -> None:
+    """On a terminal without Textual: exit 69, the pip line, and --once as the way out."""
+    import pty
+
+    master, slave = pty.openpty()
+    code = ("import sys; sys.modules['textual'] = None\n"
+            "from storyd.cli import main\n"
+            f"sys.exit(main(['top', '--direct', '--workspace', {str(DEMO)!r}]))\n")  # fmt: skip
+    try:
+        done = subprocess.run([sys.executable, "-c", code], stdout=slave, stderr=subprocess.PIPE,
+                              text=True, timeout=60, check=False)  # fmt: skip
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert done.returncode == 69, done.stderr
+    assert done.stderr.startswith("storyd top: the live view needs the tui extra: pip install")
+    assert "storyd top --once prints one frame without it" in done.stderr
