@@ -79,9 +79,9 @@ def bench_hooks(ws: Path, env: dict[str, str], runs: int, label: str) -> None:
 
 def bench_in_process(ws: Path, env: dict[str, str], runs: int) -> None:
     """The hooks' own work: each hook's function called in this process, imports done."""
-    from storyd.agents.post_tool_use import problem
-    from storyd.agents.session_start import context
-    from storyd.agents.stop import decide
+    from storyd.api.hooks.post_tool_use import problem
+    from storyd.api.hooks.session_start import context
+    from storyd.api.hooks.stop import decide
 
     saved = dict(os.environ)
     os.environ.update(env)
