@@ -228,6 +228,6 @@ def test_doctor_reports_the_claude_setup(env: dict[str, str], tmp_path: Path) ->
     assert claude_lines() == [f"ok   claude: {settings}: 4 hooks with the MCP server"]
     settings.write_text(settings.read_text().replace(str(BIN / "storyd"), "/gone/bin/storyd"))
     assert claude_lines() == [
-        f"warn claude: {settings}: storyd's entries run /gone/bin/storyd, "
-        "/gone/bin/storyd-hook, which is not there; "
+        f"warn claude: {settings}: storyd's entries run /gone/bin/storyd-hook, which is not "
+        "there; "
         "run storyd install --claude again (or put storyd on PATH)"]
