@@ -180,7 +180,14 @@ def main() -> int:
     parser.add_argument("--no-mcp", action="store_true", help="the hooks only")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
+    # an installed storyd starts from bytecode (pip compiles it); a checkout whose
+    # environment sets PYTHONDONTWRITEBYTECODE would compile every module at every start
+    import compileall
+
     from storyd.cli.commands.demo import prepare
+
+    compileall.compile_dir(str(REPO / "daemon"), quiet=1)
+    compileall.compile_dir(str(REPO / "detectors"), quiet=1)
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
