@@ -20,7 +20,7 @@ import orjson
 import pytest
 from agents_harness import AgentsEnv, demo_workspace, hook_payload, run_hook
 from cli_harness import BIN, path_without
-from daemon_harness import DaemonProcess
+from daemon_harness import DaemonProcess, wait_for
 
 import storyd
 
@@ -103,6 +103,17 @@ def up(tmp_path: Path, spawn_daemon: Callable[..., DaemonProcess]
     return ws, env, daemon
 
 
+def _seen_by(daemon: DaemonProcess, ws: Path, text: bytes) -> None:
+    """Wait until the daemon's findings for `ws` mention `text`."""
+
+    def seen() -> bool:
+        done = subprocess.run([str(BIN / "storyd"), "check", "--workspace", str(ws)],
+                              env=daemon.env, capture_output=True, timeout=30, check=False)
+        return text in done.stdout
+
+    wait_for(seen, 20, f"the daemon to see {text!r}")
+
+
 def _same(event: str, payload: dict[str, object], args: tuple[str, ...], env: AgentsEnv,
           root: Path) -> subprocess.CompletedProcess[bytes]:
     """The in-process hook and the launcher on the same session records: equal; the
@@ -127,13 +138,14 @@ def _same(event: str, payload: dict[str, object], args: tuple[str, ...], env: Ag
 @pytest.mark.parametrize("agent", ["claude", "codex", "cursor", "vscode", "gemini"])
 def test_the_op_answers_every_event_as_the_in_process_hook(
         up: tuple[Path, AgentsEnv, DaemonProcess], tmp_path: Path, agent: str) -> None:
-    ws, env, _ = up
+    ws, env, daemon = up
     state = ws / EPIC_STATE
     start, args = _agent_payload(agent, "session-start", ws, state)
     assert _same("session-start", start, args, env, tmp_path).stdout  # context given
     run_hook("session-start", start, env.env, "/", *args)  # the session's record
     _git(ws, "add", "work")
     _git(ws, "commit", "-q", "-m", "TASK-0049-0013-004: work landed in this session")
+    _seen_by(daemon, ws, b"in this session")  # the list op syncs state files, not refs
     stop, args = _agent_payload(agent, "stop", ws, state)
     held = _same("stop", stop, args, env, tmp_path)
     assert b"TASK-0049-0013-004" in held.stdout and str(BIN / "storyd").encode() in held.stdout
