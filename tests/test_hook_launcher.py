@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -249,10 +250,13 @@ def test_a_stopped_daemon_costs_the_timeout_then_python_answers(
         quick = dict(env.env, STORYD_HOOK_TIMEOUT_MS="300")
         bare = launch("session-start", payload, no_python(quick, tmp_path))
         assert bare.returncode == 97, "after the timeout it must run Python"
+        began = time.monotonic()
         stopped = launch("session-start", payload, quick)
+        took = time.monotonic() - began
     finally:
         os.kill(daemon.proc.pid, signal.SIGCONT)
     _equal(answered, stopped)
+    assert took < 2.0, f"{took:.2f} s: the Python hook asked the stopped daemon again"
 
 
 @pytest.mark.slow
