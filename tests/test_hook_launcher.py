@@ -284,6 +284,7 @@ def test_payloads_of_megabytes_with_newlines(
         assert fast.returncode == 2 and b"no longer parses" in fast.stderr
 
 
+@pytest.mark.slow
 def test_bad_input_is_the_python_hooks_silence(tmp_path: Path) -> None:
     """Not JSON, not an object, an unknown event or flag: as `storyd hook` (no daemon)."""
     env = AgentsEnv(tmp_path).env
