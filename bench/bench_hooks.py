@@ -1,10 +1,12 @@
 """The agents' hooks and MCP tools: wall time per call, beside a bare interpreter.
 
-    .venv/bin/python bench/bench_hooks.py --runs 20
+    .venv/bin/python bench/bench_hooks.py --runs 20 [--no-mcp]
 
-On a copy of storyd demo's workspace (7 units, git history), each hook runs as Claude
-Code runs it (a fresh `storyd hook EVENT` process, its JSON on stdin), interleaved with
-a bare `python -c pass` so load hits both alike, without a daemon and with one. Then one
+On a copy of storyd demo's workspace (7 units, git history), each hook runs as the
+agents run it: the command `storyd install` writes (bin/storyd-hook, issue 31) through
+`sh -c`, with Claude Code's, Cursor's and Gemini CLI's payloads on stdin, beside
+`storyd hook EVENT` itself, interleaved with a bare `python -c pass` so load hits all
+alike, without a daemon and with one. Then one
 `storyd mcp` session (the SDK's stdio client) calls each tool `--runs` times. Medians
 and p90, in milliseconds.
 """
@@ -40,36 +42,65 @@ def _timed(argv: list[str], data: bytes, env: dict[str, str]) -> float:
     return time.perf_counter() - began
 
 
-def _payloads(ws: Path) -> dict[str, tuple[str, bytes]]:
-    common = {"session_id": "s", "transcript_path": "/tmp/t.jsonl", "cwd": str(ws)}
+def _payloads(ws: Path) -> dict[str, dict[str, bytes]]:
+    """Each agent's payload for each hook (as tests/test_hook_launcher.py sends them)."""
     state = str(ws / "plans/epic-0049/execution-state.json")
-    return {
-        "session-start": ("session-start", orjson.dumps(
-            {**common, "hook_event_name": "SessionStart", "source": "startup"})),
-        "stop": ("stop", orjson.dumps(
-            {**common, "hook_event_name": "Stop", "stop_hook_active": False})),
-        "post-tool-use (state file)": ("post-tool-use", orjson.dumps(
-            {**common, "hook_event_name": "PostToolUse", "tool_name": "Edit",
-             "tool_input": {"file_path": state}})),
-        "post-tool-use (other file)": ("post-tool-use", orjson.dumps(
-            {**common, "hook_event_name": "PostToolUse", "tool_name": "Edit",
-             "tool_input": {"file_path": str(ws / "README.md")}})),
-        "bad stdin (not JSON)": ("stop", b"not json"),
+    claude = {"session_id": "s", "transcript_path": "/tmp/t.jsonl", "cwd": str(ws)}
+    cursor = {"conversation_id": "s", "generation_id": "g", "workspace_roots": [str(ws)],
+              "cursor_version": "1.7.2"}
+    gemini = {**claude, "timestamp": "2026-11-25T10:30:00.000Z"}
+    shaped = {
+        "claude": {
+            "session-start": {**claude, "hook_event_name": "SessionStart", "source": "startup"},
+            "stop": {**claude, "hook_event_name": "Stop", "stop_hook_active": False},
+            "post-tool-use": {**claude, "hook_event_name": "PostToolUse", "tool_name": "Edit",
+                              "tool_input": {"file_path": state}},
+        },
+        "cursor": {
+            "session-start": {**cursor, "hook_event_name": "sessionStart"},
+            "stop": {**cursor, "hook_event_name": "stop", "status": "completed",
+                     "loop_count": 0},
+            "post-tool-use": {**cursor, "hook_event_name": "afterFileEdit", "file_path": state,
+                              "edits": [{"old_string": "a", "new_string": "b"}]},
+        },
+        "gemini": {
+            "session-start": {**gemini, "hook_event_name": "SessionStart", "source": "startup"},
+            "stop": {**gemini, "hook_event_name": "AfterAgent", "prompt": "go",
+                     "prompt_response": "ok", "stop_hook_active": False},
+            "post-tool-use": {**gemini, "hook_event_name": "AfterTool",
+                              "tool_name": "replace", "tool_input": {"file_path": state}},
+        },
     }
+    return {agent: {event: orjson.dumps(p) for event, p in events.items()}
+            for agent, events in shaped.items()}
 
 
 def bench_hooks(ws: Path, env: dict[str, str], runs: int, label: str) -> None:
-    bare = [sys.executable, "-c", "pass"]
-    rows: dict[str, list[float]] = {"bare interpreter (python -c pass)": []}
-    payloads = _payloads(ws)
-    for name in payloads:
-        rows[name] = []
+    """Each hook as `storyd install` writes it (bin/storyd-hook by absolute path), run
+    through `sh -c` as the agents run it, beside `storyd hook` itself and a bare
+    interpreter, all interleaved."""
+    from storyd.agents.installs import command
+
+    bare = "bare interpreter (python -c pass)"
+    rows: dict[str, list[float]] = {bare: []}
+    runs_of: dict[str, tuple[list[str], bytes]] = {}
+    for agent, events in _payloads(ws).items():
+        for event, data in events.items():
+            installed = command(STORYD, event, agent)
+            assert "storyd-hook" in installed, installed
+            runs_of[f"{agent} {event}, as installed"] = (["sh", "-c", installed], data)
+            flag = [] if agent == "claude" else ["--agent", agent]
+            runs_of[f"{agent} {event}, storyd hook"] = ([STORYD, "hook", event, *flag], data)
+    runs_of["bad stdin (not JSON), as installed"] = (
+        ["sh", "-c", command(STORYD, "stop", "claude")], b"not json")
+    rows.update({name: [] for name in runs_of})
     for _ in range(runs):
-        rows["bare interpreter (python -c pass)"].append(_timed(bare, b"", env))
-        for name, (event, data) in payloads.items():
-            rows[name].append(_timed([STORYD, "hook", event], data, env))
-    base = statistics.median(rows["bare interpreter (python -c pass)"])
-    print(f"\nhooks, {label} ({runs} runs each)")
+        rows[bare].append(_timed([sys.executable, "-c", "pass"], b"", env))
+        for name, (argv, data) in runs_of.items():
+            rows[name].append(_timed(argv, data, env))
+    base = statistics.median(rows[bare])
+    load = os.getloadavg()
+    print(f"\nhooks, {label} ({runs} runs each; load average {load[0]:.2f} {load[1]:.2f})")
     print(f"| {'command':<36} | median ms |   p90 ms | x bare |")
     print(f"| {'-' * 36} | --------- | -------- | ------ |")
     for name, values in rows.items():
@@ -78,28 +109,30 @@ def bench_hooks(ws: Path, env: dict[str, str], runs: int, label: str) -> None:
 
 
 def bench_in_process(ws: Path, env: dict[str, str], runs: int) -> None:
-    """The hooks' own work: each hook's function called in this process, imports done."""
-    from storyd.agents.post_tool_use import problem
-    from storyd.agents.session_start import context
-    from storyd.agents.stop import decide
+    """The hooks' own work: storyd.api.hooks.answer called in this process, imports done,
+    the units from the daemon's list (as `storyd hook` reads them)."""
+    from storyd.api.hooks import source
+    from storyd.api.hooks.answer import answer
 
     saved = dict(os.environ)
     os.environ.update(env)
-    payload = {"cwd": str(ws), "source": "startup", "stop_hook_active": False,
-               "tool_input": {"file_path": str(ws / "plans/epic-0049/execution-state.json")}}
+
+    def units(workspace: str) -> list[dict[str, object]]:
+        return source.units(workspace, in_flight=True).units
+
     print(f"\nhooks' own work in one process, daemon running ({runs * 5} calls each)")
     print(f"| {'hook':<14} | median ms |   p90 ms |")
     print(f"| {'-' * 14} | --------- | -------- |")
     try:
-        for name, hook in (("session-start", context), ("stop", decide),
-                           ("post-tool-use", problem)):
-            assert hook(payload, None, None) is not None or name == "post-tool-use"
+        cfg = source.load_config(None)
+        for event, data in _payloads(ws)["claude"].items():
+            payload = orjson.loads(data)
             times = []
             for _ in range(runs * 5):
                 began = time.perf_counter()
-                hook(payload, None, None)
+                answer(event, payload, None, cfg, units, [STORYD])
                 times.append(time.perf_counter() - began)
-            print(f"| {name:<14} | {_ms(times)} |")
+            print(f"| {event:<14} | {_ms(times)} |")
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -144,9 +177,17 @@ def bench_mcp(ws: Path, env: dict[str, str], runs: int, label: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--no-mcp", action="store_true", help="the hooks only")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
+    # an installed storyd starts from bytecode (pip compiles it); a checkout whose
+    # environment sets PYTHONDONTWRITEBYTECODE would compile every module at every start
+    import compileall
+
     from storyd.cli.commands.demo import prepare
+
+    compileall.compile_dir(str(REPO / "daemon"), quiet=1)
+    compileall.compile_dir(str(REPO / "detectors"), quiet=1)
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -157,10 +198,12 @@ def main() -> int:
         (root / "run").mkdir(mode=0o700)
         sock = root / "run" / "storyd.sock"
         env = dict(os.environ, XDG_CONFIG_HOME=str(root / "config"),
-                   XDG_RUNTIME_DIR=str(root / "run"), STORYD_SOCKET=str(sock))
+                   XDG_RUNTIME_DIR=str(root / "run"), STORYD_SOCKET=str(sock),
+                   XDG_STATE_HOME=str(root / "state"))
         env.pop("STORYD_LOG_LEVEL", None)
         bench_hooks(ws, env, args.runs, "no daemon (direct read, detectors in process)")
-        bench_mcp(ws, env, args.runs, "no daemon")
+        if not args.no_mcp:
+            bench_mcp(ws, env, args.runs, "no daemon")
         daemon = subprocess.Popen([STORYD, "serve", "--socket", str(sock), "--workspace",
                                    str(ws)], env=env, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -175,7 +218,8 @@ def main() -> int:
             time.sleep(1.0)  # let the warm-up and the detectors' pass finish
             bench_hooks(ws, env, args.runs, "daemon running")
             bench_in_process(ws, env, args.runs)
-            bench_mcp(ws, env, args.runs, "daemon running")
+            if not args.no_mcp:
+                bench_mcp(ws, env, args.runs, "daemon running")
         finally:
             daemon.terminate()
             daemon.wait(10)

@@ -1,4 +1,4 @@
-"""storyd.agents.payload on each agent's documented hook input: which agent, which
+"""storyd.api.hooks.payload on each agent's documented hook input: which agent, which
 folder, which session, which files, whether a stop may be held, and the answer's shape.
 
 Samples follow each reference: Claude Code https://code.claude.com/docs/en/hooks;
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from storyd.agents.payload import CONTEXT_LIMIT, answer, read, recognise
+from storyd.api.hooks.payload import CONTEXT_LIMIT, answer, read, recognise
 
 CLAUDE_BASH = {
     "session_id": "abc", "transcript_path": "/t.jsonl", "cwd": "/w", "permission_mode": "default",

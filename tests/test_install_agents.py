@@ -94,9 +94,9 @@ def test_cursor_files(env: dict[str, str]) -> None:
     assert hooks["version"] == 1
     exe = str(BIN / "storyd")
     assert hooks["hooks"]["afterFileEdit"] == [
-        {"command": "./fmt.sh"}, {"command": f"{exe} hook post-tool-use --agent cursor",
+        {"command": "./fmt.sh"}, {"command": f"{exe}-hook post-tool-use --agent cursor",
                                   "timeout": 10}]
-    assert [h["command"] for h in hooks["hooks"]["stop"]] == [f"{exe} hook stop --agent cursor"]
+    assert [h["command"] for h in hooks["hooks"]["stop"]] == [f"{exe}-hook stop --agent cursor"]
     assert set(hooks["hooks"]) == {"afterFileEdit", "afterShellExecution", "sessionStart", "stop"}
     servers = json.loads((home / ".cursor/mcp.json").read_text())
     assert servers == {"mcpServers": {"storyd": {"command": exe, "args": ["mcp"]}}}
@@ -113,7 +113,7 @@ def test_vscode_files(env: dict[str, str], tmp_path: Path) -> None:
     assert servers["storyd"] == {"type": "stdio", "command": "storyd", "args": ["mcp"]}
     hooks = json.loads((project / ".github/hooks/storyd.json").read_text())["hooks"]
     assert set(hooks) == {"SessionStart", "Stop", "PostToolUse"}
-    assert hooks["Stop"][0]["command"].endswith("storyd hook stop --agent vscode")
+    assert hooks["Stop"][0]["command"].endswith("storyd-hook stop --agent vscode")
 
 
 def test_codex_config_toml_keeps_the_users_tables(env: dict[str, str]) -> None:
@@ -127,7 +127,7 @@ def test_codex_config_toml_keeps_the_users_tables(env: dict[str, str]) -> None:
     assert data["profiles"] == {"fast": {"model": "gpt-5-mini"}} and data["model"] == "o3"
     assert text.startswith(CODEX_TOML)  # the user's text untouched, storyd's table after
     hooks = json.loads((home / ".codex/hooks.json").read_text())["hooks"]
-    assert hooks["Stop"][0]["hooks"][0]["command"] == f"{BIN / 'storyd'} hook stop --agent codex"
+    assert hooks["Stop"][0]["hooks"][0]["command"] == f"{BIN / 'storyd-hook'} stop --agent codex"
     # the user edits their own table afterwards: uninstall keeps that, drops only storyd's
     path.write_text(text.replace('model = "gpt-5-mini"', 'model = "gpt-5"'))
     storyd(env, "uninstall", "--codex")
@@ -159,7 +159,7 @@ def test_gemini_settings(env: dict[str, str]) -> None:
     mine = after_tool[1]["hooks"][0]
     assert mine["timeout"] == 10_000 and mine["name"] == "storyd-post-tool-use"  # ms
     assert data["hooks"]["AfterAgent"][0]["hooks"][0]["command"].endswith(
-        "hook stop --agent gemini")
+        "storyd-hook stop --agent gemini")
     assert data["mcpServers"]["storyd"]["args"] == ["mcp"]
 
 
@@ -176,7 +176,7 @@ def test_a_symlinked_settings_file_stays_a_symlink(env: dict[str, str],
     link.symlink_to(target)
     storyd(env, "install", "--claude")
     assert link.is_symlink() and os.readlink(link) == str(target)
-    assert "hook stop" in target.read_text()
+    assert "storyd-hook stop" in target.read_text()
     storyd(env, "uninstall", "--claude")
     assert link.is_symlink() and target.read_text() == USER_JSON["claude"][1]
 

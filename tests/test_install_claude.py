@@ -72,7 +72,7 @@ def test_install_merges_and_keeps_everything(env: dict[str, str], project: Path)
     assert '"vålue"' in settings_path.read_text(encoding="utf-8")  # not \u-escaped
     assert settings_path.read_text().splitlines()[1].startswith('    "permissions"')  # indent 4
     # a project's files are committed: no path of this machine, a guarded PATH name
-    run = "command -v storyd >/dev/null 2>&1 || exit 0; storyd hook"
+    run = "command -v storyd-hook >/dev/null 2>&1 || exit 0; storyd-hook"
     assert str(BIN) not in settings_path.read_text() + (project / ".mcp.json").read_text()
     assert _handlers(settings, "PostToolUse") == [
         ("Bash", "./lint.sh"),
@@ -206,7 +206,7 @@ def test_an_install_from_another_storyd_updates_in_place(env: dict[str, str]) ->
         "updated hooks.PostToolUse", "unchanged"]
     settings = json.loads(settings_path.read_text())
     assert _handlers(settings, "Stop") == [(None, "notify-done"),
-                                           (None, f"{BIN / 'storyd'} hook stop")]
+                                           (None, f"{BIN / 'storyd-hook'} stop")]
     settings_path.write_text(moved)
     storyd(env, "uninstall", "--claude")
     assert json.loads(settings_path.read_text()) == json.loads(EXISTING)
@@ -228,5 +228,6 @@ def test_doctor_reports_the_claude_setup(env: dict[str, str], tmp_path: Path) ->
     assert claude_lines() == [f"ok   claude: {settings}: 4 hooks with the MCP server"]
     settings.write_text(settings.read_text().replace(str(BIN / "storyd"), "/gone/bin/storyd"))
     assert claude_lines() == [
-        f"warn claude: {settings}: storyd's entries run /gone/bin/storyd, which is not there; "
+        f"warn claude: {settings}: storyd's entries run /gone/bin/storyd-hook, which is not "
+        "there; "
         "run storyd install --claude again (or put storyd on PATH)"]

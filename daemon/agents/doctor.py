@@ -24,7 +24,7 @@ Line = tuple[str, str, str]
 
 
 def _hooks_here(cfg: Config | None, here: str) -> Line:
-    from storyd.agents import hookio
+    from storyd.api.hooks import hookio
 
     if cfg is None:
         return ("warn", "hooks", "the configuration is broken: every hook stays silent "
@@ -35,21 +35,30 @@ def _hooks_here(cfg: Config | None, here: str) -> Line:
     return ("ok", "hooks", f"a hook run in {here} reads the workspace {found}")
 
 
-def _program(command: str) -> str | None:
-    """The storyd a hook command runs: its path, or the PATH name's resolution."""
+def _word(command: str) -> str | None:
+    """The program a hook command runs as written: the launcher (`storyd-hook`), else
+    the storyd before `hook`, else the first word."""
     import shlex
-    import shutil
 
     try:
         words = shlex.split(command)
     except ValueError:
         return None
+    launchers = [w for w in words if os.path.basename(w) == "storyd-hook"]
+    if launchers:
+        return launchers[-1]
     index = words.index("hook") if "hook" in words else 0
-    program = words[index - 1] if index else words[0]
-    if os.path.isabs(program):
+    return (words[index - 1] if index else words[0]) if words else None
+
+
+def _program(command: str) -> str | None:
+    """The program a hook command runs: its path, or the PATH name's resolution."""
+    import shutil
+
+    program = _word(command)
+    if program is None or os.path.isabs(program):
         return program
-    found = shutil.which(program)
-    return found
+    return shutil.which(program)
 
 
 def _agent(agent: str, project: str | None, extra: bool) -> Line | None:
@@ -65,7 +74,7 @@ def _agent(agent: str, project: str | None, extra: bool) -> Line | None:
     programs = {c: _program(c) for c in commands}
     if server is not None:
         programs[server] = server if os.path.isabs(server) else _program(server)
-    gone = sorted({c.split(" hook ")[0] for c, p in programs.items()
+    gone = sorted({_word(c) or c for c, p in programs.items()
                    if p is None or not os.access(p, os.X_OK)})  # fmt: skip
     if gone:
         return ("warn", agent, f"{path}: storyd's entries run {', '.join(gone)}, which is not "

@@ -29,7 +29,8 @@ from storyd.core.errors import DataError
 __all__ = ["AGENTS", "Change", "command", "install", "installed", "ours", "uninstall"]
 
 SERVER = "storyd"
-GUARD = "command -v storyd >/dev/null 2>&1 || exit 0; "
+GUARD = "command -v storyd-hook >/dev/null 2>&1 || exit 0; "
+LAUNCHER = "storyd-hook"  # bin/storyd-hook: the daemon answers without a Python start
 SUBS = ("session-start", "stop", "post-tool-use")
 _WRITERS = "Bash|Write|Edit|MultiEdit|NotebookEdit"
 
@@ -103,16 +104,21 @@ def paths(spec: Spec, project: str | None) -> tuple[str, str]:
 
 
 def command(storyd: str | None, sub: str, agent: str) -> str:
-    """The hook command: by absolute path (user), or guarded from PATH (None: project).
+    """The hook command: the launcher beside `storyd` by absolute path (user; `storyd
+    hook` itself where no launcher is installed), or guarded from PATH (None: project).
     Claude Code's carry no --agent: Cursor and VS Code run them too."""
     flag = "" if agent == "claude" else f" --agent {agent}"
     if storyd is None:
-        return f"{GUARD}storyd hook {sub}{flag}"
+        return f"{GUARD}{LAUNCHER} {sub}{flag}"
+    launcher = os.path.join(os.path.dirname(storyd), LAUNCHER)
+    if os.path.isfile(launcher) and os.access(launcher, os.X_OK):
+        return f"{shlex.quote(launcher)} {sub}{flag}"
     return f"{shlex.quote(storyd)} hook {sub}{flag}"
 
 
 def ours(handler: object) -> str | None:
-    """The subcommand when this handler runs storyd's hook, else None."""
+    """The subcommand when this handler runs storyd's hook (`storyd-hook SUB`, or
+    `storyd hook SUB` as written before the launcher), else None."""
     text = handler.get("command") if isinstance(handler, dict) else None
     if not isinstance(text, str):
         return None
@@ -120,11 +126,19 @@ def ours(handler: object) -> str | None:
         words = shlex.split(text)
     except ValueError:
         return None
-    for index in range(1, len(words) - 1):
-        if words[index] == "hook" and os.path.basename(words[index - 1]) == "storyd":
-            rest = words[index + 2:]
-            if words[index + 1] in SUBS and (not rest or (len(rest) == 2 and rest[0] == "--agent")):
-                return words[index + 1]
+    for index in range(len(words) - 1):
+        name = os.path.basename(words[index])
+        if name == LAUNCHER:
+            at = index + 1
+        elif name == "storyd" and words[index + 1] == "hook":
+            at = index + 2
+        else:
+            continue
+        rest = words[at + 1:]
+        if at < len(words) and words[at] in SUBS and (
+            not rest or (len(rest) == 2 and rest[0] == "--agent")
+        ):
+            return words[at]
     return None
 
 

@@ -38,7 +38,6 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from storyd import __version__
-from storyd.agents import hookio, source
 from storyd.agents.mcp_events import Follower
 from storyd.agents.mcp_params import (
     EpicId,
@@ -51,6 +50,7 @@ from storyd.agents.mcp_params import (
     describe,
 )
 from storyd.agents.mcp_units import Catalogue
+from storyd.api.hooks import hookio, source
 from storyd.core.errors import StorydError, UsageError
 
 if TYPE_CHECKING:
@@ -225,8 +225,8 @@ def _read_unit(setup: Setup, unit: str) -> str:
 
 
 def _prompt_text(setup: Setup, workspace: str | None) -> str:
-    from storyd.agents.payload import CONTEXT_LIMIT
-    from storyd.agents.session_start import render
+    from storyd.api.hooks.payload import CONTEXT_LIMIT
+    from storyd.api.hooks.session_start import render
 
     where = setup.workspace(workspace)
     text = render(where, _units(setup, where, True).units, CONTEXT_LIMIT)

@@ -21,6 +21,7 @@
     │   └── server.systemd.SystemdError (78)  a passed socket is not what the unit promises
     ├── server.bind.AlreadyRunning (1)    another daemon answers on the socket
     ├── server.subscribers.TooManySubscribers (75)  `limits.max_subscribers` are subscribed
+    ├── server.hookop.Unanswered (75)     the `hook` op leaves this hook to `storyd hook`
     ├── reconcile.undo.NothingToUndo (1)  `reconcile --undo` with no apply recorded
     ├── reconcile.undo.UndoRefused (65)   a file changed after the apply; undo would lose it
     ├── reconcile.failures.WriteFailed (74)  reconcile could not write: disk full, I/O error

@@ -95,11 +95,15 @@ def _scan_installed() -> Iterable[Entry]:
     from importlib.metadata import entry_points
 
     installed = entry_points()  # one scan of every distribution, selected per group below
+    named: dict[int, str] = {}  # a distribution's METADATA is parsed once, not per entry
     for ep in (ep for group in GROUPS for ep in installed.select(group=group)):
         dist = getattr(ep, "dist", None)
-        name = getattr(dist, "name", None) or "?"
-        version = getattr(dist, "version", None)
-        yield Entry(ep.group, ep.name, ep.value, f"{name} {version}" if version else name)
+        label = named.get(id(dist))
+        if label is None:
+            name = getattr(dist, "name", None) or "?"
+            version = getattr(dist, "version", None)
+            label = named[id(dist)] = f"{name} {version}" if version else name
+        yield Entry(ep.group, ep.name, ep.value, label)
 
 
 class Registry:

@@ -94,6 +94,7 @@ class Server:
             "reconcile": self.op_reconcile,  # daemon/api/reconcile (issue 11)
             "reconciled": self.op_reconciled,
             "history": self.op_history,  # issue 33: a unit's versions; accept
+            "hook": self.op_hook,  # bin/storyd-hook (issue 31)
         }
         self.transport = Transport(
             daemon.settings, self.ops, self.clock, max_connections=max_connections
@@ -360,6 +361,19 @@ class Server:
             "git_lock_wait": settings.limits.git_lock_wait,
             **self.transport.transport_limits(),
         }
+
+    def op_hook(
+        self, conn: Connection, request: dict[str, object], suffix: bytes
+    ) -> asyncio.Future[bytes]:
+        """An agent's hook, answered as `storyd hook` would (server/hookop.py)."""
+        from storyd.server import hookop
+
+        conn.answer_once()
+        hook = hookop.Request(request)
+        assert self.transport.loop is not None
+        units = hookop.cached_units(self.daemon, self.transport.loop, self._declines)
+        future = self.daemon.executor.submit(hookop.run, hook, units)
+        return self.later(future, lambda framed: framed, suffix)
 
     # -- reconcile (issue 11): a read-only plan, and the CLI apply's notice -------------
 

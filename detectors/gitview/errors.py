@@ -1,7 +1,9 @@
-"""The one boundary where GitPython's, gitdb's and the OS's errors become GitError.
+"""The one boundary where the OS's and subprocess's errors become GitError.
 
-Every call into GitPython runs inside `_translated`, so a detector only ever sees
-storyd.core.errors.GitError (which it turns into a `git-error` finding).
+Every git process is started inside `_translated`, so a detector only ever sees
+storyd.core.errors.GitError (which it turns into a `git-error` finding). git itself
+is found on PATH (`git_executable`): the views run git's plumbing, with deadlines,
+and import no GitPython (its import alone cost a hook without a daemon ~30 ms).
 """
 
 from __future__ import annotations
@@ -9,23 +11,20 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from storyd.core.errors import GitError
 
-__all__ = ["_describe", "_foreign_errors", "_git_module", "_translated"]
+__all__ = ["_describe", "_foreign_errors", "_translated", "git_executable"]
 
 
 def _foreign_errors() -> tuple[type[BaseException], ...]:
-    """GitPython's, gitdb's and the OS's exception types."""
-    import git.exc
-
-    return (git.exc.GitError, git.exc.ODBError, OSError, ValueError, subprocess.SubprocessError)
+    """The OS's and subprocess's exception types."""
+    return (OSError, ValueError, subprocess.SubprocessError)
 
 
 @contextmanager
 def _translated(what: str) -> Iterator[None]:
-    """Run a block; any GitPython, gitdb or OS error leaves it as GitError."""
+    """Run a block; any OS or subprocess error leaves it as GitError."""
     try:
         yield
     except GitError:
@@ -36,7 +35,7 @@ def _translated(what: str) -> Iterator[None]:
 
 
 def _describe(exc: BaseException) -> str:
-    """A one-line description of a foreign error (GitPython's are multi-line)."""
+    """A one-line description of a foreign error."""
     stderr = getattr(exc, "stderr", None)
     if isinstance(stderr, str) and stderr.strip():
         text = stderr.strip().removeprefix("stderr:").strip(" '\n")
@@ -44,10 +43,8 @@ def _describe(exc: BaseException) -> str:
     return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
-def _git_module() -> Any | None:
-    """GitPython, or None when it cannot start (git is not installed)."""
-    try:
-        import git
-    except Exception:  # GitPython raises ImportError, or worse, when git is absent
-        return None
-    return git
+def git_executable() -> str | None:
+    """The git on PATH (absolute), or None when git is not installed."""
+    import shutil
+
+    return shutil.which("git")

@@ -10,7 +10,6 @@ import subprocess
 import time
 import weakref
 from contextlib import suppress
-from typing import Any
 
 from storyd.core.errors import GitError
 from storyd.detectors.gitview.errors import _translated
@@ -70,11 +69,14 @@ class _CatFile:
     while answers are read, so a long run of them can never fill its pipe and stall.
     """
 
-    def __init__(self, repo: Any) -> None:
+    def __init__(self, argv: list[str], cwd: str) -> None:
+        from storyd.detectors.gitview.proc import git_env
+
         with _translated("cat-file"):
-            handle = repo.git.cat_file("--batch-check", as_process=True, istream=subprocess.PIPE)
-        self._proc: subprocess.Popen[bytes] = handle.proc
-        handle.proc = None  # owned here: ended by close() or, if dropped, by the finalizer
+            self._proc: subprocess.Popen[bytes] = subprocess.Popen(
+                argv, cwd=cwd, env=git_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )  # owned here: ended by close() or, if dropped, by the finalizer
         self._pending = b""
         self._end = weakref.finalize(self, _end_process, self._proc)
 

@@ -23,7 +23,7 @@ from storyd.core.errors import GitError
 from storyd.core.gitstate import is_work_tree, locate
 from storyd.core.gitstate import work_tree_root as find_root
 from storyd.detectors import Context, unit_context
-from storyd.detectors.gitview.errors import _git_module, _translated
+from storyd.detectors.gitview.errors import git_executable
 from storyd.detectors.gitview.proc import GitStuck, check_git_files
 from storyd.detectors.gitview.view import DEFAULT_WALK_LIMIT, GitView
 
@@ -61,20 +61,17 @@ def _folder(root: str) -> tuple[int, int] | None:
 
 def open_view(root: str, *, walk_limit: int = DEFAULT_WALK_LIMIT) -> GitView | None:
     """A new view of the repository at `root`; None when git or the repository is unusable."""
-    git = _git_module()
+    git = git_executable()
     if git is None:
         return None
     where = locate(root)
     if where is None:  # no `.git` there, a FIFO, or a `.git` file naming no folder
         return None
-    try:  # GitPython itself reads commondir: a FIFO there hangs it
+    try:  # a FIFO where git reads a file would hang it
         check_git_files(where.gitdir, where.common, names=("commondir",))
-        with _translated("open"):
-            repo = git.Repo(root)
-            if repo.bare or repo.working_tree_dir is None:
-                repo.close()
-                return None
-            view = GitView(repo, walk_limit=walk_limit)
+        if not os.path.isdir(where.common):
+            return None
+        view = GitView(root, where, git, walk_limit=walk_limit)
     except GitError:
         return None
     try:
@@ -119,7 +116,7 @@ def view_for(local: dict[str, object], workspace: str) -> GitView | None:
     if view is not None:
         views.pop(root)
         _close_quietly(view)
-    if _git_module() is None:
+    if git_executable() is None:
         local[_NO_GIT_KEY] = True
         return None
     view = open_view(root)

@@ -12,11 +12,11 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from storyd.core.errors import GitError
 from storyd.core.gitstate import GitLocation
-from storyd.detectors.gitview.errors import _describe, _translated
+from storyd.detectors.gitview.errors import _describe
 from storyd.detectors.gitview.objects import (
     FOUND,
     INVALID,
@@ -84,13 +84,13 @@ class GitView:
     (names sent to cat-file), patch_ids (commits whose patch id was computed).
     """
 
-    def __init__(self, repo: Any, *, walk_limit: int = DEFAULT_WALK_LIMIT) -> None:
-        self._repo = repo
+    def __init__(self, root: str, location: GitLocation, git: str = "git", *,
+                 walk_limit: int = DEFAULT_WALK_LIMIT) -> None:  # fmt: skip
+        self._git = git
         self._owner = threading.get_ident()
-        with _translated("open"):
-            self.root = os.path.realpath(str(repo.working_tree_dir))
-            self.common_dir = str(repo.common_dir)
-            self.git_dir = str(repo.git_dir)
+        self.root = os.path.realpath(root)
+        self.common_dir = os.path.abspath(location.common)
+        self.git_dir = os.path.abspath(location.gitdir)
         self.location = GitLocation(self.git_dir, self.common_dir)  # HEAD read there
         self.objects_dir = os.path.join(self.common_dir, "objects")
         self.walk_limit = walk_limit
@@ -130,7 +130,7 @@ class GitView:
         return status, out.removesuffix("\n")
 
     def _argv(self, *args: str) -> list[str]:
-        return [self._repo.git.GIT_PYTHON_GIT_EXECUTABLE, "--no-optional-locks", *args]
+        return [self._git, "--no-optional-locks", *args]
 
     def check_files(self) -> None:
         """GitError when HEAD, packed-refs, config or commondir is not a regular file (a
@@ -163,8 +163,6 @@ class GitView:
         if self._cat is not None:
             cat, self._cat = self._cat, None
             cat.close()
-        with _translated("close"):
-            self._repo.close()
         self.refresh()
 
     def refresh(self) -> None:
@@ -214,7 +212,7 @@ class GitView:
         self.stats["lookups"] += len(names)
         self.check_files()
         if self._cat is None or not self._cat.alive():
-            self._cat = _CatFile(self._repo)
+            self._cat = _CatFile(self._argv("cat-file", "--batch-check"), self.root)
         try:
             return self._cat.ask(names)
         except GitError:

@@ -27,7 +27,6 @@ USAGE = (
 )
 FLAGS = {"agent": VALUE, "config": VALUE, "socket": VALUE}
 SUBCOMMANDS = {"session-start": FLAGS, "stop": FLAGS, "post-tool-use": FLAGS}
-_EXIT_2 = ("claude", "codex", "vscode")  # post-tool-use: exit 2, stderr to the model
 
 
 def _debug(message: str) -> None:
@@ -37,44 +36,17 @@ def _debug(message: str) -> None:
 
 def _run(event: str, payload: dict[str, object], agent: str | None,
          config: str | None, socket: str | None) -> tuple[str | None, int]:  # fmt: skip
-    """(the JSON answer or stderr text, the exit code)."""
-    import json
+    """(the JSON answer or stderr text, the exit code): storyd.api.hooks.answer, with
+    the units from the daemon's `list` (else a direct scan)."""
+    from storyd.api.hooks import source
+    from storyd.api.hooks.answer import answer
+    from storyd.api.hooks.selfpath import storyd_argv
 
-    from storyd.agents import hookio, source
-    from storyd.agents import payload as shapes
+    def units(workspace: str) -> list[dict[str, object]]:
+        return source.units(workspace, in_flight=True, socket=socket, config=config).units
 
-    hook = shapes.read(payload, agent)
     cfg = source.load_config(config)
-    trust = hookio.Trust(cfg)
-    if hook.folder is not None and os.environ.get("STORYD_LOG_LEVEL", "").lower() == "debug":
-        _debug(f"{hook.agent} {event} in {hook.folder}: " +
-               (hookio.explain(hook.folder, trust)[1] or "a workspace"))  # fmt: skip
-    if event == "post-tool-use":
-        from storyd.agents.post_tool_use import problems
-
-        lines = problems(hook, trust)
-        if not lines:
-            return None, 0
-        if hook.agent in _EXIT_2:
-            return shapes.cap("\n".join(lines)), 2
-        text_ = "\n".join(lines)
-    elif event == "stop":
-        from storyd.agents.selfpath import storyd_argv
-        from storyd.agents.stop import lagging, reason
-
-        found = lagging(hook, trust, cfg, config, socket)
-        if found is None:
-            return None, 0
-        text_ = reason(found[0], found[1], storyd_argv())
-    else:
-        from storyd.agents.session_start import context
-
-        got = context(hook, trust, cfg, config, socket)
-        if got is None:
-            return None, 0
-        text_ = got
-    answer = shapes.answer(hook.agent, event, text_)
-    return json.dumps(answer, ensure_ascii=False, separators=(",", ":")), 0
+    return answer(event, payload, agent, cfg, units, storyd_argv())
 
 
 def main(argv: list[str]) -> int:
@@ -86,8 +58,8 @@ def main(argv: list[str]) -> int:
     if event not in SUBCOMMANDS:
         raise UsageError(f"expected one of {', '.join(SUBCOMMANDS)}\n{USAGE}")
     agent = text(flags, "agent")
-    from storyd.agents import hookio
-    from storyd.agents.payload import AGENTS
+    from storyd.api.hooks import hookio
+    from storyd.api.hooks.payload import AGENTS
 
     if agent is not None and agent not in AGENTS:
         raise UsageError(f"--agent {agent!r}: expected one of {', '.join(AGENTS)}\n{USAGE}")

@@ -2,7 +2,7 @@
 
 For every agent's session start (Claude Code's and Codex's SessionStart, sources
 `startup`, `resume`, `clear`, `compact`; VS Code's `new`; Cursor's sessionStart; Gemini's
-SessionStart), answered in the agent's shape (storyd.agents.payload). It also records
+SessionStart), answered in the agent's shape (storyd.api.hooks.payload). It also records
 where the session began (storyd.api.sessions), so that stop blocks only for lag the
 session made. The context is a few lines per unit (id, resume point, progress, the
 warnings and errors, the finished stories not to run again) within a budget of
@@ -14,8 +14,10 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from storyd.agents.hookio import Trust
-    from storyd.agents.payload import Hook
+    from collections.abc import Callable
+
+    from storyd.api.hooks.hookio import Trust
+    from storyd.api.hooks.payload import Hook
     from storyd.config import Config
 
 __all__ = ["context", "render"]
@@ -93,15 +95,14 @@ def _remember(session: str | None, workspace: str, agent: str) -> None:
         sessions.save(sessions.begin(session, workspace, agent=agent))
 
 
-def context(hook: Hook, trust: Trust, cfg: Config, config: str | None,
-            socket: str | None) -> str | None:  # fmt: skip
+def context(hook: Hook, trust: Trust, cfg: Config,
+            units: Callable[[str], list[dict[str, object]]],
+            storyd: list[str]) -> str | None:  # fmt: skip
     """The context text for this session, or None for no output."""
-    from storyd.agents import hookio, source
-    from storyd.agents.selfpath import storyd_argv
+    from storyd.api.hooks import hookio
 
     workspace = hookio.find_workspace(hook.folder, trust)
     if workspace is None:
         return None
     _remember(hook.session, workspace, hook.agent)
-    units = source.units(workspace, in_flight=True, socket=socket, config=config).units
-    return render(workspace, units, cfg.hooks.context_chars, storyd_argv())
+    return render(workspace, units(workspace), cfg.hooks.context_chars, storyd)

@@ -1,7 +1,7 @@
 """`storyd hook stop`: hold a stop while the session left a state file behind git.
 
 For Claude Code's and Codex's Stop and SubagentStop, VS Code's Stop, Cursor's stop and
-Gemini's AfterAgent. It blocks (in the agent's shape: storyd.agents.payload) when a unit
+Gemini's AfterAgent. It blocks (in the agent's shape: storyd.api.hooks.payload) when a unit
 of the workspace has a finding whose code is in `[hooks] block_stop_on` (by default: a
 commit names a task still pending, a journal completed what the state calls in progress,
 a checkpoint's output exists while the state says running) AND the session made that
@@ -19,8 +19,10 @@ import shlex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from storyd.agents.hookio import Trust
-    from storyd.agents.payload import Hook
+    from collections.abc import Callable
+
+    from storyd.api.hooks.hookio import Trust
+    from storyd.api.hooks.payload import Hook
     from storyd.config import Config
 
 __all__ = ["lagging", "reason"]
@@ -90,11 +92,11 @@ def _made_here(record: dict[str, object], workspace: str, lag: Lag) -> bool:
     return _landed_after(workspace, commit, record.get("head"))
 
 
-def lagging(hook: Hook, trust: Trust, cfg: Config, config: str | None,
-            socket: str | None) -> tuple[str, list[Lag]] | None:  # fmt: skip
+def lagging(hook: Hook, trust: Trust, cfg: Config,
+            units: Callable[[str], list[dict[str, object]]]) -> tuple[str, list[Lag]] | None:
     """(workspace, the lag this session made) when the stop must be held, else None."""
-    from storyd.agents import hookio, source
     from storyd.api import sessions
+    from storyd.api.hooks import hookio
 
     block_on = set(cfg.hooks.block_stop_on)
     if hook.continued or hook.quiet or not block_on or hook.session is None:
@@ -106,10 +108,9 @@ def lagging(hook: Hook, trust: Trust, cfg: Config, config: str | None,
     if record is None or record.get("workspace") != workspace:
         sessions.save(sessions.begin(hook.session, workspace, agent=hook.agent))
         return None  # where the session began is unknown: the lag is not proven its own
-    units = source.units(workspace, in_flight=True, socket=socket, config=config).units
     lags = [
         (unit, finding)
-        for unit in units
+        for unit in units(workspace)
         for finding in unit.get("findingList") or []  # type: ignore[attr-defined]
         if isinstance(finding, dict) and finding.get("code") in block_on
     ]

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from storyd.agents.hookio import Trust
-    from storyd.agents.payload import Hook
+    from storyd.api.hooks.hookio import Trust
+    from storyd.api.hooks.payload import Hook
 
 __all__ = ["problems"]
 
@@ -25,7 +25,7 @@ _LOCK_TIMEOUT = 1.0  # a writer holding the lock longer than this: say nothing
 
 def _named(workspace: str, relpath: str) -> str | None:
     """What is wrong with a state file the tool named, from the file alone (and HEAD)."""
-    from storyd.agents import source
+    from storyd.api.hooks import source
     from storyd.core.errors import DataError, StorydError
 
     try:
@@ -46,8 +46,8 @@ def _named(workspace: str, relpath: str) -> str | None:
 
 def problems(hook: Hook, trust: Trust) -> list[str]:
     """One line per state file that got worse (empty: say nothing)."""
-    from storyd.agents import hookio
     from storyd.api import sessions
+    from storyd.api.hooks import hookio
 
     lines: dict[str, str] = {}
     workspace = hookio.find_workspace(hook.folder, trust)

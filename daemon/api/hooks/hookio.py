@@ -13,7 +13,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from storyd.config import Config
 
-__all__ = ["MAX_INPUT", "Trust", "explain", "find_workspace", "locate_state_file", "read_payload"]
+__all__ = [
+    "MAX_INPUT", "Trust", "explain", "find_workspace", "locate_state_file", "parse_payload",
+    "read_payload",
+]  # fmt: skip
 
 MAX_INPUT = 4 << 20  # a hook's JSON (a Write's content included) larger than this is ignored
 _READ_TIMEOUT = 5.0  # a stdin left open without data never holds the agent longer than this
@@ -47,10 +50,17 @@ def read_payload(fd: int = 0, timeout: float = _READ_TIMEOUT) -> dict[str, objec
             chunks.append(chunk)
     except (OSError, ValueError):
         return None
+    return parse_payload(b"".join(chunks))
+
+
+def parse_payload(data: bytes) -> dict[str, object] | None:
+    """A hook's JSON object from its bytes, or None (too big, not JSON, not an object)."""
+    if len(data) > MAX_INPUT:
+        return None
     import json  # orjson's import costs a hook more than the parse saves
 
     try:
-        value = json.loads(b"".join(chunks))
+        value = json.loads(data)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

@@ -1,0 +1,71 @@
+"""THE hook: one call's answer, the same bytes whichever door runs it.
+
+`storyd hook EVENT` (the command line) and the daemon's `hook` op (bin/storyd-hook's
+fast path) both call `answer`; only `units` differs: the command asks the daemon's
+`list` (else scans the workspace), the daemon reads its own cache.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from storyd.config import Config
+
+__all__ = ["EVENTS", "EXIT_2", "answer"]
+
+EVENTS = ("session-start", "stop", "post-tool-use")
+EXIT_2 = ("claude", "codex", "vscode")  # post-tool-use: exit 2, stderr to the model
+
+
+def _debug(message: str) -> None:
+    if os.environ.get("STORYD_LOG_LEVEL", "").lower() == "debug":
+        import sys
+
+        sys.stderr.write(f"debug: storyd hook: {message}\n")
+
+
+def answer(event: str, payload: dict[str, object], agent: str | None, cfg: Config,
+           units: Callable[[str], list[dict[str, object]]],
+           storyd: list[str]) -> tuple[str | None, int]:  # fmt: skip
+    """(the JSON answer for stdout, or with exit code 2 the text for stderr; None: say
+    nothing, the exit code). `units` gives a workspace's units in flight with their
+    findings; `storyd` is the argv a printed fix names (storyd.api.hooks.selfpath)."""
+    import json
+
+    from storyd.api.hooks import hookio
+    from storyd.api.hooks import payload as shapes
+
+    hook = shapes.read(payload, agent)
+    trust = hookio.Trust(cfg)
+    if hook.folder is not None and os.environ.get("STORYD_LOG_LEVEL", "").lower() == "debug":
+        _debug(f"{hook.agent} {event} in {hook.folder}: " +
+               (hookio.explain(hook.folder, trust)[1] or "a workspace"))  # fmt: skip
+    if event == "post-tool-use":
+        from storyd.api.hooks.post_tool_use import problems
+
+        lines = problems(hook, trust)
+        if not lines:
+            return None, 0
+        if hook.agent in EXIT_2:
+            return shapes.cap("\n".join(lines)), 2
+        text = "\n".join(lines)
+    elif event == "stop":
+        from storyd.api.hooks.stop import lagging, reason
+
+        found = lagging(hook, trust, cfg, units)
+        if found is None:
+            return None, 0
+        text = reason(found[0], found[1], storyd)
+    else:
+        from storyd.api.hooks.session_start import context
+
+        got = context(hook, trust, cfg, units, storyd)
+        if got is None:
+            return None, 0
+        text = got
+    shaped = shapes.answer(hook.agent, event, text)
+    return json.dumps(shaped, ensure_ascii=False, separators=(",", ":")), 0

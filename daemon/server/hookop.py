@@ -1,0 +1,147 @@
+"""The `hook` op: an agent's hook answered by the daemon (bin/storyd-hook's fast path).
+
+The answer is storyd.api.hooks.answer's, the function `storyd hook` calls, so the bytes
+and the exit code are the same; only the units come from this daemon's cache (what its
+`list` op would answer `storyd hook`, read-your-writes included) instead of a request.
+Whatever the in-process hook would do differently here (a workspace this daemon
+declines to watch, a cache still warming, a payload file it cannot read) is an error
+answer: the launcher then runs `storyd hook`, which decides in its own words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import os
+from collections.abc import Callable
+
+import orjson
+
+from storyd.api.hooks.answer import EVENTS, answer
+from storyd.api.hooks.hookio import MAX_INPUT, parse_payload
+from storyd.api.hooks.payload import AGENTS
+from storyd.core.errors import StorydError, UsageError
+from storyd.server.protocol import cli_frame, field
+from storyd.server.service import Daemon
+
+__all__ = ["Request", "run"]
+
+_HOMES = ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME")  # the configuration, the sessions
+_WAIT = 30.0  # a first watch of a large workspace takes seconds; the launcher bounds us
+
+
+class Unanswered(StorydError):
+    """The daemon leaves this hook to `storyd hook` (the launcher runs it)."""
+
+    code = 75
+    name = "EX_TEMPFAIL"
+
+
+class Request:
+    """A `hook` request's fields, checked: event, agent, the payload's bytes (`payload`,
+    base64, or `file`, an absolute path the launcher wrote), `storyd` (the argv a
+    printed fix names: the storyd the launcher would run) and `env`."""
+
+    __slots__ = ("agent", "data", "event", "storyd")
+    # `env`: the launcher's HOME, XDG_CONFIG_HOME and XDG_STATE_HOME; where they differ
+    # from the daemon's, the hook would read another configuration or other session
+    # records than `storyd hook` there: Unanswered
+
+    def __init__(self, request: dict[str, object]) -> None:
+        event = field(request, "event", str, required=True)
+        if event not in EVENTS:
+            raise UsageError(f"field 'event' must be one of {', '.join(EVENTS)}")
+        agent = field(request, "agent", str)
+        if agent is not None and agent not in AGENTS:
+            raise UsageError(f"field 'agent' must be one of {', '.join(AGENTS)}")
+        storyd = field(request, "storyd", str, required=True)
+        if not os.path.isabs(str(storyd)):
+            raise UsageError("field 'storyd' must be an absolute path")
+        env = field(request, "env", dict, required=True)
+        assert isinstance(env, dict)
+        for name in _HOMES:
+            if (env.get(name) or "") != os.environ.get(name, ""):
+                raise Unanswered(f"the hook's {name} is not the daemon's")
+        self.event = str(event)
+        self.agent = None if agent is None else str(agent)
+        self.storyd = str(storyd)
+        self.data = _payload(request)
+
+
+def _payload(request: dict[str, object]) -> bytes | None:
+    """The payload's bytes; None when larger than a hook reads (then it says nothing)."""
+    encoded = field(request, "payload", str)
+    if encoded is not None:
+        try:
+            return base64.b64decode(str(encoded), validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise UsageError(f"field 'payload' is not base64: {exc}") from None
+    path = field(request, "file", str, required=True)
+    if not os.path.isabs(str(path)):
+        raise UsageError("field 'file' must be an absolute path")
+    try:
+        with open(str(path), "rb") as handle:
+            data = handle.read(MAX_INPUT + 1)
+    except OSError as exc:
+        raise Unanswered(f"cannot read the payload file: {exc.strerror}") from None
+    return None if len(data) > MAX_INPUT else data
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, call: Callable[[], object]) -> object:
+    """Run `call` on the event loop (the engine's and the watch's thread); its result."""
+
+    async def run() -> object:
+        return call()
+
+    return asyncio.run_coroutine_threadsafe(run(), loop).result(_WAIT)
+
+
+UnitsOf = Callable[[str], list[dict[str, object]]]  # a workspace -> its units in flight
+
+
+def cached_units(daemon: Daemon, loop: asyncio.AbstractEventLoop,
+                 declines: Callable[[str], str | None]) -> UnitsOf:  # fmt: skip
+    """A workspace's units in flight as the `list` op gives them to `storyd hook`: watched
+    first (as a query would), files changed since their read read again first."""
+    engine = daemon.engine
+
+    def units(workspace: str) -> list[dict[str, object]]:
+        path = str(_on_loop(loop, lambda: daemon.canonical(workspace)))
+        reason = _on_loop(loop, lambda: declines(path))
+        if reason is not None:
+            raise Unanswered(f"the daemon does not watch {path} ({reason})")
+        _on_loop(loop, lambda: daemon.watch(path, auto=True)).result(_WAIT)  # type: ignore[attr-defined]
+        if _on_loop(loop, lambda: daemon.warm_progress()["warming"]):
+            raise Unanswered("the daemon's cache is still warming")
+        stale = _on_loop(loop, lambda: engine.stale_files(path))
+        if stale:
+            _on_loop(loop, lambda: daemon.sync(stale)).result(_WAIT)  # type: ignore[attr-defined, arg-type]
+        found = _on_loop(loop, lambda: engine.summaries(path, detail=True, in_flight=True))
+        return orjson.loads(orjson.dumps(found))  # as the client reads the list op's
+
+    return units
+
+
+def run(hook: Request, units: UnitsOf) -> bytes:
+    """The hook's answer framed as `resume-cli`'s (protocol.cli_frame): stdout, `!`
+    stderr lines, `=code version`."""
+    from storyd import config
+
+    if hook.data is None:
+        return cli_frame(0, b"")
+    payload = parse_payload(hook.data)
+    if payload is None:
+        return cli_frame(0, b"")
+    try:
+        cfg = config.load(None)
+        out, code = answer(hook.event, payload, hook.agent, cfg, units, [hook.storyd])
+    except Unanswered:
+        raise
+    except Exception as exc:  # `storyd hook` says nothing then: say it in its words
+        raise Unanswered(f"{type(exc).__name__}: {exc}") from None
+    if out is None:
+        return cli_frame(code, b"")
+    if code == 2:
+        return cli_frame(code, b"", (out,))
+    return cli_frame(code, (out + "\n").encode())
