@@ -173,3 +173,12 @@ def test_the_live_view_without_its_extra_says_what_to_install(tmp_path: Path) ->
     assert done.returncode == 69, done.stderr
     assert done.stderr.startswith("storyd top: the live view needs the tui extra: pip install")
     assert "storyd top --once prints one frame without it" in done.stderr
+
+
+@pytest.mark.slow
+def test_no_daemon_and_no_workspace_is_told(tmp_path: Path) -> None:
+    done = _run("--once", env={"STORYD_SOCKET": str(tmp_path / "none.sock")})
+    assert done.returncode == 0
+    assert "no units found" in done.stdout
+    assert done.stderr == ("storyd top: no daemon answers and no --workspace was given: "
+                           "start one (storyd serve) or name a workspace\n")  # fmt: skip

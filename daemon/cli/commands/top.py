@@ -58,6 +58,11 @@ def _once(flags: dict[str, object]) -> int:
     height = _height(flags)
     flags["quiet"] = True  # a frame, not a progress line
     found = report_units(flags)
+    if not found.units and not flags.get("workspace") and found.source == "direct":
+        sys.stderr.write(
+            "storyd top: no daemon answers and no --workspace was given: "
+            "start one (storyd serve) or name a workspace\n"
+        )
     width = shutil.get_terminal_size((80, 24)).columns
     sys.stdout.write(
         frame(
