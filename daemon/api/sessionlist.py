@@ -48,6 +48,6 @@ def sessions_in_flight(
             "started": record.get("started") if isinstance(record.get("started"), float) else None,
             "seen": seen,
         })  # fmt: skip
-    found.sort(key=lambda r: -float(r["seen"]))  # type: ignore[arg-type]
+    found.sort(key=lambda r: -float(r["seen"]))
     return found
 
