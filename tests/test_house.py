@@ -47,7 +47,7 @@ LAYERS = {
     "storyd": 0, "storyd.core": 0,
     "storyd.config": 1, "storyd.detectors": 1,
     "storyd.api": 2,
-    "storyd.fleet": 3, "storyd.agents": 3, "storyd.server": 3,
+    "storyd.fleet": 3, "storyd.agents": 3, "storyd.server": 3, "storyd.tui": 3,
     "storyd.cli": 4, ENTRY: 4,
 }  # fmt: skip
 # a door that imports another door, and why

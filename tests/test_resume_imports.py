@@ -30,9 +30,12 @@ FORBIDDEN = frozenset((
     "storyd.server", "storyd.detectors", "storyd.agents",
     # optional extras (issue 22: the fleet's NATS client)
     "nats", "storyd.fleet",
+    # optional extras (issue 34: the live view, Textual, and rich under it)
+    "textual", "rich", "storyd.tui",
 ))
 # forbidden with every module under them
-PACKAGES = ("storyd.server", "storyd.detectors", "storyd.agents", "mcp", "nats", "storyd.fleet")
+PACKAGES = ("storyd.server", "storyd.detectors", "storyd.agents", "mcp", "nats", "storyd.fleet",
+            "textual", "rich", "storyd.tui")
 EPIC = "0049"
 STORY = "story-0049-0001"
 STATE = f"plans/epic-{EPIC}/execution-state.json"

@@ -24,10 +24,10 @@ def paint(text: str, tone: str, color: bool) -> str:
     return f"\033[{COLORS[tone]}m{text}\033[0m" if color else text
 
 
-def bar(done: int, total: int) -> str:
-    """`[#####---------------]`: BAR cells, floored as the percentage is."""
-    filled = BAR * done // total if total else 0
-    return "[" + "#" * filled + "-" * (BAR - filled) + "]"
+def bar(done: int, total: int, cells: int = BAR) -> str:
+    """`[#####---------------]`: `cells` cells, floored as the percentage is."""
+    filled = cells * done // total if total else 0
+    return "[" + "#" * filled + "-" * (cells - filled) + "]"
 
 
 def unreadable_line(entry: dict[str, object], *, full_path: bool = False) -> str:

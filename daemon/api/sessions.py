@@ -177,10 +177,13 @@ def _worse(relpath: str, old: object, new: dict[str, object]) -> list[Change]:
     return out
 
 
-def begin(session: str, workspace: str, *, checked: bool = True) -> dict[str, object]:
+def begin(
+    session: str, workspace: str, *, checked: bool = True, agent: str | None = None
+) -> dict[str, object]:
     """A new record: the session starts now, at HEAD, with the workspace as it is (with
     `checked` false, met mid-session: nothing checked yet, so the first `changes` tells
-    every problem, and which files the session changed is unknown)."""
+    every problem, and which files the session changed is unknown). `agent` is who
+    runs it (claude, cursor, vscode, codex, gemini), which `storyd top` shows."""
     import time
 
     from storyd.core import gitstate
@@ -188,7 +191,7 @@ def begin(session: str, workspace: str, *, checked: bool = True) -> dict[str, ob
     where = gitstate.locate(workspace)
     files = survey(workspace, {}) if checked else {}
     return {
-        "session": session, "workspace": workspace, "started": time.time(),
+        "session": session, "workspace": workspace, "started": time.time(), "agent": agent,
         "head": where.head_commit() if where is not None else None,
         "files": files,
         "begun": {rel: entry["deps"] for rel, entry in files.items()} if checked else None,

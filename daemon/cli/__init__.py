@@ -51,6 +51,7 @@ COMMANDS = {
     "mcp": "the MCP server over stdio (needs the `mcp` extra)",
     "fleet": "units and events of every machine, read from NATS (storyd[fleet])",
     "history": "a unit's versions and what changed in each; --accept a regressed one",
+    "top": "every unit on one screen, live (storyd[tui]); --once prints one frame",
 }
 _MODULES = {"list": "listing", "config": "config_check", "mcp": "mcp_serve"}
 _SEE_HELP = "see 'storyd --help' for the commands"

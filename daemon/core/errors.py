@@ -28,6 +28,7 @@
     │   └── reconcile.failures.WriteDenied (77)  reconcile may not write there (EACCES, EROFS)
     ├── commands.install.UnitWriteError (73)  a systemd unit file cannot be written
     ├── commands.mcp_serve.ExtraMissing (69)  `storyd mcp` without the `mcp` extra
+    ├── commands.top.Unavailable (69)         `storyd top` (live) without the `tui` extra
     └── fleet.reader.FleetUnavailable (69)    `storyd fleet`: the NATS server cannot be read
 
 Every subclass anywhere in storyd is listed here, with its code: tests/test_errors.py

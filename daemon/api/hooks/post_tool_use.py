@@ -63,7 +63,7 @@ def problems(hook: Hook, trust: Trust) -> list[str]:
     record = sessions.load(hook.session)
     fresh = record is None or record.get("workspace") != workspace
     if record is None or fresh:
-        record = sessions.begin(hook.session, workspace, checked=False)
+        record = sessions.begin(hook.session, workspace, checked=False, agent=hook.agent)
     before = record["files"]
     named = set(lines)
     for change in sessions.changes(record):

@@ -84,7 +84,7 @@ def render(workspace: str, units: list[dict[str, object]], budget: int,
     return text if len(text) <= budget else text[: budget - 3] + "..."
 
 
-def _remember(session: str | None, workspace: str) -> None:
+def _remember(session: str | None, workspace: str, agent: str) -> None:
     """Record where the session began, once per session and workspace."""
     from storyd.api import sessions
 
@@ -92,7 +92,7 @@ def _remember(session: str | None, workspace: str) -> None:
         return
     record = sessions.load(session)
     if record is None or record.get("workspace") != workspace:
-        sessions.save(sessions.begin(session, workspace))
+        sessions.save(sessions.begin(session, workspace, agent=agent))
 
 
 def context(hook: Hook, trust: Trust, cfg: Config,
@@ -104,5 +104,5 @@ def context(hook: Hook, trust: Trust, cfg: Config,
     workspace = hookio.find_workspace(hook.folder, trust)
     if workspace is None:
         return None
-    _remember(hook.session, workspace)
+    _remember(hook.session, workspace, hook.agent)
     return render(workspace, units(workspace), cfg.hooks.context_chars, storyd)

@@ -106,7 +106,7 @@ def lagging(hook: Hook, trust: Trust, cfg: Config,
         return None
     record = sessions.load(hook.session)
     if record is None or record.get("workspace") != workspace:
-        sessions.save(sessions.begin(hook.session, workspace))
+        sessions.save(sessions.begin(hook.session, workspace, agent=hook.agent))
         return None  # where the session began is unknown: the lag is not proven its own
     lags = [
         (unit, finding)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
+from storyd.api.plantext import plan_text as render
 from storyd.cli.common import parse_prefixed
 from storyd.core.errors import UsageError
 from storyd.core.flags import SWITCH, VALUE, text
@@ -20,7 +21,6 @@ from storyd.core.locking import DEFAULT_LOCK_TIMEOUT
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from storyd.api.reconcile.gather import Selection
-    from storyd.api.reconcile.plan import Plan
 
 __all__ = ["COMPLETE_WORDS", "FLAGS", "main", "render"]
 
@@ -64,49 +64,6 @@ def _lock_timeout(flags: dict[str, object]) -> float:
     if not 0 <= value <= 3600:
         raise UsageError(f"--lock-timeout must be a number of seconds from 0 to 3600\n{USAGE}")
     return value
-
-
-def _evidence_text(item: dict[str, object]) -> str:
-    if "commit" in item:
-        return (
-            f'commit {item["commit"]} "{item["subject"]}" patch-id {item["patchId"]} '
-            f"committed {item['committedAt']}"
-        )
-    if "rewrittenFrom" in item:
-        old = item["rewrittenFrom"]
-        assert isinstance(old, dict)
-        return f"rewritten from commit {old['commit']} (patch-id {old['patchId']})"
-    if "journal" in item:
-        return f"{item['journal']}:{item['line']}: {item['text']}"
-    if "output" in item:
-        return f"output {item['output']} status {item['status']!r} written {item['written']}"
-    return ", ".join(f"{k} {v}" for k, v in item.items())
-
-
-def render(plan: Plan) -> str:
-    """The human preview: per file a unified diff, then per change its finding and evidence."""
-    out = []
-    for file in plan.files:
-        out.append(file.diff())
-        for repair in file.repairs:
-            finding = repair.finding
-            assert finding is not None
-            what = (
-                "restore from .bak"
-                if repair.restore is not None
-                else "; ".join(c.text() for c in repair.changes)
-            )
-            task = f" {repair.task}" if repair.task else ""
-            out.append(f"# {finding.detector}/{finding.code} {repair.unit}{task}: {what}\n")
-            out.append(f"#   finding: {finding.message}\n")
-            out.extend(f"#   evidence: {_evidence_text(e)}\n" for e in repair.evidence)
-    for left in plan.left:
-        task = f" {left.finding.task}" if left.finding.task else ""
-        out.append(
-            f"# left alone: {left.state_file} {left.unit}{task} "
-            f"{left.finding.detector}/{left.finding.code}: {left.reason}\n"
-        )
-    return "".join(out)
 
 
 def _undo(workspace: str, lock_timeout: float) -> int:
