@@ -118,7 +118,8 @@ def cached_units(daemon: Daemon, loop: asyncio.AbstractEventLoop,
         if stale:
             _on_loop(loop, lambda: daemon.sync(stale)).result(_WAIT)  # type: ignore[attr-defined, arg-type]
         found = _on_loop(loop, lambda: engine.summaries(path, detail=True, in_flight=True))
-        return orjson.loads(orjson.dumps(found))  # as the client reads the list op's
+        copied: list[dict[str, object]] = orjson.loads(orjson.dumps(found))
+        return copied  # as the client reads the list op's
 
     return units
 
