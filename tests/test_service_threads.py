@@ -193,13 +193,16 @@ class TestWatchOwnership:
         try:
             wait_for(lambda: daemon.warm.done, 10.0, "the warm-up")
             root = Path(os.path.realpath(workspace)) / "agent-output"  # a format root
+            # the count without the root, taken before the toggles: a count taken after
+            # them may still hold the last removed root's watch (counted from the kernel's
+            # own list, which lags the rmdir), and then the new root adds nothing to it
+            base = daemon.watcher.watched_dirs()
             for toggle in range(1, 401):  # before the fix: stuck within 50 in every run
                 root.mkdir()
                 root.rmdir()
                 if toggle % 25 == 0:
                     _assert_answers(daemon, f"after {toggle} toggles")
             # and the root that stays is watched: one more folder in the count
-            base = daemon.watcher.watched_dirs()
             root.mkdir()
             wait_for(lambda: daemon.watcher.watched_dirs() == base + 1, 5.0, "the root's watch")
         finally:

@@ -322,7 +322,9 @@ class Watcher:
             path = os.path.join(workspace, root)
             watch = watches.get(key)
             outside = os.path.isdir(path) and not _inside(workspace, path)
-            if watch is not None and (outside or self._replaced(workspace, key, path)):
+            if watch is not None and (
+                outside or self._replaced(workspace, key, path) or self._dead(watch)
+            ):
                 self._unschedule(watches, key)  # vanished (or replaced): re-added when back
             if outside:
                 self._refuse_outside(workspace, root, path)
@@ -345,6 +347,13 @@ class Watcher:
         if not _inside(workspace, parent):
             return  # a folder that leads out of the workspace is never watched
         self._schedule(workspace, watches, key, handler, parent, recursive=False)
+
+    def _dead(self, watch: ObservedWatch) -> bool:
+        """Whether watchdog stopped the watch's emitter: its folder was deleted (inotify's
+        IN_DELETE_SELF). A folder removed and made again often gets the same inode number
+        back, so `_replaced` alone would keep the dead watch and the new folder would go
+        unwatched."""
+        return any(e.watch == watch and e.stopped_event.is_set() for e in self.observer.emitters)
 
     def _replaced(self, workspace: str, key: str, path: str) -> bool:
         """Whether the folder a watch was put on is gone, or another folder now has its
