@@ -288,9 +288,13 @@ def test_a_workspace_outside_home_gets_every_hook(tmp_path: Path) -> None:
 def test_roots_still_restricts_when_set(tmp_path: Path) -> None:
     ws = demo_workspace(tmp_path / "outside")
     (tmp_path / "elsewhere").mkdir()
+    payload = hook_payload("SessionStart", ws, source="startup")
     env = AgentsEnv(tmp_path, f"roots = [{str(tmp_path / 'elsewhere')!r}]\n")
-    _silent(run_hook("session-start", hook_payload("SessionStart", ws, source="startup"),
-                     env.env))
+    _silent(run_hook("session-start", payload, env.env))
+    # the same workspace, no roots set: the hook speaks, so the silence above is the rule's
+    free = AgentsEnv(tmp_path / "free", "")
+    spoke = run_hook("session-start", payload, free.env)
+    assert spoke.returncode == 0 and spoke.stdout != b"", spoke
 
 
 def test_the_session_records_are_private_and_bounded(own: tuple[Path, AgentsEnv]) -> None:

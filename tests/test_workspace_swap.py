@@ -122,12 +122,15 @@ def test_the_tick_sees_a_swap_no_query_asked_about(
 ) -> None:
     ws, other = two
     daemon = spawn_daemon([ws])
-    resume(daemon, ws)
+    first = resume(daemon, ws)[0]
     exchange(ws, other)
 
-    def logged() -> bool:
-        return any(e.get("event") == "workspace_moved" for e in daemon.log_events())
-    wait_for(logged, 30.0, "the verification tick to see the swap")
+    def moved() -> list[dict[str, object]]:
+        return [e for e in daemon.log_events() if e.get("event") == "workspace_moved"]
+    wait_for(lambda: bool(moved()), 30.0, "the verification tick to see the swap")
+    assert {e.get("workspace") for e in moved()} == {os.path.realpath(ws)}
+    the_new_folder_is_checked(daemon, ws)  # the detectors ran on the folder now there
+    assert resume(daemon, ws)[0] != first
     daemon.stop()
 
 
