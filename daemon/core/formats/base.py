@@ -208,10 +208,18 @@ class Adapter:
     ordered = True
     records_commits = True
 
+    dialect_name: str | None = None  # a key of storyd.core.formats.dialect.BY_NAME
+
     @property
     def dialect(self) -> Dialect | None:
-        """How `storyd reconcile` writes its files; None: storyd never writes them."""
-        return None
+        """How `storyd reconcile` writes its files; None: storyd never writes them. A
+        built-in names its dialect (`dialect_name`), imported when first asked, so `storyd
+        resume` never loads it; a plugin sets `dialect` itself."""
+        if self.dialect_name is None:
+            return None
+        from storyd.core.formats.dialect import BY_NAME
+
+        return BY_NAME[self.dialect_name]
 
     def matches(self, relpath: str) -> bool:
         """Whether a workspace-relative path is one of this format's state files."""

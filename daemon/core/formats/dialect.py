@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from storyd.core.model import Unit
 
 __all__ = [
+    "BY_NAME",
     "EPIC",
     "ISSUE_PLAN",
     "MISSING",
@@ -186,3 +187,4 @@ class SessionDialect(Dialect):
 EPIC = EpicDialect()
 ISSUE_PLAN = IssuePlanDialect()
 SESSION = SessionDialect()
+BY_NAME: dict[str, Dialect] = {"EPIC": EPIC, "ISSUE_PLAN": ISSUE_PLAN, "SESSION": SESSION}

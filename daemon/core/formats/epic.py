@@ -41,7 +41,6 @@ _DIGITS = frozenset("0123456789")
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
     from storyd.core.formats.base import Reuse
-    from storyd.core.formats.dialect import Dialect
 
     Entry = tuple[str, dict[str, object] | str]
 
@@ -308,17 +307,11 @@ class EpicAdapter(Adapter):
         "(or the older docs/stories/epic-XXXX/)"
     )
     roots = ROOTS
+    dialect_name = "EPIC"  # how reconcile writes these files
     codes = (  # every finding code it raises (docs/formats.md)
         "epic-in-two-places", "invalid-commit-sha", "story-finished", "unknown-story-status",
         "unknown-status"
     )
-
-    @property
-    def dialect(self) -> Dialect:
-        """How `storyd reconcile` writes these files (imported when first asked)."""
-        from storyd.core.formats.dialect import EPIC
-
-        return EPIC
 
     def matches(self, relpath: str) -> bool:
         parts = _split(relpath)

@@ -22,7 +22,7 @@ from storyd.core.model import DONE, Finding, Task, Unit
 
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
-    from storyd.core.formats.dialect import Dialect
+    pass
 
 __all__ = ["ADAPTER", "IssuePlanAdapter", "journal_entries", "plan_task_ids"]
 
@@ -138,18 +138,12 @@ class IssuePlanAdapter(Adapter):
     name = "issue-plan"
     convention = "execution-state, .claude/plans/issue-<N>-<slug>/execution-state.json"
     roots = (".claude/plans",)
+    dialect_name = "ISSUE_PLAN"  # how reconcile writes these files
     codes = (  # every finding code it raises (docs/formats.md)
         "duplicate-task-id", "failed-task", "journal-not-updated", "missing-journal",
         "missing-task-id", "state-not-updated", "task-not-in-plan", "task-not-in-state",
         "unknown-status"
     )
-
-    @property
-    def dialect(self) -> Dialect:
-        """How `storyd reconcile` writes these files (imported when first asked)."""
-        from storyd.core.formats.dialect import ISSUE_PLAN
-
-        return ISSUE_PLAN
 
     def matches(self, relpath: str) -> bool:
         parts = relpath.split("/")

@@ -26,7 +26,7 @@ from storyd.core.model import DONE, Finding, Task, Unit
 
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
-    from storyd.core.formats.dialect import Dialect
+    pass
 
 __all__ = ["ADAPTER", "SessionAdapter", "step_rank"]
 
@@ -161,18 +161,12 @@ class SessionAdapter(Adapter):
     name = "session"
     convention = "session-resume, agent-output/<project>/00-session-state.json"
     roots = ("agent-output",)
+    dialect_name = "SESSION"  # how reconcile writes these files
     codes = (  # every finding code it raises (docs/formats.md)
         "invalid-sub-step", "missing-artifact", "prerequisite-pending", "restored-from-backup",
         "schema-migrated", "several-in-progress", "stray-tmp", "unknown-schema-version",
         "unknown-status"
     )
-
-    @property
-    def dialect(self) -> Dialect:
-        """How `storyd reconcile` writes these files (imported when first asked)."""
-        from storyd.core.formats.dialect import SESSION
-
-        return SESSION
 
     def matches(self, relpath: str) -> bool:
         parts = relpath.split("/")
