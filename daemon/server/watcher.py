@@ -353,7 +353,8 @@ class Watcher:
         IN_DELETE_SELF). A folder removed and made again often gets the same inode number
         back, so `_replaced` alone would keep the dead watch and the new folder would go
         unwatched."""
-        return any(e.watch == watch and e.stopped_event.is_set() for e in self.observer.emitters)
+        emitters = getattr(self.observer, "emitters", ())  # none without an inotify instance
+        return any(e.watch == watch and e.stopped_event.is_set() for e in emitters)
 
     def _replaced(self, workspace: str, key: str, path: str) -> bool:
         """Whether the folder a watch was put on is gone, or another folder now has its
