@@ -62,8 +62,6 @@ def _scan_one(
     unreadable: list[dict[str, object]],
     on_unit: Callable[[], None] | None,
 ) -> None:
-    from storyd.api.history import lost_progress  # sqlite3: only when a scan runs
-
     found = pipeline.find_state_files(workspace, all_adapters())
     broken: list[dict[str, object]] = []
     for relpath, adapter in found.items():
@@ -76,7 +74,7 @@ def _scan_one(
                            "error": error.message, "since": None, "units": 0})
             continue
         # the progress the recording daemon's history says a write lost (`regressed`)
-        lost = lost_progress(workspace, got.units or [])
+        lost = _lost_progress(workspace, got.units or [])
         storytime.pin(workspace)  # one look at git for every unit of this file
         try:
             for unit in got.units or ():
@@ -87,6 +85,20 @@ def _scan_one(
         finally:
             storytime.unpin(workspace)
     unreadable.extend(sorted(broken, key=lambda b: str(b["stateFile"])))
+
+
+def _lost_progress(
+    workspace: str, units: list[Unit]
+) -> dict[tuple[str, str], tuple[Finding, ...]]:
+    """storyd.api.history.lost_progress; with no history database (no recording daemon
+    ever ran), none, without importing sqlite3 and hashlib (a hook's direct read)."""
+    from storyd.core.paths import history_path
+
+    if not units or not os.path.exists(history_path()):
+        return {}
+    from storyd.api.history import lost_progress
+
+    return lost_progress(workspace, units)
 
 
 def _summary(

@@ -47,11 +47,10 @@ class Change:
 
 def record_path(session: str) -> str:
     """Where the record of `session` lives."""
-    import hashlib
+    from storyd.core.digest import sha256_hex  # not hashlib: OpenSSL's load, 5 ms a hook
+    from storyd.core.paths import state_dir
 
-    from storyd.api.reconcile.undo import state_dir
-
-    key = hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    key = sha256_hex(session.encode("utf-8", "surrogatepass"))[:32]
     return os.path.join(state_dir(), "sessions", key + ".json")
 
 

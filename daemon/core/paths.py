@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["config_path", "socket_path", "storyd_executable"]
+__all__ = ["config_path", "history_path", "socket_path", "state_dir", "storyd_executable"]
 
 
 def socket_path(flag: str | None = None) -> str:
@@ -25,6 +25,20 @@ def config_path() -> str:
     """$XDG_CONFIG_HOME/storyd/config.toml (default ~/.config)."""
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return os.path.join(base, "storyd", "config.toml")
+
+
+def state_dir() -> str:
+    """$XDG_STATE_HOME/storyd (default ~/.local/state/storyd): undo records, the hooks'
+    session records, install records."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.join(base, "storyd")
+
+
+def history_path() -> str:
+    """$STORYD_HISTORY, else $XDG_STATE_HOME/storyd/history.sqlite3 (~/.local/state)."""
+    return os.environ.get("STORYD_HISTORY") or os.path.join(state_dir(), "history.sqlite3")
 
 
 def storyd_executable() -> str | None:
