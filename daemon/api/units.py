@@ -211,8 +211,9 @@ def _scan(
             progress.count = (progress.count or 0) + 1
 
         units, unreadable = scan_workspaces(
-            targets, cfg, staleness or None, counted if progress.on else None
-        )
+            targets, cfg, staleness or None, counted if progress.on else None,
+            in_flight=in_flight,
+        )  # fmt: skip
     summaries: list[dict[str, object]] = [dict(u) for u in units]
     if in_flight:
         summaries = [u for u in summaries if u["resumePoint"] != "all-done"]
