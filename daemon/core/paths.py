@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["config_path", "history_path", "socket_path", "state_dir", "storyd_executable"]
+__all__ = ["config_path", "history_path", "socket_path", "state_dir", "storyd_executable",
+           "which"]
 
 
 def socket_path(flag: str | None = None) -> str:
@@ -43,10 +44,18 @@ def history_path() -> str:
 
 def storyd_executable() -> str | None:
     """The `storyd` beside this interpreter (its venv or pipx env), else the one on PATH."""
-    import shutil
-
     beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "storyd")
     if os.path.isfile(beside) and os.access(beside, os.X_OK):
         return beside
-    found = shutil.which("storyd")
+    found = which("storyd")
     return os.path.abspath(found) if found else None
+
+
+def which(name: str) -> str | None:
+    """What `shutil.which(name)` answers (the first executable non-folder `name` on PATH),
+    without shutil's import: its compression modules cost a hook 1.5 ms."""
+    for folder in dict.fromkeys(os.get_exec_path()):
+        path = os.path.join(folder, name)
+        if os.path.exists(path) and os.access(path, os.X_OK) and not os.path.isdir(path):
+            return path
+    return None

@@ -44,12 +44,8 @@ def _describe(exc: BaseException) -> str:
 
 
 def git_executable() -> str | None:
-    """The git on PATH, or None when git is not installed: what `shutil.which("git")`
-    answers, without shutil's import (its compression modules: 1.5 ms of a hook)."""
-    import os
+    """The git on PATH, or None when git is not installed (shutil.which's answer,
+    without shutil's import: storyd.core.paths.which)."""
+    from storyd.core.paths import which
 
-    for folder in dict.fromkeys(os.get_exec_path()):
-        path = os.path.join(folder, "git")
-        if os.path.exists(path) and os.access(path, os.X_OK) and not os.path.isdir(path):
-            return path
-    return None
+    return which("git")
