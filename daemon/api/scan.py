@@ -36,15 +36,18 @@ def scan_workspaces(
     on_unit: Callable[[], None] | None = None,
     *,
     in_flight: bool = False,
+    codes: frozenset[str] | None = None,
 ) -> tuple[list[UnitSummary], list[dict[str, object]]]:
     """Every unit of the workspaces (summaries with their findings), detectors included,
     and the state files that do not parse (as the `list` op's `unreadable`); `on_unit`
     is called as each unit is built (a progress line counts them). `in_flight`: a
     finished unit (resume point all-done) is left out before git or a detector is asked
-    about it; the detectors are built at the first unit that needs them."""
+    about it; the detectors are built at the first unit that needs them. `codes`: the
+    caller reads only findings of these codes, so only the detectors that declare one of
+    them run (a unit's other findings are then incomplete)."""
     mode = staleness or cfg.staleness
     options = pipeline.Options(cfg.limits.lock_timeout, mode)
-    detectors = _Detectors(cfg, mode)
+    detectors = _Detectors(cfg, mode, codes)
     scan = _Scan(options, detectors, on_unit, in_flight)
     try:
         for path in workspaces:
@@ -60,16 +63,17 @@ class _Detectors:
     nothing in flight imports no detector and starts no thread. One pass over every
     unit: the runner's git views read each tip once (`tips_held_by`)."""
 
-    def __init__(self, cfg: Config, mode: str) -> None:
+    def __init__(self, cfg: Config, mode: str, codes: frozenset[str] | None) -> None:
         self._cfg = cfg
         self._mode = mode
+        self._codes = codes
         self._built: tuple[Detect, Runner, Callable[[bool], None]] | None = None
 
     def __call__(self, workspace: str, unit: Unit, answer: Answer) -> tuple[Finding, ...]:
         if self._built is None:
             from storyd.api.detection import build_detect, tips_held_by
 
-            detect, runner = build_detect(self._cfg, self._mode)
+            detect, runner = build_detect(self._cfg, self._mode, self._codes)
             self._built = (detect, runner, tips_held_by(runner))
             self._built[2](True)
         return self._built[0](workspace, unit, answer)
