@@ -1,6 +1,6 @@
 """config.toml as tomllib parsed it, kept between processes: a hook needs no tomllib.
 
-    $XDG_CACHE_HOME/storyd/config/<sha256(path)[:32]>.marshal   (mode 0600, folder 0700)
+    $XDG_CACHE_HOME/storyd/config/<sha256(path)[:32]>.<cache tag>.marshal   (0600, folder 0700)
 
 holds, in marshal's format, the SHA-256 of the file's bytes and the document tomllib made
 of them. `load` answers the document only for those very bytes (any edit, however small
@@ -8,7 +8,10 @@ and whenever made, changes the digest: no timestamps are trusted), from a regula
 the user's own; anything else (no cache, another file's, a broken or foreign one) is
 None and the caller parses. `save` writes it whole through a temporary file; a document
 marshal cannot hold exactly (a TOML date or time) is not kept, nor is anything when the
-cache folder cannot be written. The checker runs on the document either way: the cache
+cache folder cannot be written. marshal's format may change between Python versions and
+is not meant for data from others (docs.python.org/3/library/marshal.html): the file
+is named by the interpreter's cache tag (`cpython-311`, as __pycache__'s files are) and
+read only when it is the user's own. The checker runs on the document either way: the cache
 saves tomllib's import and parse (3-5 ms of a hook's start), never a check.
 """
 
@@ -32,8 +35,11 @@ def _digest(data: bytes) -> str:
 def cache_file(path: str) -> str:
     """Where the parsed `path` is kept ($XDG_CACHE_HOME, else ~/.cache)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    import sys
+
     name = _digest(os.path.abspath(path).encode("utf-8", "surrogateescape"))[:32]
-    return os.path.join(base, "storyd", "config", name + ".marshal")
+    tag = sys.implementation.cache_tag or "python"
+    return os.path.join(base, "storyd", "config", f"{name}.{tag}.marshal")
 
 
 def load(path: str, data: bytes) -> dict[str, object] | None:
