@@ -3,8 +3,9 @@ no GitPython or watchdog (git's plumbing answers), no importlib.metadata (the pl
 entry points are read from their files), no orjson before a daemon answers, no hashlib
 (OpenSSL) for a session record's name, no sqlite3 without a history database, no
 tomllib once the configuration's parse is kept, no shutil, difflib or dataclasses; and
-post-tool-use, which reads only the file the tool named, no detectors, subprocess or
-typing at all.
+post-tool-use, which reads only the file the tool named, no detectors, subprocess,
+typing, json or re at all (storyd.core.jsonio reads the payload and the session record
+with the C scanner json uses).
 
 Each run is `python -S -X importtime -m storyd hook EVENT` with Claude Code's payload on
 a real workspace (storyd demo's, git history and all) and a configuration file: `-S`
@@ -32,7 +33,7 @@ FORBIDDEN = frozenset((
 ))
 # post-tool-use reads the named file (and the session's record), no workspace scan
 NOT_AFTER_A_TOOL = frozenset(("storyd.detectors", "storyd.api.scan", "subprocess", "typing",
-                              "threading", "socket", "_socket"))
+                              "threading", "socket", "_socket", "json", "re"))
 STATE = "plans/epic-0049/execution-state.json"
 
 

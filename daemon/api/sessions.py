@@ -56,12 +56,12 @@ def record_path(session: str) -> str:
 
 def load(session: str) -> dict[str, object] | None:
     """The record of `session`, or None (none yet, unreadable, not ours)."""
-    import json
+    from storyd.core.jsonio import loads  # the C scanner, without `json`'s import of re
 
     try:
         with open(record_path(session), "rb") as handle:
             data = handle.read(_MAX_BYTES + 1)
-        value = json.loads(data) if len(data) <= _MAX_BYTES else None
+        value = loads(data) if len(data) <= _MAX_BYTES else None
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(value, dict) or value.get("session") != session:
