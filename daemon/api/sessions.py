@@ -15,7 +15,6 @@ and bounded: at most MAX_RECORDS, the oldest dropped, none older than MAX_AGE.
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 TYPE_CHECKING = False
@@ -86,6 +85,8 @@ def save(record: dict[str, object]) -> bool:
             json.dump(record, handle, separators=(",", ":"))
         os.replace(tmp, path)
     except OSError:
+        import contextlib  # only when writing: a hook that reads a record needs none
+
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         return False
@@ -94,6 +95,7 @@ def save(record: dict[str, object]) -> bool:
 
 
 def _prune(folder: str) -> None:
+    import contextlib
     import time
 
     try:
