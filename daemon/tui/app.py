@@ -131,7 +131,7 @@ class TopApp(App[int]):
         self.rows, self.source = made, source
         if agents is not None:
             now, many = time.time(), len({r.key[0] for r in made}) > 1
-            lines = [session_line(e, now, many) for e in agents[:5]]
+            lines = [session_line(e, now, many, made) for e in agents[:5]]
             self.query_one("#sessions", Static).update(Text("\n".join(lines)))
         self.redraw()
 
