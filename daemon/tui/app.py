@@ -76,6 +76,8 @@ class TopApp(App[int]):
         self._again = False  # an event came during it: read once more after
         self._timer = False  # a read waits for the gap
         self._last = 0.0  # when the last read started (monotonic)
+        self._records: Any = None  # the watch of the hooks' records (storyd.tui.agents)
+        self._agents_due = False  # a read of the sessions is scheduled
         self.feed = feed
         on_event = lambda event: self._later(self.changed)  # noqa: E731
         on_state = lambda text: self._later(self.set_link, text)  # noqa: E731
@@ -101,10 +103,36 @@ class TopApp(App[int]):
         self.reload()
         if self._follower is not None:
             self._follower.start()
+        if self.feed is None:
+            from storyd.tui.agents import RecordsWatch
+
+            self._records = RecordsWatch(lambda: self._later(self.agents_changed))
+            self._records.start()
 
     def on_unmount(self) -> None:
         if self._follower is not None:
             self._follower.stop()
+        if self._records is not None:
+            self._records.stop()
+
+    def agents_changed(self) -> None:
+        """A hook wrote a session's record: read the sessions again shortly (once for a
+        burst), without reading the units."""
+        if not self._agents_due:
+            self._agents_due = True
+            self.set_timer(_GAP, lambda: self.run_worker(self._read_agents, thread=True,
+                                                         exclusive=True, group="agents"))
+
+    def _read_agents(self) -> None:
+        self._agents_due = False
+        agents = self._sessions({row.key[0] for row in self.rows})
+        self._later(self.show_agents, agents)
+
+    @staticmethod
+    def _sessions(mine: set[str]) -> list[dict[str, object]]:
+        from storyd.api.sessionlist import sessions_in_flight
+
+        return [e for e in sessions_in_flight() if e.get("workspace") in mine]
 
     # reading -------------------------------------------------------------------------
 
@@ -163,10 +191,7 @@ class TopApp(App[int]):
             self.call_from_thread(self._read_done)
             return
         made = rows(found.units)
-        from storyd.api.sessionlist import sessions_in_flight
-
-        mine = {row.key[0] for row in made}
-        agents = [e for e in sessions_in_flight() if e.get("workspace") in mine]
+        agents = self._sessions({row.key[0] for row in made})
         self.call_from_thread(self.show, made, found.source, agents)
         self.call_from_thread(self._read_done)
 
@@ -175,17 +200,21 @@ class TopApp(App[int]):
     ) -> None:
         """Fill the table with `made` (the cursor stays on the same unit), and the agents'
         sessions on those workspaces above it."""
+        self.reloads += 1
+        self.rows, self.source = made, source
+        if agents is not None:
+            self.show_agents(agents)
+        self.redraw()
+
+    def show_agents(self, agents: list[dict[str, object]]) -> None:
+        """The agents' sessions on the shown workspaces, above the table."""
         import time
 
         from storyd.api.topview import session_line
 
-        self.reloads += 1
-        self.rows, self.source = made, source
-        if agents is not None:
-            now, many = time.time(), len({r.key[0] for r in made}) > 1
-            lines = [session_line(e, now, many, made) for e in agents[:5]]
-            self.query_one("#sessions", Static).update(Text("\n".join(lines)))
-        self.redraw()
+        now, many = time.time(), len({r.key[0] for r in self.rows}) > 1
+        lines = [session_line(e, now, many, self.rows) for e in agents[:5]]
+        self.query_one("#sessions", Static).update(Text("\n".join(lines)))
 
     def redraw(self) -> None:
         """Show the rows that pass the filter: only the rows that changed are touched
