@@ -54,4 +54,4 @@ class RecordsWatch:
         """Stop watching."""
         observer, self._observer = self._observer, None
         if observer is not None:
-            observer.stop()  # type: ignore[attr-defined]
+            observer.stop()

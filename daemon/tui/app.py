@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from storyd.api.topview import Row, age, label, rows
 from storyd.tui.follow import Follower
-from storyd.tui.table import Sync
+from storyd.tui.table import Cells, Sync
 
 __all__ = ["TopApp", "run"]
 
@@ -226,7 +226,7 @@ class TopApp(App[int]):
         self.shown = [r for r in self.rows if not pattern or pattern in _haystack(r)]
         many = len({r.key[0] for r in self.rows}) > 1
         now = time.time()
-        wanted = {}
+        wanted: dict[str, Cells] = {}
         for row in self.shown:
             cells = (
                 str(row.unit.get("format")), label(row, many), row.progress(),
