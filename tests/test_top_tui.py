@@ -236,3 +236,39 @@ def test_a_write_touches_only_its_row_and_sessions_show_their_state(
         assert app.return_value == 0
 
     asyncio.run(drive())
+
+
+def test_a_thousand_rows_changing_at_once_stay_quick_and_columns_widen() -> None:
+    """Every row's AGE growing a character (`-` -> `9s`) once made Textual measure the
+    whole column per cell (1,000 x 1,000 measures: 26 s); a cell wider than its column
+    widens it."""
+    from storyd.api.topview import rows
+
+    units = [{"workspace": "/w", "stateFile": "plans/e.json", "unit": f"story-{i:04d}",
+              "format": "epic", "done": 1, "total": 3, "resumePoint": "t2", "findingList": []}
+             for i in range(1000)]  # fmt: skip
+    app = TopApp(["/w"], follow=False)
+    app.reload = lambda: None  # type: ignore[method-assign]  # rows come from the test
+
+    async def drive() -> None:
+        async with app.run_test(size=(120, 30)) as pilot:
+            made = rows(units, stat=False)  # AGE `-`: the column is as wide as its title
+            app.show(made, "test")
+            await pilot.pause()
+            for row in made:
+                row.changed = time.time() - 9  # `9s`: wider than `-`, narrower than `AGE`
+            started = time.monotonic()
+            app.show(made, "test")
+            await pilot.pause()
+            assert time.monotonic() - started < 3.0
+            assert app.sync.touched == 1000
+            table = app.query_one(DataTable)
+            resume = app.sync.columns[4]
+            narrow = table.columns[resume].content_width
+            made[0].unit["resumePoint"] = "a-much-longer-resume-point-than-before"
+            app.show(made, "test")
+            await pilot.pause()
+            assert table.columns[resume].content_width > narrow
+            await pilot.press("q")
+
+    asyncio.run(drive())
