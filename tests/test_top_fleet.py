@@ -119,6 +119,13 @@ def test_the_live_view_follows_the_fleet(tmp_path: Path, spawn_daemon, nats_serv
             server.start()
             await until(pilot, lambda: app.link == "live" and len(app.rows) == 2, timeout=30)
             await pilot.press("r")  # a fleet unit is reconciled on its machine: said, not run
+            assert type(app.screen).__name__ != "Reconcile"
+            await pilot.press("enter")
+            await until(pilot, lambda: type(app.screen).__name__ == "Detail")
+            text = "\n".join(str(w.render()) for w in app.screen.query("Static"))
+            assert "(on alpha)" in text or "(on beta)" in text
+            assert "storyd top on " in text
+            await pilot.press("escape")
             await pilot.press("q")
         assert app.return_value == 0
 
