@@ -10,10 +10,13 @@ stdlib-only benches: the live view is an in-process Textual app). A private daem
 holds N stories (N units). Rows:
 
   plain frame        `storyd.api.topview.frame` for N units (the --once text)
-  table fill         the live view's reload: N rows into the DataTable (Textual pilot)
+  table fill         N rows into an empty DataTable (the first frame, a new filter)
+  reload, unchanged  the live view's reload when nothing changed: N rows compared,
+                     none touched (storyd.tui.table)
   page down          one PageDown through N rows, to the next frame
   event to screen    a write to the state file -> the row shows the new progress
-                     (the daemon's event, the view's re-read, the redraw)
+                     (the daemon's event, the view's re-read, the redraw: the one
+                     file's units get their new age, story 1 its progress too)
   idle CPU           `storyd top` in tmux (a real terminal) with nothing changing:
                      CPU seconds per wall second over --idle seconds (60 by default)
 
@@ -87,7 +90,8 @@ async def _pilot(ws: Path, env: dict[str, str], n: int, samples: int) -> dict[st
 
     os.environ.update(env)
     app = TopApp([str(ws)])
-    out: dict[str, list[float]] = {"table fill": [], "page down": [], "event to screen": []}
+    out: dict[str, list[float]] = {
+        "table fill": [], "reload, unchanged": [], "page down": [], "event to screen": []}
 
     async def until(check: object, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
@@ -100,10 +104,16 @@ async def _pilot(ws: Path, env: dict[str, str], n: int, samples: int) -> dict[st
     async with app.run_test(size=(120, 40)) as pilot:
         await until(lambda: app.query_one(DataTable).row_count == n and app.link == "live")
         for _ in range(samples):
+            app.sync.drawn.clear()  # forget what is drawn: the next show fills it all
             t = time.perf_counter()
             app.show(app.rows, app.source)
             await pilot.pause()
             out["table fill"].append(time.perf_counter() - t)
+        for _ in range(samples):
+            t = time.perf_counter()
+            app.show(app.rows, app.source)
+            await pilot.pause()
+            out["reload, unchanged"].append(time.perf_counter() - t)
         for _ in range(samples):
             t = time.perf_counter()
             await pilot.press("pagedown")
@@ -195,7 +205,7 @@ def main() -> int:
     print(f"storyd top, {args.units} units (load average {load[0]:.2f} {load[1]:.2f})")
     for name, got in rows.items():
         if got:
-            print(f"  {name:<16} median {1000 * statistics.median(got):8.1f} ms  "
+            print(f"  {name:<17} median {1000 * statistics.median(got):8.1f} ms  "
                   f"max {1000 * max(got):8.1f} ms  ({len(got)} samples)")
     if cpu is None:
         print("  idle CPU         skipped: tmux is not installed")

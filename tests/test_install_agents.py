@@ -160,6 +160,8 @@ def test_gemini_settings(env: dict[str, str]) -> None:
     assert mine["timeout"] == 10_000 and mine["name"] == "storyd-post-tool-use"  # ms
     assert data["hooks"]["AfterAgent"][0]["hooks"][0]["command"].endswith(
         "storyd-hook stop --agent gemini")
+    assert data["hooks"]["Notification"][0]["hooks"][0]["command"].endswith(
+        "storyd-hook notification --agent gemini")  # waiting for a tool permission
     assert data["mcpServers"]["storyd"]["args"] == ["mcp"]
 
 

@@ -4,6 +4,7 @@ cut to the terminal's width; no escape sequences off a terminal; no Textual need
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -128,8 +129,8 @@ def test_once_needs_no_textual(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_agents_sessions_are_shown(tmp_path: Path) -> None:
-    """A Claude Code session-start hook records its session (issue 30) with its agent;
-    `storyd top --once` lists it above the units of its workspace."""
+    """A Claude Code session-start hook records its session (issue 30) with its agent
+    and state; `storyd top --once` lists it above the units of its workspace."""
     from agents_harness import AgentsEnv, demo_workspace, hook_payload, run_hook
 
     agents = AgentsEnv(tmp_path)
@@ -142,8 +143,8 @@ def test_the_agents_sessions_are_shown(tmp_path: Path) -> None:
                          timeout=60, check=False)  # fmt: skip
     assert top.returncode == 0, top.stderr
     line = next(x for x in top.stdout.splitlines() if x.startswith("SESSIONS "))
-    assert line.startswith("SESSIONS claude  9ecf22fa  started "), line
-    assert line.endswith(" ago") and "last hook 0s ago" in line
+    # seven units in flight: which one the session is on is not known until it writes
+    assert re.fullmatch(r"SESSIONS claude  9ecf22fa  working \d+s \(hook \d+s ago\)", line), line
 
 
 def test_sessions_of_other_workspaces_are_left_out() -> None:

@@ -63,3 +63,70 @@ def test_no_server_is_a_clear_error() -> None:
     assert done.returncode == 69
     assert done.stderr.startswith("storyd top: cannot reach nats://127.0.0.1:")
     assert "Traceback" not in done.stderr
+
+
+def test_the_live_view_follows_the_fleet(tmp_path: Path, spawn_daemon, nats_server) -> None:
+    """`storyd top --fleet` live: both machines' units from the bucket, a write on one
+    shows without a key press (the bucket's watch, no polling), and a server that goes
+    away is said and followed again when it is back."""
+    pytest.importorskip("textual", reason="the tui extra is not installed")
+    import asyncio
+    import time
+
+    from textual.widgets import DataTable
+
+    from storyd.fleet.config import Fleet
+    from storyd.fleet.feed import FleetFeed
+    from storyd.tui.app import TopApp
+
+    server = nats_server()
+    spaces = {}
+    for machine, done in (("alpha", 0), ("beta", 2)):
+        cfg = tmp_path / f"{machine}.toml"
+        cfg.write_text("[notify]\ndesktop = false\n\n" + fleet_config(server.url, machine))
+        spaces[machine] = _workspace(tmp_path / machine / "ws", done)
+        spawn_daemon([spaces[machine]], args=["--config", str(cfg)],
+                     socket_path=tmp_path / f"{machine}.sock")  # fmt: skip
+    app = TopApp(feed=FleetFeed(Fleet(url=server.url)))
+
+    def cells() -> list[str]:
+        table = app.query_one(DataTable)
+        return [" ".join(map(str, table.get_row_at(i))) for i in range(table.row_count)]
+
+    async def until(pilot: object, check: object, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():  # type: ignore[operator]
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out: {cells()} [{app.link}]")
+            await pilot.pause(0.05)  # type: ignore[attr-defined]
+
+    def alpha(progress: str) -> bool:
+        return any("alpha:ws:story-0049-0001" in c and progress in c for c in cells())
+
+    async def drive() -> None:
+        async with app.run_test(size=(120, 24)) as pilot:
+            await until(pilot, lambda: len(app.rows) == 2 and app.link == "live")
+            assert alpha("0/2") and any("beta:ws:story-0049-0001" in c for c in cells())
+            assert "fleet, 2 machines" in app.source
+            story = story_id(1)
+            write_epic(spaces["alpha"], EPIC, {story: {"tasks": {
+                task_id(story, 1): {"status": "DONE"}, task_id(story, 2): {"status": "PENDING"},
+            }}})  # fmt: skip
+            await until(pilot, lambda: alpha("1/2"))  # no key pressed
+            server.stop()
+            await until(pilot, lambda: app.link != "live")
+            assert server.url in app.link
+            server.start()
+            await until(pilot, lambda: app.link == "live" and len(app.rows) == 2, timeout=30)
+            await pilot.press("r")  # a fleet unit is reconciled on its machine: said, not run
+            assert type(app.screen).__name__ != "Reconcile"
+            await pilot.press("enter")
+            await until(pilot, lambda: type(app.screen).__name__ == "Detail")
+            text = "\n".join(str(w.render()) for w in app.screen.query("Static"))
+            assert "(on alpha)" in text or "(on beta)" in text
+            assert "storyd top on " in text
+            await pilot.press("escape")
+            await pilot.press("q")
+        assert app.return_value == 0
+
+    asyncio.run(drive())

@@ -87,6 +87,19 @@ def test_top_in_a_real_terminal(spawn_daemon: Spawn, tmp_path: Path,
     assert "0/3" in first and len(first.splitlines()) <= 24
     write_epic(repo.path, EPIC, _tasks(2))  # no key pressed
     term.until(lambda s: "2/3" in s, "the write to show", timeout=5)
+    # an agent's session starts, then waits for a permission: its state and unit show
+    # (the hooks' records are watched, no unit changes, no key pressed)
+    from agents_harness import hook_payload, run_hook
+
+    for event, name, fields in (
+        ("session-start", "SessionStart", {"source": "startup"}),
+        ("notification", "Notification", {"notification_type": "permission_prompt",
+                                          "message": "Claude needs your permission to use Bash"}),
+    ):  # fmt: skip
+        done = run_hook(event, hook_payload(name, repo.path, **fields), proc.env, repo.path)
+        assert done.returncode == 0, done.stderr
+    term.until(lambda s: "claude  9ecf22fa  waiting " in s and "on story-0049-0001" in s,
+               "the session waiting", timeout=5)  # fmt: skip
     term.run("resize-window", "-t", "top", "-x", "60", "-y", "16")
     small = term.until(lambda s: len(s.splitlines()) <= 16 and "2/3" in s, "the redraw")
     assert max(len(line) for line in small.splitlines()) <= 60

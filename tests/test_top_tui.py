@@ -7,6 +7,7 @@ away is said and reconnected to."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -155,5 +156,120 @@ def test_reconcile_preview_then_apply_after_a_yes(spawn_daemon: Spawn, tmp_path:
             await _until(pilot, lambda: "state-not-updated" not in app.shown[on_plan()].finding())
             await pilot.press("q")
         assert app.return_value == 0
+
+    asyncio.run(drive())
+
+
+def _epic(repo: Path, epic: str, done: int) -> None:
+    story = f"story-{epic}-0001"
+    tasks = {f"TASK-{epic}-0001-{n:03d}": {"status": "DONE" if n <= done else "PENDING"}
+             for n in (1, 2, 3)}  # fmt: skip
+    write_epic(repo, epic, {story: {"tasks": tasks}})
+
+
+def test_a_write_touches_only_its_row_and_sessions_show_their_state(
+    spawn_daemon: Spawn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four epics, one unit each: a write to one changes that row's changed cells; the
+    other rows keep their very cell objects (not rebuilt), and the order by rank holds.
+    A session waiting for a permission on a unit is shown with its state and unit."""
+    import os
+
+    from storyd.api import sessions
+
+    repo = GitWorkspace(tmp_path / "ws").init()
+    repo.commit("base", {"README": "hello\n"})
+    epics = ("0050", "0051", "0052", "0053")
+    for epic in epics:
+        _epic(repo.path, epic, 0)
+        os.utime(repo.path / f"plans/epic-{epic}/execution-state.json", (0, time.time() - 7200))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    record = {"session": "3f2a91c0-aaaa", "workspace": str(repo.path), "agent": "claude",
+              "files": {}}  # fmt: skip
+    sessions.mark(record, "notification", note="Claude needs your permission to use Bash",
+                  on=["plans/epic-0051/execution-state.json", None])  # fmt: skip
+    assert sessions.save(record)
+    proc = spawn_daemon([repo.path])
+    app = TopApp([str(repo.path)], socket=str(proc.socket))
+
+    async def drive() -> None:
+        async with app.run_test(size=(100, 24)) as pilot:
+            await _until(pilot, lambda: len(app.rows) == 4 and app.link == "live")
+            panel = str(app.query_one("#sessions", Static).render())
+            assert re.search(r"claude  3f2a91c0  waiting \d+s on story-0051-0001: Claude needs "
+                             "your permission to use Bash", panel), panel  # fmt: skip
+            table = app.query_one(DataTable)
+            keys = list(app.sync.order)
+            before = {key: table.get_row(key) for key in keys}
+            reloads = app.reloads
+            _epic(repo.path, "0052", 3)  # story-0052-0001 done: it sinks to the bottom
+            await _until(pilot, lambda: app.reloads > reloads and app.sync.order[-1].endswith(
+                "story-0052-0001"), timeout=5)  # fmt: skip
+            assert app.sync.touched == 1
+            changed = next(k for k in keys if k.endswith("story-0052-0001"))
+            for key in keys:
+                after = table.get_row(key)
+                same = [a is b for a, b in zip(before[key], after, strict=True)]
+                if key != changed:
+                    assert all(same), key  # the very same cell objects
+                else:
+                    assert same == [False] * 6  # the style changed (done is green): all cells
+            assert [r.key[2] for r in app.shown] == [
+                "story-0050-0001", "story-0051-0001", "story-0053-0001", "story-0052-0001"]
+            assert [str(table.get_row_at(i)[1]) for i in range(4)] == [
+                r.key[2] for r in app.shown]  # the table's order is the view's
+            # same rank, one task more: only the cells whose text changed are new
+            first = next(k for k in keys if k.endswith("story-0050-0001"))
+            before = {key: table.get_row(key) for key in keys}
+            reloads = app.reloads
+            _epic(repo.path, "0050", 1)
+            await _until(pilot, lambda: app.reloads > reloads and "1/3" in str(
+                table.get_row(first)[2]), timeout=5)  # fmt: skip
+            after = table.get_row(first)
+            same = [a is b for a, b in zip(before[first], after, strict=True)]
+            assert same == [str(a) == str(b) for a, b in zip(before[first], after, strict=True)]
+            assert same[:2] == [True, True] and same[2] is False  # format, unit kept
+            for key in keys:
+                if key != first:
+                    assert all(a is b for a, b in zip(before[key], table.get_row(key),
+                                                      strict=True)), key  # fmt: skip
+            await pilot.press("q")
+        assert app.return_value == 0
+
+    asyncio.run(drive())
+
+
+def test_a_thousand_rows_changing_at_once_stay_quick_and_columns_widen() -> None:
+    """Every row's AGE growing a character (`-` -> `9s`) once made Textual measure the
+    whole column per cell (1,000 x 1,000 measures: 26 s); a cell wider than its column
+    widens it."""
+    from storyd.api.topview import rows
+
+    units = [{"workspace": "/w", "stateFile": "plans/e.json", "unit": f"story-{i:04d}",
+              "format": "epic", "done": 1, "total": 3, "resumePoint": "t2", "findingList": []}
+             for i in range(1000)]  # fmt: skip
+    app = TopApp(["/w"], follow=False)
+    app.reload = lambda: None  # type: ignore[method-assign]  # rows come from the test
+
+    async def drive() -> None:
+        async with app.run_test(size=(120, 30)) as pilot:
+            made = rows(units, stat=False)  # AGE `-`: the column is as wide as its title
+            app.show(made, "test")
+            await pilot.pause()
+            for row in made:
+                row.changed = time.time() - 9  # `9s`: wider than `-`, narrower than `AGE`
+            started = time.monotonic()
+            app.show(made, "test")
+            await pilot.pause()
+            assert time.monotonic() - started < 3.0
+            assert app.sync.touched == 1000
+            table = app.query_one(DataTable)
+            resume = app.sync.columns[4]
+            narrow = table.columns[resume].content_width
+            made[0].unit["resumePoint"] = "a-much-longer-resume-point-than-before"
+            app.show(made, "test")
+            await pilot.pause()
+            assert table.columns[resume].content_width > narrow
+            await pilot.press("q")
 
     asyncio.run(drive())

@@ -31,7 +31,7 @@ __all__ = ["AGENTS", "Change", "command", "install", "installed", "ours", "unins
 SERVER = "storyd"
 GUARD = "command -v storyd-hook >/dev/null 2>&1 || exit 0; "
 LAUNCHER = "storyd-hook"  # bin/storyd-hook: the daemon answers without a Python start
-SUBS = ("session-start", "stop", "post-tool-use")
+SUBS = ("session-start", "stop", "post-tool-use", "notification")
 _WRITERS = "Bash|Write|Edit|MultiEdit|NotebookEdit"
 
 
@@ -55,6 +55,7 @@ AGENTS = {
                    (".mcp.json", ".claude.json"), "grouped", (
         ("SessionStart", None, "session-start", 10), ("Stop", None, "stop", 30),
         ("SubagentStop", None, "stop", 30), ("PostToolUse", _WRITERS, "post-tool-use", 10),
+        ("Notification", None, "notification", 10),
     ), stdio=True),
     "cursor": Spec("cursor", (".cursor/hooks.json", ".cursor/hooks.json"),
                    (".cursor/mcp.json", ".cursor/mcp.json"), "flat", (
@@ -76,6 +77,7 @@ AGENTS = {
                    (".gemini/settings.json", ".gemini/settings.json"), "gemini", (
         ("SessionStart", None, "session-start", 10), ("AfterAgent", None, "stop", 30),
         ("AfterTool", "run_shell_command|write_file|replace", "post-tool-use", 10),
+        ("Notification", None, "notification", 10),
     )),
 }  # fmt: skip
 

@@ -11,6 +11,13 @@ command that touched no state file costs a walk of the format roots and some sta
 
 Records are small (one line per state file), written whole through a temporary file,
 and bounded: at most MAX_RECORDS, the oldest dropped, none older than MAX_AGE.
+
+Every hook call also leaves the session's last event (issue 34, `storyd top`): `event`
+(session-start, post-tool-use, stop, notification), `at` (when the session entered
+that state), `note` (what a notification said), `on` (the state file, and the unit when
+known, the session is on). The file's mtime is the last hook call: `mark` rewrites the
+record only when one of those changed, else touches it. Records written before issue
+34 lack the four fields and still load: their state is unknown (`state` gives None).
 """
 
 from __future__ import annotations
@@ -22,12 +29,21 @@ if TYPE_CHECKING:
     from storyd.core.model import Unit
     from storyd.core.pipeline import FileRead
 
-__all__ = ["MAX_AGE", "MAX_RECORDS", "Change", "begin", "changes", "load", "record_path", "save"]
+__all__ = [
+    "MAX_AGE", "MAX_RECORDS", "STATES", "Change", "begin", "changes", "keep", "load", "mark",
+    "record_path", "save", "state", "touch", "touched",
+]  # fmt: skip
 
 MAX_RECORDS = 256
 MAX_AGE = 14 * 86400.0  # seconds
 _MAX_BYTES = 1 << 20  # a record larger than this is not ours: ignored
 _LOCK_TIMEOUT = 1.0
+# the state a session is in after each event (a notification: waiting for the user)
+STATES = {
+    "session-start": "working", "post-tool-use": "working", "subagent-stop": "working",
+    "stop": "stopped", "notification": "waiting",
+}  # fmt: skip
+_NOTE_CHARS = 200
 
 
 class Change:
@@ -227,3 +243,61 @@ def changed_since_start(record: dict[str, object], relpath: str) -> bool:
         if (list(now) if now is not None else None) != dep[1]:
             return True
     return False
+
+
+def state(record: dict[str, object]) -> str | None:
+    """`working`, `stopped` (waiting for the user's next prompt), `waiting` (a
+    notification: a permission, a question, input): from the record's last event; None
+    for a record written before issue 34 (no event) or an event of no known state."""
+    event = record.get("event")
+    return STATES.get(event) if isinstance(event, str) else None
+
+
+def mark(record: dict[str, object], event: str, *, on: list[object] | None = None,
+         note: str | None = None) -> bool:  # fmt: skip
+    """Set the record's last `event` (a key of STATES), `note` (what a notification
+    said) and, when given, `on` ([state file, unit or None]): whether the record changed
+    and must be written (else `touch` it). `at` moves only when the state changes."""
+    import time
+
+    if note is not None:
+        note = " ".join(note.split())[:_NOTE_CHARS]
+    changed = record.get("event") != event or record.get("note") != note
+    if STATES.get(event) != state(record) or not isinstance(record.get("at"), float):
+        record["at"] = time.time()
+        changed = True
+    record["event"], record["note"] = event, note
+    old = record.get("on")
+    if on is not None and on[1] is None and isinstance(old, list) and old[:1] == on[:1]:
+        on = old  # the same state file: the unit named before stays
+    if on is not None and old != on:
+        record["on"] = on
+        changed = True
+    return changed
+
+
+def touched(before: object, after: object, named: list[str]) -> str | None:
+    """The state file a tool call touched: the first one it `named`, else the first
+    whose files changed between the two checks (`before` empty: nothing checked yet,
+    so no change is known)."""
+    if named:
+        return named[0]
+    if not isinstance(before, dict) or not before or not isinstance(after, dict):
+        return None
+    return next((rel for rel, entry in after.items() if before.get(rel) is not entry), None)
+
+
+def touch(session: str) -> None:
+    """The record's mtime is now: a hook call that changed nothing else."""
+    import contextlib
+
+    with contextlib.suppress(OSError):
+        os.utime(record_path(session))
+
+
+def keep(record: dict[str, object], changed: bool) -> None:
+    """Write the record when it `changed`, else only touch it."""
+    if changed:
+        save(record)
+    else:
+        touch(str(record["session"]))

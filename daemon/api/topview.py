@@ -14,7 +14,8 @@ import time
 from storyd.api.render import bar, paint, unreadable_line
 
 __all__ = [
-    "RANKS", "Row", "age", "frame", "label", "rank", "rows", "session_line", "worst_finding",
+    "RANKS", "Row", "age", "frame", "label", "rank", "rows", "session_line", "session_unit",
+    "worst_finding",
 ]
 
 RANKS = ("error", "warning", "working", "done")
@@ -120,14 +121,44 @@ def label(row: Row, many: bool) -> str:
     return f"{machine}{os.path.basename(row.key[0])}:{row.key[2]}" if many else row.key[2]
 
 
-def session_line(entry: dict[str, object], now: float, many: bool = True) -> str:
-    """`claude  3f2a91c0  project-a  started 2h ago, last hook 4m ago`."""
+def session_unit(entry: dict[str, object], found: list[Row] | None = None) -> str | None:
+    """The unit a session is on: the one its record names, else the only unit (else the
+    first not done) of the state file it touched among `found`, else that file."""
+    on = entry.get("on")
+    if not isinstance(on, list) or len(on) != 2 or not isinstance(on[0], str):
+        return None
+    if isinstance(on[1], str):
+        return on[1]
+    mine = [r for r in found or () if r.key[0] == entry.get("workspace") and r.key[1] == on[0]]
+    busy = [r for r in mine if r.rank != "done"]
+    pick = mine[0] if len(mine) == 1 else (busy[0] if busy else None)
+    return pick.key[2] if pick is not None else os.path.basename(on[0])
+
+
+def session_line(entry: dict[str, object], now: float, many: bool = True,
+                 found: list[Row] | None = None) -> str:  # fmt: skip
+    """`claude  3f2a91c0  project-a  waiting 2m on story-3: Claude needs your permission
+    to use Bash`; a record without a state (before issue 34): when it started and when a
+    hook last wrote it."""
     agent = str(entry.get("agent") or "agent?")
     where = f"  {os.path.basename(str(entry['workspace']))}" if many else ""
-    started = entry.get("started")
-    began = f"started {age(now - started)} ago, " if isinstance(started, float) else ""
+    head = f"{agent:<7} {str(entry['session'])[:8]:<8}{where}  "
     seen = age(now - float(entry["seen"]))  # type: ignore[arg-type]
-    return f"{agent:<7} {str(entry['session'])[:8]:<8}{where}  {began}last hook {seen} ago"
+    state, since = entry.get("state"), entry.get("since")
+    if not isinstance(state, str):
+        started = entry.get("started")
+        began = f"started {age(now - started)} ago, " if isinstance(started, float) else ""
+        return f"{head}{began}last hook {seen} ago"
+    text = f"{state} {age(now - since) if isinstance(since, float) else '?'}"
+    if state == "working":
+        text += f" (hook {seen} ago)"
+    unit = session_unit(entry, found)
+    if unit:
+        text += f" on {unit}"
+    note = entry.get("note")
+    if state == "waiting" and isinstance(note, str) and note:
+        text += f": {note}"
+    return head + text
 
 
 def _fit(text: str, width: int) -> str:
@@ -185,7 +216,8 @@ def frame(
     mine = {r.key[0] for r in found}
     working = [e for e in sessions or () if e.get("workspace") in mine]
     if working:
-        head += [_fit("SESSIONS " + session_line(e, now, many), width) for e in working[:5]]
+        head += [_fit("SESSIONS " + session_line(e, now, many, found), width)
+                 for e in working[:5]]  # fmt: skip
         if len(working) > 5:
             head.append(f"SESSIONS … {len(working) - 5} more")
         head.append("")

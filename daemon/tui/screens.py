@@ -61,7 +61,27 @@ class Detail(_Text):
     def __init__(self, row: Row) -> None:
         from storyd.api.unitdetail import detail_lines
 
-        super().__init__("\n".join(detail_lines(row.unit)))
+        lines = _fleet_lines(row) if row.unit.get("machine") else detail_lines(row.unit)
+        super().__init__("\n".join(lines))
+
+
+def _fleet_lines(row: Row) -> list[str]:
+    """A fleet unit's detail: what its machine published (the summary, not its findings,
+    tasks or history: those are read on that machine, `storyd top` there)."""
+    unit = row.unit
+    codes = unit.get("codes")
+    return [
+        f"{unit.get('format')} {unit.get('unit')} (on {unit.get('machine')})",
+        f"  workspace   {unit.get('workspace')}",
+        f"  state file  {unit.get('stateFile')}",
+        f"  progress    {row.progress()}",
+        f"  resume at   {row.point()}",
+        f"  findings    {unit.get('findings') or 0}, worst {unit.get('worst') or '-'}: "
+        + (", ".join(map(str, codes)) if isinstance(codes, list) and codes else "-"),
+        f"  published   {unit.get('when') or '-'}",
+        "",
+        f"its findings with their evidence, tasks and history: storyd top on {unit.get('machine')}",
+    ]
 
 
 def _plan(row: Row, apply: bool) -> tuple[str, bool]:

@@ -7,6 +7,7 @@
     session_start   session-start: the units in flight, as context
     stop            stop: hold a stop while a state file lags behind git
     post_tool_use   post-tool-use: a state file the agent just broke
+    notification    notification: the agent waits for the user (recorded, not answered)
     selfpath        the absolute storyd a printed fix names
 
 `storyd hook` (storyd.cli) and the daemon's `hook` op (storyd.server) both call

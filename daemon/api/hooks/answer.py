@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EVENTS", "EXIT_2", "answer"]
 
-EVENTS = ("session-start", "stop", "post-tool-use")
+EVENTS = ("session-start", "stop", "post-tool-use", "notification")
 EXIT_2 = ("claude", "codex", "vscode")  # post-tool-use: exit 2, stderr to the model
 
 
@@ -42,6 +42,11 @@ def answer(event: str, payload: dict[str, object], agent: str | None, cfg: Confi
     if hook.folder is not None and os.environ.get("STORYD_LOG_LEVEL", "").lower() == "debug":
         _debug(f"{hook.agent} {event} in {hook.folder}: " +
                (hookio.explain(hook.folder, trust)[1] or "a workspace"))  # fmt: skip
+    if event == "notification":
+        from storyd.api.hooks.notification import record
+
+        record(hook, payload, trust)  # recorded for `storyd top`; nothing to answer
+        return None, 0
     if event == "post-tool-use":
         from storyd.api.hooks.post_tool_use import problems
 

@@ -48,9 +48,10 @@ class Hook:
     continued   this stop already led to one follow-up (stop_hook_active, loop_count)
     quiet       a stop that must never block: plan mode, a read-only subagent, an
                 aborted turn
+    name        the agent's own name of the event (`SubagentStop`, `Notification`), or None
     """
 
-    __slots__ = ("agent", "continued", "folder", "paths", "quiet", "session")
+    __slots__ = ("agent", "continued", "folder", "name", "paths", "quiet", "session")
 
     def __init__(self, agent: str, folder: str | None, session: str | None,
                  paths: list[str], continued: bool, quiet: bool) -> None:  # fmt: skip
@@ -60,6 +61,7 @@ class Hook:
         self.paths = paths
         self.continued = continued
         self.quiet = quiet
+        self.name: str | None = None
 
 
 def _text(value: object) -> str | None:
@@ -125,7 +127,9 @@ def read(payload: dict[str, object], agent: str | None = None) -> Hook:
     continued = payload.get("stop_hook_active") is True or (
         isinstance(loops, int) and not isinstance(loops, bool) and loops > 0
     )
-    return Hook(who, folder, session, _paths(payload, folder), continued, _quiet(payload))
+    hook = Hook(who, folder, session, _paths(payload, folder), continued, _quiet(payload))
+    hook.name = _text(payload.get("hook_event_name")) or _text(payload.get("hookEventName"))
+    return hook
 
 
 def cap(text: str) -> str:

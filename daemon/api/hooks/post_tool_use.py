@@ -51,10 +51,12 @@ def problems(hook: Hook, trust: Trust) -> list[str]:
 
     lines: dict[str, str] = {}
     workspace = hookio.find_workspace(hook.folder, trust)
+    located: list[tuple[str, str]] = []
     for path in hook.paths:
         found = hookio.locate_state_file(path, trust)
         if found is None:
             continue
+        located.append(found)
         workspace = workspace or found[0]
         if found[0] == workspace and (what := _named(*found)) is not None:
             lines.setdefault(found[1], f"storyd: {found[1]} {what}")
@@ -69,6 +71,7 @@ def problems(hook: Hook, trust: Trust) -> list[str]:
     for change in sessions.changes(record):
         if change.relpath not in named:
             lines[f"{change.relpath}\0{change.what}"] = f"storyd: {change.relpath} {change.what}"
-    if fresh or record["files"] != before:
-        sessions.save(record)  # nothing changed: nothing to write
+    on = sessions.touched(before, record["files"], [rel for ws, rel in located if ws == workspace])
+    moved = sessions.mark(record, "post-tool-use", on=[on, None] if on else None)
+    sessions.keep(record, fresh or moved or record["files"] != before)  # else only touched
     return list(lines.values())

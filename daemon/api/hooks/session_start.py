@@ -84,15 +84,21 @@ def render(workspace: str, units: list[dict[str, object]], budget: int,
     return text if len(text) <= budget else text[: budget - 3] + "..."
 
 
-def _remember(session: str | None, workspace: str, agent: str) -> None:
-    """Record where the session began, once per session and workspace."""
+def _remember(session: str | None, workspace: str, agent: str,
+              units: list[dict[str, object]]) -> None:  # fmt: skip
+    """Record where the session began, once per session and workspace, and that it is
+    working (on the one unit in flight, when there is one)."""
     from storyd.api import sessions
 
     if session is None:
         return
     record = sessions.load(session)
-    if record is None or record.get("workspace") != workspace:
-        sessions.save(sessions.begin(session, workspace, agent=agent))
+    fresh = record is None or record.get("workspace") != workspace
+    if record is None or fresh:
+        record = sessions.begin(session, workspace, agent=agent)
+    one = units[0] if len(units) == 1 else None
+    on = [one.get("stateFile"), one.get("unit")] if one is not None else None
+    sessions.keep(record, sessions.mark(record, "session-start", on=on) or fresh)
 
 
 def context(hook: Hook, trust: Trust, cfg: Config,
@@ -104,5 +110,6 @@ def context(hook: Hook, trust: Trust, cfg: Config,
     workspace = hookio.find_workspace(hook.folder, trust)
     if workspace is None:
         return None
-    _remember(hook.session, workspace, hook.agent)
-    return render(workspace, units(workspace), cfg.hooks.context_chars, storyd)
+    found = units(workspace)
+    _remember(hook.session, workspace, hook.agent, found)
+    return render(workspace, found, cfg.hooks.context_chars, storyd)

@@ -105,15 +105,22 @@ def lagging(hook: Hook, trust: Trust, cfg: Config,
     from storyd.api.hooks import hookio
 
     block_on = codes(cfg)
-    if hook.continued or hook.quiet or not block_on or hook.session is None:
+    if hook.session is None:
         return None
     workspace = hookio.find_workspace(hook.folder, trust)
     if workspace is None:
         return None
     record = sessions.load(hook.session)
+    event = "subagent-stop" if hook.name == "SubagentStop" else "stop"
     if record is None or record.get("workspace") != workspace:
-        sessions.save(sessions.begin(hook.session, workspace, agent=hook.agent))
+        record = sessions.begin(hook.session, workspace, agent=hook.agent,
+                                checked=bool(block_on))  # fmt: skip
+        sessions.mark(record, event)
+        sessions.save(record)
         return None  # where the session began is unknown: the lag is not proven its own
+    sessions.keep(record, sessions.mark(record, event))
+    if hook.continued or hook.quiet or not block_on:
+        return None
     lags = [
         (unit, finding)
         for unit in units(workspace)

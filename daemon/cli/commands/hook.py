@@ -3,6 +3,7 @@
     session-start   the units in flight here, as context; records where the session began
     stop            hold a stop once while the session left a state file behind git
     post-tool-use   after any tool: the state files that broke since the last check
+    notification    the agent waits for the user: recorded for `storyd top`, no output
 
 Claude Code, Codex CLI, Cursor, VS Code Copilot and Gemini CLI are told apart by their
 payload (or `--agent NAME`), and answered in their own shape. Never blocks by accident:
@@ -22,11 +23,13 @@ from storyd.core.flags import VALUE, parse, text
 __all__ = ["FLAGS", "SUBCOMMANDS", "main"]
 
 USAGE = (
-    "usage: storyd hook session-start|stop|post-tool-use [--agent NAME] "
+    "usage: storyd hook session-start|stop|post-tool-use|notification [--agent NAME] "
     "[--config FILE] [--socket PATH]"
 )
 FLAGS = {"agent": VALUE, "config": VALUE, "socket": VALUE}
-SUBCOMMANDS = {"session-start": FLAGS, "stop": FLAGS, "post-tool-use": FLAGS}
+SUBCOMMANDS = {
+    "session-start": FLAGS, "stop": FLAGS, "post-tool-use": FLAGS, "notification": FLAGS,
+}  # fmt: skip
 
 
 def _debug(message: str) -> None:

@@ -6,6 +6,8 @@ prints one frame as plain text and exits: no escape sequences unless stdout is a
 terminal (NO_COLOR, non-empty, turns colour off), the width of the terminal or
 $COLUMNS (80 otherwise), every unit (`--height N` keeps the first N lines). It needs
 no extra. When stdout is not a terminal, `storyd top` prints that frame too.
+`--fleet` shows every machine's units from NATS (the fleet extra too), live: the view
+follows the fleet's bucket and reconnects when the server comes back.
 
 Keys in the live view: Enter a unit's detail, `r` preview its reconcile, `a` apply it
 (asks first), `/` filter, `?` the keys, `q` quit.
@@ -21,12 +23,16 @@ from storyd.cli.common import REPORT_FLAGS, parse_prefixed, report_units
 from storyd.core.errors import StorydError, UsageError
 from storyd.core.flags import SWITCH, VALUE
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from storyd.fleet.feed import FleetFeed
+
 __all__ = ["FLAGS", "main"]
 
 USAGE = (
     "usage: storyd top [--once] [--height N] [--workspace DIR ...] [--in-flight] [--direct]\n"
     "                  [--config FILE] [--socket PATH] [--timeout MS] [--staleness git|mtime]\n"
-    "       storyd top --fleet --once [--url URL] [--config FILE] [--height N] [--in-flight]"
+    "       storyd top --fleet [--once] [--url URL] [--config FILE] [--height N] [--in-flight]"
 )
 FLAGS = {
     **{k: v for k, v in REPORT_FLAGS.items() if k != "quiet"},
@@ -100,16 +106,26 @@ def _fleet_once(flags: dict[str, object]) -> int:
     return 0
 
 
+def _fleet_feed(flags: dict[str, object]) -> FleetFeed:
+    """The live view's source for --fleet: every machine's units from the bucket."""
+    from storyd.cli.commands.fleet import _fleet, _reader
+
+    _reader()  # nats-py is there, else the pip line
+    fleet = _fleet(flags)
+    from storyd.fleet.feed import FleetFeed
+
+    return FleetFeed(fleet)
+
+
 def main(argv: list[str]) -> int:
     """One frame (`--once`, or stdout not a terminal), else the live view."""
     flags = parse_prefixed(argv, FLAGS, USAGE)
-    if flags.get("fleet"):
-        if not flags.get("once") and sys.stdout.isatty():
-            raise UsageError(f"--fleet goes with --once (the live view is this machine's)\n{USAGE}")
+    live = not flags.get("once") and sys.stdout.isatty()
+    if flags.get("fleet") and not live:
         return _fleet_once(flags)
-    if flags.get("url"):
+    if flags.get("url") and not flags.get("fleet"):
         raise UsageError(f"--url goes with --fleet\n{USAGE}")
-    if flags.get("once") or not sys.stdout.isatty():
+    if not live:
         return _once(flags)
     try:
         from storyd.tui.app import run
@@ -118,6 +134,8 @@ def main(argv: list[str]) -> int:
             f"the live view needs the tui extra: pip install 'storyd[tui]' ({exc}); "
             "storyd top --once prints one frame without it"
         ) from None
+    if flags.get("fleet"):
+        return run(in_flight=bool(flags.get("in-flight")), feed=_fleet_feed(flags))
     given = flags.get("workspace")
     return run(
         workspaces=[os.path.realpath(str(w)) for w in given] if isinstance(given, list) else None,
