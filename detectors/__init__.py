@@ -99,10 +99,12 @@ def _check(candidate: object, entry: registry.Entry) -> str | None:
     return None
 
 
-def load(settings: dict[str, dict[str, object]] | None = None) -> list[Detector]:
+def load(settings: dict[str, dict[str, object]] | None = None,
+         codes: frozenset[str] | None = None) -> list[Detector]:
     """Every installed detector by entry-point name, minus those configured `enabled =
-    false` (not even imported). One that fails to import or is not a detector is skipped
-    and named in the registry's problems."""
+    false` (not even imported); with `codes`, only those that declare one of them (a
+    caller that reads no other finding: the stop hook). One that fails to import or is
+    not a detector is skipped and named in the registry's problems."""
     settings = settings or {}
     found = []
     plugins = registry.get()
@@ -110,7 +112,7 @@ def load(settings: dict[str, dict[str, object]] | None = None) -> list[Detector]
         if settings.get(name, {}).get("enabled", True) is False:
             continue
         detector = plugins.one(ENTRY_POINT_GROUP, name, _check)
-        if detector is not None:
+        if detector is not None and (codes is None or codes & set(getattr(detector, "codes", ()))):
             found.append(detector)
     return found  # type: ignore[return-value]
 

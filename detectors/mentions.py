@@ -35,23 +35,22 @@ NAME = "task-named"
 FORMATS = frozenset(("spec-kit", "kiro", "task-master", "beads"))
 DEFAULT_SCAN_DEPTH = 200
 _SUBJECT = 72
-_SPEC_ID = re.compile(  # a hyphen, an en dash or an em dash between the two ends
+# Patterns as text: `re` compiles each on its first use and keeps it (its own cache), so
+# a scan of a workspace without these formats never compiles them (1 ms of a hook).
+_SPEC_ID = (  # a hyphen, an en dash or an em dash between the two ends
     "(?<![\\w-])(T\\d+[a-z]?)(?:\\s*[-\u2013\u2014]\\s*(T\\d+[a-z]?))?(?![\\w-])"
 )
-_NUMBERED = re.compile(
-    r"\btasks?\b[\s:#]*(\d+(?:\.\d+)*)((?:\s*(?:,|&|and|/)\s*#?\d+(?:\.\d+)*)*)", re.IGNORECASE
+_NUMBERED = r"(?i)\btasks?\b[\s:#]*(\d+(?:\.\d+)*)((?:\s*(?:,|&|and|/)\s*#?\d+(?:\.\d+)*)*)"
+_MORE = r"\d+(?:\.\d+)*"
+_WORDS = r"[\w.-]+"
+_CLAIM = (
+    r"(?i)^(?:feat|fix|perf|refactor|test|build|chore|docs)\b|\b(?:complete[sd]?|completing|"
+    r"done|finish(?:e[sd])?|close[sd]?|closing|implement(?:s|ed)?|resolve[sd]?|mark(?:s|ed)?\b.*"
+    r"\b(?:complete|done))\b"
 )
-_MORE = re.compile(r"\d+(?:\.\d+)*")
-_WORDS = re.compile(r"[\w.-]+")
-_CLAIM = re.compile(
-    r"^(?:feat|fix|perf|refactor|test|build|chore|docs)\b|\b(?:complete[sd]?|completing|done|"
-    r"finish(?:e[sd])?|close[sd]?|closing|implement(?:s|ed)?|resolve[sd]?|mark(?:s|ed)?\b.*"
-    r"\b(?:complete|done))\b",
-    re.IGNORECASE,
-)
-_HEDGE = re.compile(
-    r"\b(?:not|n't|wip|partial(?:ly)?|part of|start(?:s|ed)?|begin|todo|revert|defer(?:s|red)?)\b",
-    re.IGNORECASE,
+_HEDGE = (
+    r"(?i)\b(?:not|n't|wip|partial(?:ly)?|part of|start(?:s|ed)?|begin|todo|revert|"
+    r"defer(?:s|red)?)\b"
 )
 
 
@@ -64,7 +63,7 @@ def named_ids(format: str, message: str, known: set[str]) -> set[str]:
     """The ids of `known` that a commit message names, in the format's own way."""
     found: set[str] = set()
     if format == "spec-kit":
-        for first, last in _SPEC_ID.findall(message):
+        for first, last in re.findall(_SPEC_ID, message):
             if not last:
                 found.add(first)
                 continue
@@ -72,18 +71,18 @@ def named_ids(format: str, message: str, known: set[str]) -> set[str]:
             found.update(k for k in known if k[:1] == "T" and k[1:2].isdigit()
                          and low <= _spec_number(k)[0] <= high)
     elif format in ("task-master", "kiro"):
-        for head, tail in _NUMBERED.findall(message):
+        for head, tail in re.findall(_NUMBERED, message):
             found.add(head)
-            found.update(_MORE.findall(tail))
+            found.update(re.findall(_MORE, tail))
     else:  # beads: the id itself, as a word (`bd-abc`, `agent-island-39w.1`)
-        found.update(w.rstrip(".") for w in _WORDS.findall(message))
+        found.update(w.rstrip(".") for w in re.findall(_WORDS, message))
     return found & known
 
 
 def claims_done(message: str) -> bool:
     """Whether a commit's subject says it finished work (not a hedge, a start, a revert)."""
     subject = message.strip().split("\n", 1)[0]
-    return bool(_CLAIM.search(subject)) and not _HEDGE.search(subject)
+    return bool(re.search(_CLAIM, subject)) and not re.search(_HEDGE, subject)
 
 
 def _subject(commit: Commit) -> str:

@@ -47,6 +47,8 @@ import pytest  # noqa: E402
 def _private_state_home(tmp_path_factory: pytest.TempPathFactory,
                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test's daemons keep their history database in a folder of their own
-    ($XDG_STATE_HOME), never the user's, and never one another's."""
+    ($XDG_STATE_HOME), never the user's, and never one another's; so do the parsed
+    configurations ($XDG_CACHE_HOME)."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
     monkeypatch.delenv("STORYD_HISTORY", raising=False)

@@ -566,3 +566,20 @@ class TestEndToEnd:
             f"Story file modified after task {tid(n)} DONE" for n in (1, 2, 3, 6)
         ]
         assert orjson.loads(answer.line) == answer.envelope
+
+
+def test_load_with_codes_builds_only_the_detectors_that_declare_one() -> None:
+    """What a caller reading only some finding codes runs (the stop hook: block_stop_on)."""
+    from storyd import detectors as plugins
+
+    def names(codes: frozenset[str] | None) -> list[str]:
+        return [d.name for d in plugins.load(None, codes)]
+
+    assert names(frozenset({"unrecorded"})) == ["unrecorded-commit"]
+    assert names(frozenset({"unreachable", "stale"})) == ["commit-in-history", "staleness"]
+    assert names(frozenset({"state-not-updated"})) == []  # a format's finding: no detector
+    assert names(frozenset({"git-error"})) == ["commit-in-history", "task-named",
+                                               "unrecorded-commit"]
+    assert names(None) == sorted(d.name for d in plugins.load())
+    off = {"unrecorded-commit": {"enabled": False}}
+    assert [d.name for d in plugins.load(off, frozenset({"unrecorded"}))] == []

@@ -91,3 +91,19 @@ def test_odd_payloads_read_as_nothing(bad: dict[str, object]) -> None:
     hook = read(bad)
     assert hook.folder is None or "\0" not in hook.folder
     assert hook.paths == [] and hook.continued is False
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    (b'{"cwd": "/w", "n": 12345678901234567890}', {"cwd": "/w", "n": 12345678901234567890}),
+    (b'\xef\xbb\xbf{"cwd": "/w\xc3\xa9"}', {"cwd": "/w\u00e9"}),  # a UTF-8 BOM is skipped
+    (b' {"a": [1, 2.5, null, true]}\n', {"a": [1, 2.5, None, True]}),
+    (b'{"a": NaN}', None),  # not JSON (json.loads would take it)
+    (b'[1, 2]', None), (b'"text"', None), (b'', None), (b'{"a": 1} {}', None),
+    (b'{"a": "\xff"}', None), (b'[' * 100_000 + b']' * 100_000, None),
+])
+def test_the_payload_is_read_as_json_or_not_at_all(data: bytes, expected: object) -> None:
+    """The hooks read stdin with storyd.core.jsonio (json's own C scanner, without json's
+    import): any object back as json would give it; anything else is None (silence)."""
+    from storyd.api.hooks.hookio import parse_payload
+
+    assert parse_payload(data) == expected

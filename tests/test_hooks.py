@@ -353,6 +353,26 @@ def test_stop_with_the_daemon_unblocks_once_reconciled(
     wait_for(quiet, 20, "the daemon to see the reconciled state files")
 
 
+@pytest.mark.slow
+def test_stop_without_a_daemon_holds_as_the_daemon_does(
+        spawn_daemon: object, in_session: tuple[Path, AgentsEnv, str]) -> None:
+    """With no daemon, stop runs only the detectors that declare a code it blocks on (here
+    unrecorded-commit and commit-in-history): the same reason, byte for byte, as from the
+    daemon's findings, where every detector ran."""
+    ws, env, _ = in_session
+    env.config(f"roots = [{str(ws.parent)!r}]\n"
+               'block_stop_on = ["unrecorded", "unreachable", "state-not-updated"]\n')
+    payload = hook_payload("Stop", ws, stop_hook_active=False)
+    alone = run_hook("stop", payload, env.env)
+    assert "TASK-0049-0013-004" in _reason(alone)
+    daemon = spawn_daemon([ws])  # type: ignore[operator]
+    denv = dict(daemon.env, XDG_STATE_HOME=env.env["XDG_STATE_HOME"],
+                XDG_CONFIG_HOME=env.env["XDG_CONFIG_HOME"])
+    served = run_hook("stop", payload, denv)
+    assert (served.returncode, served.stdout) == (alone.returncode, alone.stdout)
+    assert str(ws) in [u["workspace"] for u in daemon.units()]  # it asked the daemon
+
+
 # -- post-tool-use --------------------------------------------------------------------------
 
 

@@ -396,3 +396,67 @@ def test_threads_asking_for_a_plugin_being_loaded_wait_for_it(
     second.join(10)
     assert got == {"first": "loaded", "second": "loaded"}
     assert found.problems == []
+
+
+SCAN_BOTH = """
+import json, sys
+from storyd.core import registry
+files = sorted(map(repr, registry._scan_installed()))
+imported = "importlib.metadata" in sys.modules
+metadata = sorted(map(repr, registry._scan_metadata()))
+print(json.dumps({"files": files, "metadata": metadata, "imported": imported}))
+"""
+
+
+def _scanned(pythonpath: str) -> dict[str, object]:
+    env = dict(os.environ, PYTHONPATH=pythonpath)
+    done = subprocess.run([sys.executable, "-c", SCAN_BOTH], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+@pytest.mark.slow
+def test_the_file_scan_finds_what_importlib_metadata_finds(plugins: Path, tmp_path: Path) -> None:
+    """storyd.core.dists reads the dist-info files: the same entries as importlib.metadata,
+    a later folder's distribution of the same name hidden (even spelled otherwise), an
+    egg-info read too, and a distribution installed or removed seen by the next process."""
+    later = tmp_path / "later"
+    distribution(later, "Reg.Good", {FORMATS: [("shadowed", "reg_good:FORMAT")]}, {})
+    egg = later / "reg_egg-2.0.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: reg-egg\nVersion: 2.0\n\nbody\n")
+    (egg / "entry_points.txt").write_text(f"[{DETECTORS}]\neggy = reg_egg:D\n# a comment\n")
+    got = _scanned(f"{plugins}{os.pathsep}{later}")
+    assert got["files"] == got["metadata"]
+    assert got["imported"] is False
+    files = "\n".join(got["files"])  # type: ignore[arg-type]
+    assert "'notes', 'reg_good:FORMAT', 'reg-good 1.0'" in files
+    assert "'eggy', 'reg_egg:D', 'reg-egg 2.0'" in files
+    assert "shadowed" not in files
+    # removed: the next process no longer sees it; installed again: it does
+    moved = tmp_path / "aside"
+    (plugins / "reg_good-1.0.dist-info").rename(moved)
+    got = _scanned(f"{plugins}{os.pathsep}{later}")
+    assert got["files"] == got["metadata"]
+    assert "shadowed" in "\n".join(got["files"])  # type: ignore[arg-type]
+    assert "'notes'" not in "\n".join(got["files"])  # type: ignore[arg-type]
+    moved.rename(plugins / "reg_good-1.0.dist-info")
+    assert "'notes'" in "\n".join(_scanned(str(plugins))["files"])  # type: ignore[arg-type]
+
+
+def test_a_zip_on_the_path_is_left_to_importlib_metadata(plugins: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the file scan cannot see inside (a zip archive, an egg) is not guessed at."""
+    from storyd.core import dists
+
+    archive = tmp_path / "plugins.zip"
+    archive.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip archive
+    monkeypatch.setattr(sys, "path", [str(plugins), str(archive)])
+    assert dists.scan(registry.GROUPS) is None
+    monkeypatch.setattr(sys, "path", [str(plugins), str(tmp_path / "x.egg")])
+    assert dists.scan(registry.GROUPS) is None
+    monkeypatch.setattr(sys, "path", [str(plugins), str(tmp_path / "missing")])
+    found = dists.scan(registry.GROUPS)
+    assert found is not None
+    assert (FORMATS, "notes", "reg_good:FORMAT", "reg-good 1.0") in found

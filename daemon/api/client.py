@@ -139,11 +139,11 @@ class Client:
 
     def request(self, op: str, **fields: object) -> dict[str, object]:
         """Send one request and return its answer (errors come back as `ok: false`)."""
-        import orjson
-
         try:
             if self._sock is None:
                 self._sock = _connect(self.path, self.timeout)
+            import orjson  # after the connection: no daemon, no import (a hook's direct path)
+
             self._sock.sendall(orjson.dumps({"op": op, **fields}) + b"\n")
             answer: dict[str, object] = orjson.loads(self._readline())
         except OSError as exc:

@@ -21,8 +21,11 @@ if TYPE_CHECKING:
 __all__ = ["build_detect", "tips_held_by"]
 
 
-def build_detect(cfg: Config, staleness: str) -> tuple[Detect, Runner]:
-    """The engine's detect callback and the Runner behind it (close it when done)."""
+def build_detect(
+    cfg: Config, staleness: str, codes: frozenset[str] | None = None
+) -> tuple[Detect, Runner]:
+    """The engine's detect callback and the Runner behind it (close it when done); with
+    `codes`, only the detectors that declare one of them run (storyd.detectors.load)."""
     from storyd import detectors
     from storyd.core.gitstate import held_lock_findings, operation_findings
     from storyd.detectors.gitview import close_views, git_context
@@ -31,7 +34,7 @@ def build_detect(cfg: Config, staleness: str) -> tuple[Detect, Runner]:
     settings = cfg.detectors
     lock_wait = cfg.limits.git_lock_wait
     runner = Runner(
-        detectors.load(settings),
+        detectors.load(settings, codes),
         {name: dict(table) for name, table in settings.items()},
         context_factory=git_context,
         on_exit=close_views,

@@ -47,13 +47,9 @@ CREATE TABLE IF NOT EXISTS marks(unit_id INTEGER PRIMARY KEY, body TEXT NOT NULL
 
 def default_path() -> str:
     """$STORYD_HISTORY, else $XDG_STATE_HOME/storyd/history.sqlite3 (~/.local/state)."""
-    env = os.environ.get("STORYD_HISTORY")
-    if env:
-        return env
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return os.path.join(base, "storyd", "history.sqlite3")
+    from storyd.core.paths import history_path
+
+    return history_path()
 
 
 def open_reader(path: str, busy: float = 2.0) -> sqlite3.Connection:

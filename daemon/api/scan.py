@@ -3,7 +3,8 @@
 `storyd status`, `check` and `list` read directly when no daemon runs. The same read as
 the daemon's (daemon/core/pipeline.py), the same detectors (daemon/api/detection.py) and the
 same summaries (daemon/api/summaries.py), with none of the long-running daemon's machinery:
-no cache, no threads of its own beyond the detectors' owner thread.
+no cache, no threads of its own beyond the detectors' owner thread (started only when a
+unit needs the detectors).
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ from typing import TYPE_CHECKING
 
 from storyd.api.summaries import unit_summary
 from storyd.core import pipeline, storytime
+from storyd.core.envelope import point_of
 from storyd.core.errors import StateFileMissing, StorydError
 from storyd.core.formats import all_adapters
 
 if TYPE_CHECKING:
     from storyd.config import Config
     from storyd.core.model import Finding, Unit
-    from storyd.core.pipeline import Detect, Options
+    from storyd.core.pipeline import Answer, Detect, Options
     from storyd.core.wire import UnitSummary
+    from storyd.detectors.runner import Runner
 
 __all__ = ["scan_workspaces"]
 
@@ -31,62 +34,116 @@ def scan_workspaces(
     cfg: Config,
     staleness: str | None = None,
     on_unit: Callable[[], None] | None = None,
+    *,
+    in_flight: bool = False,
+    codes: frozenset[str] | None = None,
 ) -> tuple[list[UnitSummary], list[dict[str, object]]]:
     """Every unit of the workspaces (summaries with their findings), detectors included,
     and the state files that do not parse (as the `list` op's `unreadable`); `on_unit`
-    is called as each unit is built (a progress line counts them)."""
-    from storyd.api.detection import build_detect, tips_held_by
-
+    is called as each unit is built (a progress line counts them). `in_flight`: a
+    finished unit (resume point all-done) is left out before git or a detector is asked
+    about it; the detectors are built at the first unit that needs them. `codes`: the
+    caller reads only findings of these codes, so only the detectors that declare one of
+    them run (a unit's other findings are then incomplete)."""
     mode = staleness or cfg.staleness
     options = pipeline.Options(cfg.limits.lock_timeout, mode)
-    detect, runner = build_detect(cfg, mode)
-    hold = tips_held_by(runner)
-    units: list[UnitSummary] = []
-    unreadable: list[dict[str, object]] = []
-    hold(True)  # one pass over every unit: one look at each tip
+    detectors = _Detectors(cfg, mode, codes)
+    scan = _Scan(options, detectors, on_unit, in_flight)
     try:
         for path in workspaces:
             if os.path.isdir(path):
-                _scan_one(os.path.realpath(path), options, detect, units, unreadable, on_unit)
-        return units, unreadable
+                scan.workspace(os.path.realpath(path))
+        return scan.units, scan.unreadable
     finally:
-        hold(False)
-        runner.close()
+        detectors.close()
 
 
-def _scan_one(
-    workspace: str,
-    options: Options,
-    detect: Detect,
-    units: list[UnitSummary],
-    unreadable: list[dict[str, object]],
-    on_unit: Callable[[], None] | None,
-) -> None:
-    from storyd.api.history import lost_progress  # sqlite3: only when a scan runs
+class _Detectors:
+    """The detect callback (daemon/api/detection.py), built on first use: a scan with
+    nothing in flight imports no detector and starts no thread. One pass over every
+    unit: the runner's git views read each tip once (`tips_held_by`)."""
 
-    found = pipeline.find_state_files(workspace, all_adapters())
-    broken: list[dict[str, object]] = []
-    for relpath, adapter in found.items():
-        got = pipeline.read_file(workspace, adapter, relpath, options)
-        error = got.error
-        if isinstance(error, StateFileMissing) or (error is not None and error.code == 64):
-            continue  # gone meanwhile, or a link out of the workspace
-        if error is not None:
-            broken.append({"workspace": workspace, "stateFile": relpath, "format": adapter.name,
-                           "error": error.message, "since": None, "units": 0})
-            continue
-        # the progress the recording daemon's history says a write lost (`regressed`)
-        lost = lost_progress(workspace, got.units or [])
-        storytime.pin(workspace)  # one look at git for every unit of this file
-        try:
-            for unit in got.units or ():
-                extra = lost.get((unit.state_file, unit.key), ())
-                units.append(_summary(workspace, unit, options, detect, len(units) + 1, extra))
-                if on_unit is not None:
-                    on_unit()
-        finally:
-            storytime.unpin(workspace)
-    unreadable.extend(sorted(broken, key=lambda b: str(b["stateFile"])))
+    def __init__(self, cfg: Config, mode: str, codes: frozenset[str] | None) -> None:
+        self._cfg = cfg
+        self._mode = mode
+        self._codes = codes
+        self._built: tuple[Detect, Runner, Callable[[bool], None]] | None = None
+
+    def __call__(self, workspace: str, unit: Unit, answer: Answer) -> tuple[Finding, ...]:
+        if self._built is None:
+            from storyd.api.detection import build_detect, tips_held_by
+
+            detect, runner = build_detect(self._cfg, self._mode, self._codes)
+            self._built = (detect, runner, tips_held_by(runner))
+            self._built[2](True)
+        return self._built[0](workspace, unit, answer)
+
+    def close(self) -> None:
+        if self._built is not None:
+            _detect, runner, hold = self._built
+            try:
+                hold(False)
+            finally:
+                runner.close()
+
+
+class _Scan:
+    """One scan's units, unreadable files and unit count (each unit's `generation`)."""
+
+    def __init__(self, options: Options, detect: Detect,
+                 on_unit: Callable[[], None] | None, in_flight: bool) -> None:  # fmt: skip
+        self.options = options
+        self.detect = detect
+        self.on_unit = on_unit
+        self.in_flight = in_flight
+        self.units: list[UnitSummary] = []
+        self.unreadable: list[dict[str, object]] = []
+        self.seen = 0
+
+    def workspace(self, workspace: str) -> None:
+        found = pipeline.find_state_files(workspace, all_adapters())
+        broken: list[dict[str, object]] = []
+        for relpath, adapter in found.items():
+            got = pipeline.read_file(workspace, adapter, relpath, self.options)
+            error = got.error
+            if isinstance(error, StateFileMissing) or (error is not None and error.code == 64):
+                continue  # gone meanwhile, or a link out of the workspace
+            if error is not None:
+                broken.append({"workspace": workspace, "stateFile": relpath,
+                               "format": adapter.name, "error": error.message, "since": None,
+                               "units": 0})  # fmt: skip
+                continue
+            # the progress the recording daemon's history says a write lost (`regressed`)
+            lost = _lost_progress(workspace, got.units or [])
+            storytime.pin(workspace)  # one look at git for every unit of this file
+            try:
+                for unit in got.units or ():
+                    self.unit(workspace, unit, lost.get((unit.state_file, unit.key), ()))
+            finally:
+                storytime.unpin(workspace)
+        self.unreadable.extend(sorted(broken, key=lambda b: str(b["stateFile"])))
+
+    def unit(self, workspace: str, unit: Unit, extra: tuple[Finding, ...]) -> None:
+        self.seen += 1
+        if not (self.in_flight and not unit.error and point_of(unit) == "all-done"):
+            summary = _summary(workspace, unit, self.options, self.detect, self.seen, extra)
+            self.units.append(summary)
+        if self.on_unit is not None:
+            self.on_unit()
+
+
+def _lost_progress(
+    workspace: str, units: list[Unit]
+) -> dict[tuple[str, str], tuple[Finding, ...]]:
+    """storyd.api.history.lost_progress; with no history database (no recording daemon
+    ever ran), none, without importing sqlite3 and hashlib (a hook's direct read)."""
+    from storyd.core.paths import history_path
+
+    if not units or not os.path.exists(history_path()):
+        return {}
+    from storyd.api.history import lost_progress
+
+    return lost_progress(workspace, units)
 
 
 def _summary(

@@ -22,7 +22,6 @@ record only when one of those changed, else touches it. Records written before i
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 TYPE_CHECKING = False
@@ -63,22 +62,21 @@ class Change:
 
 def record_path(session: str) -> str:
     """Where the record of `session` lives."""
-    import hashlib
+    from storyd.core.digest import sha256_hex  # not hashlib: OpenSSL's load, 5 ms a hook
+    from storyd.core.paths import state_dir
 
-    from storyd.api.reconcile.undo import state_dir
-
-    key = hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    key = sha256_hex(session.encode("utf-8", "surrogatepass"))[:32]
     return os.path.join(state_dir(), "sessions", key + ".json")
 
 
 def load(session: str) -> dict[str, object] | None:
     """The record of `session`, or None (none yet, unreadable, not ours)."""
-    import json
+    from storyd.core.jsonio import loads  # the C scanner, without `json`'s import of re
 
     try:
         with open(record_path(session), "rb") as handle:
             data = handle.read(_MAX_BYTES + 1)
-        value = json.loads(data) if len(data) <= _MAX_BYTES else None
+        value = loads(data) if len(data) <= _MAX_BYTES else None
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(value, dict) or value.get("session") != session:
@@ -103,6 +101,8 @@ def save(record: dict[str, object]) -> bool:
             json.dump(record, handle, separators=(",", ":"))
         os.replace(tmp, path)
     except OSError:
+        import contextlib  # only when writing: a hook that reads a record needs none
+
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         return False
@@ -111,6 +111,7 @@ def save(record: dict[str, object]) -> bool:
 
 
 def _prune(folder: str) -> None:
+    import contextlib
     import time
 
     try:
@@ -288,6 +289,8 @@ def touched(before: object, after: object, named: list[str]) -> str | None:
 
 def touch(session: str) -> None:
     """The record's mtime is now: a hook call that changed nothing else."""
+    import contextlib
+
     with contextlib.suppress(OSError):
         os.utime(record_path(session))
 

@@ -79,13 +79,16 @@ def units(
     timeout: float = 2.0,
     config: str | None = None,
     progress: Progress | None = None,
+    codes: frozenset[str] | None = None,
 ) -> Units:
     """The units of `workspaces` (None or empty: every workspace the daemon watches,
     else the current folder), from the daemon when one answers, else read here.
 
     `timeout` (seconds) bounds each request to the daemon; `config` is the configuration
-    file a direct read uses (SetupError when a named file does not exist). Raises
-    StorydError (a UsageError for the daemon's refusal), never prints.
+    file a direct read uses (SetupError when a named file does not exist); `codes`: the
+    caller reads only findings of these codes, so a direct read runs only the detectors
+    that declare one (the daemon's answer has them all). Raises StorydError (a UsageError
+    for the daemon's refusal), never prints.
     """
     from storyd.api.client import Client, DaemonUnavailable
 
@@ -126,12 +129,12 @@ def units(
                     clock = str(answer.get("clock"))
             if not declined:
                 return Units(found, "daemon", clock, broken, notes)
-            read, more = _scan(declined, config, staleness, in_flight, make)
+            read, more = _scan(declined, config, staleness, in_flight, make, codes)
             source = "direct" if len(declined) == len(asked) else "daemon+direct"
             return Units(_ordered(found + read), source, clock, broken + more, notes)
         except DaemonUnavailable:
             pass
-    read, broken = _scan(folders or [os.getcwd()], config, staleness, in_flight, make)
+    read, broken = _scan(folders or [os.getcwd()], config, staleness, in_flight, make, codes)
     return Units(read, "direct", None, broken, notes)
 
 
@@ -197,6 +200,7 @@ def _scan(
     staleness: str | None,
     in_flight: bool,
     make: Progress,
+    codes: frozenset[str] | None = None,
 ) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
     """Read the workspaces here, with the configured detectors: the unit summaries, and
     the state files that do not parse."""
@@ -211,8 +215,9 @@ def _scan(
             progress.count = (progress.count or 0) + 1
 
         units, unreadable = scan_workspaces(
-            targets, cfg, staleness or None, counted if progress.on else None
-        )
+            targets, cfg, staleness or None, counted if progress.on else None,
+            in_flight=in_flight, codes=codes,
+        )  # fmt: skip
     summaries: list[dict[str, object]] = [dict(u) for u in units]
     if in_flight:
         summaries = [u for u in summaries if u["resumePoint"] != "all-done"]

@@ -7,6 +7,8 @@ found, each as `PATH:LINE: FIELD: MESSAGE`, where FIELD is the dotted key
 
     values.py    Config, Limits, Notify, LIMITS (defaults and ranges), Problem, ConfigError
     loader.py    load(), load_staleness(): read and parse, then check
+    parsed.py    tomllib's parse kept between processes ($XDG_CACHE_HOME), keyed on the
+                 file's bytes: a hook or `storyd resume` after the first imports no tomllib
     checker.py   Checker: every key, type and range, each problem with its line; codes
                  (repair codes, block_stop_on) are checked by asking the one registry
                  (storyd.core.registry), never by importing reconcile

@@ -76,11 +76,11 @@ class Checker(Lines):
     # values ------------------------------------------------------------------------------
 
     def unknown(self, table: dict[str, object], known: tuple[str, ...], prefix: str) -> None:
-        import difflib
-
         for key in table:
             if key in known:
                 continue
+            import difflib  # only for a key to correct: a hook's start skips its import
+
             close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
             self.problem(prefix + key, f"unknown key {key!r}{hint}")

@@ -14,7 +14,15 @@ class Lines:
 
     def __init__(self, text: str) -> None:
         self.lines = text.splitlines()
-        self.keys = key_lines(self.lines)
+        self._keys: dict[str, int] | None = None
+
+    @property
+    def keys(self) -> dict[str, int]:
+        """Each key's line, scanned when a line is first asked (a file with no problem
+        is never scanned: a hook's start)."""
+        if self._keys is None:
+            self._keys = key_lines(self.lines)
+        return self._keys
 
     def line(self, field: str) -> int:
         """The line of `field`, else of its nearest parent written in the file."""

@@ -1,4 +1,5 @@
-"""Reading config.toml: tomllib's parse, then the checker; the cheap staleness read.
+"""Reading config.toml: tomllib's parse (or an earlier process's, config/parsed.py), then
+the checker; the cheap staleness read.
 
 A missing file means the defaults. Any problem raises ConfigError (exit 78) listing
 every problem found. `load_staleness()` is on `storyd resume`'s path: it only stats the
@@ -30,13 +31,19 @@ def _read(path: str) -> tuple[dict[str, object], str] | None:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise ConfigError([Problem("syntax", line, "not valid UTF-8")], path) from None
-    import tomllib
+    from storyd.config.parsed import load as parsed_before
+    from storyd.config.parsed import save as keep_parsed
 
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        message, line = _syntax_message(str(exc), text)
-        raise ConfigError([Problem("syntax", line, message)], path) from None
+    document = parsed_before(path, data)  # these very bytes, parsed by an earlier process
+    if document is None:
+        import tomllib
+
+        try:
+            document = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            message, line = _syntax_message(str(exc), text)
+            raise ConfigError([Problem("syntax", line, message)], path) from None
+        keep_parsed(path, data, document)
     return document, text
 
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from storyd.core.wire import Envelope
 
-__all__ = ["build", "render", "resume_point", "stale_warnings", "status_warnings"]
+__all__ = ["build", "point_of", "render", "resume_point", "stale_warnings", "status_warnings"]
 
 
 def resume_point(tasks: Sequence[Task]) -> str:
@@ -56,12 +56,17 @@ def status_warnings(unit: Unit) -> list[str]:
     ]
 
 
+def point_of(unit: Unit) -> str:
+    """The unit's resume point: its format's own, else its tasks' (staleness aside)."""
+    return unit.resume_point or resume_point(unit.tasks)
+
+
 def build(unit: Unit, stale: list[str]) -> Envelope:
     """The envelope as an ordered dict."""
     done = [t for t in unit.tasks if t.bucket == DONE]
     last = done[-1].commit_sha if done else None
     return {
-        "resumePoint": unit.resume_point or resume_point(unit.tasks),
+        "resumePoint": point_of(unit),
         "tasksCompleted": [{"id": t.id, "commitSha": t.commit_sha} for t in done],
         "tasksPending": [t.id for t in unit.tasks if t.bucket != DONE],
         "lastCommitSha": last or None,

@@ -9,7 +9,8 @@ storyd's own entries come from the package's `entry_points.txt` (the file pyproj
 makes the distribution's entry points), read here with str operations: `storyd resume`
 finds its format without importlib.metadata, which costs more start-up than the rest of
 the command. Other distributions' entries are scanned once, all groups at a time, and
-only when something is asked that storyd's own cannot answer.
+only when something is asked that storyd's own cannot answer: from their dist-info files
+(storyd.core.dists; importlib.metadata only where those cannot tell).
 
 A plugin that fails to import, is not what its group expects, or takes a name already
 taken is skipped: `problems` names it, a command says so on stderr, `report(sink)` sends
@@ -91,6 +92,17 @@ def parse(text: str, dist: str | None = None) -> dict[str, list[Entry]]:
 
 
 def _scan_installed() -> Iterable[Entry]:
+    """Every other distribution's entries in storyd's groups: read from their files
+    (storyd.core.dists), else, where that cannot see them all, from importlib.metadata."""
+    from storyd.core import dists
+
+    found = dists.scan(GROUPS)
+    if found is not None:
+        return [Entry(group, name, value, label) for group, name, value, label in found]
+    return _scan_metadata()
+
+
+def _scan_metadata() -> Iterable[Entry]:
     """Every other distribution's entries in storyd's groups (importlib.metadata)."""
     from importlib.metadata import entry_points
 

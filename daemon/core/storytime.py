@@ -13,8 +13,9 @@ staleness detector restates the envelope's warnings.
 Git is asked only when mtime alone would warn, through `git` subprocesses (no
 GitPython: this sits on `storyd resume`'s start-up path):
 
-    per file   two short calls (status, log -1), memoised on the file's stat and the
-               repository's stamp (the index's stat and the commit HEAD resolves to)
+    per file   two short calls (status, log -1), run at once, memoised on the file's
+               stat and the repository's stamp (the index's stat and the commit HEAD
+               resolves to)
     batched    the daemon (`switches.configure(git_batching=True)`, git mode only):
                one `git status` and one `git log --name-only` pass per workspace
                (`prime`), redone when the stamp
@@ -98,12 +99,15 @@ def git_commit_time(workspace: str, relpath: str) -> int | None:
     where = _locate(workspace) if key is None else None  # a stamp: git's files are sound
     if where is not None and where.blocking_file() is not None:
         return None  # git would wait on a FIFO HEAD or ref until its deadline
-    status = _git(workspace, "status", "--porcelain", "--untracked-files=all", "--", relpath)
-    if status is None or status.strip():
-        found = None
-    else:
-        stamp = (_git(workspace, "log", "-1", "--format=%ct", "--", relpath) or "").strip()
-        found = int(stamp) if stamp.isdigit() else None
+    # both at once (a clean file needs both; a dirty one wastes a short `log -1`): one
+    # git start's wait instead of two, on every unit a hook or resume reads directly
+    asked = _spawn(workspace, ("status", "--porcelain", "--untracked-files=all", "--", relpath),
+                   _GIT_TIMEOUT)  # fmt: skip
+    last = _spawn(workspace, ("log", "-1", "--format=%ct", "--", relpath), _GIT_TIMEOUT)
+    status = _collect(asked)
+    stamp = (_collect(last) or "").strip()
+    clean = status is not None and not status.strip()
+    found = int(stamp) if clean and stamp.isdigit() else None
     if key is not None:
         if len(memo) >= _MEMO_SIZE:
             memo.clear()
@@ -262,8 +266,11 @@ def _git(workspace: str, *args: str, timeout: float = _GIT_TIMEOUT) -> str | Non
     posix_spawn and a pipe rather than `subprocess`, whose import pulls in `re`, `locale`
     and `signal` (about 9 ms on `storyd resume`'s start-up path).
     """
-    import select
+    return _collect(_spawn(workspace, args, timeout))
 
+
+def _spawn(workspace: str, args: tuple[str, ...], timeout: float) -> tuple[int, int, float] | None:
+    """A git command started: (pid, its stdout's read end, deadline), or None."""
     try:
         read_end, write_end = os.pipe()
     except OSError:
@@ -288,8 +295,17 @@ def _git(workspace: str, *args: str, timeout: float = _GIT_TIMEOUT) -> str | Non
         os.close(write_end)
         return None
     os.close(write_end)
+    return pid, read_end, time.monotonic() + timeout
+
+
+def _collect(started: tuple[int, int, float] | None) -> str | None:
+    """The stdout of a git command `_spawn` started (None: it failed or overran)."""
+    import select
+
+    if started is None:
+        return None
+    pid, read_end, deadline = started
     chunks = []
-    deadline = time.monotonic() + timeout
     try:
         while (remaining := deadline - time.monotonic()) > 0:
             ready, _, _ = select.select([read_end], [], [], remaining)

@@ -44,7 +44,8 @@ def _describe(exc: BaseException) -> str:
 
 
 def git_executable() -> str | None:
-    """The git on PATH (absolute), or None when git is not installed."""
-    import shutil
+    """The git on PATH, or None when git is not installed (shutil.which's answer,
+    without shutil's import: storyd.core.paths.which)."""
+    from storyd.core.paths import which
 
-    return shutil.which("git")
+    return which("git")

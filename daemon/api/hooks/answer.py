@@ -34,8 +34,6 @@ def answer(event: str, payload: dict[str, object], agent: str | None, cfg: Confi
     """(the JSON answer for stdout, or with exit code 2 the text for stderr; None: say
     nothing, the exit code). `units` gives a workspace's units in flight with their
     findings; `storyd` is the argv a printed fix names (storyd.api.hooks.selfpath)."""
-    import json
-
     from storyd.api.hooks import hookio
     from storyd.api.hooks import payload as shapes
 
@@ -72,5 +70,7 @@ def answer(event: str, payload: dict[str, object], agent: str | None, cfg: Confi
         if got is None:
             return None, 0
         text = got
+    from storyd.core.jsonio import dumps  # compact, UTF-8 raw; not `json` (its re import)
+
     shaped = shapes.answer(hook.agent, event, text)
-    return json.dumps(shaped, ensure_ascii=False, separators=(",", ":")), 0
+    return dumps(shaped).decode("utf-8"), 0

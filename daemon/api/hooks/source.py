@@ -31,17 +31,19 @@ def units(
     socket: str | None = None,
     config: str | None = None,
     timeout_ms: int = 2000,
+    codes: frozenset[str] | None = None,
 ) -> Units:
     """One workspace's unit summaries with their findings (the daemon's `list`, else a
     direct scan with the detectors), and which path answered: what `storyd status`
-    shows. A workspace the daemon declines is noted on stderr, as the command does."""
+    shows. A workspace the daemon declines is noted on stderr, as the command does.
+    `codes`: only findings of these codes are read (a direct scan runs only the
+    detectors that declare one)."""
     import sys
 
     from storyd.api.units import units as listed
 
-    found = listed(
-        [workspace], in_flight=in_flight, socket=socket, config=config, timeout=timeout_ms / 1000
-    )
+    found = listed([workspace], in_flight=in_flight, socket=socket, config=config,
+                   timeout=timeout_ms / 1000, codes=codes)  # fmt: skip
     for note in found.notes:
         sys.stderr.write(note + "\n")
     return found

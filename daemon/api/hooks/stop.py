@@ -25,10 +25,16 @@ if TYPE_CHECKING:
     from storyd.api.hooks.payload import Hook
     from storyd.config import Config
 
-__all__ = ["lagging", "reason"]
+__all__ = ["codes", "lagging", "reason"]
 
 _EVIDENCE = ("commit", "journal", "output")  # evidence keys worth naming, in this order
 Lag = tuple[dict[str, object], dict[str, object]]
+
+
+def codes(cfg: Config) -> frozenset[str]:
+    """The finding codes a stop can be held for (`[hooks] block_stop_on`): the only ones
+    it reads, so a direct scan runs only the detectors that declare one of them."""
+    return frozenset(cfg.hooks.block_stop_on)
 
 
 def _fix(storyd: list[str], workspace: str, unit: dict[str, object], code: str) -> str:
@@ -98,7 +104,7 @@ def lagging(hook: Hook, trust: Trust, cfg: Config,
     from storyd.api import sessions
     from storyd.api.hooks import hookio
 
-    block_on = set(cfg.hooks.block_stop_on)
+    block_on = codes(cfg)
     if hook.session is None:
         return None
     workspace = hookio.find_workspace(hook.folder, trust)

@@ -24,6 +24,7 @@ import time
 
 from storyd.api.reconcile.atomic import TEMP_MARK, replace, step, unlink
 from storyd.core.errors import StorydError
+from storyd.core.paths import state_dir  # here too: its older home
 from storyd.core.regular import read_regular
 
 __all__ = ["NothingToUndo", "Record", "UndoRefused", "load", "record_dir", "save", "state_dir"]
@@ -43,14 +44,6 @@ class UndoRefused(StorydError):
 
     code = 65
     name = "UNDO_REFUSED"
-
-
-def state_dir() -> str:
-    """$XDG_STATE_HOME/storyd (default ~/.local/state/storyd)."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return os.path.join(base, "storyd")
 
 
 def record_dir(workspace: str) -> str:

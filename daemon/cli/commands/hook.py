@@ -40,15 +40,24 @@ def _debug(message: str) -> None:
 def _run(event: str, payload: dict[str, object], agent: str | None,
          config: str | None, socket: str | None) -> tuple[str | None, int]:  # fmt: skip
     """(the JSON answer or stderr text, the exit code): storyd.api.hooks.answer, with
-    the units from the daemon's `list` (else a direct scan)."""
+    the units from the daemon's `list` (else a direct scan; for stop, with only the
+    detectors that can raise a code it blocks on)."""
     from storyd.api.hooks import source
     from storyd.api.hooks.answer import answer
     from storyd.api.hooks.selfpath import storyd_argv
 
-    def units(workspace: str) -> list[dict[str, object]]:
-        return source.units(workspace, in_flight=True, socket=socket, config=config).units
-
     cfg = source.load_config(config)
+    wanted = None
+    if event == "stop":
+        from storyd.api.hooks.stop import codes
+
+        wanted = codes(cfg)
+
+    def units(workspace: str) -> list[dict[str, object]]:
+        found = source.units(workspace, in_flight=True, socket=socket, config=config,
+                             codes=wanted)  # fmt: skip
+        return found.units
+
     return answer(event, payload, agent, cfg, units, storyd_argv())
 
 
