@@ -136,6 +136,9 @@ def read_locked(path: str, timeout: float = DEFAULT_LOCK_TIMEOUT, name: str = ""
     """
     name = name or os.path.basename(path)
     deadline = time.monotonic() + timeout
+    folder, sep, base = path.rpartition("/")
+    if os.path.lexists(f"{folder}{sep}.{base}.storyd-redo"):  # core/redo.py's REDO_MARK
+        _finish_killed_write(path, timeout, deadline)
     while True:
         fd = _open_regular(path, name)
         try:
@@ -145,3 +148,24 @@ def read_locked(path: str, timeout: float = DEFAULT_LOCK_TIMEOUT, name: str = ""
                 return LockedRead(_read_all(fd, path), st)
         finally:
             os.close(fd)  # closing the descriptor releases the flock
+
+
+def _finish_killed_write(path: str, timeout: float, deadline: float) -> None:
+    """A killed reconcile's redo record lies beside `path`: finish its write under the
+    writers' `flock -x` (core/redo.py) before reading. Left to the next reader or
+    reconcile when the file cannot be opened for writing."""
+    from storyd.core import redo
+    from storyd.core.regular import open_regular
+
+    try:
+        fd = open_regular(path, os.O_RDWR)
+    except OSError:
+        return
+    try:
+        flock_wait(fd, fcntl.LOCK_EX, path, timeout, deadline)
+        if same_file(fd, path):
+            redo.recover(fd, path)
+    except OSError:
+        return
+    finally:
+        os.close(fd)
