@@ -12,9 +12,10 @@ of these at a time:
     rewrite   the huge state file is rewritten (temp file, rename) ten times a second
 
 The load runs in a process of its own, so that its JSON work is not counted against
-the daemon. Prints the probe's p50, p99 and max (ms) per load, and the daemon's RSS (MB) before and
-after. Issue 29's target: p99 under 50 ms and max under 100 ms while a huge file is read
-or rewritten.
+the daemon. Prints the probe's p50, p99 and max (ms) per load, how many probes took
+over 50 and 100 ms (on a shared machine a single max is often the scheduler's, idle
+included), and the daemon's RSS (MB) before and after. Issue 29's target: p99 under
+50 ms and max under 100 ms while a huge file is read or rewritten.
 """
 
 from __future__ import annotations
@@ -139,8 +140,9 @@ def main() -> None:
                 sys.exit("storyd serve did not answer")
             time.sleep(2.0)
             print(f"RSS after the warm-up {rss(daemon.pid)} MB")
-            print("| load | probes | p50 ms | p99 ms | max ms | RSS after MB |")
-            print("|---|---:|---:|---:|---:|---:|")
+            print("| load | probes | p50 ms | p99 ms | max ms | over 50 ms | over 100 ms "
+                  "| RSS after MB |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|")
             for kind in ("idle", "epic", "rewrite"):
                 child = loader(kind, sock, ws, args.tasks)
                 times = sorted(probe(sock, ws, args.seconds))
@@ -148,9 +150,10 @@ def main() -> None:
                 child.stdin.close()
                 child.wait(120)
                 time.sleep(2.0)
+                over = [sum(1 for t in times if t > bound) for bound in (50, 100)]
                 print(f"| {kind} | {len(times)} | {quantile(times, 0.5):.3f} | "
-                      f"{quantile(times, 0.99):.3f} | "
-                      f"{times[-1]:.1f} | {rss(daemon.pid)} |")
+                      f"{quantile(times, 0.99):.3f} | {times[-1]:.1f} | {over[0]} | {over[1]} "
+                      f"| {rss(daemon.pid)} |")
         finally:
             daemon.terminate()
             daemon.wait(20)
