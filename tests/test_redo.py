@@ -267,3 +267,31 @@ def _undo(env: dict[str, str], repo: GitWorkspace, path: Path, before: bytes) ->
     done = reconcile(env, repo, "--undo")
     assert done.returncode in (0, 1), done.stderr
     assert path.read_bytes() == before
+
+
+@pytest.mark.slow
+def test_a_daemon_started_after_the_kill_finishes_the_write(
+    env: dict[str, str], tmp_path: Path, spawn_daemon: Spawn
+) -> None:
+    """No storyd ran between the kill and the daemon's start: its warm-up read of the
+    torn file finishes the write before it answers from it."""
+    repo, path, before = big_unrecorded(tmp_path / "ws", 300_000)
+    assert reconcile(env, repo, "--apply").returncode == 0
+    after = path.read_bytes()
+    assert reconcile(env, repo, "--undo").returncode == 0
+    for n in range(1, 200):  # the first step that leaves a torn file
+        done = reconcile(env, repo, "--apply", hook=f"kill-at-{n}")
+        assert done.returncode == -9, done.stderr
+        if is_torn(path.read_bytes(), before, after):
+            break
+        assert reconcile(env, repo, "--undo").returncode in (0, 1)
+        assert path.read_bytes() == before
+    assert is_torn(path.read_bytes(), before, after)
+    daemon = spawn_daemon([repo.path])
+    answer = daemon.request({"op": "resume", "workspace": str(repo.path), "epic": EPIC,
+                             "story": STORY}, timeout=30)
+    assert answer["ok"] is True, answer
+    assert not os.path.exists(redo.redo_path(str(path)))
+    document = json.loads(path.read_bytes())
+    assert document["stories"][STORY]["tasks"][T2]["status"] == "DONE"  # the apply's change
+    assert path.read_bytes() == after
