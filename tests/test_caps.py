@@ -101,3 +101,38 @@ def test_an_epic_view_over_the_answer_cap_is_refused_on_both_doors(
         [sys.executable, "-m", "storyd", "epic", "--epic-id", "0002", "--workspace", str(ws),
          "--direct", "--json"], capture_output=True, text=True, timeout=60, check=False)
     assert direct.returncode == 0, direct.stderr
+
+
+def done_epic(ws: Path, tasks: int) -> Path:
+    """Epic 0002: one story of `tasks` DONE tasks (each one entry of the envelope)."""
+    nodes = {f"TASK-0002-0001-{n:06d}": {"status": "DONE"} for n in range(tasks)}
+    return write_epic(ws, "0002", tasks={STORY: nodes})
+
+
+def test_an_envelope_over_the_cap_is_refused_by_the_pipeline(tmp_path: Path) -> None:
+    from storyd.core import pipeline, target
+
+    done_epic(tmp_path, 2000)  # an envelope of ~100 KB
+    where = target.for_epic(str(tmp_path), "0002", STORY)
+    (unit,) = pipeline.read_units(str(tmp_path), where.adapter, where.relpath,
+                                  pipeline.Options(staleness="mtime"))
+    assert pipeline.answer(str(tmp_path), unit, pipeline.Options(staleness="mtime")).line
+    small = pipeline.Options(staleness="mtime", max_answer_bytes=65536)
+    with pytest.raises(DataError) as raised:
+        pipeline.answer(str(tmp_path), unit, small)
+    assert "65,536-byte answer cap" in raised.value.message
+
+
+@pytest.mark.slow
+def test_a_cached_answer_over_the_cap_is_refused(tmp_path: Path, spawn_daemon: Spawn) -> None:
+    ws = tmp_path / "ws"
+    done_epic(ws, 2000)
+    write_config(tmp_path, "[limits]\nmax_answer_bytes = 65536\n")
+    daemon = spawn_daemon([ws])
+    for _ in range(2):  # the miss, then the cached entry
+        answer = daemon.request({"op": "resume", "workspace": str(ws), "epic": "0002",
+                                 "story": STORY})
+        assert answer["ok"] is False, answer
+        error = answer["error"]
+        assert isinstance(error, dict) and error["code"] == 65
+        assert "65,536-byte answer cap" in error["message"], error

@@ -136,7 +136,8 @@ def build_daemon(
                        max_state_bytes=settings.limits.max_state_bytes)
     if settings.staleness == storytime.GIT:
         switches.configure(git_batching=True)
-    options = Options(settings.limits.lock_timeout, settings.staleness)
+    options = Options(settings.limits.lock_timeout, settings.staleness,
+                      settings.limits.max_answer_bytes)
     engine = Engine(
         options, detect=detect, changes=Changes(), events=EventLog(),
         git_busy=git_busy, hold_tips=hold_tips, regressed=regressed,

@@ -267,6 +267,7 @@ class Daemon:
         refresher's windows are told here."""
         self.settings.use(limits, auto_watch=auto_watch)
         self.options.lock_timeout = limits.lock_timeout
+        self.options.max_answer_bytes = limits.max_answer_bytes
         switches.configure(max_state_bytes=limits.max_state_bytes)
         self.refresher.configure(
             settle=self.settings.settle, verify_interval=limits.verify_interval
