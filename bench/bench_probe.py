@@ -11,9 +11,11 @@ of these at a time:
     epic      another client asks the huge epic's view (`epic` op) again and again
     rewrite   the huge state file is rewritten (temp file, rename) ten times a second
 
-Prints the probe's p50, p99 and max (ms) per load, and the daemon's RSS (MB) before and
-after. Issue 29's target: p99 under 50 ms and max under 100 ms while a huge file is read
-or rewritten.
+The load runs in a process of its own, so that its JSON work is not counted against
+the daemon. Prints the probe's p50, p99 and max (ms) per load, how many probes took
+over 50 and 100 ms (on a shared machine a single max is often the scheduler's, idle
+included), and the daemon's RSS (MB) before and after. Issue 29's target: p99 under
+50 ms and max under 100 ms while a huge file is read or rewritten.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def probe(sock: str, ws: Path, seconds: float) -> list[float]:
 
 
 def load(kind: str, sock: str, ws: Path, tasks: int, stop: threading.Event) -> None:
+    """Apply one load until `stop` (in a child process: see `loader`)."""
     while not stop.is_set():
         if kind == "epic":
             ask(sock, {"op": "epic", "workspace": str(ws), "epic": HUGE}, timeout=60)
@@ -80,6 +83,26 @@ def load(kind: str, sock: str, ws: Path, tasks: int, stop: threading.Event) -> N
             stop.wait(0.1)
         else:
             stop.wait(0.1)
+
+
+def loader(kind: str, sock: str, ws: Path, tasks: int) -> subprocess.Popen[bytes]:
+    """The load in its own process: in the probe's, its JSON work (dumping the huge
+    file, parsing the view) would hold the probe's own interpreter lock and be counted
+    as the daemon's latency."""
+    return subprocess.Popen([sys.executable, __file__, "--load", kind, "--socket", sock,
+                             "--workspace", str(ws), "--tasks", str(tasks)],
+                            stdin=subprocess.PIPE)
+
+
+def run_load(args: argparse.Namespace) -> None:
+    """`--load KIND`: apply the load until stdin closes."""
+    stop = threading.Event()
+    worker = threading.Thread(target=load, args=(args.load, args.socket, Path(args.workspace),
+                                                 args.tasks, stop))
+    worker.start()
+    sys.stdin.read()
+    stop.set()
+    worker.join()
 
 
 def quantile(ordered: list[float], q: float) -> float:
@@ -92,7 +115,13 @@ def main() -> None:
     parser.add_argument("--storyd", default=str(here / ".venv" / "bin" / "storyd"))
     parser.add_argument("--tasks", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--load", help=argparse.SUPPRESS)
+    parser.add_argument("--socket", help=argparse.SUPPRESS)
+    parser.add_argument("--workspace", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.load:
+        run_load(args)
+        return
     print(f"storyd {args.storyd}; huge epic of {args.tasks:,} tasks; {args.seconds:g} s per "
           f"load; load average {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory(prefix="storyd-probe-") as tmp:
@@ -111,19 +140,20 @@ def main() -> None:
                 sys.exit("storyd serve did not answer")
             time.sleep(2.0)
             print(f"RSS after the warm-up {rss(daemon.pid)} MB")
-            print("| load | probes | p50 ms | p99 ms | max ms | RSS after MB |")
-            print("|---|---:|---:|---:|---:|---:|")
+            print("| load | probes | p50 ms | p99 ms | max ms | over 50 ms | over 100 ms "
+                  "| RSS after MB |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|")
             for kind in ("idle", "epic", "rewrite"):
-                stop = threading.Event()
-                worker = threading.Thread(target=load, args=(kind, sock, ws, args.tasks, stop))
-                worker.start()
+                child = loader(kind, sock, ws, args.tasks)
                 times = sorted(probe(sock, ws, args.seconds))
-                stop.set()
-                worker.join()
+                assert child.stdin is not None
+                child.stdin.close()
+                child.wait(120)
                 time.sleep(2.0)
+                over = [sum(1 for t in times if t > bound) for bound in (50, 100)]
                 print(f"| {kind} | {len(times)} | {quantile(times, 0.5):.3f} | "
-                      f"{quantile(times, 0.99):.3f} | "
-                      f"{times[-1]:.1f} | {rss(daemon.pid)} |")
+                      f"{quantile(times, 0.99):.3f} | {times[-1]:.1f} | {over[0]} | {over[1]} "
+                      f"| {rss(daemon.pid)} |")
         finally:
             daemon.terminate()
             daemon.wait(20)

@@ -37,6 +37,8 @@ connection_buffer = 16384
 total_buffer = 1048576
 idle_timeout = 30.5
 auto_watch_idle = 600
+max_state_bytes = 1048576
+max_answer_bytes = 2097152
 
 [detectors.staleness]
 enabled = false
@@ -94,6 +96,7 @@ class TestValid:
             "verify_interval": 0.5, "settle_ms": 5, "max_subscribers": 3,
             "subscriber_buffer": 8192, "connection_buffer": 16384, "total_buffer": 1048576,
             "idle_timeout": 30.5, "auto_watch_idle": 600.0, "git_lock_wait": 5.0,
+            "max_state_bytes": 1048576, "max_answer_bytes": 2097152,
         }
         assert cfg.detectors == {
             "staleness": {"enabled": False, "threshold": 3}, "task-order": {"strict": True},

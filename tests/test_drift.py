@@ -60,6 +60,23 @@ def rechecks(proc: DaemonProcess, workspace: Path) -> int:
                if e.get("event") == "git_recheck" and e.get("workspace") == str(workspace))
 
 
+def operation(e: dict[str, object]) -> bool:
+    """An event about the git-operation/operation-in-progress info finding (issue 29:
+    the daemon's answers say a rebase is under way, then stop saying it)."""
+    finding = e.get("finding")
+    return isinstance(finding, dict) and finding.get("code") == "operation-in-progress"
+
+
+def split_operation(
+    events: list[dict[str, object]],
+) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """(the operation finding's events and the `changed` each came with, the others)."""
+    marks = {e["generation"] for e in events if operation(e)}
+    theirs = [e for e in events if operation(e) or
+              (e["event"] == "changed" and e["generation"] in marks)]
+    return theirs, [e for e in events if e not in theirs]
+
+
 def per_unit(events: list[dict[str, object]]) -> Counter[tuple[str, str]]:
     """(unit, event kind) -> how many."""
     return Counter((str(e["unit"]), str(e["event"])) for e in events)
@@ -300,18 +317,28 @@ class TestCoalescing:
             marker = repo.path / ".git" / "rebase-merge"
             marker.mkdir()
             repo.git("update-ref", "refs/heads/main", t1)  # drops T2's commit mid-"rebase"
-            assert events.settle(1.0) == [], "an event while .git/rebase-merge exists"
-            assert rechecks(proc, workspace) == before, "a recheck ran mid-rebase"
-            assert proc.stats()["generation"] == generation
+            # one recheck as the operation is seen: its info finding, no detector's drift
+            events.wait(kind("drift", code="operation-in-progress"), timeout=15,
+                        message="the answers to say a rebase is in progress")
+            during = events.settle(1.0)
+            assert per_unit(during) == Counter({(STORY, "changed"): 1, (STORY, "drift"): 1})
+            assert [e for e in during if e["event"] == "drift" and not operation(e)] == []
+            assert rechecks(proc, workspace) == before + 1, "more than one recheck mid-rebase"
+            assert proc.stats()["generation"] == generation + 1
 
+            mark = events.mark()
             started = time.monotonic()
             marker.rmdir()
-            stamp, drift = events.wait(kind("drift"), message="the drift once the rebase ended")
+            stamp, drift = events.wait(kind("drift", code="unreachable"), start=mark,
+                                       message="the drift once the rebase ended")
             assert stamp - started < LATENCY, f"drift took {stamp - started:.3f} s"
             assert drift["finding"]["message"] == lost(t2, T2)  # type: ignore[index]
-            seen = events.settle(QUIET)
-        assert per_unit(seen) == Counter({(STORY, "changed"): 1, (STORY, "drift"): 1})
-        assert rechecks(proc, workspace) == before + 1
+            events.settle(QUIET)
+            seen = events.since(mark)
+        assert per_unit(seen) == Counter({(STORY, "changed"): 1, (STORY, "drift"): 1,
+                                          (STORY, "resolved"): 1}), seen
+        assert [operation(e) for e in seen if e["event"] == "resolved"] == [True]
+        assert rechecks(proc, workspace) == before + 2
 
     def test_a_state_write_mid_rebase_keeps_the_detectors_last_findings(
             self, spawn_daemon: Spawn, repo: GitWorkspace, two_tasks: tuple[str, str]) -> None:
@@ -325,10 +352,12 @@ class TestCoalescing:
             repo.record({STORY: [t1, t2]}, pending=2)  # the orchestrator writes meanwhile
             events.wait(kind("changed"), message="the state write is still served")
             seen = events.settle(1.0)
-            assert not [e for e in seen if e["event"] in ("drift", "resolved")], seen
+            _, others = split_operation(seen)
+            assert not [e for e in others if e["event"] in ("drift", "resolved")], seen
 
             marker.rmdir()
-            _, drift = events.wait(kind("drift"), message="the drift once the rebase ended")
+            _, drift = events.wait(kind("drift", code="unreachable"),
+                                   message="the drift once the rebase ended")
             assert drift["finding"]["message"] == lost(t2, T2)  # type: ignore[index]
 
     def test_a_rebase_stopped_on_a_conflict_waits_for_continue(
@@ -347,14 +376,24 @@ class TestCoalescing:
             stopped = repo.run("rebase", "main")
             assert stopped.returncode != 0, stopped.stdout
             assert (repo.path / ".git" / "rebase-merge").is_dir()
-            assert events.settle(1.0) == [], "an event while the rebase is stopped"
+            events.wait(kind("drift", code="operation-in-progress"), timeout=15,
+                        message="the answers to say a rebase is in progress")
+            stopped_events = events.settle(1.0)  # only: a rebase is in progress (info)
+            theirs, others = split_operation(stopped_events)
+            assert others == [], "an event while the rebase is stopped"
+            assert [e["event"] for e in theirs if operation(e)] == ["drift"], stopped_events
 
+            mark = events.mark()
             (repo.path / "shared.txt").write_text("merged\n", encoding="utf-8")
             repo.git("add", "shared.txt")
             done = repo.run("rebase", "--continue", env={"GIT_EDITOR": "true"})
             assert done.returncode == 0, done.stderr
-            events.wait_count(kind("drift"), 3, message="three drift events")
-            seen = events.settle(QUIET)
+            events.wait_count(lambda e: kind("drift")(e) and not operation(e), 3, start=mark,
+                              message="three drift events")
+            events.settle(QUIET)
+            seen = events.since(mark)
+        assert [e["event"] for e in seen if operation(e)] == ["resolved"], seen
+        seen = [e for e in seen if not operation(e)]
         assert per_unit(seen) == Counter({(STORY, "changed"): 1, (STORY, "drift"): 3}), seen
         rewritten = {e["finding"]["task"]: "rewritten: now" in e["finding"]["message"]  # type: ignore[index]
                      for e in seen if e["event"] == "drift"}

@@ -14,8 +14,6 @@ import pytest
 from daemon_harness import DaemonProcess
 from epic_state_harness import epic_relpath, write_epic
 
-from storyd.core.locking import MAX_STATE_BYTES
-
 pytestmark = pytest.mark.slow
 
 Spawn = Callable[..., DaemonProcess]
@@ -46,7 +44,9 @@ def test_oversized_state_file_costs_no_memory(tmp_path: Path, spawn_daemon: Spaw
             timeout=30,
         )
         assert answer["ok"] is False, answer
-        assert f"larger than {MAX_STATE_BYTES // (1024 * 1024)} MiB" in str(answer), answer
+        message = answer["error"]["message"]
+        assert f"{BIG:,} bytes, larger than the 8,388,608-byte state-file cap" in message
+        assert "limits.max_state_bytes" in message, message
     after = rss_mib(daemon.pid)
     # one refused read may briefly hold one chunk; twenty must not hold twenty
     assert after - before < 150, f"RSS {before:.0f} -> {after:.0f} MiB after 20 refused reads"

@@ -157,16 +157,17 @@ class TestWhichEventsMatter:
 
 
 class _Rechecks:
-    """Counts the refresher's rechecks; `second` is set at the second one."""
+    """Counts the refresher's rechecks; `first`, `second`, `third` are set at each."""
 
     def __init__(self) -> None:
         self.count = 0
         self.first = threading.Event()
         self.second = threading.Event()
+        self.third = threading.Event()
 
     def __call__(self, _ws: Workspace) -> None:
         self.count += 1
-        (self.first if self.count == 1 else self.second).set()
+        (self.first, self.second, self.third)[min(self.count, 3) - 1].set()
 
 
 @pytest.fixture
@@ -174,6 +175,7 @@ def refresher(repo: GitWorkspace) -> Iterator[tuple[Refresher, Workspace, _Reche
     engine = Engine(Options(staleness="mtime"))
     ws = engine.add_workspace(str(repo.path))
     thread = Refresher(engine, verify_interval=3600.0, git_settle=0.05)
+    thread.operation_note = 0.2  # an operation stopped this long is noted (2 s in a daemon)
     counted = _Rechecks()
     thread.on_git_change = counted
     thread.git_busy = git_operation_in_progress
@@ -190,17 +192,22 @@ class TestOneRecheckPerOperation:
     ) -> None:
         thread, ws, counted = refresher
         thread.busy_poll = 3600.0  # no poll: only the event can end the wait
+        thread.operation_note = 0.0  # noted at the first look (no poll comes later)
         marker = repo.path / ".git" / "rebase-merge"
         marker.mkdir()
         handler = _GitHandler(thread, ws.path)
         repo.git("update-ref", "refs/heads/main", "HEAD~1")  # mid-"rebase"
         thread.request_git(ws.path)  # the ref's event
-        assert not counted.first.wait(QUIET), "rechecked while .git/rebase-merge exists"
+        # once as the operation is first seen (its answers then say it is under way) ...
+        assert counted.first.wait(TIMEOUT), "no recheck as the operation began"
+        assert marker.is_dir()
+        assert not counted.second.wait(QUIET), "rechecked again while .git/rebase-merge exists"
         marker.rmdir()
         handler.on_any_event(DirDeletedEvent(str(marker)))  # as watchdog delivers it
-        assert counted.first.wait(TIMEOUT), "no recheck once the operation ended"
-        assert not counted.second.wait(QUIET), "a second recheck for one operation"
-        assert counted.count == 1
+        # ... and once as it ends
+        assert counted.second.wait(TIMEOUT), "no recheck once the operation ended"
+        assert not counted.third.wait(QUIET), "a third recheck for one operation"
+        assert counted.count == 2
 
     def test_an_event_just_after_the_end_joins_the_one_recheck(
         self, repo: GitWorkspace, refresher: tuple[Refresher, Workspace, _Rechecks]
@@ -226,8 +233,9 @@ class TestOneRecheckPerOperation:
         thread.git_busy = busy
         thread.request_git(ws.path)
         assert seen_busy.wait(TIMEOUT), "the refresher never looked for the marker"
+        assert counted.first.wait(TIMEOUT), "no recheck as the operation began"
         marker.rmdir()
-        assert counted.first.wait(TIMEOUT), "no recheck once the operation ended"
+        assert counted.second.wait(TIMEOUT), "no recheck once the operation ended"
         late[0].join(TIMEOUT)
-        assert not counted.second.wait(QUIET + thread.git_settle), "two rechecks for one end"
-        assert counted.count == 1
+        assert not counted.third.wait(QUIET + thread.git_settle), "two rechecks for one end"
+        assert counted.count == 2

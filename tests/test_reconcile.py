@@ -26,6 +26,7 @@ from storyd.api.reconcile.atomic import HOOK_ENV, TEMP_MARK
 from storyd.api.reconcile.gather import Selection
 from storyd.api.reconcile.plan import Plan
 from storyd.config import Config, Limits
+from storyd.core.redo import REDO_MARK
 
 Spawn = Callable[..., DaemonProcess]
 T1, T2, T3 = (task_id(STORY, n) for n in (1, 2, 3))
@@ -347,18 +348,21 @@ class TestSafety:
         assert killed.returncode == -9, killed.stderr
         text = path.read_text(encoding="utf-8")
         temps = [p.name for p in path.parent.iterdir() if TEMP_MARK in p.name]
+        redos = [p.name for p in path.parent.iterdir() if REDO_MARK in p.name]
+        assert temps == []
         if survivor == "old":
             assert text == before
-            assert len(temps) == 1  # the fsynced redo record the write never used
+            assert len(redos) == 1  # the fsynced redo record the write never used
             cut_short = reconcile(env, repo, "--undo")  # the record came first: nothing to put back
             assert cut_short.returncode == 0 and b"0 file(s) restored" in cut_short.stdout
             assert path.read_text(encoding="utf-8") == before
         else:
             assert json.loads(text)["stories"][STORY]["tasks"][T2]["status"] == "DONE"
-            assert temps == []
+            assert redos == []
         done = reconcile(env, repo, "--apply")
         assert done.returncode == 0, done.stderr
         assert [p.name for p in path.parent.iterdir() if TEMP_MARK in p.name] == []
+        assert [p.name for p in path.parent.iterdir() if REDO_MARK in p.name] == []
         assert json.loads(path.read_text())["stories"][STORY]["tasks"][T2]["commitSha"] == t2
 
     @pytest.mark.slow

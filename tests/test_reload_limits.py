@@ -37,6 +37,8 @@ settle_ms = 5
 connection_buffer = 65536
 total_buffer = 1048576
 idle_timeout = 120.0
+max_state_bytes = 1048576
+max_answer_bytes = 2097152
 """
 
 
@@ -72,6 +74,8 @@ def test_stats_shows_the_reloaded_limits(reloaded: DaemonProcess) -> None:
         "total_buffer": 1048576,
         "idle_timeout": 120.0,
         "git_lock_wait": 5.0,
+        "max_state_bytes": 1048576,
+        "max_answer_bytes": 2097152,
     }
 
 

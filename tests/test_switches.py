@@ -224,7 +224,8 @@ class TestConfigureAndReset:
 
     def test_reset_restores_every_field(self, tmp_path: Path) -> None:
         pristine = switches._Config()
-        switches.configure(fast_parse=lambda data: jsonio.UNSURE, git_batching=True)
+        switches.configure(fast_parse=lambda data: jsonio.UNSURE, git_batching=True,
+                           max_state_bytes=65536)
         CONFIG.git_memo[("k",)] = 1
         CONFIG.git_primed["/ws"] = ((), 0.0, {}, frozenset())
         storytime.pin(str(tmp_path))  # the pin goes into this thread's git_pins

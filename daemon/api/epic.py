@@ -37,8 +37,12 @@ def epic(
     if view is not None:
         return Epic(view, "daemon")
     from storyd.api.epicview import epic_view
+    from storyd.core.caps import check_answer
+    from storyd.core.jsonio import dumps
 
-    return Epic(epic_view(workspace, epic_id), "direct")
+    view = epic_view(workspace, epic_id)
+    check_answer(len(dumps(view)))  # the daemon's answer cap, at its default
+    return Epic(view, "direct")
 
 
 def _from_daemon(

@@ -7,8 +7,10 @@ defaults from it). Reading the file is `loader.py`, checking it `checker.py`.
 
 from __future__ import annotations
 
+from storyd.core.caps import DEFAULT_MAX_ANSWER_BYTES
 from storyd.core.errors import SetupError
 from storyd.core.storytime import DEFAULT_MODE, MODES
+from storyd.core.switches import DEFAULT_MAX_STATE_BYTES
 
 TYPE_CHECKING = False  # not typing's: importing typing costs `storyd resume` start-up
 if TYPE_CHECKING:
@@ -56,6 +58,10 @@ LIMITS: dict[str, tuple[type, float, float, float]] = {
     # unwatched (0: never); configured and `storyd watch`ed ones never expire
     "auto_watch_idle": (float, 86400.0, 0.0, 365 * 86400.0),
     "git_lock_wait": (float, 5.0, 0.0, 3600.0),
+    # the largest state file read (parsing one holds the interpreter for ~10 ms a MB,
+    # every other client waiting) and the largest answer sent; docs/service.md says why
+    "max_state_bytes": (int, DEFAULT_MAX_STATE_BYTES, 65536, 64 * 1024 * 1024),
+    "max_answer_bytes": (int, DEFAULT_MAX_ANSWER_BYTES, 65536, 1024 * 1024 * 1024),
 }
 HOOK_TIMEOUT = (10.0, 0.1, 3600.0)  # notify.hook_timeout: default, lowest, highest
 # The keys each table may hold (limits: LIMITS); the checker names any other as unknown.
@@ -148,6 +154,8 @@ class Limits:
     idle_timeout: float
     auto_watch_idle: float
     git_lock_wait: float
+    max_state_bytes: int
+    max_answer_bytes: int
 
     def __init__(self, **values: float) -> None:
         unknown = set(values) - set(LIMITS)

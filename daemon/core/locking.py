@@ -19,18 +19,18 @@ import stat
 import time
 
 from storyd.core.errors import DataError, LockTimeout, StateFileMissing
+from storyd.core.switches import CONFIG
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
-    "MAX_STATE_BYTES",
     "LockedRead",
     "flock_wait",
     "read_locked",
     "same_file",
+    "too_large",
 ]
 
 DEFAULT_LOCK_TIMEOUT = 5.0
-MAX_STATE_BYTES = 64 * 1024 * 1024
 _FIRST_DELAY = 0.0005
 _MAX_DELAY = 0.01
 
@@ -79,28 +79,34 @@ def same_file(fd: int, path: str) -> bool:
 
 
 def _read_all(fd: int, path: str) -> bytes:
-    """The whole file, refusing one over MAX_STATE_BYTES.
+    """The whole file, refusing one over the state-file cap (switches.CONFIG.max_state_bytes).
 
     A file whose size already says so is refused before a byte is read; one that grows
     past the limit while read drops its chunks before the error is raised, so that the
-    error's traceback (which keeps this frame) never keeps up to 64 MiB alive.
+    error's traceback (which keeps this frame) never keeps up to the cap alive.
     """
-    if os.fstat(fd).st_size > MAX_STATE_BYTES:
-        raise DataError(_too_large(path))
+    cap = CONFIG.max_state_bytes
+    size = os.fstat(fd).st_size
+    if size > cap:
+        raise DataError(too_large(path, size, cap))
     chunks: list[bytes] = []
     total = 0
     while chunk := os.read(fd, 1 << 20):
         total += len(chunk)
-        if total > MAX_STATE_BYTES:
+        if total > cap:
             chunks.clear()
             del chunk
-            raise DataError(_too_large(path))
+            raise DataError(too_large(path, total, cap))
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-def _too_large(path: str) -> str:
-    return f"{path}: larger than {MAX_STATE_BYTES // (1024 * 1024)} MiB, refusing to read"
+def too_large(path: str, size: int, cap: int) -> str:
+    """The error of a state file over the cap: its size, the cap and how to raise it."""
+    return (
+        f"{path}: {size:,} bytes, larger than the {cap:,}-byte state-file cap; refusing "
+        "to read (raise limits.max_state_bytes in storyd's configuration, at most 64 MiB)"
+    )
 
 
 def flock_wait(fd: int, operation: int, path: str, timeout: float, deadline: float) -> None:
@@ -130,6 +136,9 @@ def read_locked(path: str, timeout: float = DEFAULT_LOCK_TIMEOUT, name: str = ""
     """
     name = name or os.path.basename(path)
     deadline = time.monotonic() + timeout
+    folder, sep, base = path.rpartition("/")
+    if os.path.lexists(f"{folder}{sep}.{base}.storyd-redo"):  # core/redo.py's REDO_MARK
+        _finish_killed_write(path, timeout, deadline)
     while True:
         fd = _open_regular(path, name)
         try:
@@ -139,3 +148,24 @@ def read_locked(path: str, timeout: float = DEFAULT_LOCK_TIMEOUT, name: str = ""
                 return LockedRead(_read_all(fd, path), st)
         finally:
             os.close(fd)  # closing the descriptor releases the flock
+
+
+def _finish_killed_write(path: str, timeout: float, deadline: float) -> None:
+    """A killed reconcile's redo record lies beside `path`: finish its write under the
+    writers' `flock -x` (core/redo.py) before reading. Left to the next reader or
+    reconcile when the file cannot be opened for writing."""
+    from storyd.core import redo
+    from storyd.core.regular import open_regular
+
+    try:
+        fd = open_regular(path, os.O_RDWR)
+    except OSError:
+        return
+    try:
+        flock_wait(fd, fcntl.LOCK_EX, path, timeout, deadline)
+        if same_file(fd, path):
+            redo.recover(fd, path)
+    except OSError:
+        return
+    finally:
+        os.close(fd)

@@ -26,6 +26,7 @@ import os
 import time
 
 from storyd.core import envelope, storytime
+from storyd.core.caps import DEFAULT_MAX_ANSWER_BYTES, check_answer
 from storyd.core.errors import DataError, StorydError, UsageError
 from storyd.core.formats.base import Adapter, Source, contained
 from storyd.core.locking import DEFAULT_LOCK_TIMEOUT
@@ -70,12 +71,14 @@ _WHOLE_SECOND_RACY_NS = 2_000_000_000  # FAT keeps 2 s, ext3 and HFS+ 1 s
 
 
 class Options:
-    """How to read: the lock bound and the staleness mode (`git` or `mtime`)."""
+    """How to read: the lock bound, the staleness mode (`git` or `mtime`) and the
+    largest envelope answered (`limits.max_answer_bytes`; core/caps.py)."""
 
-    __slots__ = ("lock_timeout", "staleness")
+    __slots__ = ("lock_timeout", "max_answer_bytes", "staleness")
 
     def __init__(
-        self, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, staleness: str = storytime.DEFAULT_MODE
+        self, lock_timeout: float = DEFAULT_LOCK_TIMEOUT, staleness: str = storytime.DEFAULT_MODE,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         if staleness not in storytime.MODES:
             modes = ", ".join(storytime.MODES)
@@ -83,6 +86,7 @@ class Options:
             raise UsageError(msg)
         self.lock_timeout = lock_timeout
         self.staleness = staleness
+        self.max_answer_bytes = max_answer_bytes
 
 
 def signature(path: str) -> Signature | None:
@@ -176,7 +180,9 @@ def answer(workspace: str, unit: Unit, options: Options) -> Answer:
                 return storytime.git_commit_time(workspace, story_file)
 
     stale = envelope.stale_warnings(done, mtime, commit_time)
-    return Answer(unit, envelope.build(unit, stale), unit.findings, asked_git=bool(asked))
+    got = Answer(unit, envelope.build(unit, stale), unit.findings, asked_git=bool(asked))
+    check_answer(len(got.line), options.max_answer_bytes)  # every door's answer cap
+    return got
 
 
 class FileRead:

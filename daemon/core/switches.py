@@ -7,6 +7,8 @@ The switches, set through `configure` (by the daemon's assembly, and by tests):
                      storyd.server.fastjson.loads); None: the lean `_json` path only
     git_batching     storytime dates story files from one git pass per workspace (the
                      daemon in git mode); off: two git calls per file, memoised
+    max_state_bytes  locking: the largest state file read (the daemon's
+                     `limits.max_state_bytes`; 8 MiB otherwise)
 
 The memory a fresh process starts without, kept by the module named and emptied by
 `reset` too:
@@ -33,7 +35,12 @@ TYPE_CHECKING = False  # `typing` costs start-up time on the resume path (core/m
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["CONFIG", "configure", "reset"]
+__all__ = ["CONFIG", "DEFAULT_MAX_STATE_BYTES", "configure", "reset"]
+
+# The largest state file any reader reads unless configured (limits.max_state_bytes):
+# 5x the largest real one seen (a 1.56 MB Task Master tasks.json); parsing holds the
+# interpreter for about 10 ms a MB, so this bounds what one read makes the others wait.
+DEFAULT_MAX_STATE_BYTES = 8 * 1024 * 1024
 
 
 class _Config:
@@ -48,6 +55,7 @@ class _Config:
         "git_memo",
         "git_pins",
         "git_primed",
+        "max_state_bytes",
         "registry",
         "warned_versions",
     )
@@ -55,6 +63,7 @@ class _Config:
     def __init__(self) -> None:
         self.fast_parse: Callable[[bytes], object] | None = None
         self.git_batching = False
+        self.max_state_bytes = DEFAULT_MAX_STATE_BYTES
         self.git_memo: dict[tuple[object, ...], int | None] = {}
         # workspace -> (repo stamp, time the pass started, last commit times, dirty paths)
         self.git_primed: dict[
@@ -71,7 +80,10 @@ CONFIG = _Config()
 _UNSET: object = object()
 
 
-def configure(*, fast_parse: object = _UNSET, git_batching: object = _UNSET) -> None:
+def configure(
+    *, fast_parse: object = _UNSET, git_batching: object = _UNSET,
+    max_state_bytes: object = _UNSET,
+) -> None:
     """Throw the switches given; the others keep their state."""
     if fast_parse is not _UNSET:
         if fast_parse is not None and not callable(fast_parse):
@@ -80,6 +92,11 @@ def configure(*, fast_parse: object = _UNSET, git_batching: object = _UNSET) -> 
         CONFIG.fast_parse = fast_parse
     if git_batching is not _UNSET:
         CONFIG.git_batching = bool(git_batching)
+    if max_state_bytes is not _UNSET:
+        if not isinstance(max_state_bytes, int) or max_state_bytes < 1:
+            msg = "max_state_bytes must be a positive integer"
+            raise TypeError(msg)
+        CONFIG.max_state_bytes = max_state_bytes
 
 
 def reset() -> None:

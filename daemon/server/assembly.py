@@ -132,10 +132,12 @@ def build_daemon(
     # the two process-wide switches, thrown here and nowhere else: state files parse
     # with orjson (never in the CLI), and git mode dates story files from one git pass
     # per workspace
-    switches.configure(fast_parse=fastjson.loads)
+    switches.configure(fast_parse=fastjson.loads,
+                       max_state_bytes=settings.limits.max_state_bytes)
     if settings.staleness == storytime.GIT:
         switches.configure(git_batching=True)
-    options = Options(settings.limits.lock_timeout, settings.staleness)
+    options = Options(settings.limits.lock_timeout, settings.staleness,
+                      settings.limits.max_answer_bytes)
     engine = Engine(
         options, detect=detect, changes=Changes(), events=EventLog(),
         git_busy=git_busy, hold_tips=hold_tips, regressed=regressed,

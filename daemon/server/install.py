@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from storyd.core import pipeline, storytime
 from storyd.core.errors import DataError, StateFileMissing, StorydError
+from storyd.core.gitstate import operation_findings
 from storyd.core.model import OWN_DETECTORS, Finding, Unit, same_data
 from storyd.core.pipeline import Answer, FileRead, Options
 from storyd.server.reads import Reads, reuser, unreadable_finding
@@ -213,6 +214,7 @@ class Installer:
         old: Entry | None,
         look: tuple[PassMark, bool],
         present: frozenset[str] = frozenset(),
+        under_way: tuple[Finding, ...] = (),
     ) -> Draft:
         story = os.path.join(ws.path, unit.story_file) if unit.story_file else None
         story_sig = pipeline.signature(story) if story else None
@@ -237,9 +239,11 @@ class Installer:
             return Draft(unit, answer, None, findings, proof, racy)
         kept = tuple(f for f in old.findings if f.detector not in OWN_DETECTORS) if old else ()
         if git_busy:
-            # Mid-rebase every rewritten commit looks unreachable: keep the detectors'
-            # last findings and recheck once the operation ends.
-            findings += kept
+            # Mid-rebase every rewritten commit looks unreachable: no detector runs; the
+            # detectors' last findings are kept (no resolved-then-drift churn for
+            # subscribers) and the answer says which operation is under way, with the
+            # direct path's info finding; checked again once it ends.
+            findings += kept + tuple(f for f in under_way if f not in kept)
             self._deferred.add(ws.path)
         elif (
             old is not None and not force and old.line == answer.line and same_data(old.unit, unit)
@@ -270,6 +274,7 @@ class Installer:
         since, reason = unreadable
         extra = (unreadable_finding(relpath, str(reason), since),) if since else ()
         busy = self.detect is not None and self.git_busy(ws.path)
+        under_way = operation_findings(ws.path) if busy else ()
         previous = old.entries if old is not None else {}
         present: frozenset[str] = frozenset()
         if self.regressed is not None:
@@ -293,7 +298,8 @@ class Installer:
                 ):
                     entries[unit.key] = prev
                     continue
-                draft = self._build(ws, unit, extra, busy, force, prev, look, present)
+                draft = self._build(ws, unit, extra, busy, force, prev, look, present,
+                                    under_way)
                 racy |= draft.racy
                 if prev is not None and draft.answers_as(prev):
                     if prev.unit is not unit:  # same answer from a re-read: keep units current

@@ -13,9 +13,12 @@ import os
 import time
 from collections.abc import Callable, Mapping
 
+import orjson
+
 from storyd import __version__
 from storyd.api import answers
 from storyd.config import Config
+from storyd.core.caps import check_answer
 from storyd.core.errors import StorydError, StoryNotInState, UsageError
 from storyd.core.flags import HelpRequested
 from storyd.core.ids import normalize_epic_id
@@ -169,12 +172,19 @@ class Server:
         epic = normalize_epic_id(str(field(request, "epic", str, required=True)))
         self.daemon.auto_watch(path)
 
-        def render(view: dict[str, object]) -> bytes:
-            return reply({"ok": True, "view": view}, self.clock(), suffix)
-
         timeout = self.daemon.options.lock_timeout
-        future = self.daemon.executor.submit(epic_view, path, epic, timeout)
-        return self.later(future, render, suffix)
+        cap = self.settings.limits.max_answer_bytes
+
+        def body() -> bytes:
+            # rendered on the worker: a big view's dump never holds up the event loop
+            line = orjson.dumps({"ok": True, "view": epic_view(path, epic, timeout)})[:-1]
+            check_answer(len(line), cap)
+            return line
+
+        def render(line: bytes) -> bytes:
+            return finish(line, self.clock(), suffix)
+
+        return self.later(self.daemon.executor.submit(body), render, suffix)
 
     def op_resume_cli(
         self, conn: Connection, request: dict[str, object], suffix: bytes
@@ -359,6 +369,8 @@ class Server:
             "max_subscribers": settings.limits.max_subscribers,
             "subscriber_buffer": settings.limits.subscriber_buffer,
             "git_lock_wait": settings.limits.git_lock_wait,
+            "max_state_bytes": settings.limits.max_state_bytes,
+            "max_answer_bytes": settings.limits.max_answer_bytes,
             **self.transport.transport_limits(),
         }
 

@@ -20,6 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from storyd.core import log
+from storyd.core.gitstate import operation_under_way
 from storyd.core.worker import Worker
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ __all__ = ["Refresher"]
 # how often to look whether a git operation has finished: a fallback, as the end is an
 # event (the marker's removal) that watchdog delivers
 _BUSY_POLL = 1.0
+_OPERATION_NOTE = 2.0  # seconds an operation is under way before its answers say so
 _RACY_RETRIES = 5  # re-reads of a racy file before the verification tick takes over
 # due paths (workspace, relpath, early), scans, git rechecks, calls, verify
 _Batch = tuple[
@@ -65,6 +67,9 @@ class Refresher(Worker):
         self._scans: dict[str, bool] = {}
         self._git: dict[str, float] = {}
         self._git_busy_at: dict[str, float] = {}  # when a workspace was last seen mid-operation
+        self._git_busy_since: dict[str, float] = {}  # when its operation was first seen
+        self._git_noted: set[str] = set()  # rechecked once as its operation stopped
+        self.operation_note = _OPERATION_NOTE
         self.busy_poll = _BUSY_POLL
         self._calls: list[Callable[[], None]] = []
         self._racy: dict[tuple[str, str], int] = {}  # racy re-reads in a row, per path
@@ -195,7 +200,10 @@ class Refresher(Worker):
     def _settled_git(self, now: float) -> tuple[list[str], set[str]]:
         """Workspaces due for a recheck, and those mid-operation (under `_cond`).
 
-        A workspace found mid-operation (rebase, merge, ...) waits for its end. The end is
+        A workspace found mid-operation (rebase, merge, ...) waits for its end; once the
+        operation has been under way `operation_note` seconds (stopped on a conflict, a
+        bisect: a rebase running through is over sooner, and stays one change), it is
+        rechecked once, and its answers carry the operation-in-progress finding. The end is
         an event (the marker's removal), due one settle window later like any other; when
         the poll sees the end before that event arrives, it waits one settle window from
         then, so the late event joins the same recheck instead of causing a second.
@@ -207,11 +215,29 @@ class Refresher(Worker):
             looked = self._git_busy_at.pop(ws, None)
             if ws in busy:
                 self._git_busy_at[ws] = now
-            elif looked is not None and self._git[ws] <= looked:  # ended, no event yet
+                since = self._git_busy_since.setdefault(ws, now)
+                if (ws not in self._git_noted and now - since >= self.operation_note
+                        and operation_under_way(ws) is not None):
+                    # stopped mid-way (a conflict, a bisect), not a rebase running
+                    # through: recheck once, and the answers say it is under way
+                    self._git_noted.add(ws)
+                    due.append(ws)
+                continue
+            self._git_busy_since.pop(ws, None)
+            self._git_noted.discard(ws)
+            if looked is not None and self._git[ws] <= looked:  # ended, no event yet
                 self._git[ws] = now
             else:
                 due.append(ws)
         return due, busy
+
+    def _watch_end(self, workspace: str) -> None:
+        """After a recheck as an operation began: poll for its end, dated from the look
+        that saw it (so that only a later event counts as one)."""
+        with self._cond:
+            looked = self._git_busy_at.get(workspace)
+            if looked is not None:
+                self._git.setdefault(workspace, looked)
 
     def run(self) -> None:
         while self.should_keep_running():
@@ -228,6 +254,7 @@ class Refresher(Worker):
                 ws = self.engine.workspaces.get(workspace)
                 if ws is not None:
                     self._guard("git", partial(self._git_changed, ws))
+                self._watch_end(workspace)
             if verify:
                 self._guard("verify", self._verify)
             for workspace in self.engine.take_deferred():  # its detectors waited for git

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from storyd.api import answers
 from storyd.config.values import DEFAULT_STALENESS, Limits
-from storyd.core import log, pipeline, target
+from storyd.core import log, pipeline, switches, target
 from storyd.core.errors import StateFileMissing, UsageError
 from storyd.core.gitstate import is_work_tree
 from storyd.server.store import folder_identity
@@ -267,6 +267,8 @@ class Daemon:
         refresher's windows are told here."""
         self.settings.use(limits, auto_watch=auto_watch)
         self.options.lock_timeout = limits.lock_timeout
+        self.options.max_answer_bytes = limits.max_answer_bytes
+        switches.configure(max_state_bytes=limits.max_state_bytes)
         self.refresher.configure(
             settle=self.settings.settle, verify_interval=limits.verify_interval
         )

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, TypeVar
 import orjson
 
 from storyd.core import log
+from storyd.core.caps import answer_too_large
 from storyd.core.errors import StorydError, UsageError
 from storyd.server.protocol import EX_NOPERM, error_body, error_of, finish, id_suffix
 from storyd.server.subscribers import Subscribers, Subscription
@@ -467,7 +468,11 @@ class Transport:
             if out.cancelled():
                 return
             try:
-                out.set_result(render(source.result()))
+                line = render(source.result())
+                cap = self.settings.limits.max_answer_bytes
+                if len(line) > cap:  # the answer cap, on every deferred answer
+                    line = finish(error_of(answer_too_large(len(line), cap)), self.clock(), suffix)
+                out.set_result(line)
             except StorydError as exc:
                 out.set_result(finish(error_of(exc), self.clock(), suffix))
             except Exception:

@@ -6,11 +6,11 @@
     overwrite(fd, path, data)  a state file's new bytes written INTO the locked file
                             (same inode), so a writer queued on the lock with its own
                             descriptor, or one that renames without the lock, never
-                            loses its update; a temp copy of `data` is written first
-                            (the redo record), then one write of `data` padded with
-                            blanks to the old length, fsync, truncate, fsync
-    recover(fd, path)       finish what a killed overwrite left: a file that holds a
-                            dead run's redo bytes plus its blanks is truncated to them
+                            loses its update; the redo record (core/redo.py) is
+                            written first, then `data` padded with blanks to the old
+                            length, fsync, truncate, fsync
+    recover(fd, path)       finish what a killed overwrite left, from its redo record
+                            (torn mid-write included), exactly once
     replace(path, data)     a temporary file in the same folder, written and fsynced,
                             renamed over the path, then the folder fsynced (`.bak`
                             files, undo records, settings): a crash at any moment
@@ -21,8 +21,9 @@ STORYD_RECONCILE_HOOK (tests only) makes the writer SIGKILL itself at a named po
 or `kill-after-rename` (the file holds the new bytes); `wait-before-write:FLAG` holds
 the locks, plan compared, until the file FLAG exists (at most 30 s: racing-writer tests);
 or `kill-at-N`: at the N-th system call that changes the disk (each open of a temp
-file, write, fsync, rename and unlink of apply and undo, undo records included), so a
-test can kill at every one of them in turn.
+file, write, fsync, rename and unlink of apply and undo, undo records included, and
+each 64 KiB piece of an in-place write), so a test can kill at every one of them in
+turn, mid-write included.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import stat
 import time
 from collections.abc import Iterator
 
+from storyd.core import redo
 from storyd.core.locking import flock_wait, same_file
 from storyd.core.regular import open_regular, read_regular
 from storyd.core.switches import CONFIG
@@ -54,6 +56,7 @@ __all__ = [
 ]
 
 HOOK_ENV = "STORYD_RECONCILE_HOOK"
+_CHUNK = 64 * 1024  # bytes of an in-place write between two steps (kill-at-N can tear it)
 TEMP_MARK = ".storyd-reconcile."
 
 
@@ -170,44 +173,51 @@ def overwrite(fd: int, path: str, data: bytes) -> bool:
     longer names that file afterwards (a writer renamed its own over it without the
     lock: its version stands, ours is not in the file).
 
-    A kill leaves the old bytes, the new bytes, or (a shorter file, killed between the
-    write and the truncate) the new bytes followed by blanks, which `recover` finishes.
+    The redo record (core/redo.py: the old bytes and the new) is written and fsynced
+    first; then `data`, padded with blanks to the old length, in `_CHUNK` pieces, fsync,
+    truncate, fsync; then the record goes. A kill at any point leaves the old bytes, the
+    new ones, or a torn file beside its record, which the next `flock -x` on the file
+    by storyd (a read, an apply, an undo) finishes (`recover`).
     """
-    st = os.fstat(fd)
-    temp = _temp(path)
-    _write_temp(temp, data, stat.S_IMODE(st.st_mode))  # the redo record
+    before = read_fd(fd)
+    record = redo.redo_path(path)
+    _write_temp(record, redo.encode(before, data), 0o600)
+    _fsync_dir(os.path.dirname(record))
+    step()
     _hook("before-rename")
-    padded = data + b" " * (st.st_size - len(data))
+    padded = data + b" " * (len(before) - len(data))
     view, offset = memoryview(padded), 0
     while offset < len(padded):
-        offset += os.pwrite(fd, view[offset:], offset)
-    step()
+        offset += os.pwrite(fd, view[offset : offset + _CHUNK], offset)
+        step()
     os.fsync(fd)
     step()
-    if len(data) < st.st_size:
+    if len(data) < len(before):
         os.ftruncate(fd, len(data))
         step()
         os.fsync(fd)
         step()
-    unlink(temp)
+    unlink(record)
     _hook("after-rename")
     return same_file(fd, path)
 
 
 def recover(fd: int, path: str) -> None:
-    """Under `flock -x` on `path`: finish a killed overwrite (its redo record is a dead
-    run's temp, and the file holds those bytes plus blanks), then remove dead temps."""
+    """Under `flock -x` on `path`: finish a killed overwrite from its redo record
+    (core/redo.py), or from a dead run's temp of an older storyd (its new bytes; the
+    file holds them plus blanks), then remove dead temps."""
+    redo.recover(fd, path)
     folder, name = os.path.split(os.path.abspath(path))
     prefix = f".{name}{TEMP_MARK}"
     for entry in _dead_temps(folder, prefix):
         try:
-            redo = read_regular(os.path.join(folder, entry))
+            old_redo = read_regular(os.path.join(folder, entry))
         except OSError:
             continue
         current = read_fd(fd)
-        rest = current[len(redo) :]
-        if current.startswith(redo) and rest and not rest.strip(b" "):
-            os.ftruncate(fd, len(redo))
+        rest = current[len(old_redo) :]
+        if current.startswith(old_redo) and rest and not rest.strip(b" "):
+            os.ftruncate(fd, len(old_redo))
             os.fsync(fd)
     clean_temps(path)
 
