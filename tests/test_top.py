@@ -14,7 +14,7 @@ from cli_harness import STORYD
 from epic_state_harness import EPIC, story_id, task_id, write_epic
 from git_harness import GitWorkspace
 
-from storyd.api.topview import age, frame, rank, rows
+from storyd.api.topview import age, frame, rank, rows, waiting_first
 
 DEMO = Path(__file__).resolve().parent.parent / "daemon" / "demo"
 
@@ -145,6 +145,34 @@ def test_the_agents_sessions_are_shown(tmp_path: Path) -> None:
     line = next(x for x in top.stdout.splitlines() if x.startswith("SESSIONS "))
     # seven units in flight: which one the session is on is not known until it writes
     assert re.fullmatch(r"SESSIONS claude  9ecf22fa  working \d+s \(hook \d+s ago\)", line), line
+
+
+def _waiting(unit: str | None, state: str = "waiting") -> dict[str, object]:
+    return {"session": "abcdefghij", "workspace": "/w", "agent": "claude", "started": 0.0,
+            "seen": 90.0, "state": state, "since": 80.0, "note": "Claude needs your permission",
+            "on": ["going.json", unit]}  # fmt: skip
+
+
+def test_a_unit_a_session_waits_on_comes_first_and_goes_back_when_answered() -> None:
+    units = [_unit("bad", 1, 2, "task-2", "error"), _unit("going", 1, 3, "task-2"),
+             _unit("finished", 2, 2, "all-done")]  # fmt: skip
+    found = rows(units, stat=False)
+    waited = waiting_first(found, [_waiting("going")])
+    assert [(r.key[2], r.rank) for r in waited] == [
+        ("going", "waiting"), ("bad", "error"), ("finished", "done")]
+    # the session names only its state file: the one unit of that file is the one
+    assert waiting_first(found, [_waiting(None)])[0].key[2] == "going"
+    # answered (working again), or a session of another workspace: its own rank
+    for sessions in ([_waiting("going", "working")], [{**_waiting("going"), "workspace": "/x"}]):
+        assert [(r.key[2], r.rank) for r in waiting_first(found, sessions)] == [
+            ("bad", "error"), ("going", "working"), ("finished", "done")]
+    text = frame(units, sessions=[_waiting("going")], now=100.0, width=120)
+    lines = text.splitlines()
+    assert lines[1] == "3 units in 1 workspace: 1 waiting, 1 error, 0 warning, 0 working, 1 done"
+    body = [x for x in lines if x.startswith("epic")]
+    assert body[0].split()[1] == "going" and body[1].split()[1] == "bad"
+    assert lines[3].startswith("SESSIONS claude") and lines[3].endswith(
+        "waiting 20s on going: Claude needs your permission")
 
 
 def test_sessions_of_other_workspaces_are_left_out() -> None:

@@ -214,8 +214,10 @@ def test_a_write_touches_only_its_row_and_sessions_show_their_state(
                     assert all(same), key  # the very same cell objects
                 else:
                     assert same == [False] * 6  # the style changed (done is green): all cells
+            # the unit a session waits on comes first: its user must answer
             assert [r.key[2] for r in app.shown] == [
-                "story-0050-0001", "story-0051-0001", "story-0053-0001", "story-0052-0001"]
+                "story-0051-0001", "story-0050-0001", "story-0053-0001", "story-0052-0001"]
+            assert app.shown[0].rank == "waiting"
             assert [str(table.get_row_at(i)[1]) for i in range(4)] == [
                 r.key[2] for r in app.shown]  # the table's order is the view's
             # same rank, one task more: only the cells whose text changed are new

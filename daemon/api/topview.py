@@ -1,5 +1,6 @@
 """`storyd top`'s rows and its plain frame: every unit, ordered by what needs a person
-first (errors, then warnings, then work in progress, then done), one line each.
+first (an agent's session waiting for its user on it, errors, then warnings, then work
+in progress, then done), one line each.
 
 Here, under the doors, because two doors draw the same rows: `storyd top --once` prints
 the frame as text (no Textual needed), and the live view (storyd.tui) fills its table
@@ -14,11 +15,11 @@ import time
 from storyd.api.render import bar, paint, unreadable_line
 
 __all__ = [
-    "RANKS", "Row", "age", "frame", "label", "rank", "rows", "session_line", "session_unit",
-    "worst_finding",
+    "RANKS", "Row", "age", "counts", "frame", "label", "rank", "rows", "session_line",
+    "session_unit", "waiting_first", "worst_finding",
 ]
 
-RANKS = ("error", "warning", "working", "done")
+RANKS = ("waiting", "error", "warning", "working", "done")
 CELLS = 10  # the progress bar's cells: a row fits 80 columns
 PROGRESS_W = CELLS + 10
 _SEVERITY = {"error": 0, "warning": 1, "info": 2}
@@ -110,9 +111,31 @@ def rows(units: list[dict[str, object]], *, stat: bool = True) -> list[Row]:
     """The units as rows, what needs a person first; within a rank by workspace, then
     unit. `stat` false leaves the last change unknown (no stat per unit)."""
     made = [Row(u, last_change(u) if stat and not u.get("machine") else None) for u in units]
+    _order(made)
+    return made
+
+
+def _order(made: list[Row]) -> None:
     order = {name: i for i, name in enumerate(RANKS)}
     made.sort(key=lambda r: (order[r.rank], r.key[0], r.key[2]))
-    return made
+
+
+def waiting_first(found: list[Row], sessions: list[dict[str, object]]) -> list[Row]:
+    """`found` ranked again with the units an agent's session waits on (its user must
+    answer a permission prompt or a question) as `waiting`, above every other rank; a
+    unit no session waits on any more goes back to its own rank."""
+    waited = set()
+    for entry in sessions:
+        if entry.get("state") != "waiting":
+            continue
+        on, unit = entry.get("on"), session_unit(entry, found)
+        if isinstance(on, list) and on and unit is not None:
+            waited.add((entry.get("workspace"), on[0], unit))
+    again = list(found)
+    for row in again:
+        row.rank = "waiting" if row.key in waited else rank(row.unit)
+    _order(again)
+    return again
 
 
 def label(row: Row, many: bool) -> str:
@@ -166,15 +189,19 @@ def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
-def _summary(found: list[Row], unreadable: int) -> str:
-    counts = {name: 0 for name in RANKS}
+def counts(found: list[Row]) -> str:
+    """`0 error, 2 warning, 5 working, 1 done`, led by `N waiting` when a session waits."""
+    count = dict.fromkeys(RANKS, 0)
     for row in found:
-        counts[row.rank] += 1
+        count[row.rank] += 1
+    return ", ".join(f"{count[name]} {name}" for name in RANKS if name != "waiting" or count[name])
+
+
+def _summary(found: list[Row], unreadable: int) -> str:
     workspaces = len({row.key[0] for row in found})
-    parts = [f"{counts[name]} {name}" for name in RANKS]
     broken = f", {unreadable} unreadable" if unreadable else ""
     where = f"{_plural(len(found), 'unit')} in {_plural(workspaces, 'workspace')}"
-    return f"{where}: " + ", ".join(parts) + broken
+    return f"{where}: {counts(found)}{broken}"
 
 
 def _plural(count: int, noun: str) -> str:
@@ -182,7 +209,9 @@ def _plural(count: int, noun: str) -> str:
 
 
 def _tone(row: Row) -> str | None:
-    return {"error": "error", "warning": "warning", "done": "done"}.get(row.rank)
+    return {"waiting": "warning", "error": "error", "warning": "warning", "done": "done"}.get(
+        row.rank
+    )
 
 
 def frame(
@@ -204,6 +233,9 @@ def frame(
     width = max(40, width)
     now = time.time() if now is None else now
     found = rows(units)
+    mine = {r.key[0] for r in found}
+    working = [e for e in sessions or () if e.get("workspace") in mine]
+    found = waiting_first(found, working)
     broken = unreadable or []
     where = f" ({source})" if source else ""
     head = [
@@ -213,8 +245,6 @@ def frame(
     ]
     many = len({r.key[0] for r in found}) > 1
     names = [label(r, many) for r in found]
-    mine = {r.key[0] for r in found}
-    working = [e for e in sessions or () if e.get("workspace") in mine]
     if working:
         head += [_fit("SESSIONS " + session_line(e, now, many, found), width)
                  for e in working[:5]]  # fmt: skip

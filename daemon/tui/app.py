@@ -14,13 +14,14 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Input, Static
 
-from storyd.api.topview import Row, age, label, rows
+from storyd.api.topview import Row, age, counts, label, rows, waiting_first
 from storyd.tui.follow import Follower
 from storyd.tui.table import Cells, Sync
 
 __all__ = ["TopApp", "run"]
 
-_STYLE = {"error": "bold red", "warning": "yellow", "working": "", "done": "green"}
+_STYLE = {"waiting": "bold yellow", "error": "bold red", "warning": "yellow", "working": "",
+          "done": "green"}  # fmt: skip
 _GAP = 0.1  # seconds: reads start at most this often (a burst of events: two reads)
 
 
@@ -126,7 +127,7 @@ class TopApp(App[int]):
     def _read_agents(self) -> None:
         self._agents_due = False
         agents = self._sessions({row.key[0] for row in self.rows})
-        self._later(self.show_agents, agents)
+        self._later(self.agents_read, agents)
 
     @staticmethod
     def _sessions(mine: set[str]) -> list[dict[str, object]]:
@@ -192,6 +193,7 @@ class TopApp(App[int]):
             return
         made = rows(found.units)
         agents = self._sessions({row.key[0] for row in made})
+        made = waiting_first(made, agents)
         self.call_from_thread(self.show, made, found.source, agents)
         self.call_from_thread(self._read_done)
 
@@ -205,6 +207,14 @@ class TopApp(App[int]):
         if agents is not None:
             self.show_agents(agents)
         self.redraw()
+
+    def agents_read(self, agents: list[dict[str, object]]) -> None:
+        """The sessions read again: shown above the table, and the units a session now
+        waits on (or no longer does) ranked again."""
+        self.show_agents(agents)
+        if self.feed is None:
+            self.rows = waiting_first(self.rows, agents)
+            self.redraw()
 
     def show_agents(self, agents: list[dict[str, object]]) -> None:
         """The agents' sessions on the shown workspaces, above the table."""
@@ -244,10 +254,7 @@ class TopApp(App[int]):
         self.status()
 
     def status(self) -> None:
-        counts = {name: 0 for name in ("error", "warning", "working", "done")}
-        for row in self.rows:
-            counts[row.rank] += 1
-        parts = ", ".join(f"{n} {name}" for name, n in counts.items())
+        parts = counts(self.rows)
         shown = f" (filter {self.pattern!r}: {len(self.shown)})" if self.pattern else ""
         self.query_one("#status", Static).update(
             Text(f"{len(self.rows)} units: {parts}{shown}  [{self.link}]")
