@@ -12,7 +12,13 @@ import orjson
 import pytest
 from git_harness import GitRepo
 
-from storyd.api.history_git import GitSource, versions_in_git
+from storyd.api.history_git import (
+    GitHistoryError,
+    GitSource,
+    changed_rows,
+    rows_from_git,
+    versions_in_git,
+)
 from storyd.core.formats.epic import ADAPTER
 
 EPIC = "0049"
@@ -48,6 +54,7 @@ def _counting_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return log
 
 
+@pytest.mark.slow
 def test_a_big_epic_costs_a_few_git_runs_per_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -55,7 +62,7 @@ def test_a_big_epic_costs_a_few_git_runs_per_commit(
     first = repo.commit("plan", _epic(300, 0))
     second = repo.commit("progress", _epic(300, 1))
     log = _counting_git(tmp_path, monkeypatch)
-    found = versions_in_git(str(repo.path), STATE, ADAPTER, 10)
+    found = list(versions_in_git(str(repo.path), STATE, ADAPTER, 10))
     assert [sha for sha, _, _ in found] == [first, second]
     runs = log.read_text().splitlines()
     # the log, then per commit: the tree's listing and the state file (was 2 + 300 each)
@@ -72,7 +79,7 @@ def test_a_workspace_inside_its_repository(tmp_path: Path) -> None:
     files = {f"app/{path}": text for path, text in _epic(2, 1).items()}
     sha = repo.commit("plan", {**files, "README": "the repository's own\n"})
     ws = str(repo.path / "app")
-    found = versions_in_git(ws, STATE, ADAPTER, 10)
+    found = list(versions_in_git(ws, STATE, ADAPTER, 10))
     assert [s for s, _, _ in found] == [sha]
     assert [u.key for u in found[0][2]] == [f"story-{EPIC}-0001", f"story-{EPIC}-0002"]
     source = GitSource(ws, sha)
@@ -87,3 +94,28 @@ def test_a_commit_git_cannot_list_reads_as_empty(tmp_path: Path) -> None:
     assert not source.exists(STATE)
     with pytest.raises(Exception, match="is not in commit 000000000000"):
         source.read(STATE)
+
+
+@pytest.mark.slow
+def test_the_child_gives_what_the_daemon_would_work_out_itself(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "ws").init()
+    first = repo.commit("plan", _epic(3, 0))
+    second = repo.commit("one task each", _epic(3, 1))
+    repo.commit("nothing new in the state", {"src/x.txt": "x\n"})
+    ws = str(repo.path)
+    here = list(changed_rows(ws, STATE, ADAPTER, 10))
+    there = list(rows_from_git(ws, STATE, "epic", 10))
+    assert there == here
+    assert [(sha, key) for sha, _, key, _, _ in there] == [
+        (sha, f"story-{EPIC}-{n:04d}") for sha in (first, second) for n in (1, 2, 3)]
+    assert there[-1][4][0][1:3] == ("DONE", "done")
+
+
+def test_a_child_that_fails_or_overruns_says_so(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "ws").init()
+    repo.commit("plan", _epic(2, 0))
+    ws = str(repo.path)
+    with pytest.raises(GitHistoryError, match="no format named 'nothing'"):
+        list(rows_from_git(ws, STATE, "nothing", 10))
+    with pytest.raises(GitHistoryError, match=r"stopped after 0\.001 s"):
+        list(rows_from_git(ws, STATE, "epic", 10, timeout=0.001))

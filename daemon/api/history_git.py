@@ -12,9 +12,15 @@ never held progress: checking out an old commit is a git operation, not a lost w
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
+import sys
+import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from storyd.api.history_rules import Row, task_rows
 from storyd.core.errors import StateFileMissing, StorydError
 from storyd.core.formats.base import Source
 
@@ -22,9 +28,19 @@ if TYPE_CHECKING:
     from storyd.core.formats import Adapter
     from storyd.core.model import Unit
 
-__all__ = ["GitSource", "versions_in_git"]
+__all__ = ["GitHistoryError", "GitSource", "changed_rows", "main", "rows_from_git",
+           "versions_in_git"]  # fmt: skip
 
-_TIMEOUT = 30.0
+_TIMEOUT = 30.0  # one git run
+CHILD_TIMEOUT = 600.0  # the whole child: every commit of one state file
+NICE = 10  # the child's niceness: a warm-up's reads come first
+
+Version = tuple[str, float, str, str, list[Row]]
+"""A unit's version in git: commit, commit time, unit key, format, task rows."""
+
+
+class GitHistoryError(StorydError):
+    """The child that reads a state file's git history failed or overran."""
 
 
 def _git(workspace: str, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -74,21 +90,102 @@ def _tree(workspace: str, commit: str) -> frozenset[str]:
 
 def versions_in_git(
     workspace: str, relpath: str, adapter: Adapter, limit: int
-) -> list[tuple[str, float, list[Unit]]]:
-    """(commit, commit time, units) for the file's last `limit` commits, oldest first;
-    empty when the file is not tracked or git fails."""
+) -> Iterator[tuple[str, float, list[Unit]]]:
+    """(commit, commit time, units) for the file's last `limit` commits, oldest first,
+    one commit at a time; nothing when the file is not tracked or git fails."""
     try:
         log = _git(workspace, "log", f"-n{limit}", "--format=%H %ct", "--", relpath)
     except (OSError, subprocess.SubprocessError):
-        return []
+        return
     if log.returncode != 0:
-        return []
-    found = []
+        return
     for line in reversed(log.stdout.decode("ascii", "replace").splitlines()):
         sha, _, when = line.partition(" ")
         try:
             units = adapter.load(GitSource(workspace, sha), relpath)
         except (StorydError, OSError, subprocess.SubprocessError):
             continue
-        found.append((sha, float(when or 0), units))
-    return found
+        yield sha, float(when or 0), units
+
+
+def changed_rows(workspace: str, relpath: str, adapter: Adapter, limit: int) -> Iterator[Version]:
+    """Each unit's versions in git whose tasks differ from its version before, oldest
+    first."""
+    last: dict[str, list[Row]] = {}
+    for sha, when, units in versions_in_git(workspace, relpath, adapter, limit):
+        for unit in units:
+            rows = task_rows(unit.tasks)
+            if last.get(unit.key) != rows:
+                last[unit.key] = rows
+                yield sha, when, unit.key, unit.format, rows
+
+
+def rows_from_git(
+    workspace: str, relpath: str, fmt: str, limit: int, timeout: float = CHILD_TIMEOUT
+) -> Iterator[Version]:
+    """`changed_rows`, worked out by a child process (niced) and read line by line;
+    GitHistoryError at the end when it failed or ran over `timeout` seconds (what it
+    printed before is given all the same: the caller decides)."""
+    import orjson
+
+    argv = [sys.executable, "-m", "storyd.api.history_git", workspace, relpath, fmt, str(limit)]
+    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, close_fds=True)  # fmt: skip
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, child.pid, NICE)
+    overran = threading.Event()
+
+    def stop() -> None:
+        overran.set()
+        child.kill()
+
+    timer = threading.Timer(timeout, stop)
+    timer.start()
+    try:
+        assert child.stdout is not None and child.stderr is not None
+        for line in child.stdout:
+            sha, when, key, unit_fmt, rows = orjson.loads(line)
+            yield sha, when, key, unit_fmt, [tuple(r) for r in rows]
+        said = child.stderr.read().decode("utf-8", "replace").strip()
+        code = child.wait()
+    finally:
+        timer.cancel()
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        for pipe in (child.stdout, child.stderr):
+            if pipe is not None:
+                pipe.close()
+    if code != 0:
+        why = said.splitlines()[-1] if said else f"exit {code}"
+        if overran.is_set():
+            why = f"stopped after {timeout:g} s"
+        raise GitHistoryError(f"reading the git history of {relpath} failed: {why}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The child: `python -m storyd.api.history_git WORKSPACE RELPATH FORMAT LIMIT`
+    prints `changed_rows` as JSON lines [commit, time, unit, format, rows]."""
+    import orjson
+
+    from storyd.core.formats import all_adapters
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 4 or not args[3].isdigit():
+        print("usage: python -m storyd.api.history_git WORKSPACE RELPATH FORMAT LIMIT",
+              file=sys.stderr)  # fmt: skip
+        return 64
+    workspace, relpath, fmt, limit = args
+    adapter = next((a for a in all_adapters() if a.name == fmt), None)
+    if adapter is None:
+        print(f"no format named {fmt!r}", file=sys.stderr)
+        return 64
+    out = sys.stdout.buffer
+    for version in changed_rows(workspace, relpath, adapter, int(limit)):
+        out.write(orjson.dumps(version) + b"\n")
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

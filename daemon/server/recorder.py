@@ -116,6 +116,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._settle = threading.Event()  # never set: the batch's short wait
         self._dirty: set[store.Key] = set()
+        self._fresh: list[store.Key] = []  # units made in the open transaction
         self._pruned = 0.0
         self.worker: QueueWorker[tuple[object, ...]] = QueueWorker(
             "history", self._write, self._failed
@@ -240,6 +241,7 @@ class Recorder:
         conn = self.writer.conn
         stored = same = 0
         conn.execute("BEGIN IMMEDIATE")
+        self._fresh.clear()
         try:
             for version in batch:
                 uid = self._unit_id(version.key, version.fmt)
@@ -250,6 +252,7 @@ class Recorder:
             conn.execute("COMMIT")
         except BaseException:
             _rollback(conn)
+            self._forget_fresh()
             self.counters["dropped"] += len(batch)
             raise
         self.counters["versions"] += stored
@@ -261,7 +264,14 @@ class Recorder:
         uid = self.ids.get(key)
         if uid is None:
             uid = self.ids[key] = store.unit_id(self.writer.conn, key, fmt)
+            self._fresh.append(key)
         return uid
+
+    def _forget_fresh(self) -> None:
+        """A rolled-back transaction's new units: their ids are no rows any more."""
+        for key in self._fresh:
+            self.ids.pop(key, None)
+        self._fresh.clear()
 
     def _backfill(self, workspace: str, state_file: str, fmt: str) -> None:
         """A state file never recorded before: its versions from git history first (when
@@ -275,29 +285,29 @@ class Recorder:
                             (workspace, state_file)).fetchone()  # fmt: skip
         if seen is not None:
             return
-        from storyd.api.history_git import versions_in_git
-        from storyd.core.formats import all_adapters
+        from storyd.api.history_git import GitHistoryError, rows_from_git
 
-        adapter = next((a for a in all_adapters() if a.name == fmt), None)
-        if adapter is None:
-            return
-        found = versions_in_git(workspace, state_file, adapter, self.limits.max_versions)
-        last: dict[str, list[rules.Row]] = {}
         conn.execute("BEGIN IMMEDIATE")
+        self._fresh.clear()
+        found = 0
         try:
-            for sha, when, units in found:
-                for unit in units:
-                    rows = rules.task_rows(unit.tasks)
-                    if last.get(unit.key) == rows:
-                        continue
-                    uid = self._unit_id((workspace, state_file, unit.key), unit.format)
-                    store.record(conn, uid, when, "", f"git:{sha}", "changed", rows)
-                    last[unit.key] = rows
-                    self.counters["fromGit"] += 1
+            for sha, when, key, unit_fmt, rows in rows_from_git(
+                workspace, state_file, fmt, self.limits.max_versions
+            ):
+                uid = self._unit_id((workspace, state_file, key), unit_fmt)
+                store.record(conn, uid, when, "", f"git:{sha}", "changed", rows)
+                found += 1
             conn.execute("COMMIT")
+        except GitHistoryError as exc:  # none of it: a part would read as the whole
+            _rollback(conn)
+            self._forget_fresh()
+            self.log.warning("history_git_failed", workspace=workspace, error=exc.message)
+            return
         except BaseException:
             _rollback(conn)
+            self._forget_fresh()
             raise
+        self.counters["fromGit"] += found
 
     def _prune(self) -> None:
         self._pruned = time.monotonic()
