@@ -88,14 +88,26 @@ def advance(
     marks: Mapping[str, Mark], unit: Unit, at: float, keep: set[str]
 ) -> dict[str, Mark] | None:
     """The marks after `unit` (None: unchanged): finished tasks are marked as they are
-    now, but for the lost ones in `keep`, whose marks stay until progress comes back."""
+    now, but for the lost ones in `keep`, whose marks stay until progress comes back.
+
+    A mark that holds the same progress with another read's strings takes this read's
+    (keeping when it was seen): the marks then pin no string of a read the engine has
+    let go (at 10,000 stories, a re-read's 1.3 MB of task ids and shas)."""
     new = dict(marks)
+    shared = True  # every kept mark's strings are this unit's
     for task in unit.tasks:
         if not task.done or task.id in keep:
             continue
         mark = new.get(task.id)
-        if mark is None or mark[:3] != (task.status, task.commit_sha, task.completed_at):
-            new[task.id] = (task.status, task.commit_sha, task.completed_at, at)
+        state = (task.status, task.commit_sha, task.completed_at)
+        if mark is None or mark[:3] != state:
+            new[task.id] = (*state, at)
+        elif mark[0] is not state[0] or mark[1] is not state[1] or mark[2] is not state[2]:
+            new[task.id] = (*state, mark[3])
+            shared = False
+    if not shared:  # the keys too: a dict keeps the key it was first given
+        ids = {t.id: t.id for t in unit.tasks}
+        return {ids.get(k, k): m for k, m in new.items()}
     return None if new == marks else new
 
 

@@ -9,8 +9,15 @@ Two sides, both fed by the refresher thread, never by a query:
   marks move forward with the unit, but a lost task's mark stays until its progress
   comes back or the version is accepted (`accept`).
 - `__call__(event, line)`, a sink of the event log: a `changed` or `removed` unit event
-  queues that version (the unit `regressed` last saw), its tasks and what changed, for
-  the writer thread. The writer prunes in the background ([history] limits).
+  queues that version (the tasks `regressed` last saw) and the event's line, for the
+  writer thread, which works out the rows and the envelope. The writer prunes in the
+  background ([history] limits).
+
+What it holds is bounded per unit and small (issue 33's memory gap: 10,000 stories
+cost ~43 MB with history on): the marks, nested per state file; between a build and its
+event, the build's tasks (the engine's own tuple, no copy); a queued version holds the
+tasks and the event's line, never the Unit or the event's dict. Unit ids are asked of
+the database when a version is written, not cached.
 
 A failure to write (a full disk, a database gone bad) stops recording, with one log
 line, and never stops serving: the findings go on from the marks in memory.
@@ -35,7 +42,7 @@ from storyd.core.worker import QueueWorker
 
 if TYPE_CHECKING:
     from storyd.config.history import History
-    from storyd.core.model import Finding, Unit
+    from storyd.core.model import Finding, Task, Unit
 
 __all__ = ["BATCH_WAIT", "Recorder"]
 
@@ -58,37 +65,47 @@ class _Version:
     """One version queued for the writer: the unit as built, the event that announced
     it (None: an accept), and its marks when they moved."""
 
-    __slots__ = ("at", "event", "fmt", "key", "kind", "marks", "unit")
+    __slots__ = ("at", "clock", "fmt", "key", "kind", "line", "marks", "tasks")
 
     def __init__(
         self,
         key: store.Key,
         fmt: str,
-        event: Mapping[str, object] | None,
+        clock: str,
+        line: bytes,
         kind: str,
-        unit: Unit | None,
+        tasks: tuple[Task, ...] | None,
         marks: dict[str, rules.Mark] | None,
     ) -> None:
         self.key = key
         self.fmt = fmt
         self.at = time.time()
-        self.event = event
+        self.clock = clock
+        self.line = line  # the event's line (b"": an accept): its summary is the envelope
         self.kind = kind
-        self.unit = unit
+        self.tasks = tasks  # None: the unit is gone
         self.marks = marks
 
     def store(self, conn: sqlite3.Connection, uid: int) -> bool:
         """Write it (in the caller's transaction); False: the same tasks as the newest."""
-        rows = rules.task_rows(self.unit.tasks) if self.unit is not None else None
-        event = self.event or {}
-        summary = {k: v for k, v in event.items() if k not in _IDENTITY}
-        envelope = orjson.dumps(summary).decode() if summary else ""
-        clock = str(event.get("clock", ""))
-        stored = store.record(conn, uid, self.at, clock, "daemon", self.kind, rows, envelope,
-                              again=False)  # fmt: skip
+        rows = rules.task_rows(self.tasks) if self.tasks is not None else None
+        stored = store.record(conn, uid, self.at, self.clock, "daemon", self.kind, rows,
+                              _envelope(self.line), again=False)  # fmt: skip
         if self.marks is not None:
             store.save_marks(conn, uid, self.marks)
         return bool(stored)
+
+
+def _envelope(line: bytes) -> str:
+    """The event's summary, its identity left out, as JSON ("" when there is none)."""
+    if not line:
+        return ""
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return ""
+    summary = {k: v for k, v in event.items() if k not in _IDENTITY}
+    return orjson.dumps(summary).decode() if summary else ""
 
 
 class Recorder:
@@ -103,20 +120,18 @@ class Recorder:
         names = ("versions", "same", "fromGit", "dropped", "pruned", "failed")
         self.counters = dict.fromkeys(names, 0)
         self._backfilled: set[tuple[str, str]] = set()
-        self.marks: dict[store.Key, dict[str, rules.Mark]] = {}
-        self.ids: dict[store.Key, int] = {}
-        self._by_file: dict[tuple[str, str], set[str]] = {}  # units with marks, per file
+        # the marks per (workspace, state file), then per unit key
+        self.marks: dict[tuple[str, str], dict[str, dict[str, rules.Mark]]] = {}
         self._gone_memo: tuple[object, object, tuple[Finding, ...]] = (None, None, ())
-        for key, uid, marks in store.load_marks(writer.conn):
+        for key, _uid, marks in store.load_marks(writer.conn):
             self._set_marks(key, marks)
-            self.ids[key] = uid
-        self._seen: dict[store.Key, Unit] = {}  # the unit each key's last build saw
+        self._seen: dict[store.Key, tuple[Task, ...]] = {}  # the tasks of a key's last build
+        self._pass: frozenset[str] | None = None  # the installer's pass `_seen` is of
         self._batch: list[_Version] = []  # versions queued for the next flush
         self._pending = 0  # versions queued and not yet committed (or dropped)
         self._lock = threading.Lock()
         self._settle = threading.Event()  # never set: the batch's short wait
         self._dirty: set[store.Key] = set()
-        self._fresh: list[store.Key] = []  # units made in the open transaction
         self._pruned = 0.0
         self.worker: QueueWorker[tuple[object, ...]] = QueueWorker(
             "history", self._write, self._failed
@@ -138,8 +153,11 @@ class Recorder:
         and those of the units with finished tasks gone from its file (`present`: the
         keys the file holds now)."""
         key = (workspace, unit.state_file, unit.key)
-        self._seen[key] = unit
-        marks = self.marks.get(key, {})
+        if present is not self._pass:  # a new pass: the last one's events are all out
+            self._pass = present
+            self._seen = {}
+        self._seen[key] = unit.tasks
+        marks = self._marks_of(key)
         lost = rules.lost(marks, unit, lambda sha: on_branch(workspace, sha))
         new = rules.advance(marks, unit, time.time(), {tid for tid, _, _ in lost})
         if new is not None:
@@ -153,37 +171,39 @@ class Recorder:
     ) -> tuple[Finding, ...]:
         """The file's units gone with their progress: worked out once per pass (the
         installer gives every unit of a pass the same `present`)."""
-        keys = self._by_file.get((workspace, state_file))
-        if not keys or not present:
+        held = self.marks.get((workspace, state_file))
+        if not held or not present:
             return ()
         memo = self._gone_memo
         if memo[0] is present and memo[1] == (workspace, state_file):
             return memo[2]
-        held = {k: self.marks.get((workspace, state_file, k), {}) for k in keys}
         found = rules.gone_findings(held, present, _iso)
         self._gone_memo = (present, (workspace, state_file), found)
         return found
 
+    def _marks_of(self, key: store.Key) -> dict[str, rules.Mark]:
+        return self.marks.get(key[:2], {}).get(key[2], {})
+
     def _set_marks(self, key: store.Key, marks: dict[str, rules.Mark]) -> None:
-        self.marks[key] = marks
-        self._by_file.setdefault(key[:2], set()).add(key[2])
+        self.marks.setdefault(key[:2], {})[key[2]] = marks
 
     def accept(self, workspace: str, unit: Unit) -> None:
         """The user accepts `unit` as it is: its marks restart from it (refresher
         thread; the caller then rechecks the workspace so the findings go)."""
         key = (workspace, unit.state_file, unit.key)
-        self._set_marks(key, rules.advance({}, unit, time.time(), set()) or {})
+        marks = rules.advance({}, unit, time.time(), set()) or {}
+        self._set_marks(key, marks)
         self._dirty.discard(key)
-        self._queue(_Version(key, unit.format, None, "accepted", unit, self.marks[key]))
+        self._queue(_Version(key, unit.format, "", b"", "accepted", unit.tasks, marks))
 
     def accept_gone(self, key: store.Key, fmt: str) -> bool:
         """The user accepts that unit `key` is gone: its marks go (refresher thread;
         the caller rechecks). False when history holds no progress of it."""
-        if not self.marks.get(key):
+        if not self._marks_of(key):
             return False
         self._set_marks(key, {})
         self._dirty.discard(key)
-        self._queue(_Version(key, fmt, None, "accepted", None, {}))
+        self._queue(_Version(key, fmt, "", b"", "accepted", None, {}))
         return True
 
     def __call__(self, event: Mapping[str, object], line: bytes) -> None:
@@ -193,14 +213,17 @@ class Recorder:
         if kind not in ("changed", "removed"):
             return
         key = (str(event["workspace"]), str(event["stateFile"]), str(event["unit"]))
-        unit = self._seen.pop(key, None)
-        if kind == "changed" and unit is None:
+        tasks = self._seen.pop(key, None)
+        if not self._seen:
+            self._seen = {}  # an emptied dict keeps its table: 10,000 slots after a warm-up
+        if kind == "changed" and tasks is None:
             return
         # the marks dict is replaced, never changed in place: the writer may hold it
-        marks = self.marks.get(key) if key in self._dirty else None
+        marks = self._marks_of(key) if key in self._dirty else None
         self._dirty.discard(key)
-        unit = unit if kind == "changed" else None
-        self._queue(_Version(key, str(event.get("format")), event, str(kind), unit, marks))
+        tasks = tasks if kind == "changed" else None
+        self._queue(_Version(key, str(event.get("format")), str(event.get("clock", "")), line,
+                             str(kind), tasks, marks))  # fmt: skip
 
     def _queue(self, version: _Version) -> None:
         """Into the batch; the first of a batch wakes the writer."""
@@ -236,15 +259,14 @@ class Recorder:
             self.counters["dropped"] += len(batch)
             return
         for version in batch:
-            if version.key not in self.ids:
+            if version.key[:2] not in self._backfilled:
                 self._backfill(*version.key[:2], version.fmt)
         conn = self.writer.conn
         stored = same = 0
         conn.execute("BEGIN IMMEDIATE")
-        self._fresh.clear()
         try:
             for version in batch:
-                uid = self._unit_id(version.key, version.fmt)
+                uid = store.unit_id(conn, version.key, version.fmt)
                 if version.store(conn, uid):
                     stored += 1
                 else:
@@ -252,26 +274,12 @@ class Recorder:
             conn.execute("COMMIT")
         except BaseException:
             _rollback(conn)
-            self._forget_fresh()
             self.counters["dropped"] += len(batch)
             raise
         self.counters["versions"] += stored
         self.counters["same"] += same
         if time.monotonic() - self._pruned > self.limits.prune_minutes * 60:
             self._prune()
-
-    def _unit_id(self, key: store.Key, fmt: str) -> int:
-        uid = self.ids.get(key)
-        if uid is None:
-            uid = self.ids[key] = store.unit_id(self.writer.conn, key, fmt)
-            self._fresh.append(key)
-        return uid
-
-    def _forget_fresh(self) -> None:
-        """A rolled-back transaction's new units: their ids are no rows any more."""
-        for key in self._fresh:
-            self.ids.pop(key, None)
-        self._fresh.clear()
 
     def _backfill(self, workspace: str, state_file: str, fmt: str) -> None:
         """A state file never recorded before: its versions from git history first (when
@@ -288,24 +296,21 @@ class Recorder:
         from storyd.api.history_git import GitHistoryError, rows_from_git
 
         conn.execute("BEGIN IMMEDIATE")
-        self._fresh.clear()
         found = 0
         try:
             for sha, when, key, unit_fmt, rows in rows_from_git(
                 workspace, state_file, fmt, self.limits.max_versions
             ):
-                uid = self._unit_id((workspace, state_file, key), unit_fmt)
+                uid = store.unit_id(conn, (workspace, state_file, key), unit_fmt)
                 store.record(conn, uid, when, "", f"git:{sha}", "changed", rows)
                 found += 1
             conn.execute("COMMIT")
         except GitHistoryError as exc:  # none of it: a part would read as the whole
             _rollback(conn)
-            self._forget_fresh()
             self.log.warning("history_git_failed", workspace=workspace, error=exc.message)
             return
         except BaseException:
             _rollback(conn)
-            self._forget_fresh()
             raise
         self.counters["fromGit"] += found
 
