@@ -104,3 +104,26 @@ def test_units_gone_with_their_progress() -> None:
     assert [f.evidence["unit"] for f in found] == ["s1"], "s2 held nothing, s3 is there"
     assert found[0].task is None and found[0].evidence["tasks"] == "2"
     assert found[0].evidence["seen"] == "t9" and found[0].code == "regressed"
+
+
+def test_a_version_of_many_tasks_stores_each_task_state_once(tmp_path: Path) -> None:
+    """Task states are looked up in chunks (SQLite bounds a statement's variables): a
+    unit of 1,200 tasks, recorded twice, then with one task moved."""
+    writer = history_db.open_writer(str(tmp_path / "h.sqlite3"))
+    conn = writer.conn
+    uid = history_store.unit_id(conn, ("/ws", "plans/x.json", "u"), "epic")
+    tasks = [(f"T{n}", "PENDING", None) for n in range(1200)]
+    rows = history_rules.task_rows(_unit(*tasks).tasks)
+    first = history_store.record(conn, uid, 1.0, "", "daemon", "changed", rows)
+    assert history_store.record(conn, uid, 2.0, "", "daemon", "changed", rows, again=False) == 0
+    tasks[700] = ("T700", "DONE", A)
+    moved = history_rules.task_rows(_unit(*tasks).tasks)
+    asked: list[int] = []
+    second = history_store.record(conn, uid, 3.0, "", "daemon", "changed", moved,
+                                  lambda: asked.append(1) or '{"n":1}')  # fmt: skip
+    assert second > first and asked == [1]
+    assert conn.execute("SELECT COUNT(*) FROM tasks").fetchone()[0] == 1201
+    found = history_store.versions(conn, ("/ws", "plans/x.json", "u"))
+    assert [v["changes"] for v in found][1:] == [[f"T700 PENDING → DONE at {A[:12]}"]]
+    assert found[1]["envelope"] == {"n": 1} and found[1]["done"] == 1
+    writer.close()

@@ -89,8 +89,9 @@ class _Version:
     def store(self, conn: sqlite3.Connection, uid: int) -> bool:
         """Write it (in the caller's transaction); False: the same tasks as the newest."""
         rows = rules.task_rows(self.tasks) if self.tasks is not None else None
+        line = self.line
         stored = store.record(conn, uid, self.at, self.clock, "daemon", self.kind, rows,
-                              _envelope(self.line), again=False)  # fmt: skip
+                              lambda: _envelope(line), again=False)  # fmt: skip
         if self.marks is not None:
             store.save_marks(conn, uid, self.marks)
         return bool(stored)
