@@ -62,51 +62,48 @@ def _iso(epoch: float) -> str:
 
 
 class _Version:
-    """One version queued for the writer: the unit as built, the event that announced
-    it (None: an accept), and its marks when they moved."""
+    """One version queued for the writer: the event's line (which names the unit, its
+    format, clock and kind, and whose summary is the envelope), when it was queued, the
+    unit's tasks (None: gone) and its marks when they moved. Nothing else: ~10,000 of
+    these wait at a warm-up's first sight."""
 
-    __slots__ = ("at", "clock", "fmt", "key", "kind", "line", "marks", "tasks")
+    __slots__ = ("at", "line", "marks", "tasks")
 
     def __init__(
-        self,
-        key: store.Key,
-        fmt: str,
-        clock: str,
-        line: bytes,
-        kind: str,
-        tasks: tuple[Task, ...] | None,
-        marks: dict[str, rules.Mark] | None,
+        self, line: bytes, tasks: tuple[Task, ...] | None, marks: dict[str, rules.Mark] | None
     ) -> None:
-        self.key = key
-        self.fmt = fmt
         self.at = time.time()
-        self.clock = clock
-        self.line = line  # the event's line (b"": an accept): its summary is the envelope
-        self.kind = kind
-        self.tasks = tasks  # None: the unit is gone
+        self.line = line
+        self.tasks = tasks
         self.marks = marks
 
-    def store(self, conn: sqlite3.Connection, uid: int) -> bool:
+    def event(self) -> tuple[store.Key, str, dict[str, object]]:
+        """The unit's key, its format and the event (parsed on the writer)."""
+        event = orjson.loads(self.line)
+        key = (str(event["workspace"]), str(event["stateFile"]), str(event["unit"]))
+        return key, str(event.get("format")), event
+
+    def store(self, conn: sqlite3.Connection, uid: int, event: dict[str, object]) -> bool:
         """Write it (in the caller's transaction); False: the same tasks as the newest."""
         rows = rules.task_rows(self.tasks) if self.tasks is not None else None
-        line = self.line
-        stored = store.record(conn, uid, self.at, self.clock, "daemon", self.kind, rows,
-                              lambda: _envelope(line), again=False)  # fmt: skip
+        stored = store.record(conn, uid, self.at, str(event.get("clock", "")), "daemon",
+                              str(event["event"]), rows, lambda: _envelope(event),
+                              again=False)  # fmt: skip
         if self.marks is not None:
             store.save_marks(conn, uid, self.marks)
         return bool(stored)
 
 
-def _envelope(line: bytes) -> str:
+def _envelope(event: Mapping[str, object]) -> str:
     """The event's summary, its identity left out, as JSON ("" when there is none)."""
-    if not line:
-        return ""
-    try:
-        event = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return ""
     summary = {k: v for k, v in event.items() if k not in _IDENTITY}
     return orjson.dumps(summary).decode() if summary else ""
+
+
+def _accepted(key: store.Key, fmt: str) -> bytes:
+    """The line of a version the user accepted (no event announces it)."""
+    return orjson.dumps({"event": "accepted", "workspace": key[0], "stateFile": key[1],
+                         "unit": key[2], "format": fmt})  # fmt: skip
 
 
 class Recorder:
@@ -195,7 +192,7 @@ class Recorder:
         marks = rules.advance({}, unit, time.time(), set()) or {}
         self._set_marks(key, marks)
         self._dirty.discard(key)
-        self._queue(_Version(key, unit.format, "", b"", "accepted", unit.tasks, marks))
+        self._queue(_Version(_accepted(key, unit.format), unit.tasks, marks))
 
     def accept_gone(self, key: store.Key, fmt: str) -> bool:
         """The user accepts that unit `key` is gone: its marks go (refresher thread;
@@ -204,7 +201,7 @@ class Recorder:
             return False
         self._set_marks(key, {})
         self._dirty.discard(key)
-        self._queue(_Version(key, fmt, "", b"", "accepted", None, {}))
+        self._queue(_Version(_accepted(key, fmt), None, {}))
         return True
 
     def __call__(self, event: Mapping[str, object], line: bytes) -> None:
@@ -223,8 +220,7 @@ class Recorder:
         marks = self._marks_of(key) if key in self._dirty else None
         self._dirty.discard(key)
         tasks = tasks if kind == "changed" else None
-        self._queue(_Version(key, str(event.get("format")), str(event.get("clock", "")), line,
-                             str(kind), tasks, marks))  # fmt: skip
+        self._queue(_Version(line or orjson.dumps(event), tasks, marks))
 
     def _queue(self, version: _Version) -> None:
         """Into the batch; the first of a batch wakes the writer."""
@@ -254,31 +250,35 @@ class Recorder:
                 self._pending -= len(batch)
 
     def _commit(self, batch: list[_Version]) -> None:
-        """One transaction for the batch; a state file met for the first time brings
-        its git history first."""
+        """One transaction for the batch (each line parsed as it is written); a state
+        file met for the first time brings its git history first, in a transaction of
+        its own."""
         if not self.recording:
             self.counters["dropped"] += len(batch)
             return
-        for version in batch:
-            if version.key[:2] not in self._backfilled:
-                self._backfill(*version.key[:2], version.fmt)
         conn = self.writer.conn
-        stored = same = 0
+        open_ = [0, 0]  # stored, found the same: in the open transaction
+        kept = [0, 0]  # the same, committed
         conn.execute("BEGIN IMMEDIATE")
         try:
             for version in batch:
-                uid = store.unit_id(conn, version.key, version.fmt)
-                if version.store(conn, uid):
-                    stored += 1
-                else:
-                    same += 1
+                key, fmt, event = version.event()
+                if key[:2] not in self._backfilled:
+                    conn.execute("COMMIT")
+                    kept, open_ = [kept[0] + open_[0], kept[1] + open_[1]], [0, 0]
+                    self._backfill(*key[:2], fmt)
+                    conn.execute("BEGIN IMMEDIATE")
+                uid = store.unit_id(conn, key, fmt)
+                open_[0 if version.store(conn, uid, event) else 1] += 1
             conn.execute("COMMIT")
+            kept, open_ = [kept[0] + open_[0], kept[1] + open_[1]], [0, 0]
         except BaseException:
             _rollback(conn)
-            self.counters["dropped"] += len(batch)
+            self.counters["dropped"] += len(batch) - kept[0] - kept[1]
             raise
-        self.counters["versions"] += stored
-        self.counters["same"] += same
+        finally:
+            self.counters["versions"] += kept[0]
+            self.counters["same"] += kept[1]
         if time.monotonic() - self._pruned > self.limits.prune_minutes * 60:
             self._prune()
 
