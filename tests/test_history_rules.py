@@ -127,3 +127,28 @@ def test_a_version_of_many_tasks_stores_each_task_state_once(tmp_path: Path) -> 
     assert [v["changes"] for v in found][1:] == [[f"T700 PENDING → DONE at {A[:12]}"]]
     assert found[1]["envelope"] == {"n": 1} and found[1]["done"] == 1
     writer.close()
+
+
+def test_packed_marks_round_trip_and_know_an_unchanged_unit() -> None:
+    unit = _unit(("T1", "DONE", A), ("T2", "PENDING", None), ("T3", "DONE", B))
+    marks = history_rules.advance({}, unit, 5.0, set())
+    assert marks is not None
+    packed = history_rules.pack(marks, unit)
+    assert history_rules.expand(packed) == marks and len(packed) == 10
+    assert history_rules.unchanged(packed, unit)
+    assert history_rules.unchanged((), _unit(("T1", "PENDING", None)))
+    # a re-read: equal progress, other strings; then a lost task, a new one, an order
+    again = _unit(*(("".join(["T", n]), "".join(["DO", "NE"]) if d else "PENDING", s)
+                    for n, d, s in (("1", 1, A), ("2", 0, None), ("3", 1, B))))  # fmt: skip
+    assert not history_rules.unchanged(packed, again)
+    assert not history_rules.unchanged(packed, _unit(("T1", "DONE", A)))
+    grown = Unit("epic", unit.state_file, unit.key,
+                 (*unit.tasks[:2], Task("T4", "DONE", DONE), unit.tasks[2]))  # fmt: skip
+    assert not history_rules.unchanged(packed, grown)
+    turned = Unit("epic", unit.state_file, unit.key, unit.tasks[::-1])
+    assert not history_rules.unchanged(packed, turned)  # the marks repack in its order
+    assert history_rules.unchanged(history_rules.pack(marks, turned), turned)
+    kept = {**marks, "T9": ("DONE", A, None, 1.0)}  # a lost task's mark stays, last
+    assert history_rules.expand(history_rules.pack(kept, unit)) == kept
+    assert list(history_rules.expand(history_rules.pack(kept, unit))) == ["T1", "T3", "T9"]
+    assert not history_rules.unchanged(history_rules.pack(kept, unit), unit)

@@ -70,7 +70,7 @@ class _Version:
     __slots__ = ("at", "line", "marks", "tasks")
 
     def __init__(
-        self, line: bytes, tasks: tuple[Task, ...] | None, marks: dict[str, rules.Mark] | None
+        self, line: bytes, tasks: tuple[Task, ...] | None, marks: rules.Packed | None
     ) -> None:
         self.at = time.time()
         self.line = line
@@ -90,7 +90,7 @@ class _Version:
                               str(event["event"]), rows, lambda: _envelope(event),
                               again=False)  # fmt: skip
         if self.marks is not None:
-            store.save_marks(conn, uid, self.marks)
+            store.save_marks(conn, uid, rules.expand(self.marks))
         return bool(stored)
 
 
@@ -118,11 +118,11 @@ class Recorder:
         names = ("versions", "same", "fromGit", "dropped", "pruned", "failed")
         self.counters = dict.fromkeys(names, 0)
         self._backfilled: set[tuple[str, str]] = set()
-        # the marks per (workspace, state file), then per unit key
-        self.marks: dict[tuple[str, str], dict[str, dict[str, rules.Mark]]] = {}
+        # the marks per (workspace, state file), then per unit key, packed
+        self.marks: dict[tuple[str, str], dict[str, rules.Packed]] = {}
         self._gone_memo: tuple[object, object, tuple[Finding, ...]] = (None, None, ())
         for key, _uid, marks in store.load_marks(writer.conn):
-            self._set_marks(key, marks)
+            self._set_marks(key, rules.pack(marks))
         self._seen: dict[store.Key, tuple[Task, ...]] = {}  # the tasks of a key's last build
         self._pass: frozenset[str] | None = None  # the installer's pass `_seen` is of
         self._batch: list[_Version] = []  # versions queued for the next flush
@@ -155,11 +155,14 @@ class Recorder:
             self._pass = present
             self._seen = {}
         self._seen[key] = unit.tasks
-        marks = self._marks_of(key)
+        packed = self._marks_of(key)
+        if rules.unchanged(packed, unit):  # the same progress, the same read: most builds
+            return self._gone(workspace, unit.state_file, present)
+        marks = rules.expand(packed)
         lost = rules.lost(marks, unit, lambda sha: on_branch(workspace, sha))
         new = rules.advance(marks, unit, time.time(), {tid for tid, _, _ in lost})
         if new is not None:
-            self._set_marks(key, new)
+            self._set_marks(key, rules.pack(new, unit))
             self._dirty.add(key)
         found = rules.regressed_findings(lost, _iso) if lost else ()
         return found + self._gone(workspace, unit.state_file, present)
@@ -175,21 +178,22 @@ class Recorder:
         memo = self._gone_memo
         if memo[0] is present and memo[1] == (workspace, state_file):
             return memo[2]
-        found = rules.gone_findings(held, present, _iso)
+        gone = {k: rules.expand(p) for k, p in held.items() if p and k not in present}
+        found = rules.gone_findings(gone, present, _iso) if gone else ()
         self._gone_memo = (present, (workspace, state_file), found)
         return found
 
-    def _marks_of(self, key: store.Key) -> dict[str, rules.Mark]:
-        return self.marks.get(key[:2], {}).get(key[2], {})
+    def _marks_of(self, key: store.Key) -> rules.Packed:
+        return self.marks.get(key[:2], {}).get(key[2], ())
 
-    def _set_marks(self, key: store.Key, marks: dict[str, rules.Mark]) -> None:
+    def _set_marks(self, key: store.Key, marks: rules.Packed) -> None:
         self.marks.setdefault(key[:2], {})[key[2]] = marks
 
     def accept(self, workspace: str, unit: Unit) -> None:
         """The user accepts `unit` as it is: its marks restart from it (refresher
         thread; the caller then rechecks the workspace so the findings go)."""
         key = (workspace, unit.state_file, unit.key)
-        marks = rules.advance({}, unit, time.time(), set()) or {}
+        marks = rules.pack(rules.advance({}, unit, time.time(), set()) or {}, unit)
         self._set_marks(key, marks)
         self._dirty.discard(key)
         self._queue(_Version(_accepted(key, unit.format), unit.tasks, marks))
@@ -199,9 +203,9 @@ class Recorder:
         the caller rechecks). False when history holds no progress of it."""
         if not self._marks_of(key):
             return False
-        self._set_marks(key, {})
+        self._set_marks(key, ())
         self._dirty.discard(key)
-        self._queue(_Version(_accepted(key, fmt), None, {}))
+        self._queue(_Version(_accepted(key, fmt), None, ()))
         return True
 
     def __call__(self, event: Mapping[str, object], line: bytes) -> None:
@@ -216,7 +220,7 @@ class Recorder:
             self._seen = {}  # an emptied dict keeps its table: 10,000 slots after a warm-up
         if kind == "changed" and tasks is None:
             return
-        # the marks dict is replaced, never changed in place: the writer may hold it
+        # the packed marks are a tuple: the writer may hold it, nothing changes it
         marks = self._marks_of(key) if key in self._dirty else None
         self._dirty.discard(key)
         tasks = tasks if kind == "changed" else None
