@@ -25,7 +25,7 @@ import time
 
 from storyd.core.errors import LockTimeout, SetupError
 
-__all__ = ["SCHEMA", "Writer", "default_path", "open_reader", "open_writer"]
+__all__ = ["CACHE_KIB", "SCHEMA", "Writer", "default_path", "open_reader", "open_writer"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS units(
@@ -43,6 +43,9 @@ CREATE TABLE IF NOT EXISTS versions(
 CREATE INDEX IF NOT EXISTS versions_unit ON versions(unit_id, id);
 CREATE TABLE IF NOT EXISTS marks(unit_id INTEGER PRIMARY KEY, body TEXT NOT NULL);
 """
+
+
+CACHE_KIB = 512  # the writer's page cache (SQLite's default is 2,000 KiB; see docs/history.md)
 
 
 def default_path() -> str:
@@ -111,6 +114,7 @@ def _connect(path: str) -> sqlite3.Connection:
     conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # a new file only: pruning gives space back
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
     ok = conn.execute("PRAGMA quick_check").fetchone()
     if ok is None or ok[0] != "ok":
         conn.close()

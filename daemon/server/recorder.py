@@ -223,6 +223,8 @@ class Recorder:
         # the packed marks are a tuple: the writer may hold it, nothing changes it
         marks = self._marks_of(key) if key in self._dirty else None
         self._dirty.discard(key)
+        if not self._dirty:
+            self._dirty = set()  # likewise: a set keeps its table
         tasks = tasks if kind == "changed" else None
         self._queue(_Version(line or orjson.dumps(event), tasks, marks))
 
