@@ -9,9 +9,11 @@ runs without recording. Readers (`storyd history`) open it read-only and wait at
 the writer, with one log line, and a new one is started.
 
     units     one row per (workspace, state file, unit)
-    blobs     a version's envelope and tasks, zlib-compressed JSON, deduplicated by hash
+    tasks     a unit's distinct task states as JSON, deduplicated by hash
+    envelopes distinct summaries as JSON, deduplicated by hash
     versions  one row per version: unit, time, clock, source (daemon or git:<sha>),
-              kind (changed, removed, accepted), tasks done/total, blob, what changed
+              kind (changed, removed, accepted), tasks done/total, its tasks (packed
+              ids of `tasks` rows), its envelope
     marks     per unit, its held progress (history_rules.py) as JSON
 """
 
