@@ -16,6 +16,7 @@ from storyd.api.history_git import (
     GitHistoryError,
     GitSource,
     changed_rows,
+    record_from_git,
     rows_from_git,
     versions_in_git,
 )
@@ -119,3 +120,26 @@ def test_a_child_that_fails_or_overruns_says_so(tmp_path: Path) -> None:
         list(rows_from_git(ws, STATE, "nothing", 10))
     with pytest.raises(GitHistoryError, match=r"stopped after 0\.001 s"):
         list(rows_from_git(ws, STATE, "epic", 10, timeout=0.001))
+
+
+@pytest.mark.slow
+def test_the_child_records_into_the_database_or_nothing(tmp_path: Path) -> None:
+    from storyd.api import history_db, history_store
+
+    repo = GitRepo(tmp_path / "ws").init()
+    repo.commit("plan", _epic(3, 0))
+    second = repo.commit("one task each", _epic(3, 1))
+    ws = str(repo.path)
+    writer = history_db.open_writer(str(tmp_path / "h.sqlite3"))  # the lock's holder
+    try:
+        assert record_from_git(ws, STATE, "epic", 10, writer.path) == 6
+        found = history_store.versions(writer.conn, (ws, STATE, f"story-{EPIC}-0002"))
+        assert [v["source"] for v in found][-1] == f"git:{second}"
+        assert [v["done"] for v in found] == [0, 1]
+        with pytest.raises(GitHistoryError, match="no format named"):
+            record_from_git(ws, STATE, "nothing", 10, writer.path)
+        with pytest.raises(GitHistoryError, match="stopped after"):
+            record_from_git(ws, "plans/other.json", "epic", 10, writer.path, timeout=0.001)
+        assert writer.conn.execute("SELECT COUNT(*) FROM versions").fetchone()[0] == 6
+    finally:
+        writer.close()

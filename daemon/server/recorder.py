@@ -300,25 +300,14 @@ class Recorder:
                             (workspace, state_file)).fetchone()  # fmt: skip
         if seen is not None:
             return
-        from storyd.api.history_git import GitHistoryError, rows_from_git
+        from storyd.api.history_git import GitHistoryError, record_from_git
 
-        conn.execute("BEGIN IMMEDIATE")
-        found = 0
-        try:
-            for sha, when, key, unit_fmt, rows in rows_from_git(
-                workspace, state_file, fmt, self.limits.max_versions
-            ):
-                uid = store.unit_id(conn, (workspace, state_file, key), unit_fmt)
-                store.record(conn, uid, when, "", f"git:{sha}", "changed", rows)
-                found += 1
-            conn.execute("COMMIT")
-        except GitHistoryError as exc:  # none of it: a part would read as the whole
-            _rollback(conn)
+        try:  # the child writes them while this thread waits: no parse, no insert here
+            found = record_from_git(workspace, state_file, fmt, self.limits.max_versions,
+                                    self.writer.path)  # fmt: skip
+        except GitHistoryError as exc:  # rolled back: a part would read as the whole
             self.log.warning("history_git_failed", workspace=workspace, error=exc.message)
             return
-        except BaseException:
-            _rollback(conn)
-            raise
         self.counters["fromGit"] += found
 
     def _prune(self) -> None:
