@@ -234,7 +234,9 @@ def main() -> int:
                         continue
                     scratch = Path(tempfile.mkdtemp(prefix="storyd-run-", dir=root))
                     (scratch / "run").mkdir(mode=0o700)
-                    story = (spaces[0], ids[0][len(ids[0]) // 3])
+                    # each run takes a task off a story of its own (the workspace is shared)
+                    run = len(runs.get((shape, name), [])) * len(trees) + trees.index((name, tree))
+                    story = (spaces[0], ids[0][(len(ids[0]) // 3 + run) % len(ids[0])])
                     found = measure(tree, spaces, story, scratch, args.timeout,
                                     history=name not in args.history_off)  # fmt: skip
                     runs.setdefault((shape, name), []).append(found)
