@@ -25,7 +25,6 @@ import contextlib
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -129,51 +128,37 @@ def changed_rows(workspace: str, relpath: str, adapter: Adapter, limit: int) -> 
                 yield sha, when, unit.key, unit.format, rows
 
 
-def _child(args: list[str], timeout: float) -> Iterator[bytes]:
-    """The lines a child `python -m storyd.api.history_git ARGS` prints (niced);
-    GitHistoryError at the end when it failed or ran over `timeout` seconds."""
+def _child(args: list[str], timeout: float) -> bytes:
+    """What a child `python -m storyd.api.history_git ARGS` prints (niced; no thread of
+    ours waits for it); GitHistoryError when it failed or ran over `timeout` seconds."""
     argv = [sys.executable, "-m", "storyd.api.history_git", *args]
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, close_fds=True)  # fmt: skip
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, child.pid, NICE)
-    overran = threading.Event()
-
-    def stop() -> None:
-        overran.set()
-        child.kill()
-
-    timer = threading.Timer(timeout, stop)
-    timer.start()
     try:
-        assert child.stdout is not None and child.stderr is not None
-        yield from child.stdout
-        said = child.stderr.read().decode("utf-8", "replace").strip()
-        code = child.wait()
-    finally:
-        timer.cancel()
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        for pipe in (child.stdout, child.stderr):
-            if pipe is not None:
-                pipe.close()
-    if code != 0:
-        why = said.splitlines()[-1] if said else f"exit {code}"
-        if overran.is_set():
-            why = f"stopped after {timeout:g} s"
+        out, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        raise GitHistoryError(
+            f"reading the git history of {args[1]} failed: stopped after {timeout:g} s"
+        ) from None
+    if child.returncode != 0:
+        said = err.decode("utf-8", "replace").strip()
+        why = said.splitlines()[-1] if said else f"exit {child.returncode}"
         raise GitHistoryError(f"reading the git history of {args[1]} failed: {why}")
+    return out
 
 
 def rows_from_git(
     workspace: str, relpath: str, fmt: str, limit: int, timeout: float = CHILD_TIMEOUT
 ) -> Iterator[Version]:
-    """`changed_rows`, worked out by a child process and read line by line;
-    GitHistoryError at the end when it failed or overran (what it printed before is
-    given all the same: the caller decides)."""
+    """`changed_rows`, worked out by a child process (for reading: the daemon records
+    with `record_from_git`); GitHistoryError when it failed or overran."""
     import orjson
 
-    for line in _child([workspace, relpath, fmt, str(limit)], timeout):
+    for line in _child([workspace, relpath, fmt, str(limit)], timeout).splitlines():
         sha, when, key, unit_fmt, rows = orjson.loads(line)
         yield sha, when, key, unit_fmt, [tuple(r) for r in rows]
 
@@ -185,7 +170,7 @@ def record_from_git(
     """`changed_rows` recorded into `database` by a child process, in one transaction
     of its own (the caller, the writer holding the database's lock, waits for it): how
     many versions; GitHistoryError, and nothing recorded, when it failed or overran."""
-    said = b"".join(_child([workspace, relpath, fmt, str(limit), database], timeout))
+    said = _child([workspace, relpath, fmt, str(limit), database], timeout)
     try:
         return int(said.strip() or b"0")
     except ValueError:
