@@ -47,8 +47,9 @@ Version = tuple[str, float, str, str, list[Row]]
 """A unit's version in git: commit, commit time, unit key, format, task rows."""
 
 
-class GitHistoryError(StorydError):
-    """The child that reads a state file's git history failed or overran."""
+class GitHistoryError(Exception):
+    """The child that reads a state file's git history failed or overran (the
+    recorder's own: it logs it, no command exits with it)."""
 
 
 def _git(workspace: str, *args: str) -> subprocess.CompletedProcess[bytes]:

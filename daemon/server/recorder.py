@@ -306,7 +306,7 @@ class Recorder:
             found = record_from_git(workspace, state_file, fmt, self.limits.max_versions,
                                     self.writer.path)  # fmt: skip
         except GitHistoryError as exc:  # rolled back: a part would read as the whole
-            self.log.warning("history_git_failed", workspace=workspace, error=exc.message)
+            self.log.warning("history_git_failed", workspace=workspace, error=str(exc))
             return
         self.counters["fromGit"] += found
 
