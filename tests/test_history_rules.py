@@ -152,3 +152,14 @@ def test_packed_marks_round_trip_and_know_an_unchanged_unit() -> None:
     assert history_rules.expand(history_rules.pack(kept, unit)) == kept
     assert list(history_rules.expand(history_rules.pack(kept, unit))) == ["T1", "T3", "T9"]
     assert not history_rules.unchanged(history_rules.pack(kept, unit), unit)
+
+
+def test_a_task_state_is_stored_as_json_dumps_gives_it(tmp_path: Path) -> None:
+    """The bodies' hashes are in databases already written: the text must not change."""
+    writer = history_db.open_writer(str(tmp_path / "h.sqlite3"))
+    uid = history_store.unit_id(writer.conn, ("/ws", "plans/x.json", "u"), "epic")
+    row = ("TÂCHE-1", "DONE", "done", A, "2026-11-25T10:00:00Z")
+    history_store.record(writer.conn, uid, 1.0, "", "daemon", "changed", [row])
+    body = writer.conn.execute("SELECT body FROM tasks").fetchone()[0]
+    assert body == json.dumps(row, separators=(",", ":")) and "\\u00c2" in body
+    writer.close()
