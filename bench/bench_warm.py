@@ -9,9 +9,17 @@ the resident set after warming, and a write to the state file until `resume` sho
     .venv/bin/python bench/bench_warm.py --tree before=/tmp/main-src --tree after=. \\
         --sizes 1000,3000,10000 --spaces 10x200,50x200 --timeout 240
 
+    # issue 33: the same tree with history on (the default) and off, 3 rounds
+    .venv/bin/python bench/bench_warm.py --tree on=. --tree off=. --history-off off \\
+        --sizes 10000 --spaces '' --rounds 3 --timeout 120
+
 `--tree NAME=DIR` runs `python -m storyd` with DIR on PYTHONPATH (export the
 baseline with `git archive main | tar -x -C /tmp/main-src`). Runs are bounded by
-`--timeout`; a run that overruns is reported as `>timeout`.
+`--timeout`; a run that overruns is reported as `>timeout`. Every run has its own
+config and state folders (XDG_CONFIG_HOME, XDG_STATE_HOME): a fresh history database,
+as a first start has; `--history-off NAME` writes `[history] enabled = false` for that
+tree. `--rounds N` runs the trees in turn N times on the same workspaces (interleaved,
+so a load on the machine falls on both) and ends with each column's median.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -60,11 +69,14 @@ def rss_kb(pid: int) -> int:
 
 
 def measure(tree: Path, workspaces: list[Path], story: tuple[Path, str], scratch: Path,
-            timeout: float) -> dict[str, object]:
+            timeout: float, history: bool = True) -> dict[str, object]:
     """One daemon run: first answer, warm, RSS, write-to-visible (seconds, KB)."""
     sock = str(scratch / "run" / "storyd.sock")
+    config = scratch / "config" / "storyd"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text("" if history else "[history]\nenabled = false\n")
     env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CONFIG_HOME": str(scratch / "config"),
-           "XDG_RUNTIME_DIR": str(scratch / "run")}
+           "XDG_RUNTIME_DIR": str(scratch / "run"), "XDG_STATE_HOME": str(scratch / "state")}
     argv = [PYTHON, "-m", "storyd", "serve", "--socket", sock]
     for ws in workspaces:
         argv += ["--workspace", str(ws)]
@@ -162,6 +174,23 @@ def _max_watches() -> str:
         return "unknown"
 
 
+def _row(shape: str, name: str, found: dict[str, object]) -> str:
+    return (f"| {shape} | {name} | {fmt(found['first'], 'ms')} | "
+            f"{fmt(found['read'], 's')} | {fmt(found['warm'], 's')} | "
+            f"{fmt(found['rss_kb'], 'kb')} | "
+            f"{fmt(found['write'], 'ms')} | {found.get('watches', '-')} | "
+            f"{fmt(found['log_lines'], 'lines')} |")
+
+
+def _median(runs: list[dict[str, object]]) -> dict[str, object]:
+    """Each column's median over the runs that measured it (None: none did)."""
+    out: dict[str, object] = {}
+    for column in ("first", "read", "warm", "rss_kb", "write", "log_lines", "watches"):
+        values = [r[column] for r in runs if isinstance(r.get(column), (int, float))]
+        out[column] = statistics.median(values) if values else None  # type: ignore[type-var]
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", action="append", required=True, help="NAME=DIR")
@@ -170,6 +199,10 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=240.0)
     parser.add_argument("--skip", action="append", default=[],
                         help="NAME:SHAPE to leave out (e.g. before:10000)")
+    parser.add_argument("--history-off", action="append", default=[], metavar="NAME",
+                        help="run tree NAME with [history] enabled = false")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run the trees in turn this many times (medians at the end)")
     args = parser.parse_args()
     trees = [(name, Path(d).resolve()) for name, _, d in (t.partition("=") for t in args.tree)]
     shapes = [(1, int(s)) for s in args.sizes.split(",") if s]
@@ -178,9 +211,11 @@ def main() -> int:
         shapes.append((int(count), int(stories)))
     print(f"load average before: {os.getloadavg()}", flush=True)
     print(f"inotify budget (fs.inotify.max_user_watches): {_max_watches()}")
-    print("| stories | daemon | first answer | envelopes cached | detectors done (warm) "
-          "| RSS | write-to-visible | watched dirs | log lines |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    header = ("| stories | daemon | first answer | envelopes cached | detectors done (warm) "
+              "| RSS | write-to-visible | watched dirs | log lines |\n"
+              "|---|---|---|---|---|---|---|---|---|")
+    print(header)
+    runs: dict[tuple[str, str], list[dict[str, object]]] = {}
     for count, stories in shapes:
         shape = f"{count}x{stories}" if count > 1 else str(stories)
         root = Path(tempfile.mkdtemp(prefix="storyd-warm-"))
@@ -192,21 +227,26 @@ def main() -> int:
                 spaces.append(ws)
                 ids.append(sids)
             time.sleep(1.1)  # the files' ctime is now before any daemon's status pass
-            for name, tree in trees:
-                if f"{name}:{shape}" in args.skip:
-                    print(f"| {shape} | {name} | skipped | | | | | | |", flush=True)
-                    continue
-                scratch = Path(tempfile.mkdtemp(prefix="storyd-run-", dir=root))
-                (scratch / "run").mkdir(mode=0o700)
-                story = (spaces[0], ids[0][len(ids[0]) // 3])
-                found = measure(tree, spaces, story, scratch, args.timeout)
-                print(f"| {shape} | {name} | {fmt(found['first'], 'ms')} | "
-                      f"{fmt(found['read'], 's')} | {fmt(found['warm'], 's')} | "
-                      f"{fmt(found['rss_kb'], 'kb')} | "
-                      f"{fmt(found['write'], 'ms')} | {found.get('watches', '-')} | "
-                      f"{fmt(found['log_lines'], 'lines')} |", flush=True)
+            for _round in range(args.rounds):
+                for name, tree in trees:
+                    if f"{name}:{shape}" in args.skip:
+                        print(f"| {shape} | {name} | skipped | | | | | | |", flush=True)
+                        continue
+                    scratch = Path(tempfile.mkdtemp(prefix="storyd-run-", dir=root))
+                    (scratch / "run").mkdir(mode=0o700)
+                    # each run takes a task off a story of its own (the workspace is shared)
+                    run = len(runs.get((shape, name), [])) * len(trees) + trees.index((name, tree))
+                    story = (spaces[0], ids[0][(len(ids[0]) // 3 + run) % len(ids[0])])
+                    found = measure(tree, spaces, story, scratch, args.timeout,
+                                    history=name not in args.history_off)  # fmt: skip
+                    runs.setdefault((shape, name), []).append(found)
+                    print(_row(shape, name, found), flush=True)
         finally:
             shutil.rmtree(root, ignore_errors=True)
+    if args.rounds > 1:
+        print(f"\nmedians of {args.rounds} rounds:\n{header}")
+        for (shape, name), found in runs.items():
+            print(_row(shape, name, _median(found)))
     print(f"load average after: {os.getloadavg()}")
     return 0
 

@@ -104,3 +104,62 @@ def test_units_gone_with_their_progress() -> None:
     assert [f.evidence["unit"] for f in found] == ["s1"], "s2 held nothing, s3 is there"
     assert found[0].task is None and found[0].evidence["tasks"] == "2"
     assert found[0].evidence["seen"] == "t9" and found[0].code == "regressed"
+
+
+def test_a_version_of_many_tasks_stores_each_task_state_once(tmp_path: Path) -> None:
+    """Task states are looked up in chunks (SQLite bounds a statement's variables): a
+    unit of 1,200 tasks, recorded twice, then with one task moved."""
+    writer = history_db.open_writer(str(tmp_path / "h.sqlite3"))
+    conn = writer.conn
+    uid = history_store.unit_id(conn, ("/ws", "plans/x.json", "u"), "epic")
+    tasks = [(f"T{n}", "PENDING", None) for n in range(1200)]
+    rows = history_rules.task_rows(_unit(*tasks).tasks)
+    first = history_store.record(conn, uid, 1.0, "", "daemon", "changed", rows)
+    assert history_store.record(conn, uid, 2.0, "", "daemon", "changed", rows, again=False) == 0
+    tasks[700] = ("T700", "DONE", A)
+    moved = history_rules.task_rows(_unit(*tasks).tasks)
+    asked: list[int] = []
+    second = history_store.record(conn, uid, 3.0, "", "daemon", "changed", moved,
+                                  lambda: asked.append(1) or '{"n":1}')  # fmt: skip
+    assert second > first and asked == [1]
+    assert conn.execute("SELECT COUNT(*) FROM tasks").fetchone()[0] == 1201
+    found = history_store.versions(conn, ("/ws", "plans/x.json", "u"))
+    assert [v["changes"] for v in found][1:] == [[f"T700 PENDING → DONE at {A[:12]}"]]
+    assert found[1]["envelope"] == {"n": 1} and found[1]["done"] == 1
+    writer.close()
+
+
+def test_packed_marks_round_trip_and_know_an_unchanged_unit() -> None:
+    unit = _unit(("T1", "DONE", A), ("T2", "PENDING", None), ("T3", "DONE", B))
+    marks = history_rules.advance({}, unit, 5.0, set())
+    assert marks is not None
+    packed = history_rules.pack(marks, unit)
+    assert history_rules.expand(packed) == marks and len(packed) == 10
+    assert history_rules.unchanged(packed, unit)
+    assert history_rules.unchanged((), _unit(("T1", "PENDING", None)))
+    # a re-read: equal progress, other strings; then a lost task, a new one, an order
+    again = _unit(*(("".join(["T", n]), "".join(["DO", "NE"]) if d else "PENDING", s)
+                    for n, d, s in (("1", 1, A), ("2", 0, None), ("3", 1, B))))  # fmt: skip
+    assert not history_rules.unchanged(packed, again)
+    assert not history_rules.unchanged(packed, _unit(("T1", "DONE", A)))
+    grown = Unit("epic", unit.state_file, unit.key,
+                 (*unit.tasks[:2], Task("T4", "DONE", DONE), unit.tasks[2]))  # fmt: skip
+    assert not history_rules.unchanged(packed, grown)
+    turned = Unit("epic", unit.state_file, unit.key, unit.tasks[::-1])
+    assert not history_rules.unchanged(packed, turned)  # the marks repack in its order
+    assert history_rules.unchanged(history_rules.pack(marks, turned), turned)
+    kept = {**marks, "T9": ("DONE", A, None, 1.0)}  # a lost task's mark stays, last
+    assert history_rules.expand(history_rules.pack(kept, unit)) == kept
+    assert list(history_rules.expand(history_rules.pack(kept, unit))) == ["T1", "T3", "T9"]
+    assert not history_rules.unchanged(history_rules.pack(kept, unit), unit)
+
+
+def test_a_task_state_is_stored_as_json_dumps_gives_it(tmp_path: Path) -> None:
+    """The bodies' hashes are in databases already written: the text must not change."""
+    writer = history_db.open_writer(str(tmp_path / "h.sqlite3"))
+    uid = history_store.unit_id(writer.conn, ("/ws", "plans/x.json", "u"), "epic")
+    row = ("TÂCHE-1", "DONE", "done", A, "2026-11-25T10:00:00Z")
+    history_store.record(writer.conn, uid, 1.0, "", "daemon", "changed", [row])
+    body = writer.conn.execute("SELECT body FROM tasks").fetchone()[0]
+    assert body == json.dumps(row, separators=(",", ":")) and "\\u00c2" in body
+    writer.close()

@@ -9,9 +9,11 @@ runs without recording. Readers (`storyd history`) open it read-only and wait at
 the writer, with one log line, and a new one is started.
 
     units     one row per (workspace, state file, unit)
-    blobs     a version's envelope and tasks, zlib-compressed JSON, deduplicated by hash
+    tasks     a unit's distinct task states as JSON, deduplicated by hash
+    envelopes distinct summaries as JSON, deduplicated by hash
     versions  one row per version: unit, time, clock, source (daemon or git:<sha>),
-              kind (changed, removed, accepted), tasks done/total, blob, what changed
+              kind (changed, removed, accepted), tasks done/total, its tasks (packed
+              ids of `tasks` rows), its envelope
     marks     per unit, its held progress (history_rules.py) as JSON
 """
 
@@ -25,7 +27,7 @@ import time
 
 from storyd.core.errors import LockTimeout, SetupError
 
-__all__ = ["SCHEMA", "Writer", "default_path", "open_reader", "open_writer"]
+__all__ = ["CACHE_KIB", "SCHEMA", "Writer", "default_path", "open_reader", "open_writer"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS units(
@@ -43,6 +45,9 @@ CREATE TABLE IF NOT EXISTS versions(
 CREATE INDEX IF NOT EXISTS versions_unit ON versions(unit_id, id);
 CREATE TABLE IF NOT EXISTS marks(unit_id INTEGER PRIMARY KEY, body TEXT NOT NULL);
 """
+
+
+CACHE_KIB = 512  # the writer's page cache (SQLite's default is 2,000 KiB; see docs/history.md)
 
 
 def default_path() -> str:
@@ -107,6 +112,7 @@ def _connect(path: str) -> sqlite3.Connection:
     conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # a new file only: pruning gives space back
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
     ok = conn.execute("PRAGMA quick_check").fetchone()
     if ok is None or ok[0] != "ok":
         conn.close()

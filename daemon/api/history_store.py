@@ -11,7 +11,7 @@ import hashlib
 import json
 import sqlite3
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from storyd.api.history_rules import Mark, Row, changes
 
@@ -32,6 +32,11 @@ Key = tuple[str, str, str]
 """(workspace, state file, unit key)."""
 
 
+# json.dumps with separators builds an encoder a call (12 of a version's 41 us); the
+# bodies must stay byte for byte what it gives (their hashes are in the database)
+_compact = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def _hash(text: str) -> int:
     digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
@@ -50,22 +55,39 @@ def unit_id(conn: sqlite3.Connection, key: Key, fmt: str) -> int:
     return int(cur.lastrowid or 0)
 
 
-def _interned(conn: sqlite3.Connection, table: str, body: str, uid: int | None) -> int:
-    """The id of `body` in `tasks` (per unit) or `envelopes`, stored when new."""
+def _envelope_id(conn: sqlite3.Connection, body: str) -> int:
+    """The id of `body` in `envelopes`, stored when new."""
     digest = _hash(body)
-    if uid is None:
-        found = conn.execute(f"SELECT id FROM {table} WHERE hash=?", (digest,)).fetchone()
-    else:
-        found = conn.execute(f"SELECT id FROM {table} WHERE unit_id=? AND hash=?",
-                             (uid, digest)).fetchone()  # fmt: skip
+    found = conn.execute("SELECT id FROM envelopes WHERE hash=?", (digest,)).fetchone()
     if found is not None:
         return int(found[0])
-    if uid is None:
-        cur = conn.execute(f"INSERT INTO {table}(hash, body) VALUES (?,?)", (digest, body))
-    else:
-        cur = conn.execute(f"INSERT INTO {table}(unit_id, hash, body) VALUES (?,?,?)",
-                           (uid, digest, body))  # fmt: skip
+    cur = conn.execute("INSERT INTO envelopes(hash, body) VALUES (?,?)", (digest, body))
     return int(cur.lastrowid or 0)
+
+
+_CHUNK = 500  # hashes asked at once (SQLite's bound on a statement's variables)
+
+
+def _task_ids(conn: sqlite3.Connection, uid: int, rows: list[Row]) -> bytes:
+    """The rows' ids in `tasks` (the unit's), stored when new, packed: one look-up for
+    a version's tasks, not one per task (the writer's cost at a 10,000-unit warm-up)."""
+    bodies = [_compact(r) for r in rows]
+    hashes = [_hash(b) for b in bodies]
+    known: dict[int, int] = {}
+    for at in range(0, len(hashes), _CHUNK):
+        part = hashes[at : at + _CHUNK]
+        marks = ",".join("?" * len(part))
+        known.update(conn.execute(f"SELECT hash, id FROM tasks WHERE unit_id=? AND hash IN"
+                                  f" ({marks})", (uid, *part)))  # fmt: skip
+    ids = array("I")
+    for body, digest in zip(bodies, hashes, strict=True):
+        found = known.get(digest)
+        if found is None:
+            cur = conn.execute("INSERT INTO tasks(unit_id, hash, body) VALUES (?,?,?)",
+                               (uid, digest, body))  # fmt: skip
+            found = known[digest] = int(cur.lastrowid or 0)
+        ids.append(found)
+    return ids.tobytes()
 
 
 def record(
@@ -76,19 +98,18 @@ def record(
     source: str,
     kind: str,
     rows: list[Row] | None,
-    envelope: str = "",
+    envelope: str | Callable[[], str] = "",
     *,
     again: bool = True,
 ) -> int:
     """Insert one version (None rows: the unit was removed); its id. Without `again`, a
     version whose tasks and kind are the unit's newest's (a restart's look at an
-    unchanged unit, a change of findings alone) is not stored, and 0 is returned."""
+    unchanged unit, a change of findings alone) is not stored, and 0 is returned.
+    `envelope` may be a function: it is called only for a version that is stored."""
     packed = None
     done = total = 0
     if rows is not None:
-        ids = array("I", (_interned(conn, "tasks", json.dumps(r, separators=(",", ":")), uid)
-                          for r in rows))  # fmt: skip
-        packed = ids.tobytes()
+        packed = _task_ids(conn, uid, rows)
         total = len(rows)
         done = sum(1 for r in rows if r[2] == "done")
     if not again:
@@ -96,7 +117,9 @@ def record(
                               " ORDER BY id DESC LIMIT 1", (uid,)).fetchone()  # fmt: skip
         if newest == (packed, kind):
             return 0
-    env = _interned(conn, "envelopes", envelope, None) if envelope else None
+    if callable(envelope):
+        envelope = envelope()
+    env = _envelope_id(conn, envelope) if envelope else None
     cur = conn.execute(
         "INSERT INTO versions(unit_id, at, clock, source, kind, done, total, tasks, envelope)"
         " VALUES (?,?,?,?,?,?,?,?,?)",

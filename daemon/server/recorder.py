@@ -9,8 +9,15 @@ Two sides, both fed by the refresher thread, never by a query:
   marks move forward with the unit, but a lost task's mark stays until its progress
   comes back or the version is accepted (`accept`).
 - `__call__(event, line)`, a sink of the event log: a `changed` or `removed` unit event
-  queues that version (the unit `regressed` last saw), its tasks and what changed, for
-  the writer thread. The writer prunes in the background ([history] limits).
+  queues that version (the tasks `regressed` last saw) and the event's line, for the
+  writer thread, which works out the rows and the envelope. The writer prunes in the
+  background ([history] limits).
+
+What it holds is bounded per unit and small (issue 33's memory gap: 10,000 stories
+cost ~43 MB with history on): the marks, nested per state file; between a build and its
+event, the build's tasks (the engine's own tuple, no copy); a queued version holds the
+tasks and the event's line, never the Unit or the event's dict. Unit ids are asked of
+the database when a version is written, not cached.
 
 A failure to write (a full disk, a database gone bad) stops recording, with one log
 line, and never stops serving: the findings go on from the marks in memory.
@@ -35,7 +42,7 @@ from storyd.core.worker import QueueWorker
 
 if TYPE_CHECKING:
     from storyd.config.history import History
-    from storyd.core.model import Finding, Unit
+    from storyd.core.model import Finding, Task, Unit
 
 __all__ = ["BATCH_WAIT", "Recorder"]
 
@@ -55,40 +62,48 @@ def _iso(epoch: float) -> str:
 
 
 class _Version:
-    """One version queued for the writer: the unit as built, the event that announced
-    it (None: an accept), and its marks when they moved."""
+    """One version queued for the writer: the event's line (which names the unit, its
+    format, clock and kind, and whose summary is the envelope), when it was queued, the
+    unit's tasks (None: gone) and its marks when they moved. Nothing else: ~10,000 of
+    these wait at a warm-up's first sight."""
 
-    __slots__ = ("at", "event", "fmt", "key", "kind", "marks", "unit")
+    __slots__ = ("at", "line", "marks", "tasks")
 
     def __init__(
-        self,
-        key: store.Key,
-        fmt: str,
-        event: Mapping[str, object] | None,
-        kind: str,
-        unit: Unit | None,
-        marks: dict[str, rules.Mark] | None,
+        self, line: bytes, tasks: tuple[Task, ...] | None, marks: rules.Packed | None
     ) -> None:
-        self.key = key
-        self.fmt = fmt
         self.at = time.time()
-        self.event = event
-        self.kind = kind
-        self.unit = unit
+        self.line = line
+        self.tasks = tasks
         self.marks = marks
 
-    def store(self, conn: sqlite3.Connection, uid: int) -> bool:
+    def event(self) -> tuple[store.Key, str, dict[str, object]]:
+        """The unit's key, its format and the event (parsed on the writer)."""
+        event = orjson.loads(self.line)
+        key = (str(event["workspace"]), str(event["stateFile"]), str(event["unit"]))
+        return key, str(event.get("format")), event
+
+    def store(self, conn: sqlite3.Connection, uid: int, event: dict[str, object]) -> bool:
         """Write it (in the caller's transaction); False: the same tasks as the newest."""
-        rows = rules.task_rows(self.unit.tasks) if self.unit is not None else None
-        event = self.event or {}
-        summary = {k: v for k, v in event.items() if k not in _IDENTITY}
-        envelope = orjson.dumps(summary).decode() if summary else ""
-        clock = str(event.get("clock", ""))
-        stored = store.record(conn, uid, self.at, clock, "daemon", self.kind, rows, envelope,
+        rows = rules.task_rows(self.tasks) if self.tasks is not None else None
+        stored = store.record(conn, uid, self.at, str(event.get("clock", "")), "daemon",
+                              str(event["event"]), rows, lambda: _envelope(event),
                               again=False)  # fmt: skip
         if self.marks is not None:
-            store.save_marks(conn, uid, self.marks)
+            store.save_marks(conn, uid, rules.expand(self.marks))
         return bool(stored)
+
+
+def _envelope(event: Mapping[str, object]) -> str:
+    """The event's summary, its identity left out, as JSON ("" when there is none)."""
+    summary = {k: v for k, v in event.items() if k not in _IDENTITY}
+    return orjson.dumps(summary).decode() if summary else ""
+
+
+def _accepted(key: store.Key, fmt: str) -> bytes:
+    """The line of a version the user accepted (no event announces it)."""
+    return orjson.dumps({"event": "accepted", "workspace": key[0], "stateFile": key[1],
+                         "unit": key[2], "format": fmt})  # fmt: skip
 
 
 class Recorder:
@@ -103,14 +118,13 @@ class Recorder:
         names = ("versions", "same", "fromGit", "dropped", "pruned", "failed")
         self.counters = dict.fromkeys(names, 0)
         self._backfilled: set[tuple[str, str]] = set()
-        self.marks: dict[store.Key, dict[str, rules.Mark]] = {}
-        self.ids: dict[store.Key, int] = {}
-        self._by_file: dict[tuple[str, str], set[str]] = {}  # units with marks, per file
+        # the marks per (workspace, state file), then per unit key, packed
+        self.marks: dict[tuple[str, str], dict[str, rules.Packed]] = {}
         self._gone_memo: tuple[object, object, tuple[Finding, ...]] = (None, None, ())
-        for key, uid, marks in store.load_marks(writer.conn):
-            self._set_marks(key, marks)
-            self.ids[key] = uid
-        self._seen: dict[store.Key, Unit] = {}  # the unit each key's last build saw
+        for key, _uid, marks in store.load_marks(writer.conn):
+            self._set_marks(key, rules.pack(marks))
+        self._seen: dict[store.Key, tuple[Task, ...]] = {}  # the tasks of a key's last build
+        self._pass: frozenset[str] | None = None  # the installer's pass `_seen` is of
         self._batch: list[_Version] = []  # versions queued for the next flush
         self._pending = 0  # versions queued and not yet committed (or dropped)
         self._lock = threading.Lock()
@@ -137,12 +151,18 @@ class Recorder:
         and those of the units with finished tasks gone from its file (`present`: the
         keys the file holds now)."""
         key = (workspace, unit.state_file, unit.key)
-        self._seen[key] = unit
-        marks = self.marks.get(key, {})
+        if present is not self._pass:  # a new pass: the last one's events are all out
+            self._pass = present
+            self._seen = {}
+        self._seen[key] = unit.tasks
+        packed = self._marks_of(key)
+        if rules.unchanged(packed, unit):  # the same progress, the same read: most builds
+            return self._gone(workspace, unit.state_file, present)
+        marks = rules.expand(packed)
         lost = rules.lost(marks, unit, lambda sha: on_branch(workspace, sha))
         new = rules.advance(marks, unit, time.time(), {tid for tid, _, _ in lost})
         if new is not None:
-            self._set_marks(key, new)
+            self._set_marks(key, rules.pack(new, unit))
             self._dirty.add(key)
         found = rules.regressed_findings(lost, _iso) if lost else ()
         return found + self._gone(workspace, unit.state_file, present)
@@ -152,37 +172,40 @@ class Recorder:
     ) -> tuple[Finding, ...]:
         """The file's units gone with their progress: worked out once per pass (the
         installer gives every unit of a pass the same `present`)."""
-        keys = self._by_file.get((workspace, state_file))
-        if not keys or not present:
+        held = self.marks.get((workspace, state_file))
+        if not held or not present:
             return ()
         memo = self._gone_memo
         if memo[0] is present and memo[1] == (workspace, state_file):
             return memo[2]
-        held = {k: self.marks.get((workspace, state_file, k), {}) for k in keys}
-        found = rules.gone_findings(held, present, _iso)
+        gone = {k: rules.expand(p) for k, p in held.items() if p and k not in present}
+        found = rules.gone_findings(gone, present, _iso) if gone else ()
         self._gone_memo = (present, (workspace, state_file), found)
         return found
 
-    def _set_marks(self, key: store.Key, marks: dict[str, rules.Mark]) -> None:
-        self.marks[key] = marks
-        self._by_file.setdefault(key[:2], set()).add(key[2])
+    def _marks_of(self, key: store.Key) -> rules.Packed:
+        return self.marks.get(key[:2], {}).get(key[2], ())
+
+    def _set_marks(self, key: store.Key, marks: rules.Packed) -> None:
+        self.marks.setdefault(key[:2], {})[key[2]] = marks
 
     def accept(self, workspace: str, unit: Unit) -> None:
         """The user accepts `unit` as it is: its marks restart from it (refresher
         thread; the caller then rechecks the workspace so the findings go)."""
         key = (workspace, unit.state_file, unit.key)
-        self._set_marks(key, rules.advance({}, unit, time.time(), set()) or {})
+        marks = rules.pack(rules.advance({}, unit, time.time(), set()) or {}, unit)
+        self._set_marks(key, marks)
         self._dirty.discard(key)
-        self._queue(_Version(key, unit.format, None, "accepted", unit, self.marks[key]))
+        self._queue(_Version(_accepted(key, unit.format), unit.tasks, marks))
 
     def accept_gone(self, key: store.Key, fmt: str) -> bool:
         """The user accepts that unit `key` is gone: its marks go (refresher thread;
         the caller rechecks). False when history holds no progress of it."""
-        if not self.marks.get(key):
+        if not self._marks_of(key):
             return False
-        self._set_marks(key, {})
+        self._set_marks(key, ())
         self._dirty.discard(key)
-        self._queue(_Version(key, fmt, None, "accepted", None, {}))
+        self._queue(_Version(_accepted(key, fmt), None, ()))
         return True
 
     def __call__(self, event: Mapping[str, object], line: bytes) -> None:
@@ -192,14 +215,18 @@ class Recorder:
         if kind not in ("changed", "removed"):
             return
         key = (str(event["workspace"]), str(event["stateFile"]), str(event["unit"]))
-        unit = self._seen.pop(key, None)
-        if kind == "changed" and unit is None:
+        tasks = self._seen.pop(key, None)
+        if not self._seen:
+            self._seen = {}  # an emptied dict keeps its table: 10,000 slots after a warm-up
+        if kind == "changed" and tasks is None:
             return
-        # the marks dict is replaced, never changed in place: the writer may hold it
-        marks = self.marks.get(key) if key in self._dirty else None
+        # the packed marks are a tuple: the writer may hold it, nothing changes it
+        marks = self._marks_of(key) if key in self._dirty else None
         self._dirty.discard(key)
-        unit = unit if kind == "changed" else None
-        self._queue(_Version(key, str(event.get("format")), event, str(kind), unit, marks))
+        if not self._dirty:
+            self._dirty = set()  # likewise: a set keeps its table
+        tasks = tasks if kind == "changed" else None
+        self._queue(_Version(line or orjson.dumps(event), tasks, marks))
 
     def _queue(self, version: _Version) -> None:
         """Into the batch; the first of a batch wakes the writer."""
@@ -229,39 +256,37 @@ class Recorder:
                 self._pending -= len(batch)
 
     def _commit(self, batch: list[_Version]) -> None:
-        """One transaction for the batch; a state file met for the first time brings
-        its git history first."""
+        """One transaction for the batch (each line parsed as it is written); a state
+        file met for the first time brings its git history first, in a transaction of
+        its own."""
         if not self.recording:
             self.counters["dropped"] += len(batch)
             return
-        for version in batch:
-            if version.key not in self.ids:
-                self._backfill(*version.key[:2], version.fmt)
         conn = self.writer.conn
-        stored = same = 0
+        open_ = [0, 0]  # stored, found the same: in the open transaction
+        kept = [0, 0]  # the same, committed
         conn.execute("BEGIN IMMEDIATE")
         try:
             for version in batch:
-                uid = self._unit_id(version.key, version.fmt)
-                if version.store(conn, uid):
-                    stored += 1
-                else:
-                    same += 1
+                key, fmt, event = version.event()
+                if key[:2] not in self._backfilled:
+                    conn.execute("COMMIT")
+                    kept, open_ = [kept[0] + open_[0], kept[1] + open_[1]], [0, 0]
+                    self._backfill(*key[:2], fmt)
+                    conn.execute("BEGIN IMMEDIATE")
+                uid = store.unit_id(conn, key, fmt)
+                open_[0 if version.store(conn, uid, event) else 1] += 1
             conn.execute("COMMIT")
+            kept, open_ = [kept[0] + open_[0], kept[1] + open_[1]], [0, 0]
         except BaseException:
             _rollback(conn)
-            self.counters["dropped"] += len(batch)
+            self.counters["dropped"] += len(batch) - kept[0] - kept[1]
             raise
-        self.counters["versions"] += stored
-        self.counters["same"] += same
+        finally:
+            self.counters["versions"] += kept[0]
+            self.counters["same"] += kept[1]
         if time.monotonic() - self._pruned > self.limits.prune_minutes * 60:
             self._prune()
-
-    def _unit_id(self, key: store.Key, fmt: str) -> int:
-        uid = self.ids.get(key)
-        if uid is None:
-            uid = self.ids[key] = store.unit_id(self.writer.conn, key, fmt)
-        return uid
 
     def _backfill(self, workspace: str, state_file: str, fmt: str) -> None:
         """A state file never recorded before: its versions from git history first (when
@@ -275,29 +300,15 @@ class Recorder:
                             (workspace, state_file)).fetchone()  # fmt: skip
         if seen is not None:
             return
-        from storyd.api.history_git import versions_in_git
-        from storyd.core.formats import all_adapters
+        from storyd.api.history_git import GitHistoryError, record_from_git
 
-        adapter = next((a for a in all_adapters() if a.name == fmt), None)
-        if adapter is None:
+        try:  # the child writes them while this thread waits: no parse, no insert here
+            found = record_from_git(workspace, state_file, fmt, self.limits.max_versions,
+                                    self.writer.path)  # fmt: skip
+        except GitHistoryError as exc:  # rolled back: a part would read as the whole
+            self.log.warning("history_git_failed", workspace=workspace, error=str(exc))
             return
-        found = versions_in_git(workspace, state_file, adapter, self.limits.max_versions)
-        last: dict[str, list[rules.Row]] = {}
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for sha, when, units in found:
-                for unit in units:
-                    rows = rules.task_rows(unit.tasks)
-                    if last.get(unit.key) == rows:
-                        continue
-                    uid = self._unit_id((workspace, state_file, unit.key), unit.format)
-                    store.record(conn, uid, when, "", f"git:{sha}", "changed", rows)
-                    last[unit.key] = rows
-                    self.counters["fromGit"] += 1
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
+        self.counters["fromGit"] += found
 
     def _prune(self) -> None:
         self._pruned = time.monotonic()
