@@ -112,6 +112,7 @@ def measure(tree: Path, workspaces: list[Path], story: tuple[Path, str], scratch
         result["warm"] = warm
         result["read"] = read
         result["rss_kb"] = rss_kb(proc.pid) if warm is not None else None
+        result["settled_kb"] = settled_rss(sock, proc.pid, timeout) if warm is not None else None
         result["log_lines"] = len(log.read_bytes().splitlines()) if warm is not None else None
         result["write"] = write_to_visible(sock, *story) if warm is not None else None
     finally:
@@ -174,10 +175,23 @@ def _max_watches() -> str:
         return "unknown"
 
 
+def settled_rss(sock: str, pid: int, timeout: float) -> int | None:
+    """RSS once the history writer has written what the warm-up queued (at once
+    with history off); None if it never drains within `timeout`."""
+    began = time.monotonic()
+    while time.monotonic() - began < timeout:
+        stats = ask(sock, {"op": "stats"}, 5.0) or {}
+        history = stats.get("history")
+        if not isinstance(history, dict) or not history.get("queued"):
+            return rss_kb(pid)
+        time.sleep(0.05)
+    return None
+
+
 def _row(shape: str, name: str, found: dict[str, object]) -> str:
     return (f"| {shape} | {name} | {fmt(found['first'], 'ms')} | "
             f"{fmt(found['read'], 's')} | {fmt(found['warm'], 's')} | "
-            f"{fmt(found['rss_kb'], 'kb')} | "
+            f"{fmt(found['rss_kb'], 'kb')} | {fmt(found['settled_kb'], 'kb')} | "
             f"{fmt(found['write'], 'ms')} | {found.get('watches', '-')} | "
             f"{fmt(found['log_lines'], 'lines')} |")
 
@@ -185,7 +199,8 @@ def _row(shape: str, name: str, found: dict[str, object]) -> str:
 def _median(runs: list[dict[str, object]]) -> dict[str, object]:
     """Each column's median over the runs that measured it (None: none did)."""
     out: dict[str, object] = {}
-    for column in ("first", "read", "warm", "rss_kb", "write", "log_lines", "watches"):
+    for column in ("first", "read", "warm", "rss_kb", "settled_kb", "write", "log_lines",
+                   "watches"):
         values = [r[column] for r in runs if isinstance(r.get(column), (int, float))]
         out[column] = statistics.median(values) if values else None  # type: ignore[type-var]
     return out
@@ -212,8 +227,8 @@ def main() -> int:
     print(f"load average before: {os.getloadavg()}", flush=True)
     print(f"inotify budget (fs.inotify.max_user_watches): {_max_watches()}")
     header = ("| stories | daemon | first answer | envelopes cached | detectors done (warm) "
-              "| RSS | write-to-visible | watched dirs | log lines |\n"
-              "|---|---|---|---|---|---|---|---|---|")
+              "| RSS | RSS, history written | write-to-visible | watched dirs | log lines |\n"
+              "|---|---|---|---|---|---|---|---|---|---|")
     print(header)
     runs: dict[tuple[str, str], list[dict[str, object]]] = {}
     for count, stories in shapes:
