@@ -214,9 +214,12 @@ def test_a_random_sigkill_mid_write_is_finished_by_the_daemon(
         proc = _held_apply(env, repo, path, flag)
         stamp = path.stat().st_mtime_ns
         flag.touch()
-        # the first piece written in place changes the file's mtime: kill soon after
-        wait_for(_began(path, stamp, proc), 30.0, "the write to begin")
-        time.sleep(rng.uniform(0.0, 0.002))
+        # the first piece written in place changes the file's mtime: kill soon after.
+        # Polled without a pause and delayed by a spin, not a sleep: on a loaded
+        # machine a 10 ms poll or a sleep's late wake-up saw the whole write done
+        # (0 torn of 40 in one CI-like run at load 5)
+        _spin_until(_began(path, stamp, proc), 30.0)
+        _spin(rng.uniform(0.0, 0.002))
         proc.kill()
         proc.wait(30)
         raw = path.read_bytes()
@@ -232,6 +235,21 @@ def test_a_random_sigkill_mid_write_is_finished_by_the_daemon(
         assert path.read_bytes() == after  # whole again
         _undo(env, repo, path, before)
     assert torn >= 1, f"no kill of {tries} tore the file"
+
+
+def _spin_until(predicate: Callable[[], bool], timeout: float) -> None:
+    """Ask `predicate` without pausing until it holds; fail the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            pytest.fail(f"the write did not begin within {timeout:g} s")
+
+
+def _spin(seconds: float) -> None:
+    """Let `seconds` pass on this CPU (a sleep may wake much later under load)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
 def _held_apply(env: dict[str, str], repo: GitWorkspace, path: Path,
