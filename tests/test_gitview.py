@@ -418,6 +418,65 @@ class TestRewrites:
         assert view.patch_ids(shas) == first
         assert view.stats["patch_ids"] == 3
 
+    def _rewritten(self, repo: GitRepo) -> tuple[list[str], str]:
+        """A topic branch of five kinds of commits (a new file, an edit, a rename, an
+        empty commit, a merge), rebased onto main: (the old commits, the new tip)."""
+        repo.commit("base", {"a.txt": "a\n", "r.txt": "r\n" * 20})
+        repo.git("checkout", "-q", "-b", "topic")
+        olds = [repo.commit("task 1", {"t1.txt": "1\n"}), repo.commit("task 2", {"a.txt": "b\n"})]
+        repo.git("mv", "r.txt", "s.txt")
+        repo.git("commit", "-q", "-m", "task 3, a rename")
+        olds.append(repo.git("rev-parse", "HEAD").strip())
+        repo.git("commit", "-q", "--allow-empty", "-m", "task 4, nothing")
+        olds.append(repo.git("rev-parse", "HEAD").strip())
+        repo.git("checkout", "-q", "-b", "side", "HEAD~3")
+        repo.commit("side work", {"side.txt": "s\n"})
+        repo.git("checkout", "-q", "topic")
+        repo.git("merge", "-q", "--no-ff", "-m", "a merge", "side")
+        olds.append(repo.git("rev-parse", "HEAD").strip())
+        repo.git("checkout", "-q", "main")
+        repo.commit("upstream", {"u.txt": "u\n"})
+        repo.git("checkout", "-q", "topic")
+        repo.git("rebase", "-q", "--rebase-merges", "--keep-empty", "main")
+        return olds, repo.git("rev-parse", "topic").strip()
+
+    @pytest.mark.slow
+    def test_a_cold_view_answers_as_a_warm_one(self, repo: GitRepo, view_of: OpenView) -> None:
+        """The cold path (lost commits' and candidates' patch ids from two pipes side by
+        side, no rev-list) gives what one commit at a time through the warm path gives:
+        for every subset of lost commits, a merge or an empty one among them or not."""
+        olds, tip = self._rewritten(repo)
+        oracle = {}
+        for old in olds:
+            warm = view_of(repo)
+            warm.patch_ids([tip])  # a cache to reuse: the rev-list path
+            oracle[old] = warm.replacement(old, "topic", 500)
+        assert [oracle[o] is not None for o in olds] == [True, True, True, False, False]
+        for subset in (olds[:3], olds[:4], olds[2:], [olds[4]], olds):
+            cold = view_of(repo)
+            asked: list[str] = []
+            run = cold._run
+
+            def spy(
+                *args: str, ok: tuple[int, ...] = (0,), run=run, asked: list[str] = asked
+            ) -> tuple[int, str]:
+                asked.append(args[0])
+                return run(*args, ok=ok)
+
+            cold._run = spy  # type: ignore[method-assign]
+            assert cold.replacements(subset, "topic", 500) == {o: oracle[o] for o in subset}
+            mixed = any(o in olds[3:] for o in subset) and any(o in olds[:3] for o in subset)
+            assert ("rev-list" in asked) == mixed, (subset, asked)  # none: nothing to find
+
+    def test_a_cold_view_keeps_the_search_bound(self, repo: GitRepo, view_of: OpenView) -> None:
+        repo.commit("base", {"a.txt": "a\n"})
+        old = repo.commit("task", {"b.txt": "b\n"})
+        new = repo.commit("task again", amend=True)
+        for i in range(3):
+            repo.commit(f"after {i}", {f"x{i}.txt": "x\n"})
+        assert view_of(repo).replacements([old], "main", 3) == {old: None}
+        assert view_of(repo).replacements([old], "main", 4) == {old: new}
+
 
 class TestScans:
     """Recent commits of a tip, since its merge-base with the default branch."""

@@ -26,7 +26,7 @@ from storyd.detectors.gitview.objects import (
     _Stamps,
     is_object_name,
 )
-from storyd.detectors.gitview.proc import check_git_files, piped
+from storyd.detectors.gitview.proc import check_git_files, piped, piped_all
 from storyd.detectors.gitview.proc import run as run_git
 
 __all__ = ["EMPTY_TREE", "Commit", "GitView"]
@@ -37,6 +37,10 @@ _MAX_OBJECTS = 200_000
 _MAX_SCANS = 64
 _FIELD = "\x1f"
 _RECORD = "\x1e"
+_DIFF_FLAGS = (  # a commit's patch as `git patch-id --stable` reads it
+    "--pretty=medium", "--no-color", "--no-ext-diff", "--no-notes", "--no-abbrev",
+    "--diff-merges=off", "-p",
+)  # fmt: skip
 
 T = TypeVar("T")
 _WORD = re.compile(r"[\w-]+")
@@ -395,18 +399,48 @@ class GitView:
         return {s: self._rewrites.get((s, tip_sha, depth)) for s in shas}
 
     def _find_replacements(self, shas: list[str], tip_sha: str, depth: int) -> dict[str, str]:
+        if not self._patch_ids:  # a cold view: both questions in one step
+            found = self._replacements_at_once(shas, tip_sha, depth)
+            if found is not None:
+                return found
         wanted = {s: p for s, p in self.patch_ids(shas).items() if p is not None}
         if not wanted:
             return {}
         _, out = self._run(
             "rev-list", "--no-merges", f"--max-count={depth}", tip_sha, "--not", *wanted
         )
-        candidates = out.split()
-        newest: dict[str, str] = {}
-        for commit, patch_id in self.patch_ids(candidates).items():
-            if patch_id is not None:
-                newest.setdefault(patch_id, commit)  # rev-list lists newest first
-        return {s: newest[p] for s, p in wanted.items() if p in newest}
+        return _newest(wanted, self.patch_ids(out.split()))
+
+    def _replacements_at_once(
+        self, shas: list[str], tip_sha: str, depth: int
+    ) -> dict[str, str] | None:
+        """`_find_replacements` without a cache to reuse: the lost commits' patch ids and
+        the candidates' (`git log -p`, the same commits rev-list would list, newest
+        first) from two pipes run side by side, instead of show | patch-id, rev-list,
+        show | patch-id one after the other. None when a lost commit has no patch id
+        (a merge, an empty commit): the candidates are then those of the others only."""
+        self._check_owner()
+        self.check_files()
+        walk = ["log", "--no-decorate", "--no-merges", f"--max-count={depth}", *_DIFF_FLAGS]
+        patch_id = self._argv("patch-id", "--stable")
+        own, others = piped_all(
+            [
+                (self._argv("show", *_DIFF_FLAGS, *shas), patch_id),
+                (self._argv(*walk, tip_sha, "--not", *shas), patch_id),
+            ],
+            self.root,
+        )
+        wanted = _parse_patch_ids(own)
+        candidates = _parse_patch_ids(others)
+        self.stats["patch_ids"] += len(shas) + len(candidates)
+        for sha in shas:
+            self._patch_ids[sha] = wanted.get(sha)
+        if len(wanted) < len(set(shas)):
+            return None
+        self._patch_ids.update(candidates)
+        if len(self._patch_ids) > _MAX_OBJECTS:
+            self._patch_ids.clear()
+        return _newest(wanted, candidates)
 
     def patch_ids(self, shas: list[str]) -> dict[str, str | None]:
         """`git patch-id --stable` of each commit (None for an empty or merge diff)."""
@@ -439,25 +473,9 @@ class GitView:
     def _compute_patch_ids(self, shas: list[str]) -> dict[str, str]:
         self._check_owner()
         self.stats["patch_ids"] += len(shas)
-        args = [
-            "show",
-            "--pretty=medium",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-notes",
-            "--no-abbrev",
-            "--diff-merges=off",
-            "-p",
-            *shas,
-        ]
         self.check_files()
-        out = piped(self._argv(*args), self._argv("patch-id", "--stable"), self.root)
-        ids: dict[str, str] = {}
-        for line in str(out).splitlines():
-            parts = line.split()
-            if len(parts) == 2:
-                ids[parts[1]] = parts[0]
-        return ids
+        show = self._argv("show", *_DIFF_FLAGS, *shas)
+        return _parse_patch_ids(piped(show, self._argv("patch-id", "--stable"), self.root))
 
     # -- scans -----------------------------------------------------------------------
 
@@ -497,6 +515,26 @@ class GitView:
             when = int(stamp) if stamp.isdigit() else 0
             found.append(Commit(sha.strip(), when, message, touched))
         return found
+
+
+def _parse_patch_ids(out: str) -> dict[str, str]:
+    """commit -> patch id, from `git patch-id` lines `<patch id> <commit>`, in order."""
+    ids: dict[str, str] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            ids[parts[1]] = parts[0]
+    return ids
+
+
+def _newest(wanted: dict[str, str], candidates: dict[str, str | None]) -> dict[str, str]:
+    """For each wanted commit, the newest candidate (they come newest first) with its
+    patch id."""
+    newest: dict[str, str] = {}
+    for commit, patch_id in candidates.items():
+        if patch_id is not None:
+            newest.setdefault(patch_id, commit)
+    return {s: newest[p] for s, p in wanted.items() if p in newest}
 
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
