@@ -310,6 +310,33 @@ class TestAncestry:
         assert view.stats["incremental_walks"] == 1
         assert view.stats["walked"] == 5 + 3
 
+    def test_a_prefetched_walk_is_the_walk(self, repo: GitRepo, view_of: OpenView) -> None:
+        """The walk begun before the lookup answers as the walk begun after it, and is
+        read once; one of a tip that moved since is dropped and walked afresh; a walked
+        tip is not prefetched (its cache or fast-forward serves)."""
+        shas = [repo.commit(f"c{i}") for i in range(4)]
+        view = view_of(repo)
+        view.prefetch_walk("main", repo.head())
+        assert view.lookup(shas)[shas[0]].kind == "commit"
+        assert all(view.reachable(shas, "main", repo.head()).values())
+        assert view.stats["full_walks"] == 1 and view.stats["walked"] == 4
+        moved = view_of(repo)
+        moved.prefetch_walk("main", repo.head())
+        new = repo.commit("new")
+        assert all(moved.reachable([*shas, new], "main", new).values())
+        assert moved.stats["walked"] == 5  # the new tip's walk, not the stale one
+        moved.prefetch_walk("main", new)
+        assert moved._early is None  # walked: nothing begun
+        lost = view_of(repo)
+        lost.prefetch_walk("main", "0" * 40)  # a tip git cannot walk: its error, as ever
+        with pytest.raises(GitError, match="git rev-list failed"):
+            lost.reachable(shas, "main", "0" * 40)
+        closed = view_of(repo)
+        closed.prefetch_walk("main", repo.head())
+        early = closed._early
+        closed.close()
+        assert early is not None and early[1].poll() is not None  # ended with the view
+
     @pytest.mark.slow
     @settings(max_examples=15, deadline=None)
     @given(st.lists(st.sampled_from(["commit", "commit", "reset", "branch"]), max_size=8))

@@ -9,6 +9,7 @@ when the deadline passes; the caller gets GitError "git did not answer within N 
     run(argv, cwd)       (status, stdout, stderr) of one git process
     piped(a, b, cwd)     stdout of `a | b` (git show | git patch-id), both killed on time
     piped_all(pairs, cwd)  the same for several pipes at once, run side by side
+    start(argv, cwd), finish(proc)  one git begun now, read later (it runs meanwhile)
     check_git_files()    refuse a repository whose HEAD, packed-refs, config or commondir
                          is not a regular file, before any git is started on it
 """
@@ -24,8 +25,8 @@ from typing import IO
 from storyd.core.errors import GitError
 
 __all__ = [
-    "GIT_TIMEOUT", "GitStuck", "check_git_files", "git_env", "no_answer", "piped", "piped_all",
-    "run",
+    "GIT_TIMEOUT", "GitStuck", "check_git_files", "finish", "git_env", "no_answer", "piped",
+    "piped_all", "run", "start",
 ]  # fmt: skip
 
 
@@ -74,6 +75,29 @@ def run(argv: list[str], cwd: str, *, timeout: float | None = None) -> tuple[int
         raise GitError(f"git {argv[1:2]} could not start: {exc.strerror}") from None
     out = done.stdout.decode("utf-8", "replace")
     return done.returncode, out, done.stderr.decode("utf-8", "replace")
+
+
+def start(argv: list[str], cwd: str) -> subprocess.Popen[bytes]:
+    """One git process started now and read later by `finish` (so it runs meanwhile)."""
+    try:
+        return subprocess.Popen(
+            argv, cwd=cwd, env=git_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+    except OSError as exc:
+        raise GitError(f"git {argv[1:2]} could not start: {exc.strerror}") from None
+
+
+def finish(proc: subprocess.Popen[bytes], *, timeout: float | None = None) -> tuple[int, str, str]:
+    """(status, stdout, stderr) of a process `start` began, killed when `timeout` passes."""
+    limit = GIT_TIMEOUT if timeout is None else timeout
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise no_answer(limit) from None
+    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
 def _start(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 import threading
 from collections import OrderedDict
@@ -26,8 +27,9 @@ from storyd.detectors.gitview.objects import (
     _Stamps,
     is_object_name,
 )
-from storyd.detectors.gitview.proc import check_git_files, piped, piped_all
+from storyd.detectors.gitview.proc import check_git_files, finish, piped, piped_all
 from storyd.detectors.gitview.proc import run as run_git
+from storyd.detectors.gitview.proc import start as start_git
 
 __all__ = ["EMPTY_TREE", "Commit", "GitView"]
 
@@ -111,6 +113,7 @@ class GitView:
         self._scans: OrderedDict[tuple[object, ...], object] = OrderedDict()
         self._held_tips: dict[str, str | None] | None = None  # hold_tips: one pass's tips
         self._held_branch: tuple[str | None] | None = None  # and its checked-out branch
+        self._early: tuple[str, subprocess.Popen[bytes]] | None = None  # prefetch_walk's
 
     def __repr__(self) -> str:
         return f"GitView({self.root!r})"
@@ -127,6 +130,11 @@ class GitView:
         self._check_owner()
         self.check_files()
         status, out, err = run_git(self._argv(*args), self.root)
+        return self._checked(args, ok, status, out, err)
+
+    def _checked(
+        self, args: tuple[str, ...], ok: tuple[int, ...], status: int, out: str, err: str
+    ) -> tuple[int, str]:
         if status not in ok:
             detail = " ".join(str(err).split())[:300] or f"exit status {status}"
             msg = f"git {args[0]} failed: {detail}"
@@ -164,6 +172,7 @@ class GitView:
 
     def close(self) -> None:
         """End the persistent processes and forget the caches."""
+        self._drop_early()
         if self._cat is not None:
             cat, self._cat = self._cat, None
             cat.close()
@@ -341,8 +350,31 @@ class GitView:
             self._walks.popitem(last=False)
         return walk
 
+    def prefetch_walk(self, tip: str, tip_sha: str) -> None:
+        """Start the walk `reachable` will need for a tip this view has not walked, so
+        git walks while cat-file answers the lookup asked before it (one wait, not two).
+        A walked tip is left to `_walk` (cached, or fast-forwarded)."""
+        if tip in self._walks or self._early is not None:
+            return
+        self._check_owner()
+        self.check_files()
+        argv = self._argv("rev-list", f"--max-count={self.walk_limit}", tip_sha)
+        self._early = (tip_sha, start_git(argv, self.root))
+
+    def _drop_early(self) -> None:
+        early, self._early = self._early, None
+        if early is not None:
+            early[1].kill()
+            early[1].communicate()
+
     def _full_walk(self, tip_sha: str) -> _Walk:
-        _, out = self._run("rev-list", f"--max-count={self.walk_limit}", tip_sha)
+        args = ("rev-list", f"--max-count={self.walk_limit}", tip_sha)
+        if self._early is not None and self._early[0] == tip_sha:
+            proc, self._early = self._early[1], None
+            _, out = self._checked(args, (0,), *finish(proc))
+        else:
+            self._drop_early()
+            _, out = self._run(*args)
         reachable = set(map(sys.intern, out.split()))  # shared by every tip's set
         self.stats["full_walks"] += 1
         self.stats["walked"] += len(reachable)
