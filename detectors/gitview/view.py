@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from storyd.core.errors import GitError
@@ -559,7 +559,7 @@ def _parse_patch_ids(out: str) -> dict[str, str]:
     return ids
 
 
-def _newest(wanted: dict[str, str], candidates: dict[str, str | None]) -> dict[str, str]:
+def _newest(wanted: dict[str, str], candidates: Mapping[str, str | None]) -> dict[str, str]:
     """For each wanted commit, the newest candidate (they come newest first) with its
     patch id."""
     newest: dict[str, str] = {}
