@@ -94,7 +94,9 @@ class _Judge:
         self.replaced: dict[str, str | None] = {}
 
     def all(self, tasks: list[Task]) -> list[Finding | None]:
-        """A finding or None per task, asking cat-file and the walk once for them all."""
+        """A finding or None per task, asking cat-file and the walk once for them all
+        (the walk begun first: git walks while cat-file answers)."""
+        self.git.prefetch_walk(self.tip, self.tip_sha)
         infos = self.git.lookup(t.commit_sha for t in tasks if t.commit_sha)
         commits = [i.sha for i in infos.values() if i.kind == "commit" and i.sha]
         self.reached = self.git.reachable(commits, self.tip, self.tip_sha)

@@ -310,6 +310,33 @@ class TestAncestry:
         assert view.stats["incremental_walks"] == 1
         assert view.stats["walked"] == 5 + 3
 
+    def test_a_prefetched_walk_is_the_walk(self, repo: GitRepo, view_of: OpenView) -> None:
+        """The walk begun before the lookup answers as the walk begun after it, and is
+        read once; one of a tip that moved since is dropped and walked afresh; a walked
+        tip is not prefetched (its cache or fast-forward serves)."""
+        shas = [repo.commit(f"c{i}") for i in range(4)]
+        view = view_of(repo)
+        view.prefetch_walk("main", repo.head())
+        assert view.lookup(shas)[shas[0]].kind == "commit"
+        assert all(view.reachable(shas, "main", repo.head()).values())
+        assert view.stats["full_walks"] == 1 and view.stats["walked"] == 4
+        moved = view_of(repo)
+        moved.prefetch_walk("main", repo.head())
+        new = repo.commit("new")
+        assert all(moved.reachable([*shas, new], "main", new).values())
+        assert moved.stats["walked"] == 5  # the new tip's walk, not the stale one
+        moved.prefetch_walk("main", new)
+        assert moved._early is None  # walked: nothing begun
+        lost = view_of(repo)
+        lost.prefetch_walk("main", "0" * 40)  # a tip git cannot walk: its error, as ever
+        with pytest.raises(GitError, match="git rev-list failed"):
+            lost.reachable(shas, "main", "0" * 40)
+        closed = view_of(repo)
+        closed.prefetch_walk("main", repo.head())
+        early = closed._early
+        closed.close()
+        assert early is not None and early[1].poll() is not None  # ended with the view
+
     @pytest.mark.slow
     @settings(max_examples=15, deadline=None)
     @given(st.lists(st.sampled_from(["commit", "commit", "reset", "branch"]), max_size=8))
@@ -417,6 +444,65 @@ class TestRewrites:
         assert all(first.values()) and len(set(first.values())) == 3
         assert view.patch_ids(shas) == first
         assert view.stats["patch_ids"] == 3
+
+    def _rewritten(self, repo: GitRepo) -> tuple[list[str], str]:
+        """A topic branch of five kinds of commits (a new file, an edit, a rename, an
+        empty commit, a merge), rebased onto main: (the old commits, the new tip)."""
+        repo.commit("base", {"a.txt": "a\n", "r.txt": "r\n" * 20})
+        repo.git("checkout", "-q", "-b", "topic")
+        olds = [repo.commit("task 1", {"t1.txt": "1\n"}), repo.commit("task 2", {"a.txt": "b\n"})]
+        repo.git("mv", "r.txt", "s.txt")
+        repo.git("commit", "-q", "-m", "task 3, a rename")
+        olds.append(repo.git("rev-parse", "HEAD").strip())
+        repo.git("commit", "-q", "--allow-empty", "-m", "task 4, nothing")
+        olds.append(repo.git("rev-parse", "HEAD").strip())
+        repo.git("checkout", "-q", "-b", "side", "HEAD~3")
+        repo.commit("side work", {"side.txt": "s\n"})
+        repo.git("checkout", "-q", "topic")
+        repo.git("merge", "-q", "--no-ff", "-m", "a merge", "side")
+        olds.append(repo.git("rev-parse", "HEAD").strip())
+        repo.git("checkout", "-q", "main")
+        repo.commit("upstream", {"u.txt": "u\n"})
+        repo.git("checkout", "-q", "topic")
+        repo.git("rebase", "-q", "--rebase-merges", "--keep-empty", "main")
+        return olds, repo.git("rev-parse", "topic").strip()
+
+    @pytest.mark.slow
+    def test_a_cold_view_answers_as_a_warm_one(self, repo: GitRepo, view_of: OpenView) -> None:
+        """The cold path (lost commits' and candidates' patch ids from two pipes side by
+        side, no rev-list) gives what one commit at a time through the warm path gives:
+        for every subset of lost commits, a merge or an empty one among them or not."""
+        olds, tip = self._rewritten(repo)
+        oracle = {}
+        for old in olds:
+            warm = view_of(repo)
+            warm.patch_ids([tip])  # a cache to reuse: the rev-list path
+            oracle[old] = warm.replacement(old, "topic", 500)
+        assert [oracle[o] is not None for o in olds] == [True, True, True, False, False]
+        for subset in (olds[:3], olds[:4], olds[2:], [olds[4]], olds):
+            cold = view_of(repo)
+            asked: list[str] = []
+            run = cold._run
+
+            def spy(
+                *args: str, ok: tuple[int, ...] = (0,), run=run, asked: list[str] = asked
+            ) -> tuple[int, str]:
+                asked.append(args[0])
+                return run(*args, ok=ok)
+
+            cold._run = spy  # type: ignore[method-assign]
+            assert cold.replacements(subset, "topic", 500) == {o: oracle[o] for o in subset}
+            mixed = any(o in olds[3:] for o in subset) and any(o in olds[:3] for o in subset)
+            assert ("rev-list" in asked) == mixed, (subset, asked)  # none: nothing to find
+
+    def test_a_cold_view_keeps_the_search_bound(self, repo: GitRepo, view_of: OpenView) -> None:
+        repo.commit("base", {"a.txt": "a\n"})
+        old = repo.commit("task", {"b.txt": "b\n"})
+        new = repo.commit("task again", amend=True)
+        for i in range(3):
+            repo.commit(f"after {i}", {f"x{i}.txt": "x\n"})
+        assert view_of(repo).replacements([old], "main", 3) == {old: None}
+        assert view_of(repo).replacements([old], "main", 4) == {old: new}
 
 
 class TestScans:

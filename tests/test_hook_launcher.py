@@ -350,3 +350,62 @@ def test_a_daemon_of_another_version_is_not_believed(session: tuple[Path, Agents
                             capture_output=True, timeout=60, check=False)  # fmt: skip
     _equal(inproc, fast)
     assert b"TASK-0049-0013-004" in fast.stdout and b"old" not in fast.stdout
+
+
+def _decoded(frame: bytes) -> tuple[int, bytes, bytes]:
+    """What a `resume-cli` frame means (protocol.cli_frame): stdout lines (blank ones
+    dropped), `!` stderr lines, the last `=code version` line's code."""
+    code, out, err = 70, b"", b""
+    for line in frame.split(b"\n"):
+        if line.startswith(b"!"):
+            err += line[1:] + b"\n"
+        elif line.startswith(b"="):
+            code = int(line[1:].split(b" ")[0])
+        elif line:
+            out += line + b"\n"
+    return code, out, err
+
+
+@pytest.mark.slow
+def test_every_frame_is_printed_as_it_means(tmp_path: Path) -> None:
+    """Whatever a daemon of this version frames (one stdout line, several, none, stderr
+    lines, blank lines, a stray `=` line), the launcher prints it and exits with its code
+    without Python, whether it takes the short way (stdout and the code line) or reads
+    the reply line by line."""
+    import socket
+    import threading
+
+    env = AgentsEnv(tmp_path).env
+    sock_path = Path(env["STORYD_SOCKET"])
+    sock_path.parent.mkdir(parents=True, exist_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(sock_path))
+    server.listen(8)
+    v = storyd.__version__.encode()
+    frames = [b'{"a": 1}\n', b"one\ntwo\n", b"", b"!bad\n!worse\n", b"one\n\ntwo\n",
+              b"out\n!err\n", b"=1 x\nout\n", b"\none\n", b"a \\n b\t\"c\"\n"]  # fmt: skip
+    answer: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.makefile("rb").readline()
+                conn.sendall(answer[-1])
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        for body in frames:
+            for code in (0, 2):
+                answer.append(body + b"=%d " % code + v + b"\n")
+                done = launch("stop", b"{}", no_python(env, tmp_path))
+                got = (done.returncode, done.stdout, done.stderr)
+                assert got == _decoded(answer[-1]), answer[-1]
+    finally:
+        server.shutdown(socket.SHUT_RDWR)
+        thread.join(timeout=5)
+        server.close()

@@ -485,3 +485,36 @@ def test_config_check_names_each_hooks_problem(tmp_path: Path) -> None:
         "hooks.roots: expected an array of paths, got an integer",
         "hooks.foo: unknown key 'foo' (known: block_stop_on, context_chars, roots)",
     ]
+
+
+def test_a_commit_the_session_began_at_is_not_the_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stop's question "did this commit land after the session began?" answers as git
+    does for every pair; a commit and the head the session began at, the same sha, is
+    answered without starting git (git says it is its own ancestor)."""
+    from git_harness import GitRepo
+
+    from storyd.api.hooks import stop
+
+    repo = GitRepo(tmp_path / "ws").init()
+    old = repo.commit("old", {"a.txt": "a\n"})
+    new = repo.commit("new", {"b.txt": "b\n"})
+    ws = str(repo.path)
+    pairs = [(old, new), (new, old), (new, new), (old, old), ("nope", "nope"), (new, "")]
+    assert [stop._landed_after(ws, c, h) for c, h in pairs] == [
+        False, True, False, False, False, True,
+    ]  # fmt: skip
+    for commit, head in pairs[:5]:
+        done = subprocess.run(["git", "-C", ws, "merge-base", "--is-ancestor", commit, head],
+                              capture_output=True, check=False)  # fmt: skip
+        assert (done.returncode == 1) == stop._landed_after(ws, commit, head)
+    fake = tmp_path / "bin" / "git"  # says "not an ancestor" to all, and counts its runs
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\necho run >>{tmp_path / 'runs'}\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake.parent))
+    assert stop._landed_after(ws, new, new) is False
+    assert not (tmp_path / "runs").exists()
+    assert stop._landed_after(ws, old, new) is True  # the fake was asked
+    assert (tmp_path / "runs").read_text() == "run\n"

@@ -8,6 +8,8 @@ when the deadline passes; the caller gets GitError "git did not answer within N 
     GIT_TIMEOUT          the deadline, in seconds ($STORYD_GIT_TIMEOUT, default 10)
     run(argv, cwd)       (status, stdout, stderr) of one git process
     piped(a, b, cwd)     stdout of `a | b` (git show | git patch-id), both killed on time
+    piped_all(pairs, cwd)  the same for several pipes at once, run side by side
+    start(argv, cwd), finish(proc)  one git begun now, read later (it runs meanwhile)
     check_git_files()    refuse a repository whose HEAD, packed-refs, config or commondir
                          is not a regular file, before any git is started on it
 """
@@ -22,7 +24,10 @@ from typing import IO
 
 from storyd.core.errors import GitError
 
-__all__ = ["GIT_TIMEOUT", "GitStuck", "check_git_files", "git_env", "no_answer", "piped", "run"]
+__all__ = [
+    "GIT_TIMEOUT", "GitStuck", "check_git_files", "finish", "git_env", "no_answer", "piped",
+    "piped_all", "run", "start",
+]  # fmt: skip
 
 
 class GitStuck(GitError):
@@ -72,6 +77,29 @@ def run(argv: list[str], cwd: str, *, timeout: float | None = None) -> tuple[int
     return done.returncode, out, done.stderr.decode("utf-8", "replace")
 
 
+def start(argv: list[str], cwd: str) -> subprocess.Popen[bytes]:
+    """One git process started now and read later by `finish` (so it runs meanwhile)."""
+    try:
+        return subprocess.Popen(
+            argv, cwd=cwd, env=git_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+    except OSError as exc:
+        raise GitError(f"git {argv[1:2]} could not start: {exc.strerror}") from None
+
+
+def finish(proc: subprocess.Popen[bytes], *, timeout: float | None = None) -> tuple[int, str, str]:
+    """(status, stdout, stderr) of a process `start` began, killed when `timeout` passes."""
+    limit = GIT_TIMEOUT if timeout is None else timeout
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise no_answer(limit) from None
+    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
 def _start(
     argv: list[str], cwd: str, env: dict[str, str], stdin: int | IO[bytes] | None
 ) -> subprocess.Popen[bytes]:
@@ -87,29 +115,41 @@ def _start(
 
 def piped(first: list[str], second: list[str], cwd: str, *, timeout: float | None = None) -> str:
     """stdout of `first | second`, both killed when `timeout` passes."""
+    return piped_all([(first, second)], cwd, timeout=timeout)[0]
+
+
+def piped_all(
+    pairs: list[tuple[list[str], list[str]]], cwd: str, *, timeout: float | None = None
+) -> list[str]:
+    """stdout of each `first | second`, all pipes started at once (they run side by side:
+    one wait instead of one per pipe), all killed when `timeout` passes."""
     limit = GIT_TIMEOUT if timeout is None else timeout
     deadline = time.monotonic() + limit
     env = git_env()
-    producer = _start(first, cwd, env, subprocess.DEVNULL)
+    started: list[subprocess.Popen[bytes]] = []
     try:
-        consumer = _start(second, cwd, env, producer.stdout)
-        assert producer.stdout is not None
-        producer.stdout.close()  # the consumer holds its own copy
-        try:
-            out, _ = consumer.communicate(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            consumer.kill()
-            consumer.communicate()
-            raise no_answer(limit) from None
-        try:
-            producer.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            raise no_answer(limit) from None
+        for first, second in pairs:
+            producer = _start(first, cwd, env, subprocess.DEVNULL)
+            started.append(producer)
+            started.append(_start(second, cwd, env, producer.stdout))
+            assert producer.stdout is not None
+            producer.stdout.close()  # the consumer holds its own copy
+        outs = []
+        for producer, consumer in zip(started[::2], started[1::2], strict=True):
+            try:
+                out, _ = consumer.communicate(timeout=max(0.0, deadline - time.monotonic()))
+                producer.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise no_answer(limit) from None
+            outs.append(out.decode("utf-8", "replace"))
+        return outs
     finally:
-        if producer.poll() is None:
-            producer.kill()
-            producer.wait()
-    return out.decode("utf-8", "replace")
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
 
 
 _GIT_FILES = (

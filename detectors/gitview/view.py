@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from storyd.core.errors import GitError
@@ -26,8 +27,9 @@ from storyd.detectors.gitview.objects import (
     _Stamps,
     is_object_name,
 )
-from storyd.detectors.gitview.proc import check_git_files, piped
+from storyd.detectors.gitview.proc import check_git_files, finish, piped, piped_all
 from storyd.detectors.gitview.proc import run as run_git
+from storyd.detectors.gitview.proc import start as start_git
 
 __all__ = ["EMPTY_TREE", "Commit", "GitView"]
 
@@ -37,6 +39,10 @@ _MAX_OBJECTS = 200_000
 _MAX_SCANS = 64
 _FIELD = "\x1f"
 _RECORD = "\x1e"
+_DIFF_FLAGS = (  # a commit's patch as `git patch-id --stable` reads it
+    "--pretty=medium", "--no-color", "--no-ext-diff", "--no-notes", "--no-abbrev",
+    "--diff-merges=off", "-p",
+)  # fmt: skip
 
 T = TypeVar("T")
 _WORD = re.compile(r"[\w-]+")
@@ -107,6 +113,7 @@ class GitView:
         self._scans: OrderedDict[tuple[object, ...], object] = OrderedDict()
         self._held_tips: dict[str, str | None] | None = None  # hold_tips: one pass's tips
         self._held_branch: tuple[str | None] | None = None  # and its checked-out branch
+        self._early: tuple[str, subprocess.Popen[bytes]] | None = None  # prefetch_walk's
 
     def __repr__(self) -> str:
         return f"GitView({self.root!r})"
@@ -123,6 +130,11 @@ class GitView:
         self._check_owner()
         self.check_files()
         status, out, err = run_git(self._argv(*args), self.root)
+        return self._checked(args, ok, status, out, err)
+
+    def _checked(
+        self, args: tuple[str, ...], ok: tuple[int, ...], status: int, out: str, err: str
+    ) -> tuple[int, str]:
         if status not in ok:
             detail = " ".join(str(err).split())[:300] or f"exit status {status}"
             msg = f"git {args[0]} failed: {detail}"
@@ -160,6 +172,7 @@ class GitView:
 
     def close(self) -> None:
         """End the persistent processes and forget the caches."""
+        self._drop_early()
         if self._cat is not None:
             cat, self._cat = self._cat, None
             cat.close()
@@ -337,8 +350,31 @@ class GitView:
             self._walks.popitem(last=False)
         return walk
 
+    def prefetch_walk(self, tip: str, tip_sha: str) -> None:
+        """Start the walk `reachable` will need for a tip this view has not walked, so
+        git walks while cat-file answers the lookup asked before it (one wait, not two).
+        A walked tip is left to `_walk` (cached, or fast-forwarded)."""
+        if tip in self._walks or self._early is not None:
+            return
+        self._check_owner()
+        self.check_files()
+        argv = self._argv("rev-list", f"--max-count={self.walk_limit}", tip_sha)
+        self._early = (tip_sha, start_git(argv, self.root))
+
+    def _drop_early(self) -> None:
+        early, self._early = self._early, None
+        if early is not None:
+            early[1].kill()
+            early[1].communicate()
+
     def _full_walk(self, tip_sha: str) -> _Walk:
-        _, out = self._run("rev-list", f"--max-count={self.walk_limit}", tip_sha)
+        args = ("rev-list", f"--max-count={self.walk_limit}", tip_sha)
+        if self._early is not None and self._early[0] == tip_sha:
+            proc, self._early = self._early[1], None
+            _, out = self._checked(args, (0,), *finish(proc))
+        else:
+            self._drop_early()
+            _, out = self._run(*args)
         reachable = set(map(sys.intern, out.split()))  # shared by every tip's set
         self.stats["full_walks"] += 1
         self.stats["walked"] += len(reachable)
@@ -395,18 +431,48 @@ class GitView:
         return {s: self._rewrites.get((s, tip_sha, depth)) for s in shas}
 
     def _find_replacements(self, shas: list[str], tip_sha: str, depth: int) -> dict[str, str]:
+        if not self._patch_ids:  # a cold view: both questions in one step
+            found = self._replacements_at_once(shas, tip_sha, depth)
+            if found is not None:
+                return found
         wanted = {s: p for s, p in self.patch_ids(shas).items() if p is not None}
         if not wanted:
             return {}
         _, out = self._run(
             "rev-list", "--no-merges", f"--max-count={depth}", tip_sha, "--not", *wanted
         )
-        candidates = out.split()
-        newest: dict[str, str] = {}
-        for commit, patch_id in self.patch_ids(candidates).items():
-            if patch_id is not None:
-                newest.setdefault(patch_id, commit)  # rev-list lists newest first
-        return {s: newest[p] for s, p in wanted.items() if p in newest}
+        return _newest(wanted, self.patch_ids(out.split()))
+
+    def _replacements_at_once(
+        self, shas: list[str], tip_sha: str, depth: int
+    ) -> dict[str, str] | None:
+        """`_find_replacements` without a cache to reuse: the lost commits' patch ids and
+        the candidates' (`git log -p`, the same commits rev-list would list, newest
+        first) from two pipes run side by side, instead of show | patch-id, rev-list,
+        show | patch-id one after the other. None when a lost commit has no patch id
+        (a merge, an empty commit): the candidates are then those of the others only."""
+        self._check_owner()
+        self.check_files()
+        walk = ["log", "--no-decorate", "--no-merges", f"--max-count={depth}", *_DIFF_FLAGS]
+        patch_id = self._argv("patch-id", "--stable")
+        own, others = piped_all(
+            [
+                (self._argv("show", *_DIFF_FLAGS, *shas), patch_id),
+                (self._argv(*walk, tip_sha, "--not", *shas), patch_id),
+            ],
+            self.root,
+        )
+        wanted = _parse_patch_ids(own)
+        candidates = _parse_patch_ids(others)
+        self.stats["patch_ids"] += len(shas) + len(candidates)
+        for sha in shas:
+            self._patch_ids[sha] = wanted.get(sha)
+        if len(wanted) < len(set(shas)):
+            return None
+        self._patch_ids.update(candidates)
+        if len(self._patch_ids) > _MAX_OBJECTS:
+            self._patch_ids.clear()
+        return _newest(wanted, candidates)
 
     def patch_ids(self, shas: list[str]) -> dict[str, str | None]:
         """`git patch-id --stable` of each commit (None for an empty or merge diff)."""
@@ -439,25 +505,9 @@ class GitView:
     def _compute_patch_ids(self, shas: list[str]) -> dict[str, str]:
         self._check_owner()
         self.stats["patch_ids"] += len(shas)
-        args = [
-            "show",
-            "--pretty=medium",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-notes",
-            "--no-abbrev",
-            "--diff-merges=off",
-            "-p",
-            *shas,
-        ]
         self.check_files()
-        out = piped(self._argv(*args), self._argv("patch-id", "--stable"), self.root)
-        ids: dict[str, str] = {}
-        for line in str(out).splitlines():
-            parts = line.split()
-            if len(parts) == 2:
-                ids[parts[1]] = parts[0]
-        return ids
+        show = self._argv("show", *_DIFF_FLAGS, *shas)
+        return _parse_patch_ids(piped(show, self._argv("patch-id", "--stable"), self.root))
 
     # -- scans -----------------------------------------------------------------------
 
@@ -497,6 +547,26 @@ class GitView:
             when = int(stamp) if stamp.isdigit() else 0
             found.append(Commit(sha.strip(), when, message, touched))
         return found
+
+
+def _parse_patch_ids(out: str) -> dict[str, str]:
+    """commit -> patch id, from `git patch-id` lines `<patch id> <commit>`, in order."""
+    ids: dict[str, str] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            ids[parts[1]] = parts[0]
+    return ids
+
+
+def _newest(wanted: dict[str, str], candidates: Mapping[str, str | None]) -> dict[str, str]:
+    """For each wanted commit, the newest candidate (they come newest first) with its
+    patch id."""
+    newest: dict[str, str] = {}
+    for commit, patch_id in candidates.items():
+        if patch_id is not None:
+            newest.setdefault(patch_id, commit)
+    return {s: newest[p] for s, p in wanted.items() if p in newest}
 
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"

@@ -77,6 +77,8 @@ def _landed_after(workspace: str, commit: object, head: object) -> bool:
         return False
     if not isinstance(head, str) or not head:
         return True  # no commit at the start: every commit is the session's
+    if commit == head:
+        return False  # what git answers for a commit and itself (or for no commit at all)
     try:
         done = subprocess.run(
             ["git", "-C", workspace, "merge-base", "--is-ancestor", commit, head],
