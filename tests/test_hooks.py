@@ -82,6 +82,44 @@ def test_session_start_from_a_subfolder_finds_the_workspace(
     assert f"in flight in {ws}." in text
 
 
+def test_a_source_package_named_like_a_format_root_is_not_a_workspace(
+        own: tuple[Path, AgentsEnv]) -> None:
+    """`src/tasks/` (a Python package) and an empty `src/specs/` are named like Task
+    Master's and spec-kit's roots but hold no state file: the climb goes on to the
+    workspace (before: `src` was taken, and the hook said nothing)."""
+    ws, env = own
+    (ws / "src" / "tasks").mkdir(parents=True)
+    (ws / "src" / "tasks" / "__init__.py").write_text("")
+    (ws / "src" / "tasks" / "tasks.py").write_text("def run(): pass\n")
+    (ws / "src" / "specs").mkdir()
+    text = _context(run_hook("session-start", hook_payload(
+        "SessionStart", ws / "src", source="startup"), env.env))
+    assert f"in flight in {ws}." in text
+
+
+def test_a_folder_whose_root_holds_a_state_file_is_a_workspace(tmp_path: Path) -> None:
+    """Without git: the nearest folder whose format root holds a state file of its
+    format wins over a nearer root that holds none; with none at all, the nearest root."""
+    from storyd.api.hooks.hookio import Trust, explain
+    from storyd.config import Config
+
+    trust = Trust(Config())
+    project = tmp_path / "project"
+    (project / "tasks").mkdir(parents=True)
+    (project / "tasks" / "tasks.json").write_text('{"master": {"tasks": []}}')
+    (project / "lib" / "tasks").mkdir(parents=True)
+    (project / "lib" / "tasks" / "helpers.py").write_text("")
+    assert explain(str(project / "lib"), trust) == (str(project.resolve()), "")
+    bare = tmp_path / "bare"
+    (bare / "specs").mkdir(parents=True)
+    (bare / "deep").mkdir()
+    assert explain(str(bare / "deep"), trust) == (str(bare.resolve()), "")
+    nothing = tmp_path / "nothing" / "here"
+    nothing.mkdir(parents=True)
+    found, why = explain(str(nothing), trust)
+    assert found is None and why.startswith(f"no workspace at or above {nothing.resolve()}")
+
+
 @pytest.mark.slow
 def test_session_start_with_the_daemon_says_the_same(spawn_daemon: object,
                                                      own: tuple[Path, AgentsEnv]) -> None:

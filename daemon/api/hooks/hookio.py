@@ -12,6 +12,7 @@ import os
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from storyd.config import Config
+    from storyd.core.formats.base import Adapter
 
 __all__ = [
     "MAX_INPUT", "Trust", "explain", "find_workspace", "locate_state_file", "parse_payload",
@@ -106,16 +107,40 @@ def _within(path: str, roots: list[str]) -> bool:
     return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
-def _format_roots() -> tuple[str, ...]:
+def _adapters() -> list[Adapter]:
     from storyd.core.formats import all_adapters
 
-    return tuple(root for adapter in all_adapters(plugins=False) for root in adapter.roots)
+    return list(all_adapters(plugins=False))
+
+
+_WALK_DEPTH = 4  # folders below a format root looked at for a state file
+_WALK_FILES = 400  # names looked at, per root, before giving up
+
+
+def _holds_state(folder: str, adapter: Adapter, root: str) -> bool:
+    """Whether `folder/root` holds a state file of `adapter`'s format: a walk bounded
+    in depth and names, so that a big `tasks/` package of source files costs little."""
+    top = os.path.join(folder, root)
+    seen = 0
+    for here, dirs, files in os.walk(top):
+        depth = here[len(top):].count(os.sep)
+        dirs[:] = [] if depth >= _WALK_DEPTH else [d for d in dirs if not d.startswith(".")]
+        rel = os.path.relpath(here, folder).replace(os.sep, "/")
+        for name in files:
+            if adapter.matches(f"{rel}/{name}"):
+                return True
+            seen += 1
+            if seen >= _WALK_FILES:
+                return False
+    return False
 
 
 def explain(cwd: object, trust: Trust) -> tuple[str | None, str]:
-    """(the workspace holding `cwd`, "") or (None, why there is none): the nearest folder
-    up from `cwd` with a format's root (plans/, agent-output/, ...) or a `.git`, climbing
-    only through trusted folders."""
+    """(the workspace holding `cwd`, "") or (None, why there is none), climbing from
+    `cwd` only through trusted folders: the nearest folder with a `.git`, or with a
+    format's root (plans/, specs/, tasks/, ...) that holds a state file of that format.
+    A root with none (a source package named `tasks`, an empty `specs/`) does not stop
+    the climb; where nothing else is found, the nearest folder with one is taken."""
     if not isinstance(cwd, str) or not cwd or "\0" in cwd:
         return None, "the agent named no folder"
     start = os.path.realpath(cwd)
@@ -123,16 +148,25 @@ def explain(cwd: object, trust: Trust) -> tuple[str | None, str]:
         return None, f"{start} is not a folder"
     if not trust(start):
         return None, f"{start} is {trust.why_not(start)}"
-    markers = (*_format_roots(), *_MARKERS)
+    adapters = _adapters()
+    loose: str | None = None  # the nearest folder with a format root and no state file
     folder = start
     while trust(folder):
-        if any(os.path.exists(os.path.join(folder, m)) for m in markers):
+        if any(os.path.exists(os.path.join(folder, m)) for m in _MARKERS):
             return folder, ""
+        for adapter in adapters:
+            for root in adapter.roots:
+                if os.path.isdir(os.path.join(folder, root)):
+                    if _holds_state(folder, adapter, root):
+                        return folder, ""
+                    loose = loose or folder
         parent = os.path.dirname(folder)
         if parent == folder:
             break
         folder = parent
-    shown = ", ".join(sorted(set(markers)))
+    if loose is not None:
+        return loose, ""
+    shown = ", ".join(sorted({r for a in adapters for r in a.roots} | set(_MARKERS)))
     return None, f"no workspace at or above {start} (none of {shown})"
 
 
