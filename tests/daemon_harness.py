@@ -397,6 +397,16 @@ def daemon_env(root: Path, socket_path: Path) -> dict[str, str]:
     return env
 
 
+def reconcile_env(root: Path) -> dict[str, str]:
+    """`daemon_env` under `root` (socket `root/run/storyd.sock`, state `root/state`)
+    for a reconcile test: no kill-at-N hook inherited from the caller's environment."""
+    from storyd.api.reconcile.atomic import HOOK_ENV
+
+    environ = daemon_env(root, root / "run" / "storyd.sock")
+    environ.pop(HOOK_ENV, None)
+    return environ
+
+
 def write_config(root: Path, text: str) -> Path:
     """$XDG_CONFIG_HOME/storyd/config.toml under `root` (the one `daemon_env` points at)."""
     path = root / "config" / "storyd" / "config.toml"

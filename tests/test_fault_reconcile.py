@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from cli_harness import STORYD, run_storyd_cli
-from daemon_harness import daemon_env
+from daemon_harness import reconcile_env
 from epic_state_harness import write_epic
 from git_harness import GitWorkspace
 
@@ -43,10 +43,7 @@ def task(epic: str, n: int) -> str:
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    environ = daemon_env(tmp_path, tmp_path / "run" / "storyd.sock")
-    environ["XDG_STATE_HOME"] = str(tmp_path / "state")
-    environ.pop(HOOK_ENV, None)
-    return environ
+    return reconcile_env(tmp_path)
 
 
 def three_epics(root: Path, *, pad: int = 0) -> tuple[GitWorkspace, dict[str, bytes]]:

@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 from cli_harness import run_storyd_cli
-from daemon_harness import DaemonProcess, EventStream, daemon_env, wait_for, write_config
+from daemon_harness import (
+    DaemonProcess,
+    EventStream,
+    reconcile_env,
+    wait_for,
+    write_config,
+)
 from epic_state_harness import EPIC, STATE, STORY, task_id
 from git_harness import GitWorkspace
 from locks_harness import exclusively_locked
@@ -60,10 +66,7 @@ def epic_text(tasks: dict[str, dict[str, object]], *, title: str = "Carve-out â€
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """A private config, runtime and state home (no daemon answers), for CLI and in-process."""
-    sock = tmp_path / "run" / "storyd.sock"
-    environ = daemon_env(tmp_path, sock)
-    environ["XDG_STATE_HOME"] = str(tmp_path / "state")
-    environ.pop(HOOK_ENV, None)
+    environ = reconcile_env(tmp_path)
     for key in ("XDG_CONFIG_HOME", "XDG_RUNTIME_DIR", "STORYD_SOCKET", "XDG_STATE_HOME"):
         monkeypatch.setenv(key, environ[key])
     return environ

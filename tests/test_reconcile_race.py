@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from cli_harness import STORYD
-from daemon_harness import daemon_env, wait_for
+from daemon_harness import reconcile_env, wait_for
 from epic_state_harness import EPIC, STATE, STORY, task_id
 from git_harness import GitWorkspace
 from locks_harness import exclusively_locked
@@ -40,9 +40,7 @@ def state_text(t1: str) -> str:
 
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    environ = daemon_env(tmp_path, tmp_path / "run" / "storyd.sock")
-    environ["XDG_STATE_HOME"] = str(tmp_path / "state")
-    environ.pop(HOOK_ENV, None)
+    environ = reconcile_env(tmp_path)
     for key in ("XDG_CONFIG_HOME", "XDG_RUNTIME_DIR", "STORYD_SOCKET", "XDG_STATE_HOME"):
         monkeypatch.setenv(key, environ[key])
     return environ

@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 from cli_harness import STORYD, run_storyd_cli
-from daemon_harness import DaemonProcess, daemon_env, wait_for
+from daemon_harness import DaemonProcess, reconcile_env, wait_for
 from epic_state_harness import write_epic
 from git_harness import GitWorkspace
+from locks_harness import exclusively_locked
 
 from storyd.api.reconcile.atomic import HOOK_ENV
 from storyd.core import redo
@@ -102,10 +103,7 @@ class TestRecover:
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    environ = daemon_env(tmp_path, tmp_path / "run" / "storyd.sock")
-    environ["XDG_STATE_HOME"] = str(tmp_path / "state")
-    environ.pop(HOOK_ENV, None)
-    return environ
+    return reconcile_env(tmp_path)
 
 
 def big_unrecorded(root: Path, size: int) -> tuple[GitWorkspace, Path, bytes]:
@@ -260,7 +258,7 @@ def _held_apply(env: dict[str, str], repo: GitWorkspace, path: Path,
         [STORYD, "reconcile", "--workspace", str(repo.path), "--apply"],
         env={**env, HOOK_ENV: f"wait-before-write:{flag}"}, cwd=repo.path,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(lambda: proc.poll() is not None or _holds_lock(path), 30.0,
+    wait_for(lambda: proc.poll() is not None or exclusively_locked(path), 30.0,
              "the apply to hold the lock")
     return proc
 
@@ -268,17 +266,6 @@ def _held_apply(env: dict[str, str], repo: GitWorkspace, path: Path,
 def _began(path: Path, stamp: int, proc: subprocess.Popen[bytes]) -> Callable[[], bool]:
     """Whether the apply wrote into the file (its mtime moved) or ended."""
     return lambda: path.stat().st_mtime_ns != stamp or proc.poll() is not None
-
-
-def _holds_lock(path: Path) -> bool:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 def _undo(env: dict[str, str], repo: GitWorkspace, path: Path, before: bytes) -> None:

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import os
 
+from storyd.core.durable import fsync_dir, read_fd
+
 __all__ = ["REDO_MARK", "decode", "encode", "recover", "redo_path"]
 
 REDO_MARK = ".storyd-redo"
@@ -102,7 +104,7 @@ def recover(fd: int, path: str) -> str | None:
     outcome = "kept"
     if parts is not None:
         before, after = parts
-        current = _read_fd(fd)
+        current = read_fd(fd)
         if finish(current, before, after):
             padded = after + b" " * (len(before) - len(after))
             view, offset = memoryview(padded), 0
@@ -112,21 +114,5 @@ def recover(fd: int, path: str) -> str | None:
             os.fsync(fd)
             outcome = "finished"
     os.unlink(record_path)
-    _fsync_dir(os.path.dirname(record_path))
+    fsync_dir(os.path.dirname(record_path))
     return outcome
-
-
-def _read_fd(fd: int) -> bytes:
-    os.lseek(fd, 0, os.SEEK_SET)
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _fsync_dir(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

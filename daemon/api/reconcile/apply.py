@@ -22,7 +22,6 @@ from storyd.api.reconcile.atomic import (
     clean_temps,
     locked,
     overwrite,
-    read_fd,
     recover,
     replace,
     unlink,
@@ -31,6 +30,7 @@ from storyd.api.reconcile.atomic import (
 from storyd.api.reconcile.failures import Progress, failure
 from storyd.api.reconcile.plan import FilePlan, Plan
 from storyd.api.reconcile.targets import dialect_of
+from storyd.core.durable import read_fd
 from storyd.core.errors import LockTimeout
 from storyd.core.gitstate import operation_under_way
 from storyd.core.regular import read_regular

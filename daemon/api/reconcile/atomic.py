@@ -37,6 +37,7 @@ import time
 from collections.abc import Iterator
 
 from storyd.core import redo
+from storyd.core.durable import fsync_dir, read_fd
 from storyd.core.locking import flock_wait, same_file
 from storyd.core.regular import open_regular, read_regular
 from storyd.core.switches import CONFIG
@@ -47,7 +48,6 @@ __all__ = [
     "clean_temps",
     "locked",
     "overwrite",
-    "read_fd",
     "recover",
     "replace",
     "step",
@@ -105,23 +105,6 @@ def locked(path: str, timeout: float) -> Iterator[int]:
             os.close(fd)  # releases the lock
 
 
-def read_fd(fd: int) -> bytes:
-    """The whole file behind a descriptor, from its start."""
-    os.lseek(fd, 0, os.SEEK_SET)
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _fsync_dir(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def replace(path: str, data: bytes, *, hooked: bool = True) -> None:
     """Write `data` to a same-folder temp file, fsync, rename over `path`, fsync the folder.
 
@@ -140,7 +123,7 @@ def replace(path: str, data: bytes, *, hooked: bool = True) -> None:
     step()
     if hooked:
         _hook("after-rename")
-    _fsync_dir(folder)
+    fsync_dir(folder)
     step()
 
 
@@ -182,7 +165,7 @@ def overwrite(fd: int, path: str, data: bytes) -> bool:
     before = read_fd(fd)
     record = redo.redo_path(path)
     _write_temp(record, redo.encode(before, data), 0o600)
-    _fsync_dir(os.path.dirname(record))
+    fsync_dir(os.path.dirname(record))
     step()
     _hook("before-rename")
     padded = data + b" " * (len(before) - len(data))

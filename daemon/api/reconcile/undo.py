@@ -23,6 +23,7 @@ import os
 import time
 
 from storyd.api.reconcile.atomic import TEMP_MARK, replace, step, unlink
+from storyd.core.durable import fsync_dir
 from storyd.core.errors import StorydError
 from storyd.core.paths import state_dir  # here too: its older home
 from storyd.core.regular import read_regular
@@ -88,11 +89,7 @@ class Record:
 
 
 def _fsync(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(folder)
     step()
 
 
