@@ -9,12 +9,13 @@ Each comparison runs the in-process hook and the launcher on the same session re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
@@ -305,22 +306,17 @@ def test_the_launcher_is_this_storyds_version_and_installed_as_written() -> None
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.slow
-def test_a_daemon_of_another_version_is_not_believed(session: tuple[Path, AgentsEnv],
-                                                     tmp_path: Path) -> None:
-    """A socket that answers the hook op as storyd 9.9.9 would (a block it must not pass
-    on) and closes every other connection: the launcher runs `storyd hook`, which
-    finds no daemon there and reads the workspace itself."""
+@contextlib.contextmanager
+def _fake_daemon(sock_path: Path, reply: Callable[[bytes], bytes]) -> Iterator[None]:
+    """A socket at `sock_path` that answers each connection's first line with
+    `reply(line)` (nothing: it just closes), on a thread, until the block ends."""
     import socket
     import threading
 
-    ws, env = session
-    sock_path = Path(env.env["STORYD_SOCKET"])
     sock_path.parent.mkdir(parents=True, exist_ok=True)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(sock_path))
     server.listen(8)
-    asked: list[bytes] = []
 
     def serve() -> None:
         while True:
@@ -329,21 +325,41 @@ def test_a_daemon_of_another_version_is_not_believed(session: tuple[Path, Agents
             except OSError:
                 return
             with conn:
-                line = conn.makefile("rb").readline()
-                asked.append(line[:30])
-                if b'"op":"hook"' in line:
-                    conn.sendall(b'{"decision":"block","reason":"old"}\n=0 9.9.9\n')
+                answer = reply(conn.makefile("rb").readline())
+                if answer:
+                    conn.sendall(answer)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
-        payload, _ = _agent_payload("claude", "stop", ws, ws)
-        data = orjson.dumps(payload)
-        fast = launch("stop", data, env.env)
+        yield
     finally:
         server.shutdown(socket.SHUT_RDWR)  # wakes accept()
         thread.join(timeout=5)
         server.close()
+
+
+@pytest.mark.slow
+def test_a_daemon_of_another_version_is_not_believed(session: tuple[Path, AgentsEnv],
+                                                     tmp_path: Path) -> None:
+    """A socket that answers the hook op as storyd 9.9.9 would (a block it must not pass
+    on) and closes every other connection: the launcher runs `storyd hook`, which
+    finds no daemon there and reads the workspace itself."""
+
+    ws, env = session
+    sock_path = Path(env.env["STORYD_SOCKET"])
+    asked: list[bytes] = []
+
+    def reply(line: bytes) -> bytes:
+        asked.append(line[:30])
+        if b'"op":"hook"' in line:
+            return b'{"decision":"block","reason":"old"}\n=0 9.9.9\n'
+        return b""
+
+    payload, _ = _agent_payload("claude", "stop", ws, ws)
+    data = orjson.dumps(payload)
+    with _fake_daemon(sock_path, reply):
+        fast = launch("stop", data, env.env)
     assert any(b'"op":"hook"' in a for a in asked), asked
     sock_path.unlink()
     inproc = subprocess.run([str(BIN / "storyd"), "hook", "stop"], input=data, env=env.env,
@@ -372,40 +388,16 @@ def test_every_frame_is_printed_as_it_means(tmp_path: Path) -> None:
     lines, blank lines, a stray `=` line), the launcher prints it and exits with its code
     without Python, whether it takes the short way (stdout and the code line) or reads
     the reply line by line."""
-    import socket
-    import threading
 
     env = AgentsEnv(tmp_path).env
-    sock_path = Path(env["STORYD_SOCKET"])
-    sock_path.parent.mkdir(parents=True, exist_ok=True)
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(sock_path))
-    server.listen(8)
     v = storyd.__version__.encode()
     frames = [b'{"a": 1}\n', b"one\ntwo\n", b"", b"!bad\n!worse\n", b"one\n\ntwo\n",
               b"out\n!err\n", b"=1 x\nout\n", b"\none\n", b"a \\n b\t\"c\"\n"]  # fmt: skip
     answer: list[bytes] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            with conn:
-                conn.makefile("rb").readline()
-                conn.sendall(answer[-1])
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
+    with _fake_daemon(Path(env["STORYD_SOCKET"]), lambda _line: answer[-1]):
         for body in frames:
             for code in (0, 2):
                 answer.append(body + b"=%d " % code + v + b"\n")
                 done = launch("stop", b"{}", no_python(env, tmp_path))
                 got = (done.returncode, done.stdout, done.stderr)
                 assert got == _decoded(answer[-1]), answer[-1]
-    finally:
-        server.shutdown(socket.SHUT_RDWR)
-        thread.join(timeout=5)
-        server.close()
