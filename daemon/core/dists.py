@@ -23,7 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["scan"]
+__all__ = ["entries", "scan"]
 
 _INFO = (".dist-info", ".egg-info")
 _METADATA = ("METADATA", "PKG-INFO")
@@ -69,17 +69,18 @@ def _label(info: str) -> str:
     return f"{name} {version}" if version else name
 
 
-def _entries(text: str, groups: tuple[str, ...]) -> list[tuple[str, str, str]]:
-    """(group, name, value) of an entry_points.txt, in file order, in `groups` only."""
+def entries(text: str) -> list[tuple[str, str, str]]:
+    """(group, name, value) of an entry_points.txt, in file order (comments and blanks
+    skipped; an entry before any group header ignored)."""
     found: list[tuple[str, str, str]] = []
-    group = ""
+    group = None
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line[0] in "#;":
             continue
         if line[0] == "[" and line[-1] == "]":
             group = line[1:-1].strip()
-        elif group in groups and "=" in line:
+        elif group is not None and "=" in line:
             name, _, value = line.partition("=")
             found.append((group, name.strip(), value.strip()))
     return found
@@ -116,8 +117,8 @@ def scan(groups: tuple[str, ...]) -> Iterable[tuple[str, str, str, str]] | None:
                     text = f.read()
             except (OSError, UnicodeDecodeError):
                 continue
-            entries = _entries(text, groups)
-            if entries:
+            wanted = [e for e in entries(text) if e[0] in groups]
+            if wanted:
                 label = _label(info)
-                found.extend((group, name, value, label) for group, name, value in entries)
+                found.extend((group, name, value, label) for group, name, value in wanted)
     return found

@@ -75,19 +75,11 @@ class Entry:
 
 def parse(text: str, dist: str | None = None) -> dict[str, list[Entry]]:
     """An entry_points.txt's entries by group, in file order (comments and blanks skipped)."""
+    from storyd.core.dists import entries
+
     groups: dict[str, list[Entry]] = {}
-    current: list[Entry] | None = None
-    group = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#;":
-            continue
-        if line[0] == "[" and line[-1] == "]":
-            group = line[1:-1].strip()
-            current = groups.setdefault(group, [])
-        elif current is not None and "=" in line:
-            name, _, value = line.partition("=")
-            current.append(Entry(group, name.strip(), value.strip(), dist))
+    for group, name, value in entries(text):
+        groups.setdefault(group, []).append(Entry(group, name, value, dist))
     return groups
 
 
