@@ -12,6 +12,7 @@ the detectors' owner thread (detectors/runner.py), which the refresher waits on.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -285,7 +286,12 @@ class Refresher(Worker):
     def _touch(self, ws: Workspace, relpath: str, early: bool) -> None:
         started = time.perf_counter()
         generation = self.engine.log.generation
-        if not self.engine.touch(ws, relpath, tentative=early):
+        quiet = self.engine.reads.quiet
+        # a big file's read and install with the collector held off (server/quietgc.py)
+        with quiet.hold(os.path.join(ws.path, relpath)):
+            complete = self.engine.touch(ws, relpath, tentative=early)
+        quiet.trim()
+        if not complete:
             self.request(ws.path, relpath)  # torn at a write's end: again once it settles
         elif self.engine.racy(ws, relpath):
             # read too soon after a write to trust its stat: read it again shortly (a
@@ -318,6 +324,7 @@ class Refresher(Worker):
                 self.engine.scan(ws, reread=False)
             elif self.engine.verify(ws):
                 self.log.info("verify_caught_change", workspace=ws.path)
+        self.engine.reads.quiet.trim(force=True)  # the big reads since the last trim
         self.on_tick()
 
 
