@@ -113,7 +113,7 @@ class Reads:
         self.options = options
         self.changes = changes
         self.keeps = keeps
-        self.quiet = QuietGC()  # a big file is read with the collector held off
+        self.quiet = QuietGC()  # a big file is parsed with the collector held off
         self._file_locks = [threading.Lock() for _ in range(_FILE_LOCKS)]
         self._last_good: dict[tuple[str, str], FileRead] = {}
         # each file's latest read and when it began (monotonic ns): shared by queries
@@ -151,8 +151,7 @@ class Reads:
             if changes is not None:
                 changes.watch(os.path.dirname(os.path.join(workspace, relpath)))
                 seq = changes.drain()
-            with self.quiet.hold(os.path.join(workspace, relpath)):
-                got = pipeline.read_file(workspace, adapter, relpath, self.options, reuse)
+            got = pipeline.read_file(workspace, adapter, relpath, self.options, reuse)
             got.seq = seq
             if changes is not None:  # the next read of what it read is covered
                 for path, _sig in got.deps:

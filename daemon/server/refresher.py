@@ -12,7 +12,6 @@ the detectors' owner thread (detectors/runner.py), which the refresher waits on.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -286,11 +285,8 @@ class Refresher(Worker):
     def _touch(self, ws: Workspace, relpath: str, early: bool) -> None:
         started = time.perf_counter()
         generation = self.engine.log.generation
-        quiet = self.engine.reads.quiet
-        # a big file's read and install with the collector held off (server/quietgc.py)
-        with quiet.hold(os.path.join(ws.path, relpath)):
-            complete = self.engine.touch(ws, relpath, tentative=early)
-        quiet.trim()
+        complete = self.engine.touch(ws, relpath, tentative=early)
+        self.engine.reads.quiet.trim()  # a big read's freed heap (server/quietgc.py)
         if not complete:
             self.request(ws.path, relpath)  # torn at a write's end: again once it settles
         elif self.engine.racy(ws, relpath):
