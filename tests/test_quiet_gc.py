@@ -18,13 +18,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from daemon_harness import wait_for
 from epic_state_harness import epic_relpath, write_epic
 
 from storyd.core import switches, target
 from storyd.core.pipeline import Options
 from storyd.server import fastjson
+from storyd.server.assembly import build_daemon
 from storyd.server.quietgc import QuietGC
 from storyd.server.reads import Reads
+from storyd.server.service import Settings
 
 STORY = "story-0051-0001"
 
@@ -164,3 +167,28 @@ def test_a_trim_is_due_after_a_big_parse_and_spaced(enabled: None) -> None:
     assert quiet.trim() is False  # within a second of the last one: left due
     assert quiet.trim(force=True) is True  # the verification tick's
     assert quiet.trim(force=True) is False and quiet.trims == 2
+
+
+def test_the_daemon_parses_a_big_file_held_and_trims_after(
+    tmp_path: Path, enabled: None
+) -> None:
+    """A real daemon: its warm-up and its refresher parse a big state file with the
+    collector held off, and the refresher gives the heap back after the rewrite."""
+    workspace = tmp_path / "ws"
+    tasks = {f"T{n}": {"status": "PENDING"} for n in range(2000)}
+    write_epic(workspace, "0051", tasks={STORY: tasks})
+    daemon = build_daemon(Settings(staleness="mtime", verify_interval=3600.0))
+    quiet = daemon.engine.reads.quiet
+    quiet.big_bytes = 20_000  # the 2,000-task file is "big"
+    daemon.start([str(workspace)])
+    try:
+        wait_for(lambda: daemon.warm.done, 10.0, "the warm-up")
+        assert quiet.held >= 1 and gc.isenabled()
+        held, trims = quiet.held, quiet.trims
+        tasks["T0"] = {"status": "DONE"}
+        write_epic(workspace, "0051", tasks={STORY: tasks})
+        wait_for(lambda: quiet.held > held, 10.0, "the rewrite's parse")
+        wait_for(lambda: quiet.trims > trims, 10.0, "a trim after it")
+        assert gc.isenabled()
+    finally:
+        daemon.stop()
