@@ -129,19 +129,19 @@ def build_daemon(
     def git_busy(workspace: str) -> bool:  # limits.git_lock_wait as a reload leaves it
         return git_operation_in_progress(workspace, settings.limits.git_lock_wait)
 
-    # the two process-wide switches, thrown here and nowhere else: state files parse
-    # with orjson (never in the CLI), and git mode dates story files from one git pass
-    # per workspace
-    switches.configure(fast_parse=fastjson.loads,
-                       max_state_bytes=settings.limits.max_state_bytes)
-    if settings.staleness == storytime.GIT:
-        switches.configure(git_batching=True)
     options = Options(settings.limits.lock_timeout, settings.staleness,
                       settings.limits.max_answer_bytes)
     engine = Engine(
         options, detect=detect, changes=Changes(), events=EventLog(),
         git_busy=git_busy, hold_tips=hold_tips, regressed=regressed,
     )  # fmt: skip
+    # the two process-wide switches, thrown here and nowhere else: state files parse
+    # with orjson (never in the CLI; a big one with the collector held off,
+    # server/quietgc.py), and git mode dates story files from one git pass per workspace
+    switches.configure(fast_parse=engine.reads.quiet.parsing(fastjson.loads),
+                       max_state_bytes=settings.limits.max_state_bytes)
+    if settings.staleness == storytime.GIT:
+        switches.configure(git_batching=True)
     refresher = Refresher(
         engine, settle=settings.settle, verify_interval=settings.limits.verify_interval,
         git_busy=git_busy,

@@ -21,6 +21,7 @@ from storyd.core import pipeline
 from storyd.core.errors import DataError, StateFileMissing
 from storyd.core.model import Finding
 from storyd.core.pipeline import FileRead, Options
+from storyd.server.quietgc import QuietGC
 
 if TYPE_CHECKING:
     from storyd.core.formats import Adapter
@@ -112,6 +113,7 @@ class Reads:
         self.options = options
         self.changes = changes
         self.keeps = keeps
+        self.quiet = QuietGC()  # a big file is parsed with the collector held off
         self._file_locks = [threading.Lock() for _ in range(_FILE_LOCKS)]
         self._last_good: dict[tuple[str, str], FileRead] = {}
         # each file's latest read and when it began (monotonic ns): shared by queries

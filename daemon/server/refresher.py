@@ -285,7 +285,9 @@ class Refresher(Worker):
     def _touch(self, ws: Workspace, relpath: str, early: bool) -> None:
         started = time.perf_counter()
         generation = self.engine.log.generation
-        if not self.engine.touch(ws, relpath, tentative=early):
+        complete = self.engine.touch(ws, relpath, tentative=early)
+        self.engine.reads.quiet.trim()  # a big read's freed heap (server/quietgc.py)
+        if not complete:
             self.request(ws.path, relpath)  # torn at a write's end: again once it settles
         elif self.engine.racy(ws, relpath):
             # read too soon after a write to trust its stat: read it again shortly (a
@@ -318,6 +320,7 @@ class Refresher(Worker):
                 self.engine.scan(ws, reread=False)
             elif self.engine.verify(ws):
                 self.log.info("verify_caught_change", workspace=ws.path)
+        self.engine.reads.quiet.trim(force=True)  # the big reads since the last trim
         self.on_tick()
 
 

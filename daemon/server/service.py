@@ -27,6 +27,7 @@ from storyd.config.values import DEFAULT_STALENESS, Limits
 from storyd.core import log, pipeline, switches, target
 from storyd.core.errors import StateFileMissing, UsageError
 from storyd.core.gitstate import is_work_tree
+from storyd.server.quietgc import give_back_freed_memory
 from storyd.server.store import folder_identity
 
 if TYPE_CHECKING:
@@ -108,19 +109,6 @@ class Settings:
 
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
-
-
-def _give_back_freed_memory() -> None:
-    """Return the heap the warm-up freed to the system (glibc's malloc_trim).
-
-    A file's new snapshot is built beside the old one and the old one freed after the
-    swap, so the warm-up's detectors' pass holds two of a large file's entries for a
-    moment; glibc keeps that high-water mark (RSS 79 MB instead of 72 at 10,000
-    stories) until asked. Elsewhere (musl, macOS) there is nothing to ask."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).malloc_trim(0)
 
 
 class Warmup:
@@ -212,7 +200,9 @@ class Daemon:
             self.refresher.call(partial(self._warm_check, path))
 
         def done() -> None:
-            _give_back_freed_memory()
+            # the warm-up built each big file's snapshot beside the old one and freed
+            # the old one after the swap: glibc keeps that high-water mark until asked
+            give_back_freed_memory()
             self.warm.done = True
             self.log.info(
                 "warm",
