@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import json
 import types
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -114,3 +115,25 @@ def test_the_marks_still_find_a_stale_write_after_the_rereads(recorder: Recorder
     assert [(f.code, f.task) for f in lost] == [
         ("regressed", f"{key}-T1"), ("regressed", f"{key}-T2")]  # fmt: skip
     assert all(f.evidence["why"] == "undone" for f in lost)
+
+
+def test_a_pass_let_go_of_leaves_nothing_of_it_held(recorder: Recorder) -> None:
+    """The installer's pass (its keys, the builds' tasks, the gone-units memo) is held
+    only while the installer holds its keys: units with no event (the same answer)
+    leave nothing behind, and the marks of a second share one `seen` float."""
+    keys = [f"story-{n:04d}" for n in range(300)]
+    units = [_read(k, 2) for k in keys]
+    present = frozenset(keys)
+    for unit in units:  # the same answer as before for all: no event comes
+        recorder.regressed("/ws", unit, present)
+    alive = weakref.ref(present)
+    del present
+    gc.collect()
+    assert alive() is None, "the recorder keeps the installer's pass keys"
+    held = list(_held(recorder))
+    assert not any(isinstance(o, Task) for o in held), "a finished pass's tasks are held"
+    assert not any(isinstance(o, frozenset) and len(o) == len(keys) for o in held)
+    seen = {id(p[-1]) for p in recorder.marks[("/ws", STATE)].values()}
+    assert len(seen) <= 2, "a float per mark, not one per second"
+    found = recorder.regressed("/ws", _read(keys[0], 0), frozenset(keys))
+    assert [f.task for f in found] == [f"{keys[0]}-T0", f"{keys[0]}-T1"]
