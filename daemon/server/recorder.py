@@ -178,6 +178,8 @@ class Recorder:
         if new is not None:
             self._set_marks(key, rules.pack(new, unit))
             self._dirty.add(key)
+        elif packed:  # the same marks, held over this build's tasks (not an older one's)
+            self._set_marks(key, rules.pack(marks, unit))
         found = rules.regressed_findings(lost, _iso) if lost else ()
         return found + self._gone(workspace, unit.state_file, present)
 
