@@ -161,9 +161,11 @@ def _is_over(packed: Packed) -> bool:
 def expand(packed: Packed) -> dict[str, Mark]:
     """The marks of a packed tuple, as the rules and the database take them."""
     if _is_over(packed):
-        done = (t for t in packed[0] if t.bucket == DONE)  # type: ignore[attr-defined]
-        return {t.id: (t.status, t.commit_sha, t.completed_at, seen)
-                for t, seen in zip(done, packed[1:], strict=True)}  # type: ignore[misc]  # fmt: skip
+        tasks: tuple[Task, ...] = packed[0]  # type: ignore[assignment]
+        seen: tuple[float, ...] = packed[1:]  # type: ignore[assignment]
+        done = (t for t in tasks if t.bucket == DONE)
+        return {t.id: (t.status, t.commit_sha, t.completed_at, at)
+                for t, at in zip(done, seen, strict=True)}  # fmt: skip
     return {packed[i]: packed[i + 1 : i + 5] for i in range(0, len(packed), 5)}  # type: ignore[misc]
 
 
