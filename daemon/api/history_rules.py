@@ -37,7 +37,9 @@ DETECTOR = "history"  # an engine-owned source (core.model.OWN_DETECTORS)
 Mark = tuple[str, str | None, str | None, float]
 """A finished task as the version that held it had it: status, sha, completedAt, seen at."""
 Packed = tuple[object, ...]
-"""A unit's marks as the daemon holds them: one flat tuple, five items a mark (task id,
+"""A unit's marks as the daemon holds them, one tuple: when they are exactly the finished
+tasks of a build, as its very strings (nearly always), that build's tasks tuple (the
+engine's own) and each finished task's seen at; else flat, five items a mark (task id,
 status, sha, completedAt, seen at), the unit's finished tasks first in its task order."""
 Row = tuple[str, str, str, str | None, str | None]
 """A task as history stores it: id, status, bucket, sha, completedAt."""
@@ -119,8 +121,14 @@ def advance(
 
 
 def pack(marks: Mapping[str, Mark], unit: Unit | None = None) -> Packed:
-    """The marks as one flat tuple (a dict and a tuple a mark cost ~2.5x the memory at
-    10,000 units); `unit`'s tasks' order first, so that `unchanged` can walk both."""
+    """The marks as one tuple (a dict and a tuple a mark cost ~2.5x the memory at 10,000
+    units): over `unit`'s tasks when they are its finished tasks as they are (a third of
+    the flat tuple's size), else flat in `unit`'s tasks' order, so that `unchanged` can
+    walk both."""
+    if unit is not None and marks:
+        over = _over(marks, unit)
+        if over is not None:
+            return over
     order = [t.id for t in unit.tasks if t.id in marks] if unit is not None else []
     chosen = set(order)
     rest = [tid for tid in marks if tid not in chosen] if len(order) < len(marks) else []
@@ -130,15 +138,44 @@ def pack(marks: Mapping[str, Mark], unit: Unit | None = None) -> Packed:
     return tuple(flat)
 
 
+def _over(marks: Mapping[str, Mark], unit: Unit) -> Packed | None:
+    """(unit.tasks, seen...) when the marks are the unit's finished tasks, as its very
+    strings; else None."""
+    seen: list[object] = [unit.tasks]
+    for task in unit.tasks:
+        if task.bucket != DONE:
+            continue
+        mark = marks.get(task.id)
+        if mark is None or mark[0] is not task.status or mark[1] is not task.commit_sha or (
+            mark[2] is not task.completed_at
+        ):
+            return None
+        seen.append(mark[3])
+    return tuple(seen) if len(seen) == len(marks) + 1 else None
+
+
+def _is_over(packed: Packed) -> bool:
+    return bool(packed) and type(packed[0]) is tuple
+
+
 def expand(packed: Packed) -> dict[str, Mark]:
     """The marks of a packed tuple, as the rules and the database take them."""
+    if _is_over(packed):
+        tasks: tuple[Task, ...] = packed[0]  # type: ignore[assignment]
+        seen: tuple[float, ...] = packed[1:]  # type: ignore[assignment]
+        done = (t for t in tasks if t.bucket == DONE)
+        return {t.id: (t.status, t.commit_sha, t.completed_at, at)
+                for t, at in zip(done, seen, strict=True)}  # fmt: skip
     return {packed[i]: packed[i + 1 : i + 5] for i in range(0, len(packed), 5)}  # type: ignore[misc]
 
 
 def unchanged(packed: Packed, unit: Unit) -> bool:
     """Whether `unit` finishes exactly the marked tasks, as the very strings the marks
     hold (the same read): then nothing is lost and nothing moves, and the rules need
-    not run (the call the daemon makes for every unit it builds)."""
+    not run (the call the daemon makes for every unit it builds). Marks over another
+    build's tasks are not unchanged: they are packed again over this one's."""
+    if _is_over(packed):
+        return packed[0] is unit.tasks
     at, end = 0, len(packed)
     for task in unit.tasks:
         if task.bucket != DONE:

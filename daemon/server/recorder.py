@@ -15,9 +15,10 @@ Two sides, both fed by the refresher thread, never by a query:
 
 What it holds is bounded per unit and small (issue 33's memory gap: 10,000 stories
 cost ~43 MB with history on): the marks, nested per state file; between a build and its
-event, the build's tasks (the engine's own tuple, no copy); a queued version holds the
-tasks and the event's line, never the Unit or the event's dict. Unit ids are asked of
-the database when a version is written, not cached.
+event, the build's tasks (the engine's own tuple, no copy), held only while the installer
+holds its pass's keys (a weak reference: when it lets go, its events are all out); a
+queued version holds the tasks and the event's line, never the Unit or the event's
+dict. Unit ids are asked of the database when a version is written, not cached.
 
 A failure to write (a full disk, a database gone bad) stops recording, with one log
 line, and never stops serving: the findings go on from the marks in memory.
@@ -28,7 +29,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import orjson
@@ -50,6 +52,17 @@ BATCH_WAIT = 0.01  # seconds the writer lets a burst gather before one transacti
 
 # what the event says besides the unit's summary (the database keys those by unit)
 _IDENTITY = ("clock", "generation", "event", "workspace", "stateFile", "unit", "format")
+
+
+def _held(value: object) -> Callable[[], object]:
+    """A strong reference with a weak reference's call."""
+    return lambda: value
+
+
+def _weak(value: frozenset[str], gone: Callable[[object], None]) -> Callable[[], object]:
+    """A weak reference to a pass's keys, calling `gone` when the installer lets go of
+    them (a frozenset can be named weakly)."""
+    return weakref.ref(value, gone)
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
@@ -120,11 +133,12 @@ class Recorder:
         self._backfilled: set[tuple[str, str]] = set()
         # the marks per (workspace, state file), then per unit key, packed
         self.marks: dict[tuple[str, str], dict[str, rules.Packed]] = {}
-        self._gone_memo: tuple[object, object, tuple[Finding, ...]] = (None, None, ())
+        self._gone_memo: tuple[object, tuple[Finding, ...]] = (None, ())  # the pass's file
         for key, _uid, marks in store.load_marks(writer.conn):
             self._set_marks(key, rules.pack(marks))
         self._seen: dict[store.Key, tuple[Task, ...]] = {}  # the tasks of a key's last build
-        self._pass: frozenset[str] | None = None  # the installer's pass `_seen` is of
+        self._pass: Callable[[], object] = _held(None)  # the installer's pass `_seen` is of
+        self._now = (0, 0.0)  # the second marks are seen at, and its one float
         self._batch: list[_Version] = []  # versions queued for the next flush
         self._pending = 0  # versions queued and not yet committed (or dropped)
         self._lock = threading.Lock()
@@ -151,19 +165,21 @@ class Recorder:
         and those of the units with finished tasks gone from its file (`present`: the
         keys the file holds now)."""
         key = (workspace, unit.state_file, unit.key)
-        if present is not self._pass:  # a new pass: the last one's events are all out
-            self._pass = present
-            self._seen = {}
+        if present is not self._pass():  # a new pass: the last one's events are all out
+            self._passed()
+            self._pass = _weak(present, self._passed)
         self._seen[key] = unit.tasks
         packed = self._marks_of(key)
         if rules.unchanged(packed, unit):  # the same progress, the same read: most builds
             return self._gone(workspace, unit.state_file, present)
         marks = rules.expand(packed)
         lost = rules.lost(marks, unit, lambda sha: on_branch(workspace, sha))
-        new = rules.advance(marks, unit, time.time(), {tid for tid, _, _ in lost})
+        new = rules.advance(marks, unit, self._second(), {tid for tid, _, _ in lost})
         if new is not None:
             self._set_marks(key, rules.pack(new, unit))
             self._dirty.add(key)
+        elif packed:  # the same marks, held over this build's tasks (not an older one's)
+            self._set_marks(key, rules.pack(marks, unit))
         found = rules.regressed_findings(lost, _iso) if lost else ()
         return found + self._gone(workspace, unit.state_file, present)
 
@@ -176,12 +192,30 @@ class Recorder:
         if not held or not present:
             return ()
         memo = self._gone_memo
-        if memo[0] is present and memo[1] == (workspace, state_file):
-            return memo[2]
+        if memo[0] == (workspace, state_file):  # reset with each pass
+            return memo[1]
         gone = {k: rules.expand(p) for k, p in held.items() if p and k not in present}
         found = rules.gone_findings(gone, present, _iso) if gone else ()
-        self._gone_memo = (present, (workspace, state_file), found)
+        self._gone_memo = ((workspace, state_file), found)
         return found
+
+    def _passed(self, _ref: object = None) -> None:
+        """The installer's pass is over (it let go of its keys, after sending the pass's
+        events; or a new pass began): nothing of it is held any more. A dict or set
+        emptied in place keeps its table, so they are new ones."""
+        if _ref is not None and _ref is not self._pass:
+            return  # a pass already over
+        self._pass = _held(None)
+        self._seen = {}
+        self._gone_memo = (None, ())
+
+    def _second(self) -> float:
+        """Now, to the second the findings tell (`seen`): one float for every mark of
+        that second, not one each (~200 KiB at a 10,000-unit warm-up)."""
+        now = time.time()
+        if int(now) != self._now[0]:
+            self._now = (int(now), float(int(now)))
+        return self._now[1]
 
     def _marks_of(self, key: store.Key) -> rules.Packed:
         return self.marks.get(key[:2], {}).get(key[2], ())
