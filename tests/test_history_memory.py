@@ -17,7 +17,7 @@ import pytest
 from storyd.api import history_db
 from storyd.config.history import History
 from storyd.core.model import DONE, PENDING, Task, Unit
-from storyd.server.recorder import Recorder
+from storyd.server.recorder import BACKLOG, BLOCK, Recorder
 
 STATE = "plans/epic-0049/execution-state.json"
 SHA = "a" * 40
@@ -160,3 +160,31 @@ def test_a_units_marks_cost_a_pointer_a_finished_task(recorder: Recorder) -> Non
     for unit in again:
         assert recorder.regressed("/ws", unit, frozenset(keys)) == ()
     assert all(held[u.key][0] is u.tasks for u in again)
+
+
+def test_a_backlog_holds_its_lines_compressed_in_blocks(recorder: Recorder) -> None:
+    """While the writer is behind (a warm-up's first sights wait for a git backfill),
+    the lines beyond the backlog are held compressed, BLOCK at a time, and the writer
+    reads each back as it was sent; once it has caught up, lines are held whole."""
+    keys = [f"story-{n:05d}" for n in range(BACKLOG + 2 * BLOCK + 10)]
+    units = [_read(k, 1) for k in keys]
+    present = frozenset(keys)
+    for unit in units:
+        recorder.regressed("/ws", unit, present)
+    sent = []
+    for key in keys:
+        event, line = _event(key, f"c:{key}")
+        event["summary"] = {"story": key, "next": f"{key}-T1", "padding": "x" * 300}
+        line = json.dumps(event).encode() + b"\n"
+        sent.append(json.loads(line))
+        recorder(event, line)
+    batch = recorder._batch
+    assert all(isinstance(v.line, bytes) for v in batch[:BACKLOG])
+    packed = batch[BACKLOG : BACKLOG + 2 * BLOCK]
+    assert not any(isinstance(v.line, bytes) for v in packed), "lines held whole"
+    assert all(isinstance(v.line, bytes) for v in batch[BACKLOG + 2 * BLOCK :])  # a tail
+    blocks = {id(v.line.block): v.line.block for v in packed}  # type: ignore[union-attr]
+    assert len(blocks) == 2
+    whole = sum(len(json.dumps(e)) for e in sent[BACKLOG : BACKLOG + 2 * BLOCK])
+    assert sum(len(b.data) for b in blocks.values()) < 0.2 * whole
+    assert [v.event()[2] for v in batch] == sent
