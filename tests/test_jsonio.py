@@ -254,3 +254,13 @@ class TestEncodingsAndCauses:
         with pytest.raises(JSONError) as raised:
             loads(b'{"a": "=======", }')
         assert raised.value.reason == "a trailing comma before '}'"
+
+
+def test_exact_floats_stay_floats_when_read_back() -> None:
+    """storyd's own records (the hooks' session records) keep a float a float: 1.0 is
+    written `1.0`, not jq's `1`; not-finite values are null either way."""
+    value = {"at": 1764000000.0, "seen": 2.5, "n": 3, "bad": float("nan")}
+    assert dumps(value) == b'{"at":1764000000,"seen":2.5,"n":3,"bad":null}'
+    exact = dumps(value, exact_floats=True)
+    assert exact == b'{"at":1764000000.0,"seen":2.5,"n":3,"bad":null}'
+    assert isinstance(loads(exact)["at"], float)  # type: ignore[index]

@@ -34,7 +34,7 @@ __all__ = [
 
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
-    pass
+    from collections.abc import Callable
 
 UNSURE = object()  # a fast parser's "parse this one with the lean path" answer
 # The fast parser in front of `loads` (the daemon's orjson) is a process-wide switch:
@@ -254,7 +254,12 @@ def _number(value: float) -> str:
     return repr(value)
 
 
-def _render(value: object) -> str:
+def _exact(value: float) -> str:
+    """A float as Python reads it back as a float (`1.0`, not `1`); null when not finite."""
+    return repr(value) if math.isfinite(value) else "null"
+
+
+def _render(value: object, number: Callable[[float], str] = _number) -> str:
     if isinstance(value, str):
         return _string(value)
     if value is None:
@@ -266,18 +271,20 @@ def _render(value: object) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return _number(value)
+        return number(value)
     if isinstance(value, dict):
-        return "{" + ",".join(_string(k) + ":" + _render(v) for k, v in value.items()) + "}"
+        return "{" + ",".join(_string(k) + ":" + _render(v, number)
+                              for k, v in value.items()) + "}"  # fmt: skip
     if isinstance(value, list | tuple):
-        return "[" + ",".join(_render(v) for v in value) + "]"
+        return "[" + ",".join(_render(v, number) for v in value) + "]"
     msg = f"cannot render {type(value).__name__} as JSON"
     raise TypeError(msg)
 
 
-def dumps(value: object) -> bytes:
-    """Compact JSON bytes, byte-identical to `jq -c` for strings, numbers, lists and dicts."""
-    text = _render(value)
+def dumps(value: object, *, exact_floats: bool = False) -> bytes:
+    """Compact JSON bytes, byte-identical to `jq -c` for strings, numbers, lists and dicts;
+    with `exact_floats`, a float stays one when read back (storyd's own records)."""
+    text = _render(value, _exact if exact_floats else _number)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates from a \\udXXX escape: jq writes U+FFFD
