@@ -397,13 +397,18 @@ def daemon_env(root: Path, socket_path: Path) -> dict[str, str]:
     return env
 
 
-def reconcile_env(root: Path) -> dict[str, str]:
+def reconcile_env(root: Path, monkeypatch: pytest.MonkeyPatch | None = None) -> dict[str, str]:
     """`daemon_env` under `root` (socket `root/run/storyd.sock`, state `root/state`)
-    for a reconcile test: no kill-at-N hook inherited from the caller's environment."""
+    for a reconcile test: no kill-at-N hook inherited from the caller's environment.
+    With `monkeypatch`, this process's config, runtime, socket and state homes too (for
+    the tests that call the API in-process)."""
     from storyd.api.reconcile.atomic import HOOK_ENV
 
     environ = daemon_env(root, root / "run" / "storyd.sock")
     environ.pop(HOOK_ENV, None)
+    if monkeypatch is not None:
+        for key in ("XDG_CONFIG_HOME", "XDG_RUNTIME_DIR", "STORYD_SOCKET", "XDG_STATE_HOME"):
+            monkeypatch.setenv(key, environ[key])
     return environ
 
 

@@ -66,10 +66,7 @@ def epic_text(tasks: dict[str, dict[str, object]], *, title: str = "Carve-out â€
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """A private config, runtime and state home (no daemon answers), for CLI and in-process."""
-    environ = reconcile_env(tmp_path)
-    for key in ("XDG_CONFIG_HOME", "XDG_RUNTIME_DIR", "STORYD_SOCKET", "XDG_STATE_HOME"):
-        monkeypatch.setenv(key, environ[key])
-    return environ
+    return reconcile_env(tmp_path, monkeypatch)
 
 
 @pytest.fixture

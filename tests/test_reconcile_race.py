@@ -40,10 +40,7 @@ def state_text(t1: str) -> str:
 
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    environ = reconcile_env(tmp_path)
-    for key in ("XDG_CONFIG_HOME", "XDG_RUNTIME_DIR", "STORYD_SOCKET", "XDG_STATE_HOME"):
-        monkeypatch.setenv(key, environ[key])
-    return environ
+    return reconcile_env(tmp_path, monkeypatch)
 
 
 @pytest.fixture
@@ -131,25 +128,33 @@ def test_a_plan_waits_for_a_writer_holding_the_file_empty_under_its_lock(
     assert t2_sha(path) == t2
 
 
+def _writer_after_gather(monkeypatch: pytest.MonkeyPatch, path: Path, *,
+                         every: bool) -> list[int]:  # fmt: skip
+    """A writer lands on `path` right after the findings are gathered (the first time,
+    or `every` time, a note naming which); the calls are counted in the list returned."""
+    real = gathering.gather
+    calls: list[int] = []
+
+    def gather_then_write(*args: object, **kwargs: object) -> object:
+        found = real(*args, **kwargs)  # type: ignore[arg-type]
+        calls.append(1)
+        if every or len(calls) == 1:
+            doc = json.loads(path.read_bytes())
+            doc["note"] = f"writer {len(calls)}" if every else "writer"
+            path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        return found
+
+    monkeypatch.setattr(gathering, "gather", gather_then_write)
+    return calls
+
+
 def test_a_file_rewritten_between_the_findings_and_the_plan_is_planned_again(
     env: dict[str, str], unrecorded: tuple[GitWorkspace, Path, str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Findings from one version and a plan from another is not a plan: make it again."""
     repo, path, _ = unrecorded
-    real = gathering.gather
-    calls = []
-
-    def gather_then_write(*args: object, **kwargs: object) -> object:
-        found = real(*args, **kwargs)  # type: ignore[arg-type]
-        calls.append(1)
-        if len(calls) == 1:  # a writer lands after the findings were read
-            doc = json.loads(path.read_bytes())
-            doc["note"] = "writer"
-            path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        return found
-
-    monkeypatch.setattr(gathering, "gather", gather_then_write)
+    calls = _writer_after_gather(monkeypatch, path, every=False)  # after the first only
     plan = make_plan(str(repo.path), Selection(), Config(), None, 5.0)
     assert len(calls) == 2
     assert b'"note": "writer"' in plan.files[0].before
@@ -161,18 +166,7 @@ def test_a_file_that_keeps_changing_is_exit_75_and_nothing_is_written(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     repo, path, _ = unrecorded
-    real = gathering.gather
-    calls = []
-
-    def gather_then_write(*args: object, **kwargs: object) -> object:
-        found = real(*args, **kwargs)  # type: ignore[arg-type]
-        calls.append(1)
-        doc = json.loads(path.read_bytes())
-        doc["note"] = f"writer {len(calls)}"
-        path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        return found
-
-    monkeypatch.setattr(gathering, "gather", gather_then_write)
+    calls = _writer_after_gather(monkeypatch, path, every=True)
     with pytest.raises(LockTimeout) as raised:
         make_plan(str(repo.path), Selection(), Config(), None, 5.0)
     assert len(calls) == PLAN_TRIES
