@@ -66,3 +66,18 @@ def run_hook(event: str, stdin: bytes | dict[str, object] | None, env: dict[str,
         stdin=subprocess.DEVNULL if data is None else None, cwd=cwd, env=env,
         capture_output=True, timeout=60, check=False,
     )  # fmt: skip
+
+
+def home_env(root: Path) -> dict[str, str]:
+    """AgentsEnv's environment with HOME in `root` (the user scope lands there)."""
+    home = root / "home"
+    home.mkdir()
+    return dict(AgentsEnv(root).env, HOME=str(home))
+
+
+def run_storyd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`storyd ARGS` as text; whatever its exit code, never a traceback."""
+    done = subprocess.run([STORYD, *args], env=env, capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    return done

@@ -22,7 +22,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from agents_harness import AgentsEnv, demo_workspace, hook_payload
+from agents_harness import demo_workspace, home_env, hook_payload, run_storyd
 from cli_harness import BIN, STORYD
 
 CODEX_TOML = """# my codex setup
@@ -51,15 +51,11 @@ USER_JSON = {
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    home = tmp_path / "home"
-    home.mkdir()
-    return dict(AgentsEnv(tmp_path).env, HOME=str(home))
+    return home_env(tmp_path)
 
 
 def storyd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([STORYD, *args], env=env, capture_output=True, text=True,
-                          timeout=60, check=False)
-    assert "Traceback" not in done.stderr, done.stderr
+    done = run_storyd(env, *args)
     assert done.returncode == 0, done.stderr
     return done
 

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from agents_harness import AgentsEnv, demo_workspace
+from agents_harness import AgentsEnv, demo_workspace, home_env, run_storyd
 from cli_harness import BIN, STORYD, run_reference
 
 EXISTING = """{
@@ -32,17 +32,10 @@ MCP_EXISTING = '{"mcpServers": {"other": {"command": "other-server", "args": []}
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    """AgentsEnv's environment with HOME in tmp_path (the user scope lands there)."""
-    home = tmp_path / "home"
-    home.mkdir()
-    return dict(AgentsEnv(tmp_path).env, HOME=str(home))
+    return home_env(tmp_path)
 
 
-def storyd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([STORYD, *args], env=env, capture_output=True, text=True,
-                          timeout=60, check=False)
-    assert "Traceback" not in done.stderr, done.stderr
-    return done
+storyd = run_storyd
 
 
 @pytest.fixture

@@ -9,7 +9,11 @@ splits the line. Links (`- [spec.md](./spec.md)`) and legends (`- [P] tasks = ..
 
 from __future__ import annotations
 
-__all__ = ["Box", "boxes", "struck_or_moved", "token"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from storyd.core.model import Finding
+
+__all__ = ["Box", "boxes", "duplicate", "struck_or_moved", "token"]
 
 _BULLETS = frozenset("-*+")
 
@@ -71,3 +75,13 @@ def struck_or_moved(text: str) -> str | None:
         if word in upper:
             return word.lower()
     return None
+
+
+def duplicate(noun: str, ident: str, line: int, first: int) -> Finding:
+    """The `duplicate-task-id` warning for a box whose id an earlier box had: the later
+    one is not counted."""
+    from storyd.core.formats.base import finding
+
+    message = (f"{noun} {ident} appears again at line {line} (first at line {first}); "
+               "the later one is not counted")  # fmt: skip
+    return finding("duplicate-task-id", "warning", message, ident)

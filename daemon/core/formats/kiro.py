@@ -13,7 +13,7 @@ docs/formats.md.
 from __future__ import annotations
 
 from storyd.core.formats.base import Adapter, Source, finding
-from storyd.core.formats.checklist import boxes, struck_or_moved, token
+from storyd.core.formats.checklist import boxes, duplicate, struck_or_moved, token
 from storyd.core.formats.common import ALL_DONE, FRESH_START, progress, text_of
 from storyd.core.model import DONE, PENDING, Finding, Task, Unit
 
@@ -67,11 +67,7 @@ def _items(text: str, findings: list[Finding]) -> list[_Item]:
             continue
         if number in seen:
             ident = ".".join(map(str, number))
-            message = (
-                f"task {ident} appears again at line {box.line} (first at line "
-                f"{seen[number]}); the later one is not counted"
-            )
-            findings.append(finding("duplicate-task-id", "warning", message, ident))
+            findings.append(duplicate("task", ident, box.line, seen[number]))
             continue
         seen[number] = box.line
         items.append(_Item(box.line, number, status, optional, rest))

@@ -15,7 +15,7 @@ import os
 
 from storyd.core.errors import StorydError
 from storyd.core.formats.base import Adapter, Source, finding
-from storyd.core.formats.checklist import boxes, struck_or_moved, token
+from storyd.core.formats.checklist import boxes, duplicate, struck_or_moved, token
 from storyd.core.formats.common import progress, resume_point, text_of
 from storyd.core.model import DONE, PENDING, Finding, Task, Unit
 
@@ -130,11 +130,7 @@ def parse(text: str) -> tuple[list[Task], list[Finding]]:
             continue
         ticked = box.mark in _TICKED
         if word in seen:
-            message = (
-                f"task id {word} appears again at line {box.line} (first at line "
-                f"{seen[word]}); the later one is not counted"
-            )
-            findings.append(finding("duplicate-task-id", "warning", message, word))
+            findings.append(duplicate("task id", word, box.line, seen[word]))
             continue
         seen[word] = box.line
         extra: dict[str, object] = {"line": box.line, "description": rest,
