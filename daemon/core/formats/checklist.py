@@ -9,11 +9,7 @@ splits the line. Links (`- [spec.md](./spec.md)`) and legends (`- [P] tasks = ..
 
 from __future__ import annotations
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from storyd.core.model import Finding
-
-__all__ = ["Box", "boxes", "duplicate", "struck_or_moved", "token"]
+__all__ = ["Box", "boxes", "repeated", "struck_or_moved", "token"]
 
 _BULLETS = frozenset("-*+")
 
@@ -77,11 +73,8 @@ def struck_or_moved(text: str) -> str | None:
     return None
 
 
-def duplicate(noun: str, ident: str, line: int, first: int) -> Finding:
-    """The `duplicate-task-id` warning for a box whose id an earlier box had: the later
-    one is not counted."""
-    from storyd.core.formats.base import finding
-
-    message = (f"{noun} {ident} appears again at line {line} (first at line {first}); "
-               "the later one is not counted")  # fmt: skip
-    return finding("duplicate-task-id", "warning", message, ident)
+def repeated(noun: str, ident: str, line: int, first: int) -> str:
+    """The message of a box whose id an earlier box had (a `duplicate-task-id`, raised
+    by each format where it declares the code): the later one is not counted."""
+    return (f"{noun} {ident} appears again at line {line} (first at line {first}); "
+            "the later one is not counted")  # fmt: skip

@@ -13,7 +13,7 @@ docs/formats.md.
 from __future__ import annotations
 
 from storyd.core.formats.base import Adapter, Source, finding
-from storyd.core.formats.checklist import boxes, duplicate, struck_or_moved, token
+from storyd.core.formats.checklist import boxes, repeated, struck_or_moved, token
 from storyd.core.formats.common import ALL_DONE, FRESH_START, progress, text_of
 from storyd.core.model import DONE, PENDING, Finding, Task, Unit
 
@@ -67,7 +67,8 @@ def _items(text: str, findings: list[Finding]) -> list[_Item]:
             continue
         if number in seen:
             ident = ".".join(map(str, number))
-            findings.append(duplicate("task", ident, box.line, seen[number]))
+            message = repeated("task", ident, box.line, seen[number])
+            findings.append(finding("duplicate-task-id", "warning", message, ident))
             continue
         seen[number] = box.line
         items.append(_Item(box.line, number, status, optional, rest))

@@ -15,7 +15,7 @@ import os
 
 from storyd.core.errors import StorydError
 from storyd.core.formats.base import Adapter, Source, finding
-from storyd.core.formats.checklist import boxes, duplicate, struck_or_moved, token
+from storyd.core.formats.checklist import boxes, repeated, struck_or_moved, token
 from storyd.core.formats.common import progress, resume_point, text_of
 from storyd.core.model import DONE, PENDING, Finding, Task, Unit
 
@@ -130,7 +130,8 @@ def parse(text: str) -> tuple[list[Task], list[Finding]]:
             continue
         ticked = box.mark in _TICKED
         if word in seen:
-            findings.append(duplicate("task id", word, box.line, seen[word]))
+            message = repeated("task id", word, box.line, seen[word])
+            findings.append(finding("duplicate-task-id", "warning", message, word))
             continue
         seen[word] = box.line
         extra: dict[str, object] = {"line": box.line, "description": rest,
