@@ -23,6 +23,8 @@ import threading
 import time
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 import orjson
@@ -30,6 +32,7 @@ import orjson
 from storyd.api.epicview import places, read_epic
 from storyd.core.caps import check_answer
 from storyd.core.errors import StorydError
+from storyd.core.formats.epic import epic_state_file
 from storyd.core.storytime import stamp_files
 from storyd.server.store import Proof, folder_identity
 
@@ -81,8 +84,12 @@ class _Kept:
 class EpicViews:
     """The kept views, keyed (workspace, epic id); any thread may ask (`line`)."""
 
-    def __init__(self, changes: Changes | None, limit: int = KEPT_VIEWS) -> None:
+    def __init__(self, changes: Changes | None, served_big: Callable[[], None] | None = None,
+                 file_lock: Callable[[str, str], AbstractContextManager[object]] | None = None,
+                 limit: int = KEPT_VIEWS) -> None:
         self.changes = changes
+        self.file_lock = file_lock  # the lock the cache's reads of a state file take
+        self.served_big = served_big  # a big kept view was inflated: trim the heap soon
         self.limit = limit
         self._kept: OrderedDict[_Key, _Kept] = OrderedDict()
         self._lock = threading.Lock()  # guards _kept and _reading
@@ -105,6 +112,8 @@ class EpicViews:
                     self.served += 1
                     if key in self._kept:
                         self._kept.move_to_end(key)
+                if kept.compressed and self.served_big is not None:
+                    self.served_big()
                 return kept.answer()
             return self._read(key, lock_timeout, cap)
 
@@ -122,7 +131,11 @@ class EpicViews:
         with self._lock:
             self._kept.pop(key, None)
             self.reads += 1
-        got = read_epic(workspace, epic_id, lock_timeout)
+        if self.file_lock is None:
+            got = read_epic(workspace, epic_id, lock_timeout)
+        else:  # never beside the cache's read of the same file: one parse tree at a time
+            with self.file_lock(workspace, epic_state_file(workspace, epic_id)):
+                got = read_epic(workspace, epic_id, lock_timeout)
         line = orjson.dumps({"ok": True, "view": got.view})[:-1]
         check_answer(len(line), cap)
         if got.settled:

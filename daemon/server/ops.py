@@ -97,7 +97,8 @@ class Server:
             "history": self.op_history,  # issue 33: a unit's versions; accept
             "hook": self.op_hook,  # bin/storyd-hook (issue 31)
         }
-        self.epics = EpicViews(daemon.changes)
+        reads = daemon.engine.reads
+        self.epics = EpicViews(daemon.changes, reads.quiet.due, reads.file_lock)
         self.transport = Transport(
             daemon.settings, self.ops, self.clock, max_connections=max_connections
         )
@@ -351,6 +352,7 @@ class Server:
             **{name: report() for name, report in self.reports.items()},
             "watching": daemon.watch_counts(),  # issue 20: watched, auto, expired, gone
             "epicViews": self.epics.stats(),  # reads (parses), served kept, kept now
+            "heap": self.engine.reads.quiet.stats(),  # big parses, trims (quietgc.py)
         }
         return reply(body, self.clock(), suffix)
 
