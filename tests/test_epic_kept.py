@@ -133,3 +133,29 @@ class TestKept:
         os.rename(repo.path, tmp_path / "away")
         os.rename(other, repo.path)
         assert _fresh(proc, repo.path)["stories"][0]["title"] == "zzzz"  # type: ignore[index]
+
+
+def test_views_asked_at_once_share_one_read(spawn_daemon: Spawn, repo: GitRepo) -> None:
+    """Six clients asking a big epic's view at the same moment: one read, six answers."""
+    import threading
+
+    tasks = {f"TASK-{EPIC}-0001-{n:06d}": {"status": "PENDING"} for n in range(50_000)}
+    write_epic(repo.path, EPIC, {STORY: {"status": "PENDING", "tasks": tasks}})
+    proc = spawn_daemon([repo.path])
+    before = _views(proc)
+    start = threading.Barrier(6)
+    answers: list[bytes] = []
+
+    def ask() -> None:
+        start.wait(10)
+        answers.append(_raw(proc, repo.path))
+
+    clients = [threading.Thread(target=ask) for _ in range(6)]
+    for client in clients:
+        client.start()
+    for client in clients:
+        client.join(60)
+    after = _views(proc)
+    assert len(answers) == 6 and len({a.split(b',"clock"')[0] for a in answers}) == 1
+    assert after["reads"] == before["reads"] + 1
+    assert after["served"] == before["served"] + 5
