@@ -11,12 +11,15 @@ something other than a list of Finding, becomes an error finding too.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
 
 from storyd.core import storytime
 from storyd.core.model import Finding, Unit
 from storyd.core.worker import QueueWorker
 from storyd.detectors import DEFAULT_TIME_LIMIT, Context, Detector, unit_context
+
+TYPE_CHECKING = False  # annotations only: no `collections.abc` on a hook's direct path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
 
 __all__ = ["DetectorThread", "Runner"]
 

@@ -15,15 +15,21 @@ counted, never drawn.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Any
 
 from storyd.api.refusals import refusal
 
+TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daemon/core/model.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
 __all__ = ["Progress", "Units", "units", "unreadable_of"]
 
-Progress = Callable[[], Any]
-"""Makes one progress line (a context manager with `on` and `count`)."""
+if TYPE_CHECKING:
+    Progress = Callable[[], Any]
+    """Makes one progress line (a context manager with `on` and `count`)."""
+else:
+    Progress = object  # only annotations name it: at run time a stand-in, without `typing`
 
 
 class _Silent:
