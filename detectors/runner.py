@@ -15,11 +15,13 @@ import threading
 from storyd.core import storytime
 from storyd.core.model import Finding, Unit
 from storyd.core.worker import QueueWorker
-from storyd.detectors import DEFAULT_TIME_LIMIT, Context, Detector, unit_context
+from storyd.detectors import DEFAULT_TIME_LIMIT, Context, unit_context
 
-TYPE_CHECKING = False  # annotations only: no `collections.abc` on a hook's direct path
+TYPE_CHECKING = False  # annotations only: no `typing` on a hook's direct path
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
+
+    from storyd.detectors.protocol import Detector
 
 __all__ = ["DetectorThread", "Runner"]
 

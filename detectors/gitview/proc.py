@@ -20,9 +20,12 @@ import os
 import stat
 import subprocess
 import time
-from typing import IO
 
 from storyd.core.errors import GitError
+
+TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daemon/core/model.py)
+if TYPE_CHECKING:
+    from typing import IO
 
 __all__ = [
     "GIT_TIMEOUT", "GitStuck", "check_git_files", "finish", "git_env", "no_answer", "piped",

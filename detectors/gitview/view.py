@@ -12,8 +12,6 @@ import subprocess
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
-from typing import TypeVar
 
 from storyd.core.errors import GitError
 from storyd.core.gitstate import GitLocation
@@ -44,7 +42,12 @@ _DIFF_FLAGS = (  # a commit's patch as `git patch-id --stable` reads it
     "--diff-merges=off", "-p",
 )  # fmt: skip
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daemon/core/model.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+    from typing import TypeVar
+
+    T = TypeVar("T")
 _WORD = re.compile(r"[\w-]+")
 
 
