@@ -1,4 +1,4 @@
-"""The one boundary where the OS's and subprocess's errors become GitError.
+"""The one boundary where the OS's errors become GitError.
 
 Every git process is started inside `_translated`, so a detector only ever sees
 storyd.core.errors.GitError (which it turns into a `git-error` finding). git itself
@@ -8,23 +8,26 @@ and import no GitPython (its import alone cost a hook without a daemon ~30 ms).
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Iterator
 from contextlib import contextmanager
 
 from storyd.core.errors import GitError
+
+TYPE_CHECKING = False  # annotations only (daemon/core/model.py)
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 __all__ = ["_describe", "_foreign_errors", "_translated", "git_executable"]
 
 
 def _foreign_errors() -> tuple[type[BaseException], ...]:
-    """The OS's and subprocess's exception types."""
-    return (OSError, ValueError, subprocess.SubprocessError)
+    """The OS's exception types (git runs through storyd.detectors.gitview.spawn, not
+    subprocess: its failures are OSError, a timeout TimeoutError)."""
+    return (OSError, ValueError)
 
 
 @contextmanager
 def _translated(what: str) -> Iterator[None]:
-    """Run a block; any OS or subprocess error leaves it as GitError."""
+    """Run a block; any OS error leaves it as GitError."""
     try:
         yield
     except GitError:

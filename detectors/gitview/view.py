@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import threading
 from collections import OrderedDict
@@ -46,6 +45,8 @@ TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daem
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
     from typing import TypeVar
+
+    from storyd.detectors.gitview.spawn import Process
 
     T = TypeVar("T")
 _WORD = re.compile(r"[\w-]+")
@@ -116,7 +117,7 @@ class GitView:
         self._scans: OrderedDict[tuple[object, ...], object] = OrderedDict()
         self._held_tips: dict[str, str | None] | None = None  # hold_tips: one pass's tips
         self._held_branch: tuple[str | None] | None = None  # and its checked-out branch
-        self._early: tuple[str, subprocess.Popen[bytes]] | None = None  # prefetch_walk's
+        self._early: tuple[str, Process] | None = None  # prefetch_walk's
 
     def __repr__(self) -> str:
         return f"GitView({self.root!r})"
