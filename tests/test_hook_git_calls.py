@@ -19,7 +19,7 @@ from agents_harness import AgentsEnv, demo_workspace, hook_payload, run_hook
 
 from storyd.core.paths import which
 
-SESSION_START_BOUND = 9  # 2 to date the story files, 7 for the detectors (main: 13)
+SESSION_START_BOUND = 7  # 2 to date the story files, 5 for the detectors (main: 13)
 STOP_BOUND = 2  # the unrecorded detector's cat-file and log (main: 9)
 
 

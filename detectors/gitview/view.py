@@ -457,6 +457,9 @@ class GitView:
         (a merge, an empty commit): the candidates are then those of the others only."""
         self._check_owner()
         self.check_files()
+        found = self._replacements_in_one(shas, tip_sha, depth)
+        if found is not None:
+            return found
         walk = ["log", "--no-decorate", "--no-merges", f"--max-count={depth}", *_DIFF_FLAGS]
         patch_id = self._argv("patch-id", "--stable")
         own, others = piped_all(
@@ -474,6 +477,34 @@ class GitView:
         if len(wanted) < len(set(shas)):
             return None
         self._patch_ids.update(candidates)
+        if len(self._patch_ids) > _MAX_OBJECTS:
+            self._patch_ids.clear()
+        return _newest(wanted, candidates)
+
+    def _replacements_in_one(
+        self, shas: list[str], tip_sha: str, depth: int
+    ) -> dict[str, str] | None:
+        """`_replacements_at_once` in one pipe (two git processes, not four): `git log -p
+        tip lost... --not lost^@...` lists each lost commit (its parents are excluded,
+        not itself) among exactly the candidates `tip --not lost...` lists, in the same
+        order, so `--max-count=depth + len(lost)` leaves `depth` of them. None (the two
+        pipes then answer) when a lost commit is not among them: a merge, an empty
+        commit, one older than the bound, one another lost commit reaches."""
+        lost = list(dict.fromkeys(shas))
+        argv = self._argv("log", "--no-decorate", "--no-merges",
+                          f"--max-count={depth + len(lost)}", *_DIFF_FLAGS, tip_sha, *lost,
+                          "--not", *(f"{sha}^@" for sha in lost))  # fmt: skip
+        try:
+            ids = _parse_patch_ids(piped(argv, self._argv("patch-id", "--stable"), self.root))
+        except GitError:
+            return None
+        if any(sha not in ids for sha in lost):
+            return None
+        wanted = {sha: ids[sha] for sha in lost}
+        candidates = {c: p for c, p in ids.items() if c not in wanted}
+        self.stats["patch_ids"] += len(ids)
+        self._patch_ids.update(candidates)
+        self._patch_ids.update(wanted)
         if len(self._patch_ids) > _MAX_OBJECTS:
             self._patch_ids.clear()
         return _newest(wanted, candidates)
