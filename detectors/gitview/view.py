@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from typing import TypeVar
 
     from storyd.detectors.gitview.spawn import Process
-
     T = TypeVar("T")
 _WORD = re.compile(r"[\w-]+")
 
@@ -457,8 +456,7 @@ class GitView:
         (a merge, an empty commit): the candidates are then those of the others only."""
         self._check_owner()
         self.check_files()
-        found = self._replacements_in_one(shas, tip_sha, depth)
-        if found is not None:
+        if (found := self._in_one_pipe(shas, tip_sha, depth)) is not None:
             return found
         walk = ["log", "--no-decorate", "--no-merges", f"--max-count={depth}", *_DIFF_FLAGS]
         patch_id = self._argv("patch-id", "--stable")
@@ -481,19 +479,14 @@ class GitView:
             self._patch_ids.clear()
         return _newest(wanted, candidates)
 
-    def _replacements_in_one(
-        self, shas: list[str], tip_sha: str, depth: int
-    ) -> dict[str, str] | None:
-        """`_replacements_at_once` in one pipe (two git processes, not four): `git log -p
-        tip lost... --not lost^@...` lists each lost commit (its parents are excluded,
-        not itself) among exactly the candidates `tip --not lost...` lists, in the same
-        order, so `--max-count=depth + len(lost)` leaves `depth` of them. None (the two
-        pipes then answer) when a lost commit is not among them: a merge, an empty
-        commit, one older than the bound, one another lost commit reaches."""
+    def _in_one_pipe(self, shas: list[str], tip_sha: str, depth: int) -> dict[str, str] | None:
+        """The same in one pipe (2 processes, not 4): `log -p tip lost --not lost^@` lists
+        each lost commit among exactly the candidates `tip --not lost` lists, in order;
+        None when one is missing (a merge, empty, past the bound, reached by another)."""
         lost = list(dict.fromkeys(shas))
-        argv = self._argv("log", "--no-decorate", "--no-merges",
-                          f"--max-count={depth + len(lost)}", *_DIFF_FLAGS, tip_sha, *lost,
-                          "--not", *(f"{sha}^@" for sha in lost))  # fmt: skip
+        argv = self._argv("log", "--no-decorate", "--no-merges", *_DIFF_FLAGS,
+                          f"--max-count={depth + len(lost)}", tip_sha, *lost, "--not",
+                          *(f"{sha}^@" for sha in lost))  # fmt: skip
         try:
             ids = _parse_patch_ids(piped(argv, self._argv("patch-id", "--stable"), self.root))
         except GitError:
@@ -503,8 +496,7 @@ class GitView:
         wanted = {sha: ids[sha] for sha in lost}
         candidates = {c: p for c, p in ids.items() if c not in wanted}
         self.stats["patch_ids"] += len(ids)
-        self._patch_ids.update(candidates)
-        self._patch_ids.update(wanted)
+        self._patch_ids.update(ids)
         if len(self._patch_ids) > _MAX_OBJECTS:
             self._patch_ids.clear()
         return _newest(wanted, candidates)
