@@ -8,8 +8,6 @@ and the detectors are imported only when `build_detect` is called.
 
 from __future__ import annotations
 
-from contextlib import suppress
-
 TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daemon/core/model.py)
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -71,7 +69,9 @@ def tips_held_by(runner: Runner) -> Callable[[bool], None]:
     from storyd.detectors.gitview import hold_tips
 
     def hold(on: bool) -> None:
-        with suppress(TimeoutError):  # a stuck worker is replaced; the new one holds nothing
+        try:  # noqa: SIM105 (contextlib imports collections, functools...: a hook's start)
             runner.submit(lambda local: hold_tips(local, on))
+        except TimeoutError:  # a stuck worker is replaced; the new one holds nothing
+            pass
 
     return hold

@@ -15,8 +15,8 @@ the process alive (server/service.exit_now says which were left).
 
 from __future__ import annotations
 
-import queue
 import threading
+from _queue import SimpleQueue  # queue.SimpleQueue itself, without queue's heapq (a hook's start)
 
 __all__ = ["PREFIX", "QueueWorker", "Worker"]
 
@@ -96,7 +96,7 @@ class QueueWorker(Worker, _Jobs[_J]):
         failed: Callable[[_J, Exception], None] | None = None,
     ) -> None:
         super().__init__(name)
-        self.jobs: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self.jobs: SimpleQueue[object] = SimpleQueue()
         self.handle = handle
         self.failed = failed
 

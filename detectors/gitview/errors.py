@@ -8,13 +8,11 @@ and import no GitPython (its import alone cost a hook without a daemon ~30 ms).
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 from storyd.core.errors import GitError
 
 TYPE_CHECKING = False  # annotations only (daemon/core/model.py)
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from types import TracebackType
 
 __all__ = ["_describe", "_foreign_errors", "_translated", "git_executable"]
 
@@ -25,15 +23,23 @@ def _foreign_errors() -> tuple[type[BaseException], ...]:
     return (OSError, ValueError)
 
 
-@contextmanager
-def _translated(what: str) -> Iterator[None]:
-    """Run a block; any OS error leaves it as GitError."""
-    try:
-        yield
-    except GitError:
-        raise
-    except _foreign_errors() as exc:
-        msg = f"git {what} failed: {_describe(exc)}"
+class _translated:
+    """Run a block; any OS error leaves it as GitError (a class, not contextlib's
+    contextmanager: contextlib's import costs a hook's start)."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 _tb: TracebackType | None) -> None:  # fmt: skip
+        if exc is None or isinstance(exc, GitError) or not isinstance(exc, _foreign_errors()):
+            return
+        msg = f"git {self.what} failed: {_describe(exc)}"
         raise GitError(msg) from exc
 
 

@@ -8,7 +8,6 @@ import os
 import select
 import time
 import weakref
-from contextlib import suppress
 
 from storyd.core.errors import GitError
 from storyd.detectors.gitview.errors import _translated
@@ -132,19 +131,25 @@ class _CatFile:
 
     def kill(self) -> None:
         """End the process at once (it stopped answering)."""
-        with suppress(OSError):
+        try:  # noqa: SIM105 (contextlib imports collections, functools...: a hook's start)
             self._proc.kill()
+        except OSError:
+            pass
         self._end()
 
 
 def _end_process(proc: Process) -> None:
     """Close a persistent process's input, wait for it (kill if slow), close its pipes."""
-    with suppress(OSError, ValueError):
+    try:  # noqa: SIM105 (contextlib imports collections, functools...: a hook's start)
         proc.communicate(timeout=5)
-    with suppress(OSError, ValueError):
+    except (OSError, ValueError):
+        pass
+    try:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    except (OSError, ValueError):
+        pass
     proc.close()
 
 

@@ -19,7 +19,6 @@ import errno
 import os
 import select
 import time
-from contextlib import suppress
 
 __all__ = ["DEVNULL", "PIPE", "Process"]
 
@@ -85,8 +84,10 @@ class Process:
     def kill(self) -> None:
         """SIGKILL, unless it has already been reaped."""
         if self.returncode is None:
-            with suppress(ProcessLookupError):
+            try:  # noqa: SIM105 (contextlib imports collections, functools...: a hook's start)
                 os.kill(self.pid, 9)
+            except ProcessLookupError:
+                pass
 
     def communicate(self, timeout: float | None = None) -> tuple[bytes, bytes]:
         """Close stdin, read stdout and stderr to their ends, wait for the exit; all within
