@@ -97,11 +97,13 @@ def units(
     for the daemon's refusal), never prints.
     """
     from storyd.api.client import Client, DaemonUnavailable
+    from storyd.core.paths import socket_path
 
     folders = [os.path.realpath(w) for w in workspaces or ()]
     make = progress or _Silent
     notes: list[str] = []
-    if not direct and not staleness:
+    # no socket file, no daemon: what connecting would say, without the socket module
+    if not direct and not staleness and os.path.exists(socket_path(socket)):
         try:
             with Client(socket, timeout=timeout) as client:
                 found: list[dict[str, object]] = []
