@@ -254,6 +254,7 @@ def prime(workspace: str) -> bool:
 
 
 _UNBATCHED = frozenset('*?[\\"')  # pathspec magic, or a name git prints quoted
+_AHEAD_MAX = 1000  # story files one prefetch names (git's command line, its pathspec matching)
 
 
 def prefetch(workspace: str, relpaths: list[str]) -> None:
@@ -261,8 +262,8 @@ def prefetch(workspace: str, relpaths: list[str]) -> None:
     `git status` and one `git log` for all of them (each file's own is two), read by
     the first `git_commit_time` of the workspace. A scan starts them before it imports
     the detectors, so git runs beside the imports. The daemon's batching, a file git
-    would print quoted or read as a pattern, and a file already memoised are left to
-    the usual path."""
+    would print quoted or read as a pattern, a file already memoised, and more than
+    `_AHEAD_MAX` files at once are left to the usual path."""
     if CONFIG.git_batching or not relpaths:
         return
     stamp = _repo_stamp(workspace)
@@ -273,7 +274,7 @@ def prefetch(workspace: str, relpaths: list[str]) -> None:
         key = _stat_key(workspace, relpath, stamp)
         if key is not None and key not in CONFIG.git_memo and _batchable(relpath):
             keys[relpath] = key
-    if not keys:
+    if not keys or len(keys) > _AHEAD_MAX:
         return
     paths = ("--", *keys)
     quiet = ("-c", "core.quotePath=false")
@@ -308,11 +309,12 @@ def _settle(workspace: str) -> None:
     if text is None:
         _collect(log)
         return
-    dirty = _dirty(text)
-    times = _last_commits(log, set(keys))
+    changed = _dirty(text)
+    dirty = {relpath for relpath in keys if _under(relpath, changed)}
+    times = _last_commits(log, set(keys) - dirty)  # a dirty file's commit is not asked
     memo = CONFIG.git_memo
     for relpath, key in keys.items():
-        if _under(relpath, dirty):
+        if relpath in dirty:
             found: int | None = None
         elif relpath in times:
             found = times[relpath]
