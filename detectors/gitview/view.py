@@ -7,13 +7,13 @@ cache stays true.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import threading
 from collections import OrderedDict
 
 from storyd.core.errors import GitError
 from storyd.core.gitstate import GitLocation
+from storyd.core.words import runs
 from storyd.detectors.gitview.errors import _describe
 from storyd.detectors.gitview.objects import (
     FOUND,
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
     from storyd.detectors.gitview.spawn import Process
     T = TypeVar("T")
-_WORD = re.compile(r"[\w-]+")
 
 
 class Commit:
@@ -67,7 +66,7 @@ class Commit:
         """The message's maximal runs of word characters and hyphens (task ids, story ids),
         split once per commit: a scan's commits are shared by every unit of a tip."""
         if self._words is None:
-            self._words = frozenset(_WORD.findall(self.message))
+            self._words = frozenset(runs(self.message))
         return self._words
 
     def __repr__(self) -> str:

@@ -36,14 +36,14 @@ def codes(cfg: Config) -> frozenset[str]:
 
 
 def _fix(storyd: list[str], workspace: str, unit: dict[str, object], code: str) -> str:
-    import shlex  # only a stop that blocks prints a fix
+    from storyd.core.words import shell_join  # shlex.join without shlex's `re`
 
     argv = [
         *storyd, "reconcile", "--apply", "--workspace", workspace,
         "--state-file", str(unit.get("stateFile")), "--unit", str(unit.get("unit")),
         "--only", code,
     ]  # fmt: skip
-    return shlex.join(argv)
+    return shell_join(argv)
 
 
 def reason(workspace: str, lags: list[Lag], storyd: list[str] | None = None) -> str:
