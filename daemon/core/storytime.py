@@ -69,7 +69,10 @@ def pin(workspace: str) -> None:
     """Read the repository's stamp once for the many story files of one pass (the
     daemon reading a state file of 10,000 stories): without a pin, each file's answer
     reads HEAD, its ref and the index again (2.8 s of a 10,000-story warm-up). The
-    pass sees git as it was when it began; a git change after that triggers a recheck."""
+    pass sees git as it was when it began; a git change after that triggers a recheck.
+    Only the batched answers read a pin: without batching there is nothing to read."""
+    if not CONFIG.git_batching:
+        return
     pins = CONFIG.git_pins.__dict__
     stamps: dict[str, tuple[object, ...] | None] = pins.setdefault("stamps", {})
     stamps[workspace] = _repo_stamp(workspace)
