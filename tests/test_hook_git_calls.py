@@ -20,7 +20,7 @@ from agents_harness import AgentsEnv, demo_workspace, hook_payload, run_hook
 from storyd.core.paths import which
 
 SESSION_START_BOUND = 7  # 2 to date the story files, 5 for the detectors (main: 13)
-STOP_BOUND = 2  # the unrecorded detector's cat-file and log (main: 9)
+STOP_BOUND = 2  # the unrecorded detector's cat-file and log (main: 8)
 
 
 @pytest.fixture
