@@ -67,9 +67,7 @@ class Process:
     def poll(self) -> int | None:
         """The exit status once the process has ended (reaped here), else None."""
         if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
+            self._reap(os.WNOHANG)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -77,9 +75,18 @@ class Process:
         if self.returncode is None and timeout is not None:
             _exit_within(self.pid, timeout)
         if self.returncode is None:
-            _, status = os.waitpid(self.pid, 0)
-            self.returncode = os.waitstatus_to_exitcode(status)
+            self._reap(0)
+        assert self.returncode is not None, "a blocking waitpid reaps"
         return self.returncode
+
+    def _reap(self, flags: int) -> None:
+        try:
+            pid, status = os.waitpid(self.pid, flags)
+        except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): as subprocess, 0
+            self.returncode = 0
+            return
+        if pid:
+            self.returncode = os.waitstatus_to_exitcode(status)
 
     def kill(self) -> None:
         """SIGKILL, unless it has already been reaped."""
@@ -146,7 +153,10 @@ def _exit_within(pid: int, timeout: float) -> None:
         return
     deadline = time.monotonic() + timeout
     while True:
-        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return
+        except ChildProcessError:  # reaped elsewhere: nothing left to wait for
             return
         if time.monotonic() >= deadline:
             raise TimeoutError
