@@ -6,7 +6,8 @@ that declares it). Detectors are entry points of the group `storyd.detectors`, h
 the one registry (storyd.core.registry); the built-ins register there too, exactly as a
 third-party plugin would (see docs/detectors.md).
 
-    Detector (Protocol)          name, check(unit, context); optionally codes
+    Detector (Protocol)          name, check(unit, context); optionally codes (defined
+                                 in protocol.py, imported when first named)
     Context                      the workspace, this detector's options, the git view
     load(settings) -> [Detector] the installed ones, checked, minus `enabled = false`
     declared() -> {name: codes}  the codes each installed detector can raise
@@ -20,14 +21,16 @@ becomes an error finding.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
-
 from storyd.core import registry, storytime
-from storyd.core.model import OWN_DETECTORS, Finding, Unit
+from storyd.core.model import OWN_DETECTORS
 
+TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daemon/core/model.py)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from storyd.core.model import Unit
     from storyd.detectors.gitview import GitView
+    from storyd.detectors.protocol import Detector
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -44,15 +47,15 @@ RESERVED_NAMES = OWN_DETECTORS  # a plugin may not take these names (daemon/core
 DEFAULT_TIME_LIMIT = 5.0
 
 
-@runtime_checkable
-class Detector(Protocol):
-    """Checks one unit; returns findings (an empty list when all is well)."""
+def __getattr__(name: str) -> object:
+    """`Detector` (storyd.detectors.protocol), imported when first named: a Protocol
+    needs `typing`, which a hook's direct path does without."""
+    if name == "Detector":
+        from storyd.detectors.protocol import Detector
 
-    name: str
-
-    def check(self, unit: Unit, context: Context) -> list[Finding]:
-        """Findings about `unit`; may use `context.git`, never the socket or the cache."""
-        ...
+        return Detector
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
 
 
 class Context:

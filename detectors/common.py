@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from storyd.core.gitstate import locate
 from storyd.core.model import Finding
 
+TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daemon/core/model.py)
 if TYPE_CHECKING:
     from storyd.core.model import Unit
     from storyd.detectors import Context

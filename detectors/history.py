@@ -27,8 +27,6 @@ Options: `branch`, `patch_id_depth` (default 500 commits).
 
 from __future__ import annotations
 
-import re
-
 from storyd.core.model import Finding, Task, Unit, Wording
 from storyd.detectors import Context
 from storyd.detectors.common import git_failed, int_option, no_tip, tip_name
@@ -197,12 +195,14 @@ class _Judge:
         return None
 
 
-_TOKEN = re.compile(r"#\d+|[\w-]+")
+_TOKEN = r"#\d+|[\w-]+"  # compiled by `re` at its first use (its own cache)
 
 
 def _tokens(subject: str) -> set[str]:
     """A subject's words and `#N` references, casefolded."""
-    return {t.casefold() for t in _TOKEN.findall(subject)}
+    import re  # only for a squash's subject (`re` costs a hook's start)
+
+    return {t.casefold() for t in re.findall(_TOKEN, subject)}
 
 
 def _names(unit: Unit) -> frozenset[str]:

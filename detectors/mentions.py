@@ -22,8 +22,6 @@ default branch, else `scan_depth`, default 200) is the evidence.
 
 from __future__ import annotations
 
-import re
-
 from storyd.core.model import Finding, Task, Unit
 from storyd.detectors import Context
 from storyd.detectors.common import git_failed, int_option, short, str_option, tip_name
@@ -61,6 +59,8 @@ def _spec_number(task_id: str) -> tuple[int, str]:
 
 def named_ids(format: str, message: str, known: set[str]) -> set[str]:
     """The ids of `known` that a commit message names, in the format's own way."""
+    import re  # here, not at the top: a hook that scans no such format imports none
+
     found: set[str] = set()
     if format == "spec-kit":
         for first, last in re.findall(_SPEC_ID, message):
@@ -81,6 +81,8 @@ def named_ids(format: str, message: str, known: set[str]) -> set[str]:
 
 def claims_done(message: str) -> bool:
     """Whether a commit's subject says it finished work (not a hedge, a start, a revert)."""
+    import re
+
     subject = message.strip().split("\n", 1)[0]
     return bool(re.search(_CLAIM, subject)) and not re.search(_HEDGE, subject)
 

@@ -11,12 +11,17 @@ something other than a list of Finding, becomes an error finding too.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
 
 from storyd.core import storytime
 from storyd.core.model import Finding, Unit
 from storyd.core.worker import QueueWorker
-from storyd.detectors import DEFAULT_TIME_LIMIT, Context, Detector, unit_context
+from storyd.detectors import DEFAULT_TIME_LIMIT, Context, unit_context
+
+TYPE_CHECKING = False  # annotations only: no `typing` on a hook's direct path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+
+    from storyd.detectors.protocol import Detector
 
 __all__ = ["DetectorThread", "Runner"]
 

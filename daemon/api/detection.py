@@ -8,17 +8,16 @@ and the detectors are imported only when `build_detect` is called.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import suppress
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daemon/core/model.py)
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from storyd.config import Config
     from storyd.core.model import Finding, Unit
     from storyd.core.pipeline import Answer, Detect
     from storyd.detectors.runner import Runner
 
-__all__ = ["build_detect", "tips_held_by"]
+__all__ = ["build_detect", "dates_read", "tips_held_by"]
 
 
 def build_detect(
@@ -50,13 +49,29 @@ def build_detect(
     return detect, runner
 
 
+def dates_read(codes: frozenset[str] | None) -> bool:
+    """Whether findings of `codes` can depend on the envelope's staleWarnings (its git
+    dating of story files): only the staleness detector reads them among storyd's own,
+    and a third-party detector might. None: every code is read."""
+    if codes is None:
+        return True
+    from storyd.core import registry
+    from storyd.detectors.staleness import StalenessDetector
+
+    if codes & set(StalenessDetector.codes):
+        return True
+    return any(e.dist is not None for e in registry.get().entries(registry.DETECTORS))
+
+
 def tips_held_by(runner: Runner) -> Callable[[bool], None]:
     """The engine's pass hook: during a pass over many units, the runner's git views read
     each tip once (storyd.detectors.gitview.hold_tips)."""
     from storyd.detectors.gitview import hold_tips
 
     def hold(on: bool) -> None:
-        with suppress(TimeoutError):  # a stuck worker is replaced; the new one holds nothing
+        try:  # noqa: SIM105 (contextlib imports collections, functools...: a hook's start)
             runner.submit(lambda local: hold_tips(local, on))
+        except TimeoutError:  # a stuck worker is replaced; the new one holds nothing
+            pass
 
     return hold

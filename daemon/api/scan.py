@@ -10,16 +10,18 @@ unit needs the detectors).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from storyd.api.summaries import unit_summary
 from storyd.core import pipeline, storytime
-from storyd.core.envelope import point_of
+from storyd.core.envelope import point_of, stale_warnings
 from storyd.core.errors import StateFileMissing, StorydError
 from storyd.core.formats import all_adapters
+from storyd.core.model import DONE
 
+TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daemon/core/model.py)
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from storyd.config import Config
     from storyd.core.model import Finding, Unit
     from storyd.core.pipeline import Answer, Detect, Options
@@ -46,7 +48,13 @@ def scan_workspaces(
     caller reads only findings of these codes, so only the detectors that declare one of
     them run (a unit's other findings are then incomplete)."""
     mode = staleness or cfg.staleness
-    options = pipeline.Options(cfg.limits.lock_timeout, mode)
+    dating = mode
+    if codes is not None and mode == storytime.GIT:
+        from storyd.api.detection import dates_read
+
+        # no finding read depends on the envelope's dates: git is not asked for them
+        dating = mode if dates_read(codes) else storytime.MTIME
+    options = pipeline.Options(cfg.limits.lock_timeout, dating)
     detectors = _Detectors(cfg, mode, codes)
     scan = _Scan(options, detectors, on_unit, in_flight)
     try:
@@ -69,14 +77,18 @@ class _Detectors:
         self._codes = codes
         self._built: tuple[Detect, Runner, Callable[[bool], None]] | None = None
 
-    def __call__(self, workspace: str, unit: Unit, answer: Answer) -> tuple[Finding, ...]:
+    def build(self) -> tuple[Detect, Runner, Callable[[bool], None]]:
+        """The detectors, imported and started (once)."""
         if self._built is None:
             from storyd.api.detection import build_detect, tips_held_by
 
             detect, runner = build_detect(self._cfg, self._mode, self._codes)
             self._built = (detect, runner, tips_held_by(runner))
             self._built[2](True)
-        return self._built[0](workspace, unit, answer)
+        return self._built
+
+    def __call__(self, workspace: str, unit: Unit, answer: Answer) -> tuple[Finding, ...]:
+        return self.build()[0](workspace, unit, answer)
 
     def close(self) -> None:
         if self._built is not None:
@@ -103,6 +115,7 @@ class _Scan:
     def workspace(self, workspace: str) -> None:
         found = pipeline.find_state_files(workspace, all_adapters())
         broken: list[dict[str, object]] = []
+        read: list[list[Unit]] = []
         for relpath, adapter in found.items():
             got = pipeline.read_file(workspace, adapter, relpath, self.options)
             error = got.error
@@ -113,19 +126,31 @@ class _Scan:
                                "format": adapter.name, "error": error.message, "since": None,
                                "units": 0})  # fmt: skip
                 continue
+            read.append(got.units or [])
+        shown = [u for units in read for u in units if self._shown(u)]
+        if self.options.staleness == storytime.GIT:
+            # git answers every story file at once, beside the detectors' imports
+            storytime.prefetch(workspace, _dated(workspace, shown))
+        if any(not u.error for u in shown) and isinstance(self.detect, _Detectors):
+            self.detect.build()
+        for units in read:
             # the progress the recording daemon's history says a write lost (`regressed`)
-            lost = _lost_progress(workspace, got.units or [])
+            lost = _lost_progress(workspace, units)
             storytime.pin(workspace)  # one look at git for every unit of this file
             try:
-                for unit in got.units or ():
+                for unit in units:
                     self.unit(workspace, unit, lost.get((unit.state_file, unit.key), ()))
             finally:
                 storytime.unpin(workspace)
         self.unreadable.extend(sorted(broken, key=lambda b: str(b["stateFile"])))
 
+    def _shown(self, unit: Unit) -> bool:
+        """Whether the unit is summarised (in flight, unless all are asked for)."""
+        return not (self.in_flight and not unit.error and point_of(unit) == "all-done")
+
     def unit(self, workspace: str, unit: Unit, extra: tuple[Finding, ...]) -> None:
         self.seen += 1
-        if not (self.in_flight and not unit.error and point_of(unit) == "all-done"):
+        if self._shown(unit):
             summary = _summary(workspace, unit, self.options, self.detect, self.seen, extra)
             self.units.append(summary)
         if self.on_unit is not None:
@@ -144,6 +169,23 @@ def _lost_progress(
     from storyd.api.history import lost_progress
 
     return lost_progress(workspace, units)
+
+
+def _dated(workspace: str, units: list[Unit]) -> list[str]:
+    """The story files whose staleness will ask git: envelope.stale_warnings' own test,
+    run with a commit time that only notes the question."""
+    asked: list[str] = []
+    for unit in units:
+        done = [t for t in unit.tasks if t.bucket == DONE]
+        if unit.error or not unit.story_file or not done:
+            continue
+        story = unit.story_file
+
+        def ask(story: str = story) -> None:
+            asked.append(story)
+
+        stale_warnings(done, storytime.mtime_seconds(os.path.join(workspace, story)), ask)
+    return asked
 
 
 def _summary(

@@ -6,8 +6,7 @@ read of whole workspaces (daemon/api/scan.py), so both give the same fields.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daemon/core/model.py)
 if TYPE_CHECKING:
     from storyd.core.errors import StorydError
     from storyd.core.model import Finding, Unit

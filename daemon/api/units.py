@@ -15,15 +15,21 @@ counted, never drawn.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Any
 
 from storyd.api.refusals import refusal
 
+TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daemon/core/model.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
 __all__ = ["Progress", "Units", "units", "unreadable_of"]
 
-Progress = Callable[[], Any]
-"""Makes one progress line (a context manager with `on` and `count`)."""
+if TYPE_CHECKING:
+    Progress = Callable[[], Any]
+    """Makes one progress line (a context manager with `on` and `count`)."""
+else:
+    Progress = object  # only annotations name it: at run time a stand-in, without `typing`
 
 
 class _Silent:
@@ -91,11 +97,13 @@ def units(
     for the daemon's refusal), never prints.
     """
     from storyd.api.client import Client, DaemonUnavailable
+    from storyd.core.paths import socket_path
 
     folders = [os.path.realpath(w) for w in workspaces or ()]
     make = progress or _Silent
     notes: list[str] = []
-    if not direct and not staleness:
+    # no socket file, no daemon: what connecting would say, without the socket module
+    if not direct and not staleness and os.path.exists(socket_path(socket)):
         try:
             with Client(socket, timeout=timeout) as client:
                 found: list[dict[str, object]] = []

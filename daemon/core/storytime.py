@@ -16,6 +16,11 @@ GitPython: this sits on `storyd resume`'s start-up path):
     per file   two short calls (status, log -1), run at once, memoised on the file's
                stat and the repository's stamp (the index's stat and the commit HEAD
                resolves to)
+    ahead      a direct scan (`prefetch`): one `git status` and one `git log` for the
+               story files of a whole workspace that will ask, started before the
+               detectors are imported and read at the first answer that needs them; the
+               log stops once every file has its commit, and a path it cannot vouch
+               for (a merge on the way, a name git quotes) is asked per file
     batched    the daemon (`switches.configure(git_batching=True)`, git mode only):
                one `git status` and one `git log --name-only` pass per workspace
                (`prime`), redone when the stamp
@@ -43,6 +48,7 @@ __all__ = [
     "git_commit_time",
     "mtime_seconds",
     "pin",
+    "prefetch",
     "prime",
     "stamp_files",
     "unpin",
@@ -63,7 +69,10 @@ def pin(workspace: str) -> None:
     """Read the repository's stamp once for the many story files of one pass (the
     daemon reading a state file of 10,000 stories): without a pin, each file's answer
     reads HEAD, its ref and the index again (2.8 s of a 10,000-story warm-up). The
-    pass sees git as it was when it began; a git change after that triggers a recheck."""
+    pass sees git as it was when it began; a git change after that triggers a recheck.
+    Only the batched answers read a pin: without batching there is nothing to read."""
+    if not CONFIG.git_batching:
+        return
     pins = CONFIG.git_pins.__dict__
     stamps: dict[str, tuple[object, ...] | None] = pins.setdefault("stamps", {})
     stamps[workspace] = _repo_stamp(workspace)
@@ -92,6 +101,7 @@ def git_commit_time(workspace: str, relpath: str) -> int | None:
         found = _from_batch(workspace, relpath)
         if found is not _MISS:
             return found  # type: ignore[return-value]
+    _settle(workspace)
     key = _memo_key(workspace, relpath)
     memo = CONFIG.git_memo
     if key is not None and key in memo:
@@ -246,18 +256,162 @@ def prime(workspace: str) -> bool:
     return True
 
 
-def _memo_key(workspace: str, relpath: str) -> tuple[object, ...] | None:
-    """What the answer depends on: the file, the index and HEAD's commit (None: don't
-    memoise). While the file keeps its stat and the repository its stamp, git's answer
-    cannot change."""
+_UNBATCHED = frozenset('*?[\\"')  # pathspec magic, or a name git prints quoted
+_AHEAD_MAX = 1000  # story files one prefetch names (git's command line, its pathspec matching)
+
+
+def prefetch(workspace: str, relpaths: list[str]) -> None:
+    """Start git on every story file of a workspace whose answer will ask it: one
+    `git status` and one `git log` for all of them (each file's own is two), read by
+    the first `git_commit_time` of the workspace. A scan starts them before it imports
+    the detectors, so git runs beside the imports. The daemon's batching, a file git
+    would print quoted or read as a pattern, a file already memoised, and more than
+    `_AHEAD_MAX` files at once are left to the usual path."""
+    if CONFIG.git_batching or not relpaths:
+        return
     stamp = _repo_stamp(workspace)
     if stamp is None:
-        return None
+        return
+    keys: dict[str, tuple[object, ...]] = {}
+    for relpath in dict.fromkeys(relpaths):
+        key = _stat_key(workspace, relpath, stamp)
+        if key is not None and key not in CONFIG.git_memo and _batchable(relpath):
+            keys[relpath] = key
+    if not keys or len(keys) > _AHEAD_MAX:
+        return
+    paths = ("--", *keys)
+    quiet = ("-c", "core.quotePath=false")
+    status = _spawn(workspace, (*quiet, "status", "--porcelain", "-z",
+                                "--untracked-files=all", *paths), _GIT_TIMEOUT)  # fmt: skip
+    log = _spawn(workspace, (*quiet, "log", "--no-renames", "--format=\x01%ct %P",
+                             "--name-only", *paths), _GIT_TIMEOUT)  # fmt: skip
+    CONFIG.git_pins.__dict__.setdefault("ahead", {})[workspace] = (keys, status, log)
+
+
+def _batchable(relpath: str) -> bool:
+    """Whether git prints `relpath` as it is and reads it as itself, not as a pattern."""
+    if relpath.startswith(":") or _UNBATCHED & set(relpath):
+        return False
+    if any(ord(c) < 32 for c in relpath):
+        return False
+    try:
+        relpath.encode("utf-8")
+    except UnicodeEncodeError:  # a name that is not UTF-8 (surrogate escapes)
+        return False
+    return True
+
+
+def _settle(workspace: str) -> None:
+    """Read what `prefetch` started for this workspace into the memo: a path git
+    could not vouch for stays out of it (it is asked per file)."""
+    ahead = CONFIG.git_pins.__dict__.get("ahead")
+    if not ahead or workspace not in ahead:
+        return
+    keys, status, log = ahead.pop(workspace)
+    text = _collect(status)
+    if text is None:
+        _collect(log)
+        return
+    changed = _dirty(text)
+    dirty = {relpath for relpath in keys if _under(relpath, changed)}
+    times = _last_commits(log, set(keys) - dirty)  # a dirty file's commit is not asked
+    memo = CONFIG.git_memo
+    for relpath, key in keys.items():
+        if relpath in dirty:
+            found: int | None = None
+        elif relpath in times:
+            found = times[relpath]
+        else:
+            continue
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        memo[key] = found
+
+
+def _dirty(status: str) -> set[str]:
+    """The paths `git status --porcelain -z` names (a rename's source included)."""
+    dirty: set[str] = set()
+    fields = iter(status.split("\0"))
+    for field in fields:
+        if len(field) < 4:
+            continue
+        dirty.add(field[3:])
+        if field[0] in "RC" or field[1] in "RC":
+            dirty.add(next(fields, ""))
+    return dirty
+
+
+def _under(relpath: str, paths: set[str]) -> bool:
+    """Whether `paths` holds `relpath` or a path inside it (what its pathspec matches)."""
+    return relpath in paths or any(p.startswith(relpath + "/") for p in paths)
+
+
+def _last_commits(started: tuple[int, int, float] | None,
+                  wanted: set[str]) -> dict[str, int | None]:  # fmt: skip
+    """Each wanted path's committer time as `git log -1 -- path` gives it, read from one
+    `git log --name-only` over all of them, ended as soon as each has one (None: git's
+    walk ended without it). Stops, leaving the rest out, at a merge (a single path's
+    walk could take another parent) or when git fails or overruns."""
+    found: dict[str, int | None] = {}
+    if started is None:
+        return found
+    pid, read_end, deadline = started
+    import select
+
+    left, current, tail, complete = set(wanted), None, b"", False
+    try:
+        while left and (remaining := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([read_end], [], [], remaining)
+            chunk = os.read(read_end, 65536) if ready else b""
+            if not chunk:
+                complete = bool(ready)
+                break
+            *lines, tail = (tail + chunk).split(b"\n")
+            for raw in lines:
+                line = raw.decode("utf-8", "replace")
+                if line.startswith("\x01"):
+                    when, _, parents = line[1:].partition(" ")
+                    if " " in parents.strip() or not when.isdigit():
+                        left = set()  # a merge: the single path's walk may differ
+                        break
+                    current = int(when)
+                elif line and current is not None:
+                    for path in _named(line, left):
+                        found[path] = current
+                        left.discard(path)
+    finally:
+        os.close(read_end)
+    if not complete:
+        os.kill(pid, 9)  # every path answered (or a merge, or the deadline): no more walk
+    _, code = os.waitpid(pid, 0)
+    if complete and os.waitstatus_to_exitcode(code) == 0:
+        found.update(dict.fromkeys(left))  # the walk ended: none of them has a commit
+    return found
+
+
+def _named(name: str, wanted: set[str]) -> list[str]:
+    """The wanted paths a changed file's name falls under (itself, or a folder of it)."""
+    hits = [name] if name in wanted else []
+    parts = name.split("/")
+    hits.extend(p for i in range(1, len(parts)) if (p := "/".join(parts[:i])) in wanted)
+    return hits
+
+
+def _stat_key(workspace: str, relpath: str, stamp: tuple[object, ...]) -> tuple[object, ...] | None:
+    """`_memo_key` with the repository's stamp already read."""
     try:
         story = os.stat(os.path.join(workspace, relpath))
     except OSError:
         return None
     return (workspace, relpath, story.st_mtime_ns, story.st_size, story.st_ino, stamp)
+
+
+def _memo_key(workspace: str, relpath: str) -> tuple[object, ...] | None:
+    """What the answer depends on: the file, the index and HEAD's commit (None: don't
+    memoise). While the file keeps its stat and the repository its stamp, git's answer
+    cannot change."""
+    stamp = _repo_stamp(workspace)
+    return None if stamp is None else _stat_key(workspace, relpath, stamp)
 
 
 def _git(workspace: str, *args: str, timeout: float = _GIT_TIMEOUT) -> str | None:
@@ -278,8 +432,8 @@ def _spawn(workspace: str, args: tuple[str, ...], timeout: float) -> tuple[int, 
     try:
         devnull = os.open(os.devnull, os.O_RDWR)
         try:
-            pid = os.posix_spawnp(
-                "git",
+            pid = os.posix_spawn(
+                _git_path(),
                 ["git", "--no-optional-locks", "-C", workspace, *args],
                 os.environ,
                 file_actions=[
@@ -296,6 +450,23 @@ def _spawn(workspace: str, args: tuple[str, ...], timeout: float) -> tuple[int, 
         return None
     os.close(write_end)
     return pid, read_end, time.monotonic() + timeout
+
+
+def _git_path() -> str:
+    """The git PATH names, found once per PATH and thread (storyd.core.paths.which: os
+    functions, not shutil): posix_spawnp's own search tries every folder before it on
+    each start. A missing git raises FileNotFoundError, as posix_spawnp would."""
+    path = os.environ.get("PATH")
+    known: dict[str | None, str] = CONFIG.git_pins.__dict__.setdefault("git", {})
+    found = known.get(path)
+    if found is None or not os.access(found, os.X_OK):
+        from storyd.core.paths import which
+
+        found = which("git")
+        if found is None:
+            raise FileNotFoundError("git")
+        known[path] = found
+    return found
 
 
 def _collect(started: tuple[int, int, float] | None) -> str | None:

@@ -15,15 +15,31 @@ the process alive (server/service.exit_now says which were left).
 
 from __future__ import annotations
 
-import queue
 import threading
-from collections.abc import Callable
-from typing import Generic, TypeVar
+from _queue import SimpleQueue  # queue.SimpleQueue itself, without queue's heapq (a hook's start)
 
 __all__ = ["PREFIX", "QueueWorker", "Worker"]
 
 PREFIX = "storyd-"  # every thread storyd starts is named storyd-<what it does>
-_J = TypeVar("_J")
+
+TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daemon/core/model.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Generic, TypeVar
+
+    _J = TypeVar("_J")
+
+    class _Jobs(Generic[_J]):
+        """What a QueueWorker is generic in: its jobs' type."""
+
+else:
+    _J = None
+
+    class _Jobs:
+        """`QueueWorker[Job]` at run time without `typing`: the subscript is the class."""
+
+        def __class_getitem__(cls, item: object) -> type:
+            return cls
 
 
 class Worker(threading.Thread):
@@ -67,7 +83,7 @@ class Worker(threading.Thread):
         return not self.is_alive()
 
 
-class QueueWorker(Worker, Generic[_J]):
+class QueueWorker(Worker, _Jobs[_J]):
     """A Worker that runs `handle(job)` for each job put, in order; a job that raises
     is given to `failed` and the thread goes on."""
 
@@ -80,7 +96,7 @@ class QueueWorker(Worker, Generic[_J]):
         failed: Callable[[_J, Exception], None] | None = None,
     ) -> None:
         super().__init__(name)
-        self.jobs: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self.jobs: SimpleQueue[object] = SimpleQueue()
         self.handle = handle
         self.failed = failed
 

@@ -27,10 +27,12 @@ replacement worker builds fresh ones; a request's `private_view` is its caller's
 it closes it). `git_context` is the Runner's context factory. Where a repository keeps
 its files (git dir, common dir, HEAD) is storyd.core.gitstate's answer.
 
-Errors: every GitPython, subprocess and OS failure is translated, in errors.py, into
-storyd.core.errors.GitError (a git command failed, or the repository cannot be read).
+Errors: every OS failure is translated, in errors.py, into storyd.core.errors.GitError
+(a git command failed, or the repository cannot be read).
 
     errors.py    the boundary where foreign errors become GitError
+    spawn.py     a git process with pipes, by os.posix_spawn (no subprocess import)
+    proc.py      git processes with a deadline: run, start/finish, pipes side by side
     objects.py   the cat-file pipe, object answers and their stamps
     view.py      GitView: one repository's caches
     registry.py  one view per repository and thread; a request's private view; the

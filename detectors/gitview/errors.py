@@ -1,4 +1,4 @@
-"""The one boundary where the OS's and subprocess's errors become GitError.
+"""The one boundary where the OS's errors become GitError.
 
 Every git process is started inside `_translated`, so a detector only ever sees
 storyd.core.errors.GitError (which it turns into a `git-error` finding). git itself
@@ -8,29 +8,38 @@ and import no GitPython (its import alone cost a hook without a daemon ~30 ms).
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from storyd.core.errors import GitError
+
+TYPE_CHECKING = False  # annotations only (daemon/core/model.py)
+if TYPE_CHECKING:
+    from types import TracebackType
 
 __all__ = ["_describe", "_foreign_errors", "_translated", "git_executable"]
 
 
 def _foreign_errors() -> tuple[type[BaseException], ...]:
-    """The OS's and subprocess's exception types."""
-    return (OSError, ValueError, subprocess.SubprocessError)
+    """The OS's exception types (git runs through storyd.detectors.gitview.spawn, not
+    subprocess: its failures are OSError, a timeout TimeoutError)."""
+    return (OSError, ValueError)
 
 
-@contextmanager
-def _translated(what: str) -> Iterator[None]:
-    """Run a block; any OS or subprocess error leaves it as GitError."""
-    try:
-        yield
-    except GitError:
-        raise
-    except _foreign_errors() as exc:
-        msg = f"git {what} failed: {_describe(exc)}"
+class _translated:
+    """Run a block; any OS error leaves it as GitError (a class, not contextlib's
+    contextmanager: contextlib's import costs a hook's start)."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 _tb: TracebackType | None) -> None:  # fmt: skip
+        if exc is None or isinstance(exc, GitError) or not isinstance(exc, _foreign_errors()):
+            return
+        msg = f"git {self.what} failed: {_describe(exc)}"
         raise GitError(msg) from exc
 
 

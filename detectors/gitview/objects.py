@@ -5,15 +5,14 @@ batches, and what makes a cached answer about a name still true (its folder's st
 from __future__ import annotations
 
 import os
-import selectors
-import subprocess
+import select
 import time
 import weakref
-from contextlib import suppress
 
 from storyd.core.errors import GitError
 from storyd.detectors.gitview.errors import _translated
 from storyd.detectors.gitview.proc import GIT_TIMEOUT, no_answer
+from storyd.detectors.gitview.spawn import PIPE, Process
 
 __all__ = [
     "AMBIGUOUS",
@@ -73,10 +72,8 @@ class _CatFile:
         from storyd.detectors.gitview.proc import git_env
 
         with _translated("cat-file"):
-            self._proc: subprocess.Popen[bytes] = subprocess.Popen(
-                argv, cwd=cwd, env=git_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-            )  # owned here: ended by close() or, if dropped, by the finalizer
+            self._proc = Process(argv, cwd, git_env(), stdin=PIPE, stdout=PIPE, stderr=PIPE)
+            # owned here: ended by close() or, if dropped, by the finalizer
         self._pending = b""
         self._end = weakref.finalize(self, _end_process, self._proc)
 
@@ -90,8 +87,9 @@ class _CatFile:
                 msg = "git cat-file has no input pipe"
                 raise GitError(msg)
             with _translated("cat-file"):
-                stdin.write("".join(f"{n}\n" for n in chunk).encode())
-                stdin.flush()
+                data = "".join(f"{n}\n" for n in chunk).encode()
+                while data:
+                    data = data[os.write(stdin, data) :]
                 answers.extend(self._read_lines(len(chunk)))
         return answers
 
@@ -103,24 +101,22 @@ class _CatFile:
             raise GitError(msg)
         buffer = self._pending
         deadline = time.monotonic() + GIT_TIMEOUT
-        with selectors.DefaultSelector() as selector:
-            selector.register(out, selectors.EVENT_READ)
-            selector.register(err, selectors.EVENT_READ)
-            while buffer.count(b"\n") < count:
-                left = deadline - time.monotonic()
-                ready = selector.select(left) if left > 0 else []
-                if not ready:
-                    self.kill()
-                    raise no_answer(GIT_TIMEOUT)
-                for key, _ in ready:
-                    data = os.read(key.fd, 65536)
-                    if key.fileobj is out:
-                        if not data:
-                            msg = "git cat-file exited"
-                            raise GitError(msg)
-                        buffer += data
-                    elif not data:
-                        selector.unregister(err)
+        watched = [out, err]
+        while buffer.count(b"\n") < count:
+            left = deadline - time.monotonic()
+            ready = select.select(watched, [], [], left)[0] if left > 0 else []
+            if not ready:
+                self.kill()
+                raise no_answer(GIT_TIMEOUT)
+            for fd in ready:
+                data = os.read(fd, 65536)
+                if fd == out:
+                    if not data:
+                        msg = "git cat-file exited"
+                        raise GitError(msg)
+                    buffer += data
+                elif not data:
+                    watched.remove(err)
         lines = buffer.split(b"\n")
         self._pending = b"\n".join(lines[count:])
         return [line.decode("utf-8", "replace") for line in lines[:count]]
@@ -135,25 +131,26 @@ class _CatFile:
 
     def kill(self) -> None:
         """End the process at once (it stopped answering)."""
-        with suppress(OSError):
+        try:  # noqa: SIM105 (contextlib imports collections, functools...: a hook's start)
             self._proc.kill()
+        except OSError:
+            pass
         self._end()
 
 
-def _end_process(proc: subprocess.Popen[bytes]) -> None:
+def _end_process(proc: Process) -> None:
     """Close a persistent process's input, wait for it (kill if slow), close its pipes."""
-    with suppress(OSError, ValueError, subprocess.SubprocessError):
-        if proc.stdin is not None:
-            proc.stdin.close()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
+    try:  # noqa: SIM105 (contextlib imports collections, functools...: a hook's start)
+        proc.communicate(timeout=5)
+    except (OSError, ValueError):
+        pass
+    try:
+        if proc.poll() is None:
             proc.kill()
             proc.wait()
-    for stream in (proc.stdout, proc.stderr):
-        if stream is not None:
-            with suppress(OSError):
-                stream.close()
+    except (OSError, ValueError):
+        pass
+    proc.close()
 
 
 def _parse_answer(name: str, line: str) -> ObjectInfo:

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import time
-from typing import IO
 
 from storyd.core.errors import GitError
+from storyd.detectors.gitview.spawn import DEVNULL, PIPE, Process
 
 __all__ = [
     "GIT_TIMEOUT", "GitStuck", "check_git_files", "finish", "git_env", "no_answer", "piped",
@@ -58,59 +57,38 @@ def git_env() -> dict[str, str]:
 
 def run(argv: list[str], cwd: str, *, timeout: float | None = None) -> tuple[int, str, str]:
     """Run one git process to its end within `timeout` (default GIT_TIMEOUT)."""
-    limit = GIT_TIMEOUT if timeout is None else timeout
-    try:
-        done = subprocess.run(
-            argv,
-            cwd=cwd,
-            env=git_env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=limit,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:  # subprocess.run has killed and reaped it
-        raise no_answer(limit) from None
-    except OSError as exc:
-        raise GitError(f"git {argv[1:2]} could not start: {exc.strerror}") from None
-    out = done.stdout.decode("utf-8", "replace")
-    return done.returncode, out, done.stderr.decode("utf-8", "replace")
+    return finish(start(argv, cwd), timeout=timeout)
 
 
-def start(argv: list[str], cwd: str) -> subprocess.Popen[bytes]:
+def start(argv: list[str], cwd: str) -> Process:
     """One git process started now and read later by `finish` (so it runs meanwhile)."""
-    try:
-        return subprocess.Popen(
-            argv, cwd=cwd, env=git_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )  # fmt: skip
-    except OSError as exc:
-        raise GitError(f"git {argv[1:2]} could not start: {exc.strerror}") from None
+    return _start(argv, cwd, git_env(), DEVNULL, PIPE)
 
 
-def finish(proc: subprocess.Popen[bytes], *, timeout: float | None = None) -> tuple[int, str, str]:
+def finish(proc: Process, *, timeout: float | None = None) -> tuple[int, str, str]:
     """(status, stdout, stderr) of a process `start` began, killed when `timeout` passes."""
     limit = GIT_TIMEOUT if timeout is None else timeout
     try:
         out, err = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
+    except TimeoutError:
+        _end(proc)
         raise no_answer(limit) from None
-    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    return proc.wait(), out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
-def _start(
-    argv: list[str], cwd: str, env: dict[str, str], stdin: int | IO[bytes] | None
-) -> subprocess.Popen[bytes]:
-    """One git process of a pipe, its stdout piped; GitError when it cannot start."""
+def _start(argv: list[str], cwd: str, env: dict[str, str], stdin: int, stderr: int) -> Process:
+    """One git process, its stdout piped; GitError when it cannot start."""
     try:
-        return subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=stdin, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        return Process(argv, cwd, env, stdin=stdin, stdout=PIPE, stderr=stderr)
     except OSError as exc:
-        raise GitError(f"git could not start: {exc.strerror}") from None
+        raise GitError(f"git {argv[1:2]} could not start: {exc.strerror}") from None
+
+
+def _end(proc: Process) -> None:
+    """Kill, reap and close a process that is no longer wanted."""
+    proc.kill()
+    proc.wait()
+    proc.close()
 
 
 def piped(first: list[str], second: list[str], cwd: str, *, timeout: float | None = None) -> str:
@@ -126,30 +104,28 @@ def piped_all(
     limit = GIT_TIMEOUT if timeout is None else timeout
     deadline = time.monotonic() + limit
     env = git_env()
-    started: list[subprocess.Popen[bytes]] = []
+    started: list[Process] = []
     try:
         for first, second in pairs:
-            producer = _start(first, cwd, env, subprocess.DEVNULL)
+            producer = _start(first, cwd, env, DEVNULL, DEVNULL)
             started.append(producer)
-            started.append(_start(second, cwd, env, producer.stdout))
             assert producer.stdout is not None
-            producer.stdout.close()  # the consumer holds its own copy
+            started.append(_start(second, cwd, env, producer.stdout, DEVNULL))
+            producer.close()  # the consumer holds its own copy of the pipe
         outs = []
         for producer, consumer in zip(started[::2], started[1::2], strict=True):
             try:
                 out, _ = consumer.communicate(timeout=max(0.0, deadline - time.monotonic()))
                 producer.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            except TimeoutError:
                 raise no_answer(limit) from None
             outs.append(out.decode("utf-8", "replace"))
         return outs
     finally:
         for proc in started:
             if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
+                _end(proc)
+            proc.close()
 
 
 _GIT_FILES = (

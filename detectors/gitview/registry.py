@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from contextlib import suppress
-from typing import TYPE_CHECKING
 
 from storyd.core.errors import GitError
 from storyd.core.gitstate import is_work_tree, locate
@@ -27,6 +25,7 @@ from storyd.detectors.gitview.errors import git_executable
 from storyd.detectors.gitview.proc import GitStuck, check_git_files
 from storyd.detectors.gitview.view import DEFAULT_WALK_LIMIT, GitView
 
+TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daemon/core/model.py)
 if TYPE_CHECKING:
     from storyd.core.model import Unit
 
@@ -181,5 +180,7 @@ def close_views(local: dict[str, object]) -> None:
 
 
 def _close_quietly(view: GitView) -> None:
-    with suppress(GitError):
+    try:  # noqa: SIM105 (contextlib imports collections, functools...: a hook's start)
         view.close()
+    except GitError:
+        pass

@@ -62,10 +62,10 @@ def render(workspace: str, units: list[dict[str, object]], budget: int,
         f"storyd: {len(units)} unit(s) in flight in {workspace}. Resume each from its resume "
         "point; do not redo completed tasks; settle warnings before you build on them."
     )
-    import shlex
+    from storyd.core.words import shell_join  # shlex.join without shlex's `re`
 
     listing = [*(storyd or ["storyd"]), "status", "--in-flight", "--workspace", workspace]
-    tail = f"(full list: {shlex.join(listing)})"
+    tail = f"(full list: {shell_join(listing)})"
     parts = [head]
     used = len(head) + 1
     shown = 0

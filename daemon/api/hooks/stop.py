@@ -15,8 +15,6 @@ with the absolute path of the storyd running the hook, so it runs with any PATH.
 
 from __future__ import annotations
 
-import shlex
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,12 +36,14 @@ def codes(cfg: Config) -> frozenset[str]:
 
 
 def _fix(storyd: list[str], workspace: str, unit: dict[str, object], code: str) -> str:
+    from storyd.core.words import shell_join  # shlex.join without shlex's `re`
+
     argv = [
         *storyd, "reconcile", "--apply", "--workspace", workspace,
         "--state-file", str(unit.get("stateFile")), "--unit", str(unit.get("unit")),
         "--only", code,
     ]  # fmt: skip
-    return shlex.join(argv)
+    return shell_join(argv)
 
 
 def reason(workspace: str, lags: list[Lag], storyd: list[str] | None = None) -> str:
@@ -71,14 +71,13 @@ def reason(workspace: str, lags: list[Lag], storyd: list[str] | None = None) -> 
 
 def _landed_after(workspace: str, commit: object, head: object) -> bool:
     """Whether `commit` is not in the history HEAD had when the session began."""
-    import subprocess
-
     if not isinstance(commit, str) or not commit:
         return False
     if not isinstance(head, str) or not head:
         return True  # no commit at the start: every commit is the session's
     if commit == head:
         return False  # what git answers for a commit and itself (or for no commit at all)
+    import subprocess  # (2 ms of imports) only when git must be asked
     try:
         done = subprocess.run(
             ["git", "-C", workspace, "merge-base", "--is-ancestor", commit, head],
