@@ -26,6 +26,7 @@ from storyd.core.isotime import parse_epoch
 from storyd.core.model import Finding, Task, Unit
 from storyd.core.words import is_run
 from storyd.detectors import Context
+from storyd.detectors.codes import CODES
 from storyd.detectors.common import format_says, git_failed, int_option, short, str_option, tip_name
 from storyd.detectors.gitview import Commit, GitError, GitView
 
@@ -68,7 +69,7 @@ class UnrecordedDetector:
     """Finds committed work the state file has not caught up with."""
 
     name = NAME
-    codes = ("git-error", "unrecorded", "in-progress-committed")  # every finding code it raises
+    codes = CODES[NAME]  # every finding code it raises
 
     def check(self, unit: Unit, context: Context) -> list[Finding]:
         """Findings for pending tasks that git shows as (partly) done."""
