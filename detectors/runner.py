@@ -150,6 +150,22 @@ class Runner:
             self._end_local()  # views interrupted mid-answer: fresh ones follow
             raise _Overrun(_Interrupted()) from None
 
+    def _prepare(self, workspace: str, unit: Unit, envelope: Mapping[str, object] | None,
+                 staleness: str) -> None:  # fmt: skip
+        """The optional prepare step, in one job before any check: a detector with a
+        `prepare(unit, context)` starts the git processes its check will read (they run
+        beside the other detectors' git: 2 cores). It never changes an answer; a failure
+        or an overrun here is left to the check to meet and report."""
+        ready = [d for d in self.detectors
+                 if hasattr(d, "prepare") and d.name not in self._benched]  # fmt: skip
+        if not ready:
+            return
+        try:  # noqa: SIM105 (contextlib imports collections, functools...: a hook's start)
+            self.submit(lambda local: _prepare_all(self, local, workspace, unit, envelope,
+                                                   staleness, ready))  # fmt: skip
+        except Exception:  # an overrun (its worker replaced) or a failure: the checks tell
+            pass
+
     def run(
         self,
         workspace: str,
@@ -165,6 +181,7 @@ class Runner:
         self, workspace: str, unit: Unit, envelope: Mapping[str, object] | None, staleness: str
     ) -> list[Finding]:
         findings: list[Finding] = []
+        self._prepare(workspace, unit, envelope, staleness)
         for detector in self.detectors:
             name = detector.name
             stuck = self._benched.get(name)
@@ -195,6 +212,19 @@ class Runner:
                 continue
             findings.extend(_checked(name, result))
         return findings
+
+
+def _prepare_all(self_: Runner, local: dict[str, object], workspace: str, unit: Unit,
+                 envelope: Mapping[str, object] | None, staleness: str,
+                 ready: list[Detector]) -> None:  # fmt: skip
+    """Each detector's `prepare(unit, context)`: git work started now, read by its check."""
+    for detector in ready:
+        context = self_.context_factory(local, workspace, unit, envelope, staleness)
+        context.options = self_.options.get(detector.name, {})
+        try:  # noqa: SIM105 (contextlib imports collections, functools...: a hook's start)
+            detector.prepare(unit, context)  # type: ignore[attr-defined]
+        except Exception:  # only a head start: its check meets the same failure and says so
+            pass
 
 
 def _plain_context(

@@ -82,6 +82,7 @@ class GitView:
         self._held_tips: dict[str, str | None] | None = None  # hold_tips: one pass's tips
         self._held_branch: tuple[str | None] | None = None  # and its checked-out branch
         self._early: tuple[str, Process] | None = None  # prefetch_walk's
+        self._early_logs: dict[tuple[object, ...], Process] = {}  # prefetch_commits'
 
     def __repr__(self) -> str:
         return f"GitView({self.root!r})"
@@ -139,7 +140,7 @@ class GitView:
 
     def close(self) -> None:
         """End the persistent processes and forget the caches."""
-        self._drop_early()
+        self._drop_early(logs=True)
         if self._cat is not None:
             cat, self._cat = self._cat, None
             cat.close()
@@ -327,11 +328,16 @@ class GitView:
         argv = self._argv("rev-list", f"--max-count={self.walk_limit}", tip_sha)
         self._early = (tip_sha, start_git(argv, self.root))
 
-    def _drop_early(self) -> None:
+    def _drop_early(self, *, logs: bool = False) -> None:
+        """End the early walk (and, with `logs`, the early scans) nobody read."""
         early, self._early = self._early, None
-        if early is not None:
-            early[1].kill()
-            early[1].communicate()
+        dropped = [early[1]] if early is not None else []
+        if logs:
+            dropped += self._early_logs.values()
+            self._early_logs = {}
+        for proc in dropped:
+            proc.kill()
+            proc.communicate()
 
     def _full_walk(self, tip_sha: str) -> Walk:
         args = ("rev-list", f"--max-count={self.walk_limit}", tip_sha)
@@ -367,9 +373,14 @@ class GitView:
         return True
 
     def merge_base(self, a: str, b: str) -> str | None:
-        """The best common ancestor of two commits; None for unrelated histories."""
-        status, out = self._run("merge-base", a, b, ok=(0, 1))
-        return out.split()[0] if status == 0 and out.strip() else None
+        """The best common ancestor of two commits; None for unrelated histories (kept
+        for the pair: a detector's prepare step and its check ask the same)."""
+
+        def compute() -> str | None:
+            status, out = self._run("merge-base", a, b, ok=(0, 1))
+            return out.split()[0] if status == 0 and out.strip() else None
+
+        return self._cached(("merge-base", a, b), compute)
 
     # -- rewrites --------------------------------------------------------------------
 
@@ -520,16 +531,28 @@ class GitView:
         key = ("commits", tip_sha, base, limit, paths)
         return self._cached(key, lambda: self._log(tip_sha, base, limit, paths))
 
+    def prefetch_commits(
+        self, tip_sha: str, base: str | None, limit: int, paths: tuple[str, ...] = ()
+    ) -> None:
+        """Start the `git log` a later `commits` with the same arguments reads (a
+        detector's prepare step: it runs beside the other detectors' git)."""
+        key = ("commits", tip_sha, base, limit, paths)
+        if key in self._scans or key in self._early_logs:
+            return
+        self._check_owner()
+        self.check_files()
+        argv = self._argv(*_log_args(tip_sha, base, limit, paths))
+        self._early_logs[key] = start_git(argv, self.root)
+
     def _log(
         self, tip_sha: str, base: str | None, limit: int, paths: tuple[str, ...]
     ) -> list[Commit]:
-        fmt = f"--format={_RECORD}%H{_FIELD}%ct{_FIELD}%B{_FIELD}"
-        args = ["log", fmt, f"--max-count={limit}", tip_sha]
-        if base:
-            args.append(f"^{base}")
-        if paths:
-            args += ["--name-only", "--no-renames", "--", *paths]
-        _, out = self._run(*args)
+        args = _log_args(tip_sha, base, limit, paths)
+        early = self._early_logs.pop(("commits", tip_sha, base, limit, paths), None)
+        if early is not None:
+            _, out = self._checked(tuple(args), (0,), *finish(early))
+        else:
+            _, out = self._run(*args)
         found = []
         for record in out.split(_RECORD)[1:]:
             sha, stamp, message, names = [*record.split(_FIELD), "", "", ""][:4]
@@ -537,6 +560,17 @@ class GitView:
             when = int(stamp) if stamp.isdigit() else 0
             found.append(Commit(sha.strip(), when, message, touched))
         return found
+
+
+def _log_args(tip_sha: str, base: str | None, limit: int, paths: tuple[str, ...]) -> list[str]:
+    """`git log`'s arguments for GitView.commits."""
+    fmt = f"--format={_RECORD}%H{_FIELD}%ct{_FIELD}%B{_FIELD}"
+    args = ["log", fmt, f"--max-count={limit}", tip_sha]
+    if base:
+        args.append(f"^{base}")
+    if paths:
+        args += ["--name-only", "--no-renames", "--", *paths]
+    return args
 
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
