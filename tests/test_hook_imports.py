@@ -4,9 +4,10 @@ entry points are read from their files), no orjson before a daemon answers, no h
 (OpenSSL) for a session record's name, no sqlite3 without a history database, no
 tomllib once the configuration's parse is kept, no shutil, difflib or dataclasses; and
 post-tool-use, which reads only the file the tool named, no detectors, subprocess or
-typing at all, and after a post-tool-use (its record then only touched) no json or re
-either (storyd.core.jsonio reads the payload and the session record with the C scanner
-json uses).
+typing at all, no format but that file's (the others' paths are declared apart from
+them: storyd.core.formats.declared), and after a post-tool-use (its record then only
+touched) no json or re either (storyd.core.jsonio reads the payload and the session
+record with the C scanner json uses).
 
 Each run is `python -S -X importtime -m storyd hook EVENT` with Claude Code's payload on
 a real workspace (storyd demo's, git history and all) and a configuration file: `-S`
@@ -25,6 +26,8 @@ import pytest
 from agents_harness import AgentsEnv, demo_workspace, hook_payload
 from cli_harness import lean_pythonpath
 
+from storyd.core import registry
+
 FORBIDDEN = frozenset((
     "git", "watchdog", "importlib.metadata", "orjson", "hashlib", "_hashlib", "sqlite3",
     "shutil", "difflib", "dataclasses", "email", "zipfile", "uuid", "platform", "tomllib",
@@ -37,6 +40,9 @@ NOT_AFTER_A_TOOL = frozenset(("storyd.detectors", "storyd.api.scan", "subprocess
                               "threading", "socket", "_socket", "json", "re", "contextlib",
                               "collections", "functools"))
 STATE = "plans/epic-0049/execution-state.json"
+# each built-in format's module, by its format's name
+FORMAT_MODULES = {e.value.partition(":")[0]: e.name
+                  for e in registry.get().entries(registry.FORMATS, plugins=False)}
 # bin/storyd, as installed (`-m storyd` would add runpy's importlib.util and contextlib)
 LAUNCHER = str(Path(__file__).resolve().parents[1] / "bin" / "storyd")
 
@@ -101,6 +107,8 @@ def test_each_hook_without_a_daemon_imports_only_what_it_needs(
             assert "storyd.api.hooks.post_tool_use" in names
             heavy = _heavy(names, NOT_AFTER_A_TOOL)
             assert heavy == [], f"post-tool-use imported {heavy}"
+            formats = [FORMAT_MODULES[n] for n in names if n in FORMAT_MODULES]
+            assert formats == ["epic"], f"post-tool-use imported the formats {formats}"
 
 
 @pytest.mark.slow

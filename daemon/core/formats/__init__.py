@@ -141,7 +141,11 @@ def state_files(workspace: str, known: Callable[[str], bool]) -> dict[str, Adapt
                 found.setdefault(relpath, adapter)
             continue
         patterns = paths["files"]
-        for relpath in walk(workspace, paths["roots"], lambda r: any(fits(p, r) for p in patterns)):
+
+        def fitting(relpath: str, patterns: tuple[str, ...] = patterns) -> bool:
+            return any(fits(p, relpath) for p in patterns)
+
+        for relpath in walk(workspace, paths["roots"], fitting):
             if relpath in found:
                 continue
             if known(relpath):

@@ -45,7 +45,8 @@ def check(candidate: object, entry: Entry) -> str | None:
     for key in _KEYS:
         value = candidate.get(key, ())
         if not isinstance(value, tuple | list) or (key == "files" and not value):
-            return f"{key}: expected a list of paths" + (" (at least one)" if key == "files" else "")
+            least = " (at least one)" if key == "files" else ""
+            return f"{key}: expected a list of paths{least}"
         why = next((w for p in value if (w := _bad_pattern(p)) is not None), None)
         if why is not None:
             return f"{key}: {why}"
