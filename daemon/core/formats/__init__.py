@@ -136,9 +136,10 @@ def state_files(workspace: str, known: Callable[[str], bool]) -> dict[str, Adapt
     for entry in plugins.entries(registry.FORMATS, plugins=False):
         paths = declared(entry.name, plugins=False)
         if paths is None:
-            adapter = plugins.one(registry.FORMATS, entry.name, _check, plugins=False)
-            for relpath in adapter.find(Source(workspace)) if isinstance(adapter, Adapter) else ():
-                found.setdefault(relpath, adapter)
+            own = plugins.one(registry.FORMATS, entry.name, _check, plugins=False)
+            if isinstance(own, Adapter):
+                for relpath in own.find(Source(workspace)):
+                    found.setdefault(relpath, own)
             continue
         patterns = paths["files"]
 
