@@ -194,3 +194,24 @@ def test_a_path_loads_only_the_formats_it_may_belong_to(tmp_path: Path) -> None:
     assert names == [["epic"], ["epic"], ["task-master"], []]
     assert sorted(FORMAT_MODULES[m] for m in modules if m in FORMAT_MODULES) == [
         "epic", "task-master"]
+
+
+@pytest.mark.parametrize(("pattern", "folder", "lead"), [
+    ("plans/*/execution-state.json", "plans", True),
+    ("plans/*/execution-state.json", "plans/epic-1", True),
+    ("plans/*/execution-state.json", "plans/epic-1/stories", False),
+    ("plans/*/execution-state.json", "docs", False),
+    ("_docs/_autodev_state.md", "_docs", True),
+    ("_docs/_autodev_state.md", "_docs/01_document", False),
+    ("memory/state/phase.json", "memory/reports", False),
+    ("plans/**", "plans/a/b/c", True),
+    ("agent-output/*/**", "agent-output/p/q", True),
+])  # fmt: skip
+def test_a_walk_enters_only_folders_a_pattern_leads_into(
+        pattern: str, folder: str, lead: bool) -> None:
+    from storyd.core.formats.declared import leads
+
+    assert leads(pattern, folder) is lead
+    drawn = [p for p in _paths(5_000, 33) if p.startswith(folder + "/")]
+    if not lead:  # nothing below a folder it does not lead into can fit it
+        assert not any(fits(pattern, p) for p in drawn)

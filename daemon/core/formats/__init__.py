@@ -129,7 +129,7 @@ def state_files(workspace: str, known: Callable[[str], bool]) -> dict[str, Adapt
     patterns and are not known; one that declares nothing finds its files itself."""
     from storyd.core import registry
     from storyd.core.formats.base import Source, walk
-    from storyd.core.formats.declared import declared, fits
+    from storyd.core.formats.declared import declared, fits, leads
 
     plugins = registry.get()
     found: dict[str, Adapter | None] = {}
@@ -146,7 +146,10 @@ def state_files(workspace: str, known: Callable[[str], bool]) -> dict[str, Adapt
         def fitting(relpath: str, patterns: tuple[str, ...] = patterns) -> bool:
             return any(fits(p, relpath) for p in patterns)
 
-        for relpath in walk(workspace, paths["roots"], fitting):
+        def entered(folder: str, patterns: tuple[str, ...] = patterns) -> bool:
+            return any(leads(p, folder) for p in patterns)  # no file there can fit
+
+        for relpath in walk(workspace, paths["roots"], fitting, entered):
             if relpath in found:
                 continue
             if known(relpath):

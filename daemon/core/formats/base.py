@@ -182,17 +182,27 @@ def make_task(
     return task, finding("unknown-status", "warning", message, task_id)
 
 
-def walk(workspace: str, roots: Iterable[str], wanted: Callable[[str], bool]) -> list[str]:
+def walk(workspace: str, roots: Iterable[str], wanted: Callable[[str], bool],
+         enter: Callable[[str], bool] | None = None) -> list[str]:  # fmt: skip
     """Every file below the workspace's `roots` (folders named `.*` skipped) whose
-    workspace-relative path `wanted` accepts, sorted: how a format finds its files."""
+    workspace-relative path `wanted` accepts, sorted: how a format finds its files.
+    `enter` (given a folder's workspace-relative path) may spare folders below which
+    `wanted` accepts nothing."""
     found: list[str] = []
     for root in roots:
-        for folder, dirs, files in os.walk(os.path.join(workspace, root)):
-            dirs[:] = [d for d in dirs if not d.startswith(".")]
-            rel_folder = os.path.relpath(folder, workspace)
-            found.extend(
-                rel for f in files if wanted(rel := os.path.normpath(os.path.join(rel_folder, f)))
-            )
+        top = os.path.join(workspace, root)
+        # each folder's path relative to the workspace, from its parent's (os.walk goes
+        # top-down): one relpath per root, not one per folder and a normpath per file
+        rel_of: dict[str, str] = {}
+        for folder, dirs, files in os.walk(top):  # (nothing at all for a missing root)
+            here = rel_of.pop(folder, None)
+            if here is None:  # the root itself, walked first
+                here = os.path.relpath(top, workspace)
+            prefix = "" if here == "." else here + os.sep
+            dirs[:] = [d for d in dirs if not d.startswith(".")
+                       and (enter is None or enter(prefix + d))]  # fmt: skip
+            rel_of.update((os.path.join(folder, d), prefix + d) for d in dirs)
+            found.extend(rel for f in files if wanted(rel := prefix + f))
     return sorted(found)
 
 

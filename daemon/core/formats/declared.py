@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from storyd.core.registry import Entry
 
-__all__ = ["check", "declared", "fits", "may_hold", "may_own"]
+__all__ = ["check", "declared", "fits", "leads", "may_hold", "may_own"]
 
 _KEYS = ("roots", "files", "companions")
 
@@ -65,6 +65,17 @@ def fits(pattern: str, relpath: str) -> bool:
     elif len(have) != len(want):
         return False
     return all(w == h or (w == "*" and h != "") for w, h in zip(want, have, strict=True))
+
+
+def leads(pattern: str, folder: str) -> bool:
+    """Whether a file below `folder` (workspace-relative) can fit `pattern`."""
+    want = pattern.split("/")
+    for index, name in enumerate(folder.split("/")):
+        if want[index] == "**":
+            return True
+        if index >= len(want) - 1 or want[index] not in ("*", name):
+            return False  # the pattern's folders are used up, or this one is not one
+    return True
 
 
 def declared(name: str, *, plugins: bool = True) -> dict[str, tuple[str, ...]] | None:
