@@ -125,3 +125,26 @@ def test_the_measure_sees_a_forbidden_import(setup: tuple[Path, dict[str, str]])
     names = [line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()
              if line.startswith("import time:")]
     assert "importlib.metadata" in _heavy(names, FORBIDDEN)
+
+
+def test_a_hook_runs_without_the_cyclic_collector(setup: tuple[Path, dict[str, str]]) -> None:
+    """`storyd hook` pauses the collector (its passes over the modules it imports cost
+    post-tool-use 0.8 ms) and gives it back to an in-process caller; another command
+    keeps it."""
+    ws, env = setup
+    code = (
+        "import gc, sys\n"
+        "from storyd.cli import main\n"
+        "passes = []\n"
+        "gc.callbacks.append(lambda phase, info: passes.append(phase))\n"
+        "main(sys.argv[1:])\n"
+        "print(len(passes), gc.isenabled())\n"
+    )
+    runs = {}
+    for argv in (["hook", "post-tool-use"], ["status", "--workspace", str(ws), "--direct"]):
+        done = subprocess.run([sys.executable, "-c", code, *argv], env=env, cwd="/",
+                              input=orjson.dumps(_payload("post-tool-use", ws)),
+                              capture_output=True, text=False, timeout=60, check=False)  # fmt: skip
+        runs[argv[0]] = done.stdout.decode().split()[-2:]
+    assert runs["hook"] == ["0", "True"]
+    assert int(runs["status"][0]) > 0 and runs["status"][1] == "True"
