@@ -28,7 +28,8 @@ NAMES = sorted({
     for pattern in (declared(a.name) or {}).get(key, ()) for part in pattern.split("/")
     if "*" not in part
 } | {"epic-0049", "epic-7-slug", "epic-", "issue-42", "issue-x", "001-feature", ".hidden",
-     "_template", "notes", "x.md", "story-1.md", "phase.json.tmp", "README.md", "stories"})
+     "_template", "notes", "x.md", "story-1.md", "phase.json.tmp", "README.md", "stories",
+     "", ".", "..", " "})
 
 
 PATTERNS = sorted({p for a in all_adapters(plugins=False) for key in ("files", "companions")
