@@ -8,8 +8,7 @@ that install writes it (its own `storyd.agents.installs.command`, through `sh -c
 `storyd hook EVENT`, with Claude Code's, Cursor's and Gemini CLI's payloads
 (bench/bench_hooks.py's), beside each install's bare `python -c pass`. Every round runs
 all rows in a rotated order (its first row moves by one each round), so a heavy row's
-aftermath and the machine's load fall on every row alike; bench_hooks.py runs its rows
-in one fixed order. Medians and p90 in milliseconds, `x bare` against the row's own
+aftermath and the machine's load fall on every row alike. Medians and p90 in milliseconds, `x bare` against the row's own
 install's interpreter, and the load average before and after.
 """
 
