@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -82,9 +83,9 @@ def bench_hooks(ws: Path, env: dict[str, str], runs: int, label: str, storyd: st
                 python: str = sys.executable) -> None:  # fmt: skip
     """Each hook as `storyd install` writes it (bin/storyd-hook by absolute path), run
     through `sh -c` as the agents run it, beside `storyd hook` itself and a bare
-    interpreter, all interleaved, in an order rotated by one row each round (a run
-    right after a stop starts about 0.6 ms slower: in one fixed order, every "as
-    installed" post-tool-use followed a stop)."""
+    interpreter, all interleaved, in a shuffled order each round (a run right after a
+    stop starts about 0.6 ms slower: in one fixed order, every "as installed"
+    post-tool-use followed a stop)."""
     from storyd.agents.installs import command
 
     bare = "bare interpreter (python -c pass)"
@@ -104,8 +105,10 @@ def bench_hooks(ws: Path, env: dict[str, str], runs: int, label: str, storyd: st
         _timed(argv, data, env)
     runs_of[bare] = ([python, "-c", "pass"], b"")
     names = list(runs_of)
-    for turn in range(runs):  # each round starts one row later: no row always follows a stop
-        for name in names[turn % len(names):] + names[:turn % len(names)]:
+    order = random.Random(31)
+    for _ in range(runs):  # a new order each round: no row always runs right after a stop
+        order.shuffle(names)
+        for name in names:
             rows[name].append(_timed(*runs_of[name], env))
     base = statistics.median(rows[bare])
     load = os.getloadavg()

@@ -7,8 +7,8 @@ On a copy of storyd demo's workspace, each install's hook runs as `storyd instal
 that install writes it (its own `storyd.agents.installs.command`, through `sh -c`) and as
 `storyd hook EVENT`, with Claude Code's, Cursor's and Gemini CLI's payloads
 (bench/bench_hooks.py's), beside each install's bare `python -c pass`. Every round runs
-all rows in a rotated order (its first row moves by one each round), so a heavy row's
-aftermath and the machine's load fall on every row alike. Medians and p90 in milliseconds, `x bare` against the row's own
+all rows in a new shuffled order, so a heavy row's aftermath and the machine's load fall
+on every row alike. Medians and p90 in milliseconds, `x bare` against the row's own
 install's interpreter, and the load average before and after.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -78,15 +79,17 @@ def main() -> int:
         for argv, data in rows.values():  # untimed: config.toml's parse kept, records made
             _timed(argv, data, env)
         before = os.getloadavg()
-        for turn in range(args.runs):
-            for name in names[turn % len(names):] + names[:turn % len(names)]:
+        order = random.Random(31)
+        for _ in range(args.runs):  # a new order each round: no row always follows another
+            order.shuffle(names)
+            for name in names:
                 times[name].append(_timed(*rows[name], env))
         after = os.getloadavg()
-    print(f"\n{args.event}, no daemon, {args.runs} rounds in rotated order "
+    print(f"\n{args.event}, no daemon, {args.runs} rounds in shuffled order "
           f"(load average {before[0]:.2f} -> {after[0]:.2f})")
     print(f"| {'row':<30} | median ms |   p90 ms | x bare | B / A |")
     print(f"| {'-' * 30} | --------- | -------- | ------ | ----- |")
-    for name in names:
+    for name in rows:
         label, _, what = name.partition(": ")
         bare = statistics.median(times[f"{label}: bare python -c pass"])
         other = f"{'B' if label == 'A' else 'A'}: {what}"
