@@ -115,6 +115,8 @@ def main() -> None:
     parser.add_argument("--storyd", default=str(here / ".venv" / "bin" / "storyd"))
     parser.add_argument("--tasks", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--loads", default="idle,epic,rewrite",
+                        help="which loads, in order (comma-separated; default all three)")
     parser.add_argument("--load", help=argparse.SUPPRESS)
     parser.add_argument("--socket", help=argparse.SUPPRESS)
     parser.add_argument("--workspace", help=argparse.SUPPRESS)
@@ -141,9 +143,9 @@ def main() -> None:
             time.sleep(2.0)
             print(f"RSS after the warm-up {rss(daemon.pid)} MB")
             print("| load | probes | p50 ms | p99 ms | max ms | over 50 ms | over 100 ms "
-                  "| RSS after MB |")
-            print("|---|---:|---:|---:|---:|---:|---:|---:|")
-            for kind in ("idle", "epic", "rewrite"):
+                  "| RSS after MB | load avg |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+            for kind in args.loads.split(","):
                 child = loader(kind, sock, ws, args.tasks)
                 times = sorted(probe(sock, ws, args.seconds))
                 assert child.stdin is not None
@@ -153,7 +155,7 @@ def main() -> None:
                 over = [sum(1 for t in times if t > bound) for bound in (50, 100)]
                 print(f"| {kind} | {len(times)} | {quantile(times, 0.5):.3f} | "
                       f"{quantile(times, 0.99):.3f} | {times[-1]:.1f} | {over[0]} | {over[1]} "
-                      f"| {rss(daemon.pid)} |")
+                      f"| {rss(daemon.pid)} | {os.getloadavg()[0]:.2f} |")
         finally:
             daemon.terminate()
             daemon.wait(20)

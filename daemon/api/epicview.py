@@ -16,13 +16,13 @@ import re
 from typing import Any
 
 from storyd.core import lifecycle
-from storyd.core.errors import DataError, StorydError
+from storyd.core.errors import DataError, LockTimeout, StorydError
 from storyd.core.formats.base import Source, load_json_object
 from storyd.core.formats.epic import epic_state_file, epic_state_files, other_place, story_nodes
 from storyd.core.locking import DEFAULT_LOCK_TIMEOUT
 from storyd.core.pipeline import MAX_UNIT_TASKS
 
-__all__ = ["Evidence", "epic_view", "render_text"]
+__all__ = ["EpicRead", "Evidence", "epic_view", "places", "read_epic", "render_text"]
 
 SUBJECT_DEPTH = 500
 """How many commits of the base branch are searched for subjects naming an id."""
@@ -214,30 +214,52 @@ def _epic_digits(name: str) -> str | None:
     return digits.zfill(4) if digits and len(digits) <= 4 else None
 
 
-def _external_state(workspace: str, entry: dict[str, object], lock_timeout: float) -> str | None:
-    """Why an external (blocking) epic dependency is unmet, None when it is met: the other
-    epic's state file in this workspace says every story of it is finished."""
-    if entry.get("blocking") is False:
-        return None
-    name = str(entry["id"])
-    if lifecycle.canonical(entry.get("status")) in lifecycle.FINISHED_STATUSES:
-        return None
-    digits = _epic_digits(name)
-    found = epic_state_files(workspace, digits) if digits else []
-    if not found:
-        return f"external {name} (no state file of it in this workspace)"
-    try:
-        top = load_json_object(Source(workspace, lock_timeout).read(found[0], found[0]), found[0])
-        nodes = [n for _, n in story_nodes(top, found[0]) if isinstance(n, dict)]
-    except StorydError as exc:  # unreadable or locked: named, never raised
-        return f"external {name} ({found[0]} unreadable: {exc})"
-    done = 0
-    for node in nodes:
-        status, _ = lifecycle.reclassify_story(node.get("status"), 0, node.get("prMergeStatus"))
-        done += status == "SUCCESS"
-    if nodes and done == len(nodes):
-        return None
-    return f"external {name} ({done} of {len(nodes)} stories finished in {found[0]})"
+class _Outside:
+    """The external epics one view reads: through the view's own Source (so their files
+    are among what it was read from), with what each id resolved to (`found`) and whether
+    every one was read (`settled`: a lock held past the bound is not a state to keep)."""
+
+    def __init__(self, workspace: str, source: Source) -> None:
+        self.workspace = workspace
+        self.source = source
+        self.found: dict[str, tuple[str, ...]] = {}
+        self.settled = True
+
+    def reasons(self, entries: list[dict[str, object]]) -> dict[str, str | None]:
+        """Each external epic id's `state` (an id named twice: unmet if either says so)."""
+        why: dict[str, str | None] = {}
+        for entry in entries:
+            if str(entry["id"]) not in why or why[str(entry["id"])] is None:
+                why[str(entry["id"])] = self.state(entry)
+        return why
+
+    def state(self, entry: dict[str, object]) -> str | None:
+        """Why an external (blocking) epic dependency is unmet, None when it is met: the
+        other epic's state file in this workspace says every story of it is finished."""
+        if entry.get("blocking") is False:
+            return None
+        name = str(entry["id"])
+        if lifecycle.canonical(entry.get("status")) in lifecycle.FINISHED_STATUSES:
+            return None
+        digits = _epic_digits(name)
+        found = epic_state_files(self.workspace, digits) if digits else []
+        if digits:
+            self.found[digits] = tuple(found)
+        if not found:
+            return f"external {name} (no state file of it in this workspace)"
+        try:
+            top = load_json_object(self.source.read(found[0], found[0]), found[0])
+            nodes = [n for _, n in story_nodes(top, found[0]) if isinstance(n, dict)]
+        except StorydError as exc:  # unreadable or locked: named, never raised
+            self.settled = self.settled and not isinstance(exc, LockTimeout)
+            return f"external {name} ({found[0]} unreadable: {exc})"
+        done = 0
+        for node in nodes:
+            status, _ = lifecycle.reclassify_story(node.get("status"), 0, node.get("prMergeStatus"))
+            done += status == "SUCCESS"
+        if nodes and done == len(nodes):
+            return None
+        return f"external {name} ({done} of {len(nodes)} stories finished in {found[0]})"
 
 
 def _levels(rows: list[dict[str, object]]) -> dict[str, int]:
@@ -314,12 +336,46 @@ def _bounded(relpath: str, epic_id: str, nodes: list[tuple[str, dict[str, object
         raise DataError(msg)
 
 
+class EpicRead:
+    """One epic view and what it was read from: `seen` (workspace-relative path -> its
+    signature as read: the epic's state file and its external epics'), `places` (which
+    files the ids resolved to; `places` gives them as the folders say now) and `settled`
+    (False when an external epic's lock was held past the bound: not a view to keep)."""
+
+    __slots__ = ("externals", "places", "seen", "settled", "view")
+
+    def __init__(self, view: dict[str, object], source: Source, outside: _Outside) -> None:
+        self.view = view
+        self.seen = dict(source.seen)
+        self.externals = tuple(outside.found)
+        relpath = str(view["stateFile"])
+        self.places = (relpath, view["olderCopy"], tuple(outside.found.items()))
+        self.settled = outside.settled
+
+
+def places(workspace: str, epic_id: str, externals: tuple[str, ...]) -> tuple[object, ...]:
+    """Which files a view of `epic_id` reads, as the folders say now (`EpicRead.places`
+    of a read that resolved the external epics `externals`); StorydError as a read."""
+    relpath = epic_state_file(workspace, epic_id)
+    found = tuple((d, tuple(epic_state_files(workspace, d))) for d in externals)
+    return (relpath, _older_copy(workspace, relpath), found)
+
+
 def epic_view(
     workspace: str, epic_id: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
 ) -> dict[str, object]:
     """The epic-level answer for an (already validated) epic id; StorydError on failure."""
+    return read_epic(workspace, epic_id, lock_timeout).view
+
+
+def read_epic(
+    workspace: str, epic_id: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+) -> EpicRead:
+    """`epic_view`'s answer with what it was read from (the daemon keeps it while those
+    files are as read: daemon/server/epicviews.py)."""
     relpath = epic_state_file(workspace, epic_id)
-    top = load_json_object(Source(workspace, lock_timeout).read(relpath, relpath), relpath)
+    source = Source(workspace, lock_timeout)
+    top = load_json_object(source.read(relpath, relpath), relpath)
     nodes = [(k, n) for k, n in story_nodes(top, relpath) if isinstance(n, dict)]
     _bounded(relpath, epic_id, nodes)
     evidence = Evidence(workspace)
@@ -333,12 +389,11 @@ def epic_view(
         row["dependsOn"] = _dependencies(row, inverse.get(str(row["id"]), []))
         own = _external_entries(node.get("externalDependencies"))
         row["external"] = [str(e["id"]) for e in epic_external + own]
-    external_why: dict[str, str | None] = {}
-    for entry in epic_external + [
-        e for _, n in nodes for e in _external_entries(n.get("externalDependencies"))
-    ]:
-        if str(entry["id"]) not in external_why or external_why[str(entry["id"])] is None:
-            external_why[str(entry["id"])] = _external_state(workspace, entry, lock_timeout)
+    others = _Outside(workspace, source)
+    external_why = others.reasons(
+        epic_external
+        + [e for _, n in nodes for e in _external_entries(n.get("externalDependencies"))]
+    )
     statuses = {str(r["id"]): str(r["status"]) for r in rows}
     on_base = {str(r["id"]): _on_base(r, n) for r, (_, n) in zip(rows, nodes, strict=True)}
     no_merge = _merge_mode(top) == "no-merge"
@@ -377,7 +432,7 @@ def epic_view(
             for s in order
             if s in ready and s not in first
         ]
-    return {
+    view: dict[str, object] = {
         "epic": epic_id,
         "stateFile": relpath,
         "olderCopy": _older_copy(workspace, relpath),
@@ -395,6 +450,7 @@ def epic_view(
         "blocked": blocked,
         "finished": [r["id"] for r in rows if r["status"] == "SUCCESS"],
     }
+    return EpicRead(view, source, others)
 
 
 _SHOWN = 20  # ids listed in the human form; --json has them all

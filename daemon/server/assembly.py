@@ -35,6 +35,7 @@ from storyd.server.changes import Changes
 from storyd.server.engine import Engine
 from storyd.server.events import EventLog
 from storyd.server.ops import Server
+from storyd.server.quietgc import fix_malloc_thresholds
 from storyd.server.refresher import Refresher
 from storyd.server.service import Daemon, Settings
 from storyd.server.watcher import Watcher
@@ -138,8 +139,9 @@ def build_daemon(
     # the two process-wide switches, thrown here and nowhere else: state files parse
     # with orjson (never in the CLI; a big one with the collector held off,
     # server/quietgc.py), and git mode dates story files from one git pass per workspace
-    switches.configure(fast_parse=engine.reads.quiet.parsing(fastjson.loads),
+    switches.configure(fast_parse=engine.reads.quiet.parsing(fastjson.loads, fastjson.loads_big),
                        max_state_bytes=settings.limits.max_state_bytes)
+    fix_malloc_thresholds()  # a big read's blocks go back to the system when freed
     if settings.staleness == storytime.GIT:
         switches.configure(git_batching=True)
     refresher = Refresher(

@@ -13,17 +13,15 @@ import os
 import time
 from collections.abc import Callable, Mapping
 
-import orjson
-
 from storyd import __version__
 from storyd.api import answers
 from storyd.config import Config
-from storyd.core.caps import check_answer
 from storyd.core.errors import StorydError, StoryNotInState, UsageError
 from storyd.core.flags import HelpRequested
 from storyd.core.ids import normalize_epic_id
 from storyd.core.query import Output, Query, from_argv, from_request
 from storyd.core.wire import UnitSummary
+from storyd.server.epicviews import EpicViews
 from storyd.server.protocol import (
     answer_body,
     cli_frame,
@@ -99,6 +97,8 @@ class Server:
             "history": self.op_history,  # issue 33: a unit's versions; accept
             "hook": self.op_hook,  # bin/storyd-hook (issue 31)
         }
+        reads = daemon.engine.reads
+        self.epics = EpicViews(daemon.changes, reads.quiet.due, reads.file_lock)
         self.transport = Transport(
             daemon.settings, self.ops, self.clock, max_connections=max_connections
         )
@@ -165,9 +165,8 @@ class Server:
     def op_epic(
         self, conn: Connection, request: dict[str, object], suffix: bytes
     ) -> asyncio.Future[bytes]:
-        """The epic-level view (daemon/api/epicview.py), read on a worker thread."""
-        from storyd.api.epicview import epic_view
-
+        """The epic-level view (daemon/api/epicview.py) on a worker thread: kept while
+        what it was read from is unchanged, else read again (server/epicviews.py)."""
         path = self.daemon.canonical(request.get("workspace"))
         epic = normalize_epic_id(str(field(request, "epic", str, required=True)))
         self.daemon.auto_watch(path)
@@ -177,9 +176,7 @@ class Server:
 
         def body() -> bytes:
             # rendered on the worker: a big view's dump never holds up the event loop
-            line = orjson.dumps({"ok": True, "view": epic_view(path, epic, timeout)})[:-1]
-            check_answer(len(line), cap)
-            return line
+            return self.epics.line(path, epic, timeout, cap)
 
         def render(line: bytes) -> bytes:
             return finish(line, self.clock(), suffix)
@@ -354,6 +351,8 @@ class Server:
             "warm": daemon.warm_progress(),
             **{name: report() for name, report in self.reports.items()},
             "watching": daemon.watch_counts(),  # issue 20: watched, auto, expired, gone
+            "epicViews": self.epics.stats(),  # reads (parses), served kept, kept now
+            "heap": self.engine.reads.quiet.stats(),  # big parses, trims (quietgc.py)
         }
         return reply(body, self.clock(), suffix)
 

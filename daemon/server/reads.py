@@ -120,7 +120,8 @@ class Reads:
         # that arrived before it began
         self._latest: dict[tuple[str, str], tuple[int, FileRead]] = {}
 
-    def _file_lock(self, workspace: str, relpath: str) -> threading.Lock:
+    def file_lock(self, workspace: str, relpath: str) -> threading.Lock:
+        """The lock every read of one state file runs under (one read of it at a time)."""
         return self._file_locks[hash((workspace, relpath)) % _FILE_LOCKS]
 
     def read(
@@ -141,7 +142,7 @@ class Reads:
         """
         changes = self.changes
         key = (workspace, relpath)
-        with self._file_lock(workspace, relpath):
+        with self.file_lock(workspace, relpath):
             if since is not None:
                 began, latest = self._latest.get(key, (-1, None))
                 if latest is not None and (began >= since or self._still(latest)):
