@@ -306,6 +306,35 @@ def test_the_launcher_is_this_storyds_version_and_installed_as_written() -> None
     assert done.returncode == 0, done.stderr
 
 
+def test_the_default_socket_is_named_without_a_fork_of_id(tmp_path: Path) -> None:
+    """With neither STORYD_SOCKET nor XDG_RUNTIME_DIR, the launcher asks the socket
+    storyd.core.paths names, /tmp/storyd-UID/storyd.sock, its uid read from /proc by
+    the shell itself: an `id` on PATH (it would leave a mark) is never run."""
+    from storyd.core.paths import socket_path
+
+    env = {k: v for k, v in AgentsEnv(tmp_path).env.items()
+           if k not in ("STORYD_SOCKET", "XDG_RUNTIME_DIR")}  # fmt: skip
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    mark = tmp_path / "id-ran"
+    (tools / "id").write_text(f"#!/bin/sh\ntouch {mark}\nexec /usr/bin/id \"$@\"\n")
+    (tools / "id").chmod(0o755)
+    env["PATH"] = f"{tools}{os.pathsep}{env['PATH']}"
+    traced = subprocess.run(["sh", "-x", LAUNCHER, "stop"], input=b"not json", env=env,
+                            capture_output=True, timeout=60, check=False)  # fmt: skip
+    assert (traced.returncode, traced.stdout) == (0, b"")
+    assert f"+ sock={socket_path()}\n".encode() in traced.stderr, traced.stderr[-2000:]
+    assert socket_path() == f"/tmp/storyd-{os.getuid()}/storyd.sock"
+    assert not mark.exists(), "the launcher forked `id`"
+    (tools / "status").write_text("Name: sh\n")  # a /proc without it: `id` after all
+    fallback = (REPO / "bin" / "storyd-hook").read_text().replace(
+        "/proc/self/status", str(tools / "status"))
+    (tools / "storyd-hook").write_text(fallback)
+    subprocess.run(["sh", "-x", str(tools / "storyd-hook"), "stop"], input=b"not json",
+                   env=env, capture_output=True, timeout=60, check=False)  # fmt: skip
+    assert mark.exists(), "no uid found: `id -u` names it"
+
+
 @contextlib.contextmanager
 def _fake_daemon(sock_path: Path, reply: Callable[[bytes], bytes]) -> Iterator[None]:
     """A socket at `sock_path` that answers each connection's first line with
