@@ -2,7 +2,8 @@
 no GitPython or watchdog (git's plumbing answers), no importlib.metadata (the plugins'
 entry points are read from their files), no orjson before a daemon answers, no hashlib
 (OpenSSL) for a session record's name, no sqlite3 without a history database, no
-tomllib once the configuration's parse is kept, no shutil, difflib or dataclasses; and
+tomllib once the configuration's parse is kept, no shutil, difflib or dataclasses;
+session-start and stop no typing, re, shlex, subprocess or contextlib either; and
 post-tool-use, which reads only the file the tool named, no detectors, subprocess or
 typing at all, no format but that file's (the others' paths are declared apart from
 them: storyd.core.formats.declared), and after a post-tool-use (its record then only
@@ -35,6 +36,11 @@ FORBIDDEN = frozenset((
     "storyd.server", "storyd.agents", "storyd.fleet", "storyd.tui", "storyd.api.reconcile",
     "storyd.api.history", "storyd.api.history_db",
 ))
+# session-start and stop scan the workspace and ask git through posix_spawn: no typing
+# (annotations only), no re or shlex (storyd.core.words), no subprocess (with locale,
+# signal, selectors), and no socket module when no daemon's socket file exists
+NOT_IN_A_SCAN = frozenset(("typing", "re", "shlex", "subprocess", "contextlib", "queue",
+                           "socket", "_socket", "selectors", "signal", "enum"))
 # post-tool-use reads the named file (and the session's record), no workspace scan
 NOT_AFTER_A_TOOL = frozenset(("storyd.detectors", "storyd.api.scan", "subprocess", "typing",
                               "threading", "socket", "_socket", "json", "re", "contextlib",
@@ -98,6 +104,9 @@ def test_each_hook_without_a_daemon_imports_only_what_it_needs(
     for event in ("session-start", "stop", "post-tool-use", "post-tool-use"):
         names, out = imported(event, ws, env)
         assert _heavy(names, FORBIDDEN) == [], f"{event} imported {_heavy(names, FORBIDDEN)}"
+        if event in ("session-start", "stop"):
+            heavy = _heavy(names, NOT_IN_A_SCAN)
+            assert heavy == [], f"{event} imported {heavy}"
         if event == "session-start":
             assert b"unit(s) in flight" in out  # the context was made: the scan ran
             assert "storyd.detectors.gitview" in names  # ... with its detectors
