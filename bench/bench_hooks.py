@@ -79,6 +79,23 @@ def _payloads(ws: Path) -> dict[str, dict[str, bytes]]:
             for agent, events in shaped.items()}
 
 
+def hook_workspace(root: Path) -> tuple[Path, dict[str, str]]:
+    """A copy of storyd demo's workspace under `root`, with a configuration that lets
+    hooks run there and an environment of its own homes (no daemon's socket yet)."""
+    from storyd.cli.commands.demo import prepare
+
+    ws = root / "ws"
+    prepare(str(REPO / "daemon" / "demo"), str(ws))
+    (root / "config" / "storyd").mkdir(parents=True)
+    (root / "config" / "storyd" / "config.toml").write_text(f"[hooks]\nroots = [{str(root)!r}]\n")
+    (root / "run").mkdir(mode=0o700)
+    env = dict(os.environ, XDG_CONFIG_HOME=str(root / "config"),
+               XDG_RUNTIME_DIR=str(root / "run"), STORYD_SOCKET=str(root / "run" / "storyd.sock"),
+               XDG_STATE_HOME=str(root / "state"), XDG_CACHE_HOME=str(root / "cache"))
+    env.pop("STORYD_LOG_LEVEL", None)
+    return ws, env
+
+
 def bench_hooks(ws: Path, env: dict[str, str], runs: int, label: str, storyd: str = STORYD,
                 python: str = sys.executable) -> None:  # fmt: skip
     """Each hook as `storyd install` writes it (bin/storyd-hook by absolute path), run
@@ -204,23 +221,12 @@ def main() -> int:
     # environment sets PYTHONDONTWRITEBYTECODE would compile every module at every start
     import compileall
 
-    from storyd.cli.commands.demo import prepare
-
     compileall.compile_dir(str(REPO / "daemon"), quiet=1)
     compileall.compile_dir(str(REPO / "detectors"), quiet=1)
 
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        ws = root / "ws"
-        prepare(str(REPO / "daemon" / "demo"), str(ws))
-        (root / "config" / "storyd").mkdir(parents=True)
-        (root / "config" / "storyd" / "config.toml").write_text(f"[hooks]\nroots = [{tmp!r}]\n")
-        (root / "run").mkdir(mode=0o700)
-        sock = root / "run" / "storyd.sock"
-        env = dict(os.environ, XDG_CONFIG_HOME=str(root / "config"),
-                   XDG_RUNTIME_DIR=str(root / "run"), STORYD_SOCKET=str(sock),
-                   XDG_STATE_HOME=str(root / "state"), XDG_CACHE_HOME=str(root / "cache"))
-        env.pop("STORYD_LOG_LEVEL", None)
+        ws, env = hook_workspace(Path(tmp))
+        sock = Path(env["STORYD_SOCKET"])
         bench_hooks(ws, env, args.runs, "no daemon (direct read, detectors in process)",
                     storyd, python)
         if not args.no_mcp:

@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_hooks import REPO, _ms, _payloads, _timed
+from bench_hooks import _ms, _payloads, _timed, hook_workspace
 
 
 def _installed_command(bin_dir: Path, event: str, agent: str) -> str:
@@ -60,19 +60,8 @@ def main() -> int:
     bins = {"A": Path(args.installed).resolve(), "B": Path(args.against).resolve()}
     for label, where in bins.items():
         print(f"{label}: {where}")
-    from storyd.cli.commands.demo import prepare
-
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        ws = root / "ws"
-        prepare(str(REPO / "daemon" / "demo"), str(ws))
-        (root / "config" / "storyd").mkdir(parents=True)
-        (root / "config" / "storyd" / "config.toml").write_text(f"[hooks]\nroots = [{tmp!r}]\n")
-        (root / "run").mkdir(mode=0o700)
-        env = dict(os.environ, XDG_CONFIG_HOME=str(root / "config"),
-                   XDG_RUNTIME_DIR=str(root / "run"), STORYD_SOCKET=str(root / "run" / "s"),
-                   XDG_STATE_HOME=str(root / "state"), XDG_CACHE_HOME=str(root / "cache"))
-        env.pop("STORYD_LOG_LEVEL", None)
+        ws, env = hook_workspace(Path(tmp))
         rows = _rows(bins, ws, args.event)
         names = list(rows)
         times: dict[str, list[float]] = {name: [] for name in names}
