@@ -116,19 +116,31 @@ def _seen_by(daemon: DaemonProcess, ws: Path, text: bytes) -> None:
     wait_for(seen, 20, f"the daemon to see {text!r}")
 
 
+def _restored(env: AgentsEnv, root: Path) -> Callable[[], None]:
+    """Put the session records back as they are now (a hook updates them). Only the
+    records' folder: a daemon sharing the state home keeps its own files there (its
+    history database), and may make the folder again at any moment."""
+    records = Path(env.env["XDG_STATE_HOME"]) / "storyd" / "sessions"
+    saved = root / "records-now"
+    shutil.rmtree(saved, ignore_errors=True)
+    if records.exists():
+        shutil.copytree(records, saved)
+
+    def restore() -> None:
+        shutil.rmtree(records, ignore_errors=True)
+        if saved.exists():
+            shutil.copytree(saved, records, dirs_exist_ok=True)
+
+    return restore
+
+
 def _same(event: str, payload: dict[str, object], args: tuple[str, ...], env: AgentsEnv,
           root: Path) -> subprocess.CompletedProcess[bytes]:
     """The in-process hook and the launcher on the same session records: equal; the
     launcher's answer (which started no Python)."""
-    state = Path(env.env["XDG_STATE_HOME"])
-    saved = root / "saved-state"
-    shutil.rmtree(saved, ignore_errors=True)
-    if state.exists():
-        shutil.copytree(state, saved)
+    restore = _restored(env, root)
     inproc = run_hook(event, payload, env.env, "/", *args)
-    shutil.rmtree(state, ignore_errors=True)
-    if saved.exists():
-        shutil.copytree(saved, state)
+    restore()
     fast = launch(event, payload, no_python(env.env, root), *args)
     assert b"SHADOW" not in fast.stderr, "the launcher started Python"
     assert (fast.returncode, fast.stdout, fast.stderr) == (
@@ -159,22 +171,6 @@ def test_the_op_answers_every_event_as_the_in_process_hook(
 
 
 # -- with no daemon, or one that cannot answer: `storyd hook` itself ---------------------------
-
-
-def _restored(env: AgentsEnv, root: Path) -> Callable[[], None]:
-    """Put the session records back as they are now (a hook updates them)."""
-    state = Path(env.env["XDG_STATE_HOME"])
-    saved = root / "records-now"
-    shutil.rmtree(saved, ignore_errors=True)
-    if state.exists():
-        shutil.copytree(state, saved)
-
-    def restore() -> None:
-        shutil.rmtree(state, ignore_errors=True)
-        if saved.exists():
-            shutil.copytree(saved, state)
-
-    return restore
 
 
 def _both(event: str, payload: bytes | dict[str, object], env: dict[str, str],
