@@ -116,19 +116,31 @@ def _seen_by(daemon: DaemonProcess, ws: Path, text: bytes) -> None:
     wait_for(seen, 20, f"the daemon to see {text!r}")
 
 
+def _restored(env: AgentsEnv, root: Path) -> Callable[[], None]:
+    """Put the session records back as they are now (a hook updates them). Only the
+    records' folder: a daemon sharing the state home keeps its own files there (its
+    history database), and may make the folder again at any moment."""
+    records = Path(env.env["XDG_STATE_HOME"]) / "storyd" / "sessions"
+    saved = root / "records-now"
+    shutil.rmtree(saved, ignore_errors=True)
+    if records.exists():
+        shutil.copytree(records, saved)
+
+    def restore() -> None:
+        shutil.rmtree(records, ignore_errors=True)
+        if saved.exists():
+            shutil.copytree(saved, records, dirs_exist_ok=True)
+
+    return restore
+
+
 def _same(event: str, payload: dict[str, object], args: tuple[str, ...], env: AgentsEnv,
           root: Path) -> subprocess.CompletedProcess[bytes]:
     """The in-process hook and the launcher on the same session records: equal; the
     launcher's answer (which started no Python)."""
-    state = Path(env.env["XDG_STATE_HOME"])
-    saved = root / "saved-state"
-    shutil.rmtree(saved, ignore_errors=True)
-    if state.exists():
-        shutil.copytree(state, saved)
+    restore = _restored(env, root)
     inproc = run_hook(event, payload, env.env, "/", *args)
-    shutil.rmtree(state, ignore_errors=True)
-    if saved.exists():
-        shutil.copytree(saved, state)
+    restore()
     fast = launch(event, payload, no_python(env.env, root), *args)
     assert b"SHADOW" not in fast.stderr, "the launcher started Python"
     assert (fast.returncode, fast.stdout, fast.stderr) == (
@@ -159,22 +171,6 @@ def test_the_op_answers_every_event_as_the_in_process_hook(
 
 
 # -- with no daemon, or one that cannot answer: `storyd hook` itself ---------------------------
-
-
-def _restored(env: AgentsEnv, root: Path) -> Callable[[], None]:
-    """Put the session records back as they are now (a hook updates them)."""
-    state = Path(env.env["XDG_STATE_HOME"])
-    saved = root / "records-now"
-    shutil.rmtree(saved, ignore_errors=True)
-    if state.exists():
-        shutil.copytree(state, saved)
-
-    def restore() -> None:
-        shutil.rmtree(state, ignore_errors=True)
-        if saved.exists():
-            shutil.copytree(saved, state)
-
-    return restore
 
 
 def _both(event: str, payload: bytes | dict[str, object], env: dict[str, str],
@@ -304,6 +300,35 @@ def test_the_launcher_is_this_storyds_version_and_installed_as_written() -> None
     assert Path(LAUNCHER).read_text() == source, "reinstall: pip install -e ."
     done = subprocess.run(["sh", "-n", LAUNCHER], capture_output=True, timeout=10, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_default_socket_is_named_without_a_fork_of_id(tmp_path: Path) -> None:
+    """With neither STORYD_SOCKET nor XDG_RUNTIME_DIR, the launcher asks the socket
+    storyd.core.paths names, /tmp/storyd-UID/storyd.sock, its uid read from /proc by
+    the shell itself: an `id` on PATH (it would leave a mark) is never run."""
+    from storyd.core.paths import socket_path
+
+    env = {k: v for k, v in AgentsEnv(tmp_path).env.items()
+           if k not in ("STORYD_SOCKET", "XDG_RUNTIME_DIR")}  # fmt: skip
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    mark = tmp_path / "id-ran"
+    (tools / "id").write_text(f"#!/bin/sh\ntouch {mark}\nexec /usr/bin/id \"$@\"\n")
+    (tools / "id").chmod(0o755)
+    env["PATH"] = f"{tools}{os.pathsep}{env['PATH']}"
+    traced = subprocess.run(["sh", "-x", LAUNCHER, "stop"], input=b"not json", env=env,
+                            capture_output=True, timeout=60, check=False)  # fmt: skip
+    assert (traced.returncode, traced.stdout) == (0, b"")
+    assert f"+ sock={socket_path()}\n".encode() in traced.stderr, traced.stderr[-2000:]
+    assert socket_path() == f"/tmp/storyd-{os.getuid()}/storyd.sock"
+    assert not mark.exists(), "the launcher forked `id`"
+    (tools / "status").write_text("Name: sh\n")  # a /proc without it: `id` after all
+    fallback = (REPO / "bin" / "storyd-hook").read_text().replace(
+        "/proc/self/status", str(tools / "status"))
+    (tools / "storyd-hook").write_text(fallback)
+    subprocess.run(["sh", "-x", str(tools / "storyd-hook"), "stop"], input=b"not json",
+                   env=env, capture_output=True, timeout=60, check=False)  # fmt: skip
+    assert mark.exists(), "no uid found: `id -u` names it"
 
 
 @contextlib.contextmanager

@@ -90,9 +90,10 @@ def test_cursor_files(env: dict[str, str]) -> None:
     assert hooks["version"] == 1
     exe = str(BIN / "storyd")
     assert hooks["hooks"]["afterFileEdit"] == [
-        {"command": "./fmt.sh"}, {"command": f"{exe}-hook post-tool-use --agent cursor",
+        {"command": "./fmt.sh"}, {"command": f"exec {exe}-hook post-tool-use --agent cursor",
                                   "timeout": 10}]
-    assert [h["command"] for h in hooks["hooks"]["stop"]] == [f"{exe}-hook stop --agent cursor"]
+    stops = [h["command"] for h in hooks["hooks"]["stop"]]
+    assert stops == [f"exec {exe}-hook stop --agent cursor"]
     assert set(hooks["hooks"]) == {"afterFileEdit", "afterShellExecution", "sessionStart", "stop"}
     servers = json.loads((home / ".cursor/mcp.json").read_text())
     assert servers == {"mcpServers": {"storyd": {"command": exe, "args": ["mcp"]}}}
@@ -123,7 +124,8 @@ def test_codex_config_toml_keeps_the_users_tables(env: dict[str, str]) -> None:
     assert data["profiles"] == {"fast": {"model": "gpt-5-mini"}} and data["model"] == "o3"
     assert text.startswith(CODEX_TOML)  # the user's text untouched, storyd's table after
     hooks = json.loads((home / ".codex/hooks.json").read_text())["hooks"]
-    assert hooks["Stop"][0]["hooks"][0]["command"] == f"{BIN / 'storyd-hook'} stop --agent codex"
+    launcher = BIN / "storyd-hook"
+    assert hooks["Stop"][0]["hooks"][0]["command"] == f"exec {launcher} stop --agent codex"
     # the user edits their own table afterwards: uninstall keeps that, drops only storyd's
     path.write_text(text.replace('model = "gpt-5-mini"', 'model = "gpt-5"'))
     storyd(env, "uninstall", "--codex")

@@ -66,7 +66,7 @@ def test_install_merges_and_keeps_everything(env: dict[str, str], project: Path)
     assert '"vålue"' in settings_path.read_text(encoding="utf-8")  # not \u-escaped
     assert settings_path.read_text().splitlines()[1].startswith('    "permissions"')  # indent 4
     # a project's files are committed: no path of this machine, a guarded PATH name
-    run = "command -v storyd-hook >/dev/null 2>&1 || exit 0; storyd-hook"
+    run = "command -v storyd-hook >/dev/null 2>&1 || exit 0; exec storyd-hook"
     assert str(BIN) not in settings_path.read_text() + (project / ".mcp.json").read_text()
     assert _handlers(settings, "PostToolUse") == [
         ("Bash", "./lint.sh"),
@@ -202,7 +202,7 @@ def test_an_install_from_another_storyd_updates_in_place(env: dict[str, str]) ->
         "updated hooks.PostToolUse", "updated hooks.Notification", "unchanged"]
     settings = json.loads(settings_path.read_text())
     assert _handlers(settings, "Stop") == [(None, "notify-done"),
-                                           (None, f"{BIN / 'storyd-hook'} stop")]
+                                           (None, f"exec {BIN / 'storyd-hook'} stop")]
     settings_path.write_text(moved)
     storyd(env, "uninstall", "--claude")
     assert json.loads(settings_path.read_text()) == json.loads(EXISTING)

@@ -460,3 +460,82 @@ def test_a_zip_on_the_path_is_left_to_importlib_metadata(plugins: Path, tmp_path
     found = dists.scan(registry.GROUPS)
     assert found is not None
     assert (FORMATS, "notes", "reg_good:FORMAT", "reg-good 1.0") in found
+
+
+PATHS_PLUGIN = {
+    "reg_notes": '''
+from storyd.core.formats import Adapter
+
+
+class Notes(Adapter):
+    name = "notes"
+    roots = ("notes",)
+
+    def matches(self, relpath):
+        return relpath == "notes/state.json"
+
+    def load(self, source, relpath):
+        return []
+
+
+FORMAT = Notes()
+''',
+    "reg_memo": '''
+from storyd.core.formats import Adapter
+
+
+class Memo(Adapter):
+    name = "memo"
+    roots = ("memo",)
+
+    def matches(self, relpath):
+        return relpath == "memo/state.json"
+
+    def load(self, source, relpath):
+        return []
+
+
+FORMAT = Memo()
+''',
+    "reg_tables": '''
+NOTES = {"roots": ("notes",), "files": ("notes/state.json",)}
+MEMO = {"roots": ("memo",), "files": ("memo/*.json",)}  # refused: `*` is a whole name
+''',
+}
+ASK_PATHS = """
+import json, sys
+from storyd.core import registry
+from storyd.core.formats import adapter_for, claiming
+
+asked = {}
+for path in ("src/main.py", "memo/state.json", "notes/state.json"):
+    before = {"reg_notes", "reg_memo"} & set(sys.modules)
+    asked[path] = [[a.name for a in claiming(path)], sorted({"reg_notes", "reg_memo"}
+                   & set(sys.modules) - before)]
+print(json.dumps({"asked": asked, "for": adapter_for("notes/state.json").name,
+                  "problems": registry.get().problems}))
+"""
+
+
+def test_a_plugin_format_that_declares_its_paths_loads_only_for_them(tmp_path: Path) -> None:
+    """A format plugin's paths (group storyd.format_paths) keep it unloaded until a path
+    fits them; one whose table is refused is named, and loads for any path, as a format
+    that declares nothing."""
+    root = tmp_path / "site"
+    distribution(root, "reg-paths", {
+        FORMATS: [("notes", "reg_notes:FORMAT"), ("memo", "reg_memo:FORMAT")],
+        registry.FORMAT_PATHS: [("notes", "reg_tables:NOTES"), ("memo", "reg_tables:MEMO")],
+    }, PATHS_PLUGIN)  # fmt: skip
+    done = run_python(ASK_PATHS, root)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["asked"] == {
+        "src/main.py": [["memo"], ["reg_memo"]],  # undeclared (refused): loaded at once
+        "memo/state.json": [["memo"], []],
+        "notes/state.json": [["notes", "memo"], ["reg_notes"]],  # loaded when it fits
+    }
+    assert got["for"] == "notes"
+    assert got["problems"] == [
+        "format paths plugin memo (reg_tables:MEMO, from reg-paths 1.0) skipped: files: "
+        "'memo/*.json': `*` stands for a whole name, `**` only last"
+    ]

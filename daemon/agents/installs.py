@@ -108,14 +108,16 @@ def paths(spec: Spec, project: str | None) -> tuple[str, str]:
 def command(storyd: str | None, sub: str, agent: str) -> str:
     """The hook command: the launcher beside `storyd` by absolute path (user; `storyd
     hook` itself where no launcher is installed), or guarded from PATH (None: project).
-    Claude Code's carry no --agent: Cursor and VS Code run them too."""
+    Claude Code's carry no --agent: Cursor and VS Code run them too. Each is `exec`ed:
+    the agents run it with `sh -c`, and dash (Debian's sh) forks for a command that
+    bash would exec (0.5 ms of a hook, issue 31)."""
     flag = "" if agent == "claude" else f" --agent {agent}"
     if storyd is None:
-        return f"{GUARD}{LAUNCHER} {sub}{flag}"
+        return f"{GUARD}exec {LAUNCHER} {sub}{flag}"
     launcher = os.path.join(os.path.dirname(storyd), LAUNCHER)
     if os.path.isfile(launcher) and os.access(launcher, os.X_OK):
-        return f"{shlex.quote(launcher)} {sub}{flag}"
-    return f"{shlex.quote(storyd)} hook {sub}{flag}"
+        return f"exec {shlex.quote(launcher)} {sub}{flag}"
+    return f"exec {shlex.quote(storyd)} hook {sub}{flag}"
 
 
 def ours(handler: object) -> str | None:

@@ -177,15 +177,15 @@ def _unchanged(entry: object) -> bool:
 def survey(workspace: str, files: dict[str, object]) -> dict[str, dict[str, object]]:
     """Every state file of the workspace as a record entry; entries in `files` whose
     files did not change are kept as they are, without reading them."""
-    from storyd.core.formats import all_adapters
-    from storyd.core.pipeline import Options, find_state_files, read_file
+    from storyd.core.formats import state_files
+    from storyd.core.pipeline import Options, read_file
 
-    found = find_state_files(workspace, all_adapters(plugins=False))
+    # a file unchanged since the last check is not read again, nor its format imported
+    found = state_files(workspace, lambda relpath: _unchanged(files.get(relpath)))
     out: dict[str, dict[str, object]] = {}
     for relpath, adapter in found.items():
-        old = files.get(relpath)
-        if isinstance(old, dict) and _unchanged(old):
-            out[relpath] = old
+        if adapter is None:
+            out[relpath] = files[relpath]  # type: ignore[assignment]
             continue
         out[relpath] = _entry(read_file(workspace, adapter, relpath, Options(_LOCK_TIMEOUT)))
     return out

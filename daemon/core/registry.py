@@ -1,5 +1,6 @@
-"""The one registry of plugins: formats, detectors and reconcile's repairs, each an entry
-point of its group, storyd's own ones exactly as a third party's.
+"""The one registry of plugins: formats (and where their files live), detectors and
+reconcile's repairs, each an entry point of its group, storyd's own ones exactly as a
+third party's.
 
     Entry                   one entry point: group, name, `module:attribute`, distribution
     Registry                every group's entries, each loaded once and checked by its group
@@ -34,13 +35,20 @@ if TYPE_CHECKING:
 
     Check = Callable[[object, "Entry"], str | None]  # why a plugin is refused, or None
 
-__all__ = ["DETECTORS", "FORMATS", "OWN_FILE", "REPAIRS", "Entry", "Registry", "get", "reset"]
+__all__ = [
+    "DETECTORS", "FORMATS", "FORMAT_PATHS", "OWN_FILE", "REPAIRS", "Entry", "Registry", "get",
+    "reset",
+]  # fmt: skip
 
 FORMATS = "storyd.formats"
+# a format's paths, named as the format: read without importing the format's module
+# (storyd.core.formats.declared), so a hook loads only the format of the file it names
+FORMAT_PATHS = "storyd.format_paths"
 DETECTORS = "storyd.detectors"
 REPAIRS = "storyd.repairs"
-GROUPS = (FORMATS, DETECTORS, REPAIRS)
-KINDS = {FORMATS: "format", DETECTORS: "detector", REPAIRS: "repair"}
+GROUPS = (FORMATS, FORMAT_PATHS, DETECTORS, REPAIRS)
+KINDS = {FORMATS: "format", FORMAT_PATHS: "format paths", DETECTORS: "detector",
+         REPAIRS: "repair"}  # fmt: skip
 OWN_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "entry_points.txt")
 DISTRIBUTION = "storyd"
 

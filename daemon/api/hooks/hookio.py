@@ -148,12 +148,13 @@ def explain(cwd: object, trust: Trust) -> tuple[str | None, str]:
         return None, f"{start} is not a folder"
     if not trust(start):
         return None, f"{start} is {trust.why_not(start)}"
-    adapters = _adapters()
+    adapters: list[Adapter] | None = None  # loaded at the first folder without a .git
     loose: str | None = None  # the nearest folder with a format root and no state file
     folder = start
     while trust(folder):
         if any(os.path.exists(os.path.join(folder, m)) for m in _MARKERS):
             return folder, ""
+        adapters = _adapters() if adapters is None else adapters
         for adapter in adapters:
             for root in adapter.roots:
                 if os.path.isdir(os.path.join(folder, root)):
@@ -166,7 +167,7 @@ def explain(cwd: object, trust: Trust) -> tuple[str | None, str]:
         folder = parent
     if loose is not None:
         return loose, ""
-    shown = ", ".join(sorted({r for a in adapters for r in a.roots} | set(_MARKERS)))
+    shown = ", ".join(sorted({r for a in _adapters() for r in a.roots} | set(_MARKERS)))
     return None, f"no workspace at or above {start} (none of {shown})"
 
 
@@ -178,16 +179,15 @@ def find_workspace(cwd: object, trust: Trust) -> str | None:
 def locate_state_file(path: object, trust: Trust) -> tuple[str, str] | None:
     """(workspace, workspace-relative path) when `path` is a state file (or a companion
     such as execution.json: its state file) of a known convention in a trusted folder."""
-    from storyd.core.formats import all_adapters
+    from storyd.core.formats import claiming
 
     if not isinstance(path, str) or not path or "\0" in path or not os.path.isabs(path):
         return None
     full = os.path.realpath(path)
-    adapters = all_adapters(plugins=False)
     folder = os.path.dirname(full)
     while trust(folder):
         rel = os.path.relpath(full, folder).replace(os.sep, "/")
-        for adapter in adapters:
+        for adapter in claiming(rel, plugins=False):  # only the formats it may belong to
             owner = adapter.owner(rel)
             if owner is not None:
                 return folder, owner

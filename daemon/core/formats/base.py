@@ -15,7 +15,7 @@ from storyd.core.model import DONE, PENDING, Finding, Task, Unit
 
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from storyd.core.formats.dialect import Dialect
 
@@ -30,6 +30,7 @@ __all__ = [
     "make_task",
     "normal_status",
     "status_text",
+    "walk",
 ]
 
 
@@ -181,6 +182,30 @@ def make_task(
     return task, finding("unknown-status", "warning", message, task_id)
 
 
+def walk(workspace: str, roots: Iterable[str], wanted: Callable[[str], bool],
+         enter: Callable[[str], bool] | None = None) -> list[str]:  # fmt: skip
+    """Every file below the workspace's `roots` (folders named `.*` skipped) whose
+    workspace-relative path `wanted` accepts, sorted: how a format finds its files.
+    `enter` (given a folder's workspace-relative path) may spare folders below which
+    `wanted` accepts nothing."""
+    found: list[str] = []
+    for root in roots:
+        top = os.path.join(workspace, root)
+        # each folder's path relative to the workspace, from its parent's (os.walk goes
+        # top-down): one relpath per root, not one per folder and a normpath per file
+        rel_of: dict[str, str] = {}
+        for folder, dirs, files in os.walk(top):  # (nothing at all for a missing root)
+            here = rel_of.pop(folder, None)
+            if here is None:  # the root itself, walked first
+                here = os.path.relpath(top, workspace)
+            prefix = "" if here == "." else here + os.sep
+            dirs[:] = [d for d in dirs if not d.startswith(".")
+                       and (enter is None or enter(prefix + d))]  # fmt: skip
+            rel_of.update((os.path.join(folder, d), prefix + d) for d in dirs)
+            found.extend(rel for f in files if wanted(rel := prefix + f))
+    return sorted(found)
+
+
 class Adapter:
     """One state-file convention. Subclasses set the class attributes and `load`.
 
@@ -231,18 +256,7 @@ class Adapter:
 
     def find(self, source: Source) -> list[str]:
         """Every state file of this format in the workspace, workspace-relative."""
-        found: list[str] = []
-        for root in self.roots:
-            top = source.path(root)
-            for folder, dirs, files in os.walk(top):
-                dirs[:] = [d for d in dirs if not d.startswith(".")]
-                rel_folder = os.path.relpath(folder, source.workspace)
-                found.extend(
-                    rel
-                    for f in files
-                    if self.matches(rel := os.path.normpath(os.path.join(rel_folder, f)))
-                )
-        return sorted(found)
+        return walk(source.workspace, self.roots, self.matches)
 
     def load(self, source: Source, relpath: str) -> list[Unit]:
         """Read the state file (under the lock) and return its units in file order."""
