@@ -13,11 +13,12 @@ after each call.
 
 from __future__ import annotations
 
-import _signal
-
 TYPE_CHECKING = False  # annotations only: no `typing` on a hook's direct path
 if TYPE_CHECKING:
+    import signal as _signal  # the same functions, typed (`_signal` has no stubs)
     from collections.abc import Callable
+else:
+    import _signal
 
 __all__ = ["TimeUp", "usable", "within"]
 
@@ -41,7 +42,7 @@ def usable() -> bool:
         if _signal.getsignal(_signal.SIGALRM) != _signal.SIG_DFL:
             return False
         _signal.signal(_signal.SIGALRM, _signal.SIG_DFL)  # ValueError off the main thread
-        return _signal.getitimer(_signal.ITIMER_REAL) == (0.0, 0.0)
+        return bool(_signal.getitimer(_signal.ITIMER_REAL) == (0.0, 0.0))
     except (AttributeError, OSError, ValueError):
         return False
 

@@ -9,8 +9,8 @@ the owner thread's is; off the main thread the Runner keeps its owner thread.
 
 from __future__ import annotations
 
-import _signal
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -103,8 +103,8 @@ class TestInline:
             assert [f.message for f in second] == [
                 "detector hang still running after 0.2 s; skipped"
             ]
-            assert _signal.getsignal(_signal.SIGALRM) == _signal.SIG_DFL
-            assert _signal.getitimer(_signal.ITIMER_REAL) == (0.0, 0.0)
+            assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
+            assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
         finally:
             runner.close()
 
@@ -117,7 +117,7 @@ class TestInline:
             runner.close()
 
     def test_a_signal_handler_of_the_host_keeps_the_owner_thread(self) -> None:
-        previous = _signal.signal(_signal.SIGALRM, lambda signum, frame: None)
+        previous = signal.signal(signal.SIGALRM, lambda signum, frame: None)
         try:
             runner = Runner([_Where()], inline=True)
             try:
@@ -125,7 +125,7 @@ class TestInline:
             finally:
                 runner.close()
         finally:
-            _signal.signal(_signal.SIGALRM, previous)
+            signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.slow
