@@ -170,7 +170,8 @@ def test_session_start_starts_the_scan_before_the_rewrite_search(
 @pytest.mark.slow
 @pytest.mark.parametrize("event", ["session-start", "stop"])
 def test_a_hooks_scan_starts_no_thread_machinery(tmp_path: Path, event: str) -> None:
-    """Inline detectors: no threading (with collections) nor weakref on the hook's path."""
+    """Inline detectors: no threading (with collections) nor weakref on the hook's path,
+    and PATH and the finders read without importlib or warnings."""
     ws = demo_workspace(tmp_path)
     env = dict(AgentsEnv(tmp_path).env, PYTHONPATH=lean_pythonpath(),
                XDG_CACHE_HOME=str(tmp_path / "cache"))  # fmt: skip
@@ -188,6 +189,8 @@ def test_a_hooks_scan_starts_no_thread_machinery(tmp_path: Path, event: str) -> 
     assert "storyd.api.scan" in names, "the run did not scan"
     assert "storyd.detectors.unrecorded" in names  # the detectors ran
     assert not names & {"threading", "collections", "weakref", "storyd.detectors.owner"}
+    # nor importlib (the dist scan's PathFinder) or warnings (os.get_exec_path's import)
+    assert not names & {"importlib", "importlib.machinery", "warnings"}
     if event == "stop":  # only the detector of block_stop_on's codes is imported
         assert not names & {"storyd.detectors.history", "storyd.detectors.staleness",
                             "storyd.detectors.mentions", "storyd.detectors.task_order"}
