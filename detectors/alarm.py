@@ -37,10 +37,13 @@ def _expire(signum: int, frame: object) -> None:
 
 def usable() -> bool:
     """Whether `within` can run here: the main thread (only it may set a signal's
-    handler), with SIGALRM's default handler and no timer of this process running."""
+    handler), with SIGALRM's default handler (not ignored, as a parent may leave it),
+    not blocked, and no timer of this process running."""
     try:
         if _signal.getsignal(_signal.SIGALRM) != _signal.SIG_DFL:
             return False
+        if _signal.SIGALRM in _signal.pthread_sigmask(_signal.SIG_BLOCK, []):
+            return False  # blocked (a mask a parent passed on): it would never go off
         _signal.signal(_signal.SIGALRM, _signal.SIG_DFL)  # ValueError off the main thread
         return bool(_signal.getitimer(_signal.ITIMER_REAL) == (0.0, 0.0))
     except (AttributeError, OSError, ValueError):

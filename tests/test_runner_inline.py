@@ -116,6 +116,17 @@ class TestInline:
         finally:
             runner.close()
 
+    def test_a_blocked_alarm_keeps_the_owner_thread(self) -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])
+        try:
+            runner = Runner([_Where()], inline=True)
+            try:
+                assert not runner.inline
+            finally:
+                runner.close()
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGALRM])
+
     def test_a_signal_handler_of_the_host_keeps_the_owner_thread(self) -> None:
         previous = signal.signal(signal.SIGALRM, lambda signum, frame: None)
         try:
