@@ -106,18 +106,29 @@ def load(settings: dict[str, dict[str, object]] | None = None,
          codes: frozenset[str] | None = None) -> list[Detector]:
     """Every installed detector by entry-point name, minus those configured `enabled =
     false` (not even imported); with `codes`, only those that declare one of them (a
-    caller that reads no other finding: the stop hook). One that fails to import or is
+    caller that reads no other finding: the stop hook; storyd's own others are not
+    imported either, their codes are in detectors/codes.py). One that fails to import or is
     not a detector is skipped and named in the registry's problems."""
     settings = settings or {}
     found = []
     plugins = registry.get()
+    own = plugins.names(ENTRY_POINT_GROUP, plugins=False)
     for name in sorted(plugins.names(ENTRY_POINT_GROUP)):
         if settings.get(name, {}).get("enabled", True) is False:
             continue
+        if codes is not None and name in own and not codes & set(_own_codes(name)):
+            continue  # storyd's own, declaring none of them: not even imported
         detector = plugins.one(ENTRY_POINT_GROUP, name, _check)
         if detector is not None and (codes is None or codes & set(getattr(detector, "codes", ()))):
             found.append(detector)
     return found  # type: ignore[return-value]
+
+
+def _own_codes(name: str) -> tuple[str, ...]:
+    """The codes one of storyd's own detectors declares (detectors/codes.py)."""
+    from storyd.detectors.codes import CODES
+
+    return CODES.get(name, ())
 
 
 def declared() -> dict[str, frozenset[str]]:

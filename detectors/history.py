@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from storyd.core.model import Finding, Task, Unit, Wording
 from storyd.detectors import Context
+from storyd.detectors.codes import CODES
 from storyd.detectors.common import git_failed, int_option, no_tip, tip_name
 from storyd.detectors.gitview import AMBIGUOUS, FOUND, INVALID, GitError, GitView, ObjectInfo
 
@@ -45,11 +46,7 @@ class HistoryDetector:
     """Checks DONE tasks' commitSha against the branch's history."""
 
     name = NAME
-    codes = (  # every finding code it raises (docs/detectors.md)
-        "no-repository", "no-tip", "repository-corrupt", "git-error", "invalid-sha",
-        "ambiguous", "missing",
-        "not-a-commit", "unreachable", "squash-merged", "unknown"
-    )
+    codes = CODES[NAME]  # every finding code it raises (docs/detectors.md)
 
     def check(self, unit: Unit, context: Context) -> list[Finding]:
         """One finding per DONE task whose commit is not (provably) on the branch."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from storyd.core.model import Finding, Task, Unit
 from storyd.detectors import Context
+from storyd.detectors.codes import CODES
 from storyd.detectors.common import git_failed, int_option, short, str_option, tip_name
 from storyd.detectors.gitview import Commit, GitError
 
@@ -96,7 +97,7 @@ class MentionsDetector:
     """Finds commits naming tasks a sha-less task list still shows open."""
 
     name = NAME
-    codes = ("claimed-in-commit", "git-error", "named-in-commit")
+    codes = CODES[NAME]  # every finding code it raises
 
     def check(self, unit: Unit, context: Context) -> list[Finding]:
         """Findings for open tasks that the tip's recent commits name."""

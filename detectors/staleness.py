@@ -21,6 +21,7 @@ import os
 from storyd.core import envelope, storytime
 from storyd.core.model import Finding, Task, Unit
 from storyd.detectors import Context
+from storyd.detectors.codes import CODES
 
 __all__ = ["DETECTOR", "StalenessDetector", "message"]
 
@@ -36,7 +37,7 @@ class StalenessDetector:
     """Turns staleWarnings into `stale` findings."""
 
     name = NAME
-    codes = ("stale",)  # every finding code it raises
+    codes = CODES[NAME]  # every finding code it raises
 
     def check(self, unit: Unit, context: Context) -> list[Finding]:
         """One warning per DONE task the envelope calls stale, in task order."""

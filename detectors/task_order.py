@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from storyd.core.model import Finding, Unit
 from storyd.detectors import Context
+from storyd.detectors.codes import CODES
 from storyd.detectors.common import format_says
 
 __all__ = ["DETECTOR", "TaskOrderDetector"]
@@ -27,7 +28,7 @@ class TaskOrderDetector:
     """Flags DONE tasks that follow the first task that is not DONE."""
 
     name = NAME
-    codes = ("out-of-order",)  # every finding code it raises
+    codes = CODES[NAME]  # every finding code it raises
 
     def check(self, unit: Unit, context: Context) -> list[Finding]:
         """One warning per DONE task after the resume point."""

@@ -26,6 +26,7 @@ from storyd.core.isotime import parse_epoch
 from storyd.core.model import Finding, Task, Unit
 from storyd.core.words import is_run
 from storyd.detectors import Context
+from storyd.detectors.codes import CODES
 from storyd.detectors.common import format_says, git_failed, int_option, short, str_option, tip_name
 from storyd.detectors.gitview import Commit, GitError, GitView
 
@@ -68,7 +69,18 @@ class UnrecordedDetector:
     """Finds committed work the state file has not caught up with."""
 
     name = NAME
-    codes = ("git-error", "unrecorded", "in-progress-committed")  # every finding code it raises
+    codes = CODES[NAME]  # every finding code it raises
+
+    def prepare(self, unit: Unit, context: Context) -> None:
+        """Start the scan's `git log` that `check` will read for the ids it looks for
+        (detectors/runner.py's prepare step: it runs beside commit-in-history's git)."""
+        if context.git is None or all(t.done for t in unit.tasks):
+            return
+        if not format_says(unit.format, "records_commits") or not _pending(unit, context):
+            return
+        scope = self._scope(unit, context, context.git)
+        if scope is not None:
+            context.git.prefetch_commits(scope.tip_sha, scope.base, scope.depth)
 
     def check(self, unit: Unit, context: Context) -> list[Finding]:
         """Findings for pending tasks that git shows as (partly) done."""
@@ -101,10 +113,15 @@ def _subject(commit: Commit) -> str:
     return line if len(line) <= _SUBJECT else line[: _SUBJECT - 1] + "…"
 
 
+def _pending(unit: Unit, context: Context) -> dict[str, Task]:
+    """The pending tasks whose ids are looked for in messages."""
+    min_length = int_option(context.options, "min_id_length", DEFAULT_MIN_ID_LENGTH)
+    return {t.id: t for t in unit.tasks if not t.done and searchable(t.id, min_length)}
+
+
 def _named(unit: Unit, context: Context, scope: _Scope) -> list[Finding]:
     """Pending tasks whose id a scanned commit message names (the newest such commit)."""
-    min_length = int_option(context.options, "min_id_length", DEFAULT_MIN_ID_LENGTH)
-    pending = {t.id: t for t in unit.tasks if not t.done and searchable(t.id, min_length)}
+    pending = _pending(unit, context)
     if not pending:
         return []
     newest: dict[str, Commit] = {}

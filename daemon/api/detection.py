@@ -21,10 +21,12 @@ __all__ = ["build_detect", "dates_read", "tips_held_by"]
 
 
 def build_detect(
-    cfg: Config, staleness: str, codes: frozenset[str] | None = None
+    cfg: Config, staleness: str, codes: frozenset[str] | None = None, *, inline: bool = False
 ) -> tuple[Detect, Runner]:
     """The engine's detect callback and the Runner behind it (close it when done); with
-    `codes`, only the detectors that declare one of them run (storyd.detectors.load)."""
+    `codes`, only the detectors that declare one of them run (storyd.detectors.load);
+    `inline`: run them on this thread under an alarm when it is the main one (a one-shot
+    direct scan: detectors/runner.py)."""
     from storyd import detectors
     from storyd.core.gitstate import held_lock_findings, operation_findings
     from storyd.detectors.gitview import close_views, git_context
@@ -37,6 +39,7 @@ def build_detect(
         {name: dict(table) for name, table in settings.items()},
         context_factory=git_context,
         on_exit=close_views,
+        inline=inline,
     )
 
     def detect(workspace: str, unit: Unit, answer: Answer) -> tuple[Finding, ...]:
@@ -56,9 +59,9 @@ def dates_read(codes: frozenset[str] | None) -> bool:
     if codes is None:
         return True
     from storyd.core import registry
-    from storyd.detectors.staleness import StalenessDetector
+    from storyd.detectors.codes import CODES
 
-    if codes & set(StalenessDetector.codes):
+    if codes & set(CODES["staleness"]):
         return True
     return any(e.dist is not None for e in registry.get().entries(registry.DETECTORS))
 

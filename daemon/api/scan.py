@@ -3,8 +3,8 @@
 `storyd status`, `check` and `list` read directly when no daemon runs. The same read as
 the daemon's (daemon/core/pipeline.py), the same detectors (daemon/api/detection.py) and the
 same summaries (daemon/api/summaries.py), with none of the long-running daemon's machinery:
-no cache, no threads of its own beyond the detectors' owner thread (started only when a
-unit needs the detectors).
+no cache, no threads of its own: the detectors run inline on the main thread under an
+alarm (elsewhere on their owner thread, started only when a unit needs the detectors).
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ def scan_workspaces(
 
 class _Detectors:
     """The detect callback (daemon/api/detection.py), built on first use: a scan with
-    nothing in flight imports no detector and starts no thread. One pass over every
-    unit: the runner's git views read each tip once (`tips_held_by`)."""
+    nothing in flight imports no detector (and, off the main thread, starts no thread).
+    One pass over every unit: the runner's git views read each tip once (`tips_held_by`)."""
 
     def __init__(self, cfg: Config, mode: str, codes: frozenset[str] | None) -> None:
         self._cfg = cfg
@@ -82,7 +82,7 @@ class _Detectors:
         if self._built is None:
             from storyd.api.detection import build_detect, tips_held_by
 
-            detect, runner = build_detect(self._cfg, self._mode, self._codes)
+            detect, runner = build_detect(self._cfg, self._mode, self._codes, inline=True)
             self._built = (detect, runner, tips_held_by(runner))
             self._built[2](True)
         return self._built

@@ -96,14 +96,15 @@ def units(
     that declare one (the daemon's answer has them all). Raises StorydError (a UsageError
     for the daemon's refusal), never prints.
     """
-    from storyd.api.client import Client, DaemonUnavailable
     from storyd.core.paths import socket_path
 
     folders = [os.path.realpath(w) for w in workspaces or ()]
     make = progress or _Silent
     notes: list[str] = []
-    # no socket file, no daemon: what connecting would say, without the socket module
+    # no socket file, no daemon: what connecting would say, without the client's import
     if not direct and not staleness and os.path.exists(socket_path(socket)):
+        from storyd.api.client import Client, DaemonUnavailable
+
         try:
             with Client(socket, timeout=timeout) as client:
                 found: list[dict[str, object]] = []

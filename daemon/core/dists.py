@@ -31,7 +31,9 @@ _METADATA = ("METADATA", "PKG-INFO")
 
 def _foreign_finders() -> bool:
     """Whether a finder other than the path finder can list distributions."""
-    from importlib.machinery import PathFinder
+    # importlib.machinery's own PathFinder, without importlib's import (with warnings:
+    # 0.5 ms of every hook's start)
+    from _frozen_importlib_external import PathFinder
 
     return any(
         finder is not PathFinder and callable(getattr(finder, "find_distributions", None))

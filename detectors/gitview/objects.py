@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import select
 import time
-import weakref
 
 from storyd.core.errors import GitError
 from storyd.detectors.gitview.errors import _translated
@@ -71,11 +70,20 @@ class _CatFile:
     def __init__(self, argv: list[str], cwd: str) -> None:
         from storyd.detectors.gitview.proc import git_env
 
+        self._open = False  # the process is owned here: ended by close(), or when dropped
         with _translated("cat-file"):
             self._proc = Process(argv, cwd, git_env(), stdin=PIPE, stdout=PIPE, stderr=PIPE)
-            # owned here: ended by close() or, if dropped, by the finalizer
+        self._open = True
         self._pending = b""
-        self._end = weakref.finalize(self, _end_process, self._proc)
+
+    def __del__(self) -> None:
+        self._end()  # dropped without close(): weakref.finalize's import costs a hook's start
+
+    def _end(self) -> None:
+        """End the process, once."""
+        if self._open:
+            self._open = False
+            _end_process(self._proc)
 
     def ask(self, names: list[str]) -> list[str]:
         """One answer line per name, in order."""

@@ -15,7 +15,6 @@ Two kinds of owner hold views in the daemon, never sharing one:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 
 from storyd.core.errors import GitError
 from storyd.core.gitstate import is_work_tree, locate
@@ -27,6 +26,8 @@ from storyd.detectors.gitview.view import DEFAULT_WALK_LIMIT, GitView
 
 TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daemon/core/model.py)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from storyd.core.model import Unit
 
 __all__ = [

@@ -6,14 +6,12 @@ cache stays true.
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
-import threading
-from collections import OrderedDict
 
 from storyd.core.errors import GitError
 from storyd.core.gitstate import GitLocation
-from storyd.core.words import runs
 from storyd.detectors.gitview.errors import _describe
 from storyd.detectors.gitview.objects import (
     FOUND,
@@ -27,6 +25,7 @@ from storyd.detectors.gitview.objects import (
 from storyd.detectors.gitview.proc import check_git_files, finish, piped, piped_all
 from storyd.detectors.gitview.proc import run as run_git
 from storyd.detectors.gitview.proc import start as start_git
+from storyd.detectors.gitview.records import Commit, Walk, newest, parse_patch_ids, trim
 
 __all__ = ["EMPTY_TREE", "Commit", "GitView"]
 
@@ -43,45 +42,12 @@ _DIFF_FLAGS = (  # a commit's patch as `git patch-id --stable` reads it
 
 TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daemon/core/model.py)
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable
     from typing import TypeVar
 
     from storyd.detectors.gitview.spawn import Process
+
     T = TypeVar("T")
-
-
-class Commit:
-    """One commit of a scan: its sha, committer time, message and (when asked) paths."""
-
-    __slots__ = ("_words", "message", "paths", "sha", "time")
-
-    def __init__(self, sha: str, time: int, message: str, paths: tuple[str, ...] = ()) -> None:
-        self.sha = sha
-        self.time = time
-        self.message = message
-        self.paths = paths
-        self._words: frozenset[str] | None = None
-
-    def words(self) -> frozenset[str]:
-        """The message's maximal runs of word characters and hyphens (task ids, story ids),
-        split once per commit: a scan's commits are shared by every unit of a tip."""
-        if self._words is None:
-            self._words = frozenset(runs(self.message))
-        return self._words
-
-    def __repr__(self) -> str:
-        return f"Commit({self.sha[:12]!r}, {self.time})"
-
-
-class _Walk:
-    """The commits reachable from one tip, as of `tip` (a full sha)."""
-
-    __slots__ = ("complete", "reachable", "tip")
-
-    def __init__(self, tip: str, reachable: set[str], complete: bool) -> None:
-        self.tip = tip
-        self.reachable = reachable
-        self.complete = complete
 
 
 class GitView:
@@ -95,7 +61,7 @@ class GitView:
     def __init__(self, root: str, location: GitLocation, git: str = "git", *,
                  walk_limit: int = DEFAULT_WALK_LIMIT) -> None:  # fmt: skip
         self._git = git
-        self._owner = threading.get_ident()
+        self._owner = _thread.get_ident()
         self.root = os.path.realpath(root)
         self.common_dir = os.path.abspath(location.common)
         self.git_dir = os.path.abspath(location.gitdir)
@@ -108,14 +74,15 @@ class GitView:
         self._cat: _CatFile | None = None
         self._objects: dict[str, ObjectInfo] = {}  # by lower-case name, each with its stamp
         self._stamps: dict[tuple[int, int], tuple[int, int]] = {}
-        self._walks: OrderedDict[str, _Walk] = OrderedDict()
+        self._walks: dict[str, Walk] = {}  # oldest first (an LRU without collections)
         self._verdicts: dict[tuple[str, str], bool] = {}
         self._patch_ids: dict[str, str | None] = {}
         self._rewrites: dict[tuple[str, str, int], str | None] = {}
-        self._scans: OrderedDict[tuple[object, ...], object] = OrderedDict()
+        self._scans: dict[tuple[object, ...], object] = {}  # oldest first
         self._held_tips: dict[str, str | None] | None = None  # hold_tips: one pass's tips
         self._held_branch: tuple[str | None] | None = None  # and its checked-out branch
         self._early: tuple[str, Process] | None = None  # prefetch_walk's
+        self._early_logs: dict[tuple[object, ...], Process] = {}  # prefetch_commits'
 
     def __repr__(self) -> str:
         return f"GitView({self.root!r})"
@@ -123,7 +90,7 @@ class GitView:
     # -- plumbing --------------------------------------------------------------------
 
     def _check_owner(self) -> None:
-        if threading.get_ident() != self._owner:
+        if _thread.get_ident() != self._owner:
             msg = f"the git view of {self.root} was used outside its owner thread"
             raise GitError(msg)
 
@@ -154,12 +121,11 @@ class GitView:
     def _cached(self, key: tuple[object, ...], compute: Callable[[], T]) -> T:
         """A small LRU for scans, keyed by everything the answer depends on."""
         if key in self._scans:
-            self._scans.move_to_end(key)
-            return self._scans[key]  # type: ignore[return-value]
+            value = self._scans[key] = self._scans.pop(key)  # now the newest
+            return value  # type: ignore[return-value]
         value = compute()
         self._scans[key] = value
-        while len(self._scans) > _MAX_SCANS:
-            self._scans.popitem(last=False)
+        trim(self._scans, _MAX_SCANS)
         return value
 
     def relpath(self, path: str) -> str | None:
@@ -174,7 +140,7 @@ class GitView:
 
     def close(self) -> None:
         """End the persistent processes and forget the caches."""
-        self._drop_early()
+        self._drop_early(logs=True)
         if self._cat is not None:
             cat, self._cat = self._cat, None
             cat.close()
@@ -337,19 +303,18 @@ class GitView:
             self._verdicts[key] = status == 0
         return self._verdicts[key]
 
-    def _walk(self, tip: str, tip_sha: str) -> _Walk:
+    def _walk(self, tip: str, tip_sha: str) -> Walk:
         """The reachable set of `tip` at `tip_sha`: cached, fast-forwarded, or walked."""
-        walk = self._walks.get(tip)
+        walk = self._walks.pop(tip, None)
         if walk is not None:
-            self._walks.move_to_end(tip)
+            self._walks[tip] = walk  # now the newest
             if walk.tip == tip_sha:
                 return walk
             if self._fast_forward(walk, tip_sha):
                 return walk
         walk = self._full_walk(tip_sha)
         self._walks[tip] = walk
-        while len(self._walks) > _MAX_TIPS:
-            self._walks.popitem(last=False)
+        trim(self._walks, _MAX_TIPS)
         return walk
 
     def prefetch_walk(self, tip: str, tip_sha: str) -> None:
@@ -363,13 +328,18 @@ class GitView:
         argv = self._argv("rev-list", f"--max-count={self.walk_limit}", tip_sha)
         self._early = (tip_sha, start_git(argv, self.root))
 
-    def _drop_early(self) -> None:
+    def _drop_early(self, *, logs: bool = False) -> None:
+        """End the early walk (and, with `logs`, the early scans) nobody read."""
         early, self._early = self._early, None
-        if early is not None:
-            early[1].kill()
-            early[1].communicate()
+        dropped = [early[1]] if early is not None else []
+        if logs:
+            dropped += self._early_logs.values()
+            self._early_logs = {}
+        for proc in dropped:
+            proc.kill()
+            proc.communicate()
 
-    def _full_walk(self, tip_sha: str) -> _Walk:
+    def _full_walk(self, tip_sha: str) -> Walk:
         args = ("rev-list", f"--max-count={self.walk_limit}", tip_sha)
         if self._early is not None and self._early[0] == tip_sha:
             proc, self._early = self._early[1], None
@@ -380,9 +350,9 @@ class GitView:
         reachable = set(map(sys.intern, out.split()))  # shared by every tip's set
         self.stats["full_walks"] += 1
         self.stats["walked"] += len(reachable)
-        return _Walk(tip_sha, reachable, len(reachable) < self.walk_limit)
+        return Walk(tip_sha, reachable, len(reachable) < self.walk_limit)
 
-    def _fast_forward(self, walk: _Walk, new: str) -> bool:
+    def _fast_forward(self, walk: Walk, new: str) -> bool:
         """Extend `walk` to `new` when the old tip is one of its ancestors.
 
         `rev-list --parents new ^old` lists what `new` adds; the old tip is an ancestor
@@ -403,9 +373,14 @@ class GitView:
         return True
 
     def merge_base(self, a: str, b: str) -> str | None:
-        """The best common ancestor of two commits; None for unrelated histories."""
-        status, out = self._run("merge-base", a, b, ok=(0, 1))
-        return out.split()[0] if status == 0 and out.strip() else None
+        """The best common ancestor of two commits; None for unrelated histories (kept
+        for the pair: a detector's prepare step and its check ask the same)."""
+
+        def compute() -> str | None:
+            status, out = self._run("merge-base", a, b, ok=(0, 1))
+            return out.split()[0] if status == 0 and out.strip() else None
+
+        return self._cached(("merge-base", a, b), compute)
 
     # -- rewrites --------------------------------------------------------------------
 
@@ -443,7 +418,7 @@ class GitView:
         _, out = self._run(
             "rev-list", "--no-merges", f"--max-count={depth}", tip_sha, "--not", *wanted
         )
-        return _newest(wanted, self.patch_ids(out.split()))
+        return newest(wanted, self.patch_ids(out.split()))
 
     def _replacements_at_once(
         self, shas: list[str], tip_sha: str, depth: int
@@ -466,8 +441,8 @@ class GitView:
             ],
             self.root,
         )
-        wanted = _parse_patch_ids(own)
-        candidates = _parse_patch_ids(others)
+        wanted = parse_patch_ids(own)
+        candidates = parse_patch_ids(others)
         self.stats["patch_ids"] += len(shas) + len(candidates)
         for sha in shas:
             self._patch_ids[sha] = wanted.get(sha)
@@ -476,7 +451,7 @@ class GitView:
         self._patch_ids.update(candidates)
         if len(self._patch_ids) > _MAX_OBJECTS:
             self._patch_ids.clear()
-        return _newest(wanted, candidates)
+        return newest(wanted, candidates)
 
     def _in_one_pipe(self, shas: list[str], tip_sha: str, depth: int) -> dict[str, str] | None:
         """The same in one pipe (2 processes, not 4): `log -p tip lost --not lost^@` lists
@@ -487,7 +462,7 @@ class GitView:
                           f"--max-count={depth + len(lost)}", tip_sha, *lost, "--not",
                           *(f"{sha}^@" for sha in lost))  # fmt: skip
         try:
-            ids = _parse_patch_ids(piped(argv, self._argv("patch-id", "--stable"), self.root))
+            ids = parse_patch_ids(piped(argv, self._argv("patch-id", "--stable"), self.root))
         except GitError:
             return None
         if any(sha not in ids for sha in lost):
@@ -498,7 +473,7 @@ class GitView:
         self._patch_ids.update(ids)
         if len(self._patch_ids) > _MAX_OBJECTS:
             self._patch_ids.clear()
-        return _newest(wanted, candidates)
+        return newest(wanted, candidates)
 
     def patch_ids(self, shas: list[str]) -> dict[str, str | None]:
         """`git patch-id --stable` of each commit (None for an empty or merge diff)."""
@@ -533,7 +508,7 @@ class GitView:
         self.stats["patch_ids"] += len(shas)
         self.check_files()
         show = self._argv("show", *_DIFF_FLAGS, *shas)
-        return _parse_patch_ids(piped(show, self._argv("patch-id", "--stable"), self.root))
+        return parse_patch_ids(piped(show, self._argv("patch-id", "--stable"), self.root))
 
     # -- scans -----------------------------------------------------------------------
 
@@ -556,16 +531,28 @@ class GitView:
         key = ("commits", tip_sha, base, limit, paths)
         return self._cached(key, lambda: self._log(tip_sha, base, limit, paths))
 
+    def prefetch_commits(
+        self, tip_sha: str, base: str | None, limit: int, paths: tuple[str, ...] = ()
+    ) -> None:
+        """Start the `git log` a later `commits` with the same arguments reads (a
+        detector's prepare step: it runs beside the other detectors' git)."""
+        key = ("commits", tip_sha, base, limit, paths)
+        if key in self._scans or key in self._early_logs:
+            return
+        self._check_owner()
+        self.check_files()
+        argv = self._argv(*_log_args(tip_sha, base, limit, paths))
+        self._early_logs[key] = start_git(argv, self.root)
+
     def _log(
         self, tip_sha: str, base: str | None, limit: int, paths: tuple[str, ...]
     ) -> list[Commit]:
-        fmt = f"--format={_RECORD}%H{_FIELD}%ct{_FIELD}%B{_FIELD}"
-        args = ["log", fmt, f"--max-count={limit}", tip_sha]
-        if base:
-            args.append(f"^{base}")
-        if paths:
-            args += ["--name-only", "--no-renames", "--", *paths]
-        _, out = self._run(*args)
+        args = _log_args(tip_sha, base, limit, paths)
+        early = self._early_logs.pop(("commits", tip_sha, base, limit, paths), None)
+        if early is not None:
+            _, out = self._checked(tuple(args), (0,), *finish(early))
+        else:
+            _, out = self._run(*args)
         found = []
         for record in out.split(_RECORD)[1:]:
             sha, stamp, message, names = [*record.split(_FIELD), "", "", ""][:4]
@@ -575,24 +562,15 @@ class GitView:
         return found
 
 
-def _parse_patch_ids(out: str) -> dict[str, str]:
-    """commit -> patch id, from `git patch-id` lines `<patch id> <commit>`, in order."""
-    ids: dict[str, str] = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            ids[parts[1]] = parts[0]
-    return ids
-
-
-def _newest(wanted: dict[str, str], candidates: Mapping[str, str | None]) -> dict[str, str]:
-    """For each wanted commit, the newest candidate (they come newest first) with its
-    patch id."""
-    newest: dict[str, str] = {}
-    for commit, patch_id in candidates.items():
-        if patch_id is not None:
-            newest.setdefault(patch_id, commit)
-    return {s: newest[p] for s, p in wanted.items() if p in newest}
+def _log_args(tip_sha: str, base: str | None, limit: int, paths: tuple[str, ...]) -> list[str]:
+    """`git log`'s arguments for GitView.commits."""
+    fmt = f"--format={_RECORD}%H{_FIELD}%ct{_FIELD}%B{_FIELD}"
+    args = ["log", fmt, f"--max-count={limit}", tip_sha]
+    if base:
+        args.append(f"^{base}")
+    if paths:
+        args += ["--name-only", "--no-renames", "--", *paths]
+    return args
 
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
