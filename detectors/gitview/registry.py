@@ -19,10 +19,10 @@ import os
 from storyd.core.errors import GitError
 from storyd.core.gitstate import is_work_tree, locate
 from storyd.core.gitstate import work_tree_root as find_root
-from storyd.detectors import Context, unit_context
+from storyd.detectors import ONE_SHOT_KEY, Context, unit_context
 from storyd.detectors.gitview.errors import git_executable
 from storyd.detectors.gitview.proc import GitStuck, check_git_files
-from storyd.detectors.gitview.view import DEFAULT_WALK_LIMIT, GitView
+from storyd.detectors.gitview.view import DEFAULT_WALK_LIMIT, ONE_SHOT_WALK, GitView
 
 TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daemon/core/model.py)
 if TYPE_CHECKING:
@@ -119,7 +119,8 @@ def view_for(local: dict[str, object], workspace: str) -> GitView | None:
     if git_executable() is None:
         local[_NO_GIT_KEY] = True
         return None
-    view = open_view(root)
+    limit = ONE_SHOT_WALK if local.get(ONE_SHOT_KEY) else DEFAULT_WALK_LIMIT
+    view = open_view(root, walk_limit=limit)
     if view is not None:
         views[root] = view
         folders[root] = folder

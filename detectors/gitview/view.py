@@ -30,6 +30,8 @@ from storyd.detectors.gitview.records import Commit, Walk, newest, parse_patch_i
 __all__ = ["EMPTY_TREE", "Commit", "GitView"]
 
 DEFAULT_WALK_LIMIT = 200_000
+ONE_SHOT_WALK = 2_000  # a one-shot scan's first walk (commits)
+_ONE_SHOT_PROBES = 4  # `merge-base --is-ancestor` calls before such a view walks in full
 _MAX_TIPS = 8
 _MAX_OBJECTS = 200_000
 _MAX_SCANS = 64
@@ -55,7 +57,13 @@ class GitView:
 
     `stats` counts the work done, so tests and the bench can see what was cached:
     full_walks, incremental_walks, walked (commits read from rev-list), lookups
-    (names sent to cat-file), patch_ids (commits whose patch id was computed).
+    (names sent to cat-file), patch_ids (commits whose patch id was computed), probes
+    (`merge-base --is-ancestor` calls for commits beyond a bounded walk).
+
+    `walk_limit` bounds each tip's walk. A one-shot scan (a hook without a daemon) asks
+    for a few units' commits once: its view walks ONE_SHOT_WALK commits, asks git about
+    each older commit alone, and walks in full (DEFAULT_WALK_LIMIT) only once more than
+    _ONE_SHOT_PROBES such questions were asked. The answers are the same either way.
     """
 
     def __init__(self, root: str, location: GitLocation, git: str = "git", *,
@@ -69,7 +77,7 @@ class GitView:
         self.objects_dir = os.path.join(self.common_dir, "objects")
         self.walk_limit = walk_limit
         self.stats = dict.fromkeys(
-            ("full_walks", "incremental_walks", "walked", "lookups", "patch_ids"), 0
+            ("full_walks", "incremental_walks", "walked", "lookups", "patch_ids", "probes"), 0
         )
         self._cat: _CatFile | None = None
         self._objects: dict[str, ObjectInfo] = {}  # by lower-case name, each with its stamp
@@ -282,7 +290,12 @@ class GitView:
 
     def reachable(self, shas: Iterable[str], tip: str, tip_sha: str) -> dict[str, bool]:
         """For full commit shas: whether each is reachable from `tip` (at `tip_sha`)."""
+        shas = list(shas)
         walk = self._walk(tip, tip_sha)
+        if not walk.complete and self._too_many_probes(shas, walk):
+            self.walk_limit = DEFAULT_WALK_LIMIT  # many old commits: one walk for them all
+            self._walks.pop(tip, None)
+            walk = self._walk(tip, tip_sha)
         result: dict[str, bool] = {}
         for sha in shas:
             if sha in walk.reachable:
@@ -293,6 +306,15 @@ class GitView:
                 result[sha] = self._beyond_walk(sha, tip_sha)
         return result
 
+    def _too_many_probes(self, shas: list[str], walk: Walk) -> bool:
+        """Whether a one-shot view's bounded walk leaves more commits than it should ask
+        `merge-base --is-ancestor` about one by one (see the class docstring)."""
+        if self.walk_limit >= DEFAULT_WALK_LIMIT:
+            return False
+        verdicts, reached = self._verdicts, walk.reachable
+        beyond = {s for s in shas if s not in reached and (s, walk.tip) not in verdicts}
+        return bool(beyond) and self.stats["probes"] + len(beyond) > _ONE_SHOT_PROBES
+
     def _beyond_walk(self, sha: str, tip_sha: str) -> bool:
         """The exact answer for a tip whose walk hit the bound (cached per sha and tip)."""
         key = (sha, tip_sha)
@@ -301,6 +323,7 @@ class GitView:
                 self._verdicts.clear()
             status, _ = self._run("merge-base", "--is-ancestor", sha, tip_sha, ok=(0, 1))
             self._verdicts[key] = status == 0
+            self.stats["probes"] += 1
         return self._verdicts[key]
 
     def _walk(self, tip: str, tip_sha: str) -> Walk:
