@@ -24,7 +24,7 @@ from git_harness import GitRepo
 from storyd.config import Config
 from storyd.core.paths import which
 from storyd.detectors.gitview import open_view
-from storyd.detectors.gitview.view import _ONE_SHOT_PROBES, DEFAULT_WALK_LIMIT, ONE_SHOT_WALK
+from storyd.detectors.gitview.view import DEFAULT_WALK_LIMIT, ONE_SHOT_PROBES, ONE_SHOT_WALK
 
 # pytest-timeout's own SIGALRM would make the scan keep its owner thread (not inline)
 pytestmark = pytest.mark.timeout(0)
@@ -75,7 +75,7 @@ class TestOneShotView:
 
     def test_a_few_old_commits_are_probed(self, history: tuple[GitRepo, list[str]]) -> None:
         repo, shas = history
-        view = open_view(str(repo.path), walk_limit=3)
+        view = open_view(str(repo.path), walk_limit=3, widen_after=ONE_SHOT_PROBES)
         assert view is not None
         try:
             got = view.reachable([shas[0], shas[1], shas[-1]], "main", repo.head())
@@ -87,10 +87,10 @@ class TestOneShotView:
 
     def test_many_old_commits_walk_in_full_once(self, history: tuple[GitRepo, list[str]]) -> None:
         repo, shas = history
-        view = open_view(str(repo.path), walk_limit=3)
+        view = open_view(str(repo.path), walk_limit=3, widen_after=ONE_SHOT_PROBES)
         assert view is not None
         try:
-            old = shas[: _ONE_SHOT_PROBES + 1]
+            old = shas[: ONE_SHOT_PROBES + 1]
             assert view.reachable(old, "main", repo.head()) == dict.fromkeys(old, True)
             assert view.stats["probes"] == 0 and view.stats["full_walks"] == 2
             assert view.walk_limit == DEFAULT_WALK_LIMIT
@@ -100,14 +100,14 @@ class TestOneShotView:
 
     def test_probes_add_up_across_calls(self, history: tuple[GitRepo, list[str]]) -> None:
         repo, shas = history
-        view = open_view(str(repo.path), walk_limit=3)
+        view = open_view(str(repo.path), walk_limit=3, widen_after=ONE_SHOT_PROBES)
         assert view is not None
         try:
-            for sha in shas[:_ONE_SHOT_PROBES]:
+            for sha in shas[:ONE_SHOT_PROBES]:
                 assert view.reachable([sha], "main", repo.head()) == {sha: True}
-            assert view.stats["probes"] == _ONE_SHOT_PROBES
+            assert view.stats["probes"] == ONE_SHOT_PROBES
             assert view.reachable([shas[-5]], "main", repo.head()) == {shas[-5]: True}
-            assert view.stats["probes"] == _ONE_SHOT_PROBES and view.stats["full_walks"] == 2
+            assert view.stats["probes"] == ONE_SHOT_PROBES and view.stats["full_walks"] == 2
         finally:
             view.close()
 
@@ -150,11 +150,11 @@ def test_session_start_on_a_deep_history_walks_a_bounded_part(
     walks = _max_counts(starts, "rev-list")
     assert walks and max(walks) <= ONE_SHOT_WALK, starts
     probes = [s for s in starts if "merge-base --is-ancestor" in s]
-    assert 2 <= len(probes) <= _ONE_SHOT_PROBES, starts
+    assert 2 <= len(probes) <= ONE_SHOT_PROBES, starts
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("deep_tasks", [2, _ONE_SHOT_PROBES + 2])
+@pytest.mark.parametrize("deep_tasks", [2, ONE_SHOT_PROBES + 2])
 def test_one_shot_and_daemon_scans_find_the_same_on_a_deep_history(
     tmp_path: Path, deep_tasks: int
 ) -> None:

@@ -31,7 +31,7 @@ __all__ = ["EMPTY_TREE", "Commit", "GitView"]
 
 DEFAULT_WALK_LIMIT = 200_000
 ONE_SHOT_WALK = 2_000  # a one-shot scan's first walk (commits)
-_ONE_SHOT_PROBES = 4  # `merge-base --is-ancestor` calls before such a view walks in full
+ONE_SHOT_PROBES = 4  # `merge-base --is-ancestor` calls before such a view walks in full
 _MAX_TIPS = 8
 _MAX_OBJECTS = 200_000
 _MAX_SCANS = 64
@@ -60,14 +60,16 @@ class GitView:
     (names sent to cat-file), patch_ids (commits whose patch id was computed), probes
     (`merge-base --is-ancestor` calls for commits beyond a bounded walk).
 
-    `walk_limit` bounds each tip's walk. A one-shot scan (a hook without a daemon) asks
-    for a few units' commits once: its view walks ONE_SHOT_WALK commits, asks git about
-    each older commit alone, and walks in full (DEFAULT_WALK_LIMIT) only once more than
-    _ONE_SHOT_PROBES such questions were asked. The answers are the same either way.
+    `walk_limit` bounds each tip's walk; git is asked about each older commit alone.
+    With `widen_after`, once more than that many such questions would be asked, the
+    view walks in full (DEFAULT_WALK_LIMIT) instead: a one-shot scan (a hook without a
+    daemon) asks about a few units' commits once, and walks ONE_SHOT_WALK commits with
+    widen_after=ONE_SHOT_PROBES. The answers are the same either way.
     """
 
     def __init__(self, root: str, location: GitLocation, git: str = "git", *,
-                 walk_limit: int = DEFAULT_WALK_LIMIT) -> None:  # fmt: skip
+                 walk_limit: int = DEFAULT_WALK_LIMIT,
+                 widen_after: int | None = None) -> None:  # fmt: skip
         self._git = git
         self._owner = _thread.get_ident()
         self.root = os.path.realpath(root)
@@ -76,6 +78,7 @@ class GitView:
         self.location = GitLocation(self.git_dir, self.common_dir)  # HEAD read there
         self.objects_dir = os.path.join(self.common_dir, "objects")
         self.walk_limit = walk_limit
+        self.widen_after = widen_after
         self.stats = dict.fromkeys(
             ("full_walks", "incremental_walks", "walked", "lookups", "patch_ids", "probes"), 0
         )
@@ -309,11 +312,11 @@ class GitView:
     def _too_many_probes(self, shas: list[str], walk: Walk) -> bool:
         """Whether a one-shot view's bounded walk leaves more commits than it should ask
         `merge-base --is-ancestor` about one by one (see the class docstring)."""
-        if self.walk_limit >= DEFAULT_WALK_LIMIT:
+        if self.widen_after is None or self.walk_limit >= DEFAULT_WALK_LIMIT:
             return False
         verdicts, reached = self._verdicts, walk.reachable
         beyond = {s for s in shas if s not in reached and (s, walk.tip) not in verdicts}
-        return bool(beyond) and self.stats["probes"] + len(beyond) > _ONE_SHOT_PROBES
+        return bool(beyond) and self.stats["probes"] + len(beyond) > self.widen_after
 
     def _beyond_walk(self, sha: str, tip_sha: str) -> bool:
         """The exact answer for a tip whose walk hit the bound (cached per sha and tip)."""
