@@ -60,11 +60,9 @@ class GitView:
     (names sent to cat-file), patch_ids (commits whose patch id was computed), probes
     (`merge-base --is-ancestor` calls for commits beyond a bounded walk).
 
-    `walk_limit` bounds each tip's walk; git is asked about each older commit alone.
-    With `widen_after`, once more than that many such questions would be asked, the
-    view walks in full (DEFAULT_WALK_LIMIT) instead: a one-shot scan (a hook without a
-    daemon) asks about a few units' commits once, and walks ONE_SHOT_WALK commits with
-    widen_after=ONE_SHOT_PROBES. The answers are the same either way.
+    `walk_limit` bounds each tip's walk; git is asked about each older commit alone,
+    or, past `widen_after` such probes, the walk goes in full (DEFAULT_WALK_LIMIT). A
+    one-shot scan (a hook without a daemon) walks ONE_SHOT_WALK, widen_after=ONE_SHOT_PROBES.
     """
 
     def __init__(self, root: str, location: GitLocation, git: str = "git", *,
@@ -310,8 +308,7 @@ class GitView:
         return result
 
     def _too_many_probes(self, shas: list[str], walk: Walk) -> bool:
-        """Whether a one-shot view's bounded walk leaves more commits than it should ask
-        `merge-base --is-ancestor` about one by one (see the class docstring)."""
+        """Whether a bounded walk leaves more commits than `widen_after` allows probing."""
         if self.widen_after is None or self.walk_limit >= DEFAULT_WALK_LIMIT:
             return False
         verdicts, reached = self._verdicts, walk.reachable
