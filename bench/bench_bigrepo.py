@@ -156,7 +156,7 @@ def bench(spaces: dict[str, tuple[Path, dict[str, str]]], installs: dict[str, Pa
 
 
 _EXEC = re.compile(r'^(\d+) +([\d:.]+) execve\("[^"]*", \[(.*?)\]')
-_EXIT = re.compile(r"^(\d+) +([\d:.]+) \+\+\+ exited")
+_EXIT = re.compile(r"^(\d+) +([\d:.]+) \+\+\+ (?:exited|killed)")
 
 
 def trace(ws: Path, env: dict[str, str], storyd: Path, event: str) -> None:
