@@ -11,7 +11,8 @@ session-start` and `stop` (Claude Code's payload, no daemon) beside `python -c p
 interleaved and shuffled each round, on the demo alone and on each big repository.
 `--before BIN` times a second install in the same rounds (main's, for a before/after);
 `--trace` prints, once per workspace, each git process a session-start runs and its
-wall time (strace -f). Medians and p90 in milliseconds, with the load average.
+wall time (strace -f); `--commit-graph` writes the big repositories' commit-graph first
+(what `git gc` leaves). Medians and p90 in milliseconds, with the load average.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def _fast_import_stream(commits: int, files: int) -> bytes:
     return b"".join(out)
 
 
-def build_big(root: Path, commits: int, files: int) -> tuple[Path, dict[str, str]]:
+def build_big(root: Path, commits: int, files: int,
+              graph: bool = False) -> tuple[Path, dict[str, str]]:  # fmt: skip
     """A big repository under `root`, the demo workspace on top: (workspace, env)."""
     from storyd.cli.commands.demo import prepare
 
@@ -77,6 +79,9 @@ def build_big(root: Path, commits: int, files: int) -> tuple[Path, dict[str, str
     shas = dict(line.split() for line in marks.read_text().splitlines())
     prepare(str(REPO / "daemon" / "demo"), str(ws))  # `git init` keeps the history
     _deep_story(ws, [shas[f":{commits // 2}"], shas[f":{max(2, commits - 10)}"]])
+    if graph:  # what `git gc` leaves in most clones (gc.writeCommitGraph)
+        subprocess.run(["git", "commit-graph", "write", "--reachable"], cwd=ws, check=True,
+                       capture_output=True)  # fmt: skip
     return ws, env
 
 
@@ -199,6 +204,8 @@ def main() -> int:
                         "rounds (main's, for a before/after)")
     parser.add_argument("--trace", action="store_true", help="print each git process of "
                         "one session-start and its wall time (strace -f)")
+    parser.add_argument("--commit-graph", action="store_true", help="write each big "
+                        "repository's commit-graph (git gc's default) before timing")
     parser.add_argument("--keep", metavar="DIR", help="build the workspaces in DIR and keep them")
     args = parser.parse_args()
     installs = {"after": Path(args.installed).resolve() if args.installed else BIN}
@@ -211,7 +218,7 @@ def main() -> int:
         spaces = {"demo": hook_workspace(top / "demo")}
         for n in args.commits:
             began = time.perf_counter()
-            spaces[f"{n // 1000}k"] = build_big(top / f"big{n}", n, args.files)
+            spaces[f"{n // 1000}k"] = build_big(top / f"big{n}", n, args.files, args.commit_graph)
             took = time.perf_counter() - began
             print(f"built {n} commits over {args.files} files in {took:.1f} s")
         if args.trace:
