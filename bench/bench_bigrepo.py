@@ -12,7 +12,9 @@ interleaved and shuffled each round, on the demo alone and on each big repositor
 `--before BIN` times a second install in the same rounds (main's, for a before/after);
 `--trace` prints, once per workspace, each git process a session-start runs and its
 wall time (strace -f); `--commit-graph` writes the big repositories' commit-graph first
-(what `git gc` leaves). Medians and p90 in milliseconds, with the load average.
+(what `git gc` leaves); `--deep-done` leaves the deep story all done, so the hooks
+check only the demo's own commits near the tip. Medians and p90 in milliseconds, with
+the load average.
 """
 
 from __future__ import annotations
@@ -64,8 +66,8 @@ def _fast_import_stream(commits: int, files: int) -> bytes:
     return b"".join(out)
 
 
-def build_big(root: Path, commits: int, files: int,
-              graph: bool = False) -> tuple[Path, dict[str, str]]:  # fmt: skip
+def build_big(root: Path, commits: int, files: int, graph: bool = False,
+              deep_done: bool = False) -> tuple[Path, dict[str, str]]:  # fmt: skip
     """A big repository under `root`, the demo workspace on top: (workspace, env)."""
     from storyd.cli.commands.demo import prepare
 
@@ -78,22 +80,23 @@ def build_big(root: Path, commits: int, files: int,
     subprocess.run(["git", "checkout", "-q", "-f", "main"], cwd=ws, check=True)
     shas = dict(line.split() for line in marks.read_text().splitlines())
     prepare(str(REPO / "daemon" / "demo"), str(ws))  # `git init` keeps the history
-    _deep_story(ws, [shas[f":{commits // 2}"], shas[f":{max(2, commits - 10)}"]])
+    _deep_story(ws, [shas[f":{commits // 2}"], shas[f":{max(2, commits - 10)}"]], deep_done)
     if graph:  # what `git gc` leaves in most clones (gc.writeCommitGraph)
         subprocess.run(["git", "commit-graph", "write", "--reachable"], cwd=ws, check=True,
                        capture_output=True)  # fmt: skip
     return ws, env
 
 
-def _deep_story(ws: Path, deep: list[str]) -> None:
-    """One more story, first in the file and in flight (the hooks check it), whose DONE
-    tasks name commits deep in history."""
+def _deep_story(ws: Path, deep: list[str], done: bool) -> None:
+    """One more story, first in the file, whose DONE tasks name commits deep in history:
+    in flight (the hooks check it), or with `done` all done (the hooks skip it)."""
     state_path = ws / "plans" / "epic-0049" / "execution-state.json"
     state = orjson.loads(state_path.read_bytes())
     tasks = {f"TASK-0049-0011-{n:03d}": {"status": "DONE", "commitSha": sha,
                                          "completedAt": "2026-02-01T09:00:00Z"}
              for n, sha in enumerate(deep, 1)}  # fmt: skip
-    tasks[f"TASK-0049-0011-{len(deep) + 1:03d}"] = {"status": "PENDING"}  # in flight
+    if not done:
+        tasks[f"TASK-0049-0011-{len(deep) + 1:03d}"] = {"status": "PENDING"}  # in flight
     state["stories"] = {_DEEP_STORY: {"title": "deep history", "tasks": tasks},
                         **state["stories"]}  # fmt: skip
     state_path.write_bytes(orjson.dumps(state, option=orjson.OPT_INDENT_2))
@@ -206,6 +209,8 @@ def main() -> int:
                         "one session-start and its wall time (strace -f)")
     parser.add_argument("--commit-graph", action="store_true", help="write each big "
                         "repository's commit-graph (git gc's default) before timing")
+    parser.add_argument("--deep-done", action="store_true", help="the deep story all done "
+                        "(the hooks skip it): only the demo's own commits are checked")
     parser.add_argument("--keep", metavar="DIR", help="build the workspaces in DIR and keep them")
     args = parser.parse_args()
     installs = {"after": Path(args.installed).resolve() if args.installed else BIN}
@@ -218,7 +223,8 @@ def main() -> int:
         spaces = {"demo": hook_workspace(top / "demo")}
         for n in args.commits:
             began = time.perf_counter()
-            spaces[f"{n // 1000}k"] = build_big(top / f"big{n}", n, args.files, args.commit_graph)
+            spaces[f"{n // 1000}k"] = build_big(top / f"big{n}", n, args.files, args.commit_graph,
+                                               args.deep_done)
             took = time.perf_counter() - began
             print(f"built {n} commits over {args.files} files in {took:.1f} s")
         if args.trace:
