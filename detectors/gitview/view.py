@@ -90,7 +90,7 @@ class GitView:
         self._scans: dict[tuple[object, ...], object] = {}  # oldest first
         self._held_tips: dict[str, str | None] | None = None  # hold_tips: one pass's tips
         self._held_branch: tuple[str | None] | None = None  # and its checked-out branch
-        self._early: tuple[str, Process] | None = None  # prefetch_walk's
+        self._early: tuple[tuple[str, int], Process] | None = None  # (tip, limit), walk
         self._early_logs: dict[tuple[object, ...], Process] = {}  # prefetch_commits'
 
     def __repr__(self) -> str:
@@ -349,7 +349,7 @@ class GitView:
         self._check_owner()
         self.check_files()
         argv = self._argv("rev-list", f"--max-count={self.walk_limit}", tip_sha)
-        self._early = (tip_sha, start_git(argv, self.root))
+        self._early = ((tip_sha, self.walk_limit), start_git(argv, self.root))
 
     def _drop_early(self, *, logs: bool = False) -> None:
         """End the early walk (and, with `logs`, the early scans) nobody read."""
@@ -364,7 +364,7 @@ class GitView:
 
     def _full_walk(self, tip_sha: str) -> Walk:
         args = ("rev-list", f"--max-count={self.walk_limit}", tip_sha)
-        if self._early is not None and self._early[0] == tip_sha:
+        if self._early is not None and self._early[0] == (tip_sha, self.walk_limit):
             proc, self._early = self._early[1], None
             _, out = self._checked(args, (0,), *finish(proc))
         else:
