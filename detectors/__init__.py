@@ -45,6 +45,7 @@ __all__ = [
 ENTRY_POINT_GROUP = registry.DETECTORS
 RESERVED_NAMES = OWN_DETECTORS  # a plugin may not take these names (daemon/core/model.py)
 DEFAULT_TIME_LIMIT = 5.0
+ONE_SHOT_KEY = "storyd.one-shot"  # in an inline Runner's thread state: views walk less
 
 
 def __getattr__(name: str) -> object:

@@ -22,7 +22,7 @@ import _thread
 
 from storyd.core import storytime
 from storyd.core.model import Finding, Unit
-from storyd.detectors import DEFAULT_TIME_LIMIT, Context, unit_context
+from storyd.detectors import DEFAULT_TIME_LIMIT, ONE_SHOT_KEY, Context, unit_context
 
 TYPE_CHECKING = False  # annotations only: no `typing` on a hook's direct path
 if TYPE_CHECKING:
@@ -90,6 +90,8 @@ class Runner:
             inline = alarm.usable()
         if not inline:
             self._worker = _started(on_exit)
+        else:
+            self._local[ONE_SHOT_KEY] = True  # a one-shot scan: see GitView's walk_limit
 
     @property
     def inline(self) -> bool:
@@ -107,7 +109,7 @@ class Runner:
         worker.join(timeout=self.time_limit)
 
     def _end_local(self) -> None:
-        local, self._local = self._local, {}
+        local, self._local = self._local, {ONE_SHOT_KEY: True}
         if self.on_exit is not None:
             self.on_exit(local)
 

@@ -19,10 +19,15 @@ import os
 from storyd.core.errors import GitError
 from storyd.core.gitstate import is_work_tree, locate
 from storyd.core.gitstate import work_tree_root as find_root
-from storyd.detectors import Context, unit_context
+from storyd.detectors import ONE_SHOT_KEY, Context, unit_context
 from storyd.detectors.gitview.errors import git_executable
 from storyd.detectors.gitview.proc import GitStuck, check_git_files
-from storyd.detectors.gitview.view import DEFAULT_WALK_LIMIT, GitView
+from storyd.detectors.gitview.view import (
+    DEFAULT_WALK_LIMIT,
+    ONE_SHOT_PROBES,
+    ONE_SHOT_WALK,
+    GitView,
+)
 
 TYPE_CHECKING = False  # `typing` costs a hook's direct path start-up time (daemon/core/model.py)
 if TYPE_CHECKING:
@@ -59,8 +64,10 @@ def _folder(root: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def open_view(root: str, *, walk_limit: int = DEFAULT_WALK_LIMIT) -> GitView | None:
-    """A new view of the repository at `root`; None when git or the repository is unusable."""
+def open_view(root: str, *, walk_limit: int = DEFAULT_WALK_LIMIT,
+              widen_after: int | None = None) -> GitView | None:  # fmt: skip
+    """A new view of the repository at `root` (GitView's arguments); None when git or
+    the repository is unusable."""
     git = git_executable()
     if git is None:
         return None
@@ -71,7 +78,7 @@ def open_view(root: str, *, walk_limit: int = DEFAULT_WALK_LIMIT) -> GitView | N
         check_git_files(where.gitdir, where.common, names=("commondir",))
         if not os.path.isdir(where.common):
             return None
-        view = GitView(root, where, git, walk_limit=walk_limit)
+        view = GitView(root, where, git, walk_limit=walk_limit, widen_after=widen_after)
     except GitError:
         return None
     try:
@@ -119,7 +126,10 @@ def view_for(local: dict[str, object], workspace: str) -> GitView | None:
     if git_executable() is None:
         local[_NO_GIT_KEY] = True
         return None
-    view = open_view(root)
+    if local.get(ONE_SHOT_KEY):  # a one-shot scan: see GitView's walk_limit
+        view = open_view(root, walk_limit=ONE_SHOT_WALK, widen_after=ONE_SHOT_PROBES)
+    else:
+        view = open_view(root)
     if view is not None:
         views[root] = view
         folders[root] = folder

@@ -30,6 +30,8 @@ from storyd.detectors.gitview.records import Commit, Walk, newest, parse_patch_i
 __all__ = ["EMPTY_TREE", "Commit", "GitView"]
 
 DEFAULT_WALK_LIMIT = 200_000
+ONE_SHOT_WALK = 2_000  # a one-shot scan's first walk (commits)
+ONE_SHOT_PROBES = 4  # `merge-base --is-ancestor` calls before such a view walks in full
 _MAX_TIPS = 8
 _MAX_OBJECTS = 200_000
 _MAX_SCANS = 64
@@ -55,11 +57,17 @@ class GitView:
 
     `stats` counts the work done, so tests and the bench can see what was cached:
     full_walks, incremental_walks, walked (commits read from rev-list), lookups
-    (names sent to cat-file), patch_ids (commits whose patch id was computed).
+    (names sent to cat-file), patch_ids (commits whose patch id was computed), probes
+    (`merge-base --is-ancestor` calls for commits beyond a bounded walk).
+
+    `walk_limit` bounds each tip's walk; git is asked about each older commit alone,
+    or, past `widen_after` such probes, the walk goes in full (DEFAULT_WALK_LIMIT). A
+    one-shot scan (a hook without a daemon) walks ONE_SHOT_WALK, widen_after=ONE_SHOT_PROBES.
     """
 
     def __init__(self, root: str, location: GitLocation, git: str = "git", *,
-                 walk_limit: int = DEFAULT_WALK_LIMIT) -> None:  # fmt: skip
+                 walk_limit: int = DEFAULT_WALK_LIMIT,
+                 widen_after: int | None = None) -> None:  # fmt: skip
         self._git = git
         self._owner = _thread.get_ident()
         self.root = os.path.realpath(root)
@@ -68,8 +76,9 @@ class GitView:
         self.location = GitLocation(self.git_dir, self.common_dir)  # HEAD read there
         self.objects_dir = os.path.join(self.common_dir, "objects")
         self.walk_limit = walk_limit
+        self.widen_after = widen_after
         self.stats = dict.fromkeys(
-            ("full_walks", "incremental_walks", "walked", "lookups", "patch_ids"), 0
+            ("full_walks", "incremental_walks", "walked", "lookups", "patch_ids", "probes"), 0
         )
         self._cat: _CatFile | None = None
         self._objects: dict[str, ObjectInfo] = {}  # by lower-case name, each with its stamp
@@ -81,7 +90,7 @@ class GitView:
         self._scans: dict[tuple[object, ...], object] = {}  # oldest first
         self._held_tips: dict[str, str | None] | None = None  # hold_tips: one pass's tips
         self._held_branch: tuple[str | None] | None = None  # and its checked-out branch
-        self._early: tuple[str, Process] | None = None  # prefetch_walk's
+        self._early: tuple[tuple[str, int], Process] | None = None  # (tip, limit), walk
         self._early_logs: dict[tuple[object, ...], Process] = {}  # prefetch_commits'
 
     def __repr__(self) -> str:
@@ -282,7 +291,12 @@ class GitView:
 
     def reachable(self, shas: Iterable[str], tip: str, tip_sha: str) -> dict[str, bool]:
         """For full commit shas: whether each is reachable from `tip` (at `tip_sha`)."""
+        shas = list(shas)
         walk = self._walk(tip, tip_sha)
+        if not walk.complete and self._too_many_probes(shas, walk):
+            self.walk_limit = DEFAULT_WALK_LIMIT  # many old commits: one walk for them all
+            self._walks.pop(tip, None)
+            walk = self._walk(tip, tip_sha)
         result: dict[str, bool] = {}
         for sha in shas:
             if sha in walk.reachable:
@@ -293,6 +307,14 @@ class GitView:
                 result[sha] = self._beyond_walk(sha, tip_sha)
         return result
 
+    def _too_many_probes(self, shas: list[str], walk: Walk) -> bool:
+        """Whether a bounded walk leaves more commits than `widen_after` allows probing."""
+        if self.widen_after is None or self.walk_limit >= DEFAULT_WALK_LIMIT:
+            return False
+        verdicts, reached = self._verdicts, walk.reachable
+        beyond = {s for s in shas if s not in reached and (s, walk.tip) not in verdicts}
+        return bool(beyond) and self.stats["probes"] + len(beyond) > self.widen_after
+
     def _beyond_walk(self, sha: str, tip_sha: str) -> bool:
         """The exact answer for a tip whose walk hit the bound (cached per sha and tip)."""
         key = (sha, tip_sha)
@@ -301,6 +323,7 @@ class GitView:
                 self._verdicts.clear()
             status, _ = self._run("merge-base", "--is-ancestor", sha, tip_sha, ok=(0, 1))
             self._verdicts[key] = status == 0
+            self.stats["probes"] += 1
         return self._verdicts[key]
 
     def _walk(self, tip: str, tip_sha: str) -> Walk:
@@ -326,7 +349,7 @@ class GitView:
         self._check_owner()
         self.check_files()
         argv = self._argv("rev-list", f"--max-count={self.walk_limit}", tip_sha)
-        self._early = (tip_sha, start_git(argv, self.root))
+        self._early = ((tip_sha, self.walk_limit), start_git(argv, self.root))
 
     def _drop_early(self, *, logs: bool = False) -> None:
         """End the early walk (and, with `logs`, the early scans) nobody read."""
@@ -341,7 +364,7 @@ class GitView:
 
     def _full_walk(self, tip_sha: str) -> Walk:
         args = ("rev-list", f"--max-count={self.walk_limit}", tip_sha)
-        if self._early is not None and self._early[0] == tip_sha:
+        if self._early is not None and self._early[0] == (tip_sha, self.walk_limit):
             proc, self._early = self._early[1], None
             _, out = self._checked(args, (0,), *finish(proc))
         else:
