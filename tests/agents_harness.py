@@ -5,10 +5,14 @@
     AgentsEnv          a config home allowing the workspace's folder, a socket path
     hook_payload()     the JSON Claude Code sends for an event
     run_hook()         `storyd hook EVENT` with bytes on stdin
+    LoggingGit         a `git` first on PATH that logs each start (in spawn order) and
+                       runs the real one
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 from pathlib import Path
 
@@ -17,8 +21,9 @@ from cli_harness import STORYD
 from daemon_harness import daemon_env, write_config
 
 from storyd.cli.commands.demo import prepare
+from storyd.core.paths import which
 
-__all__ = ["REPO", "AgentsEnv", "demo_workspace", "hook_payload", "run_hook"]
+__all__ = ["REPO", "AgentsEnv", "LoggingGit", "demo_workspace", "hook_payload", "run_hook"]
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -81,3 +86,33 @@ def run_storyd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[s
                           timeout=60, check=False)  # fmt: skip
     assert "Traceback" not in done.stderr, done.stderr
     return done
+
+
+class LoggingGit:
+    """A `git` first on PATH (`env`, an AgentsEnv's environment) that logs each start,
+    with its process id, and execs the real git. `starts()` lists the logged command
+    lines in the order they were spawned: a process id is given at the spawn, while two
+    shims started together may write their lines the other way round."""
+
+    def __init__(self, root: Path) -> None:
+        real = which("git")
+        assert real is not None
+        shims = root / "shims"
+        shims.mkdir()
+        self.log = root / "git-starts.log"
+        shim = shims / "git"
+        shim.write_text(f'#!/bin/sh\necho "$$ $*" >> {self.log}\nexec {real} "$@"\n')
+        shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+        self.env = dict(AgentsEnv(root).env, PATH=f"{shims}{os.pathsep}{os.environ['PATH']}")
+
+    def starts(self) -> list[str]:
+        """The command lines logged since the last call, in spawn order (the log is
+        emptied); process ids that wrapped around pid_max keep their order."""
+        if not self.log.exists():
+            return []
+        lines = self.log.read_text().split("\n")[:-1]  # git's formats hold \x1e, not \n
+        self.log.unlink()
+        logged = [(int(pid), rest) for pid, _, rest in (line.partition(" ") for line in lines)]
+        if logged and max(p for p, _ in logged) - min(p for p, _ in logged) > 1 << 14:
+            logged = [(p + (1 << 22) if p < 1 << 14 else p, rest) for p, rest in logged]
+        return [rest for _, rest in sorted(logged, key=lambda item: item[0])]

@@ -10,19 +10,16 @@ the daemon's (a full walk) byte for byte.
 
 from __future__ import annotations
 
-import os
-import stat
 import subprocess
 import threading
 from pathlib import Path
 
 import orjson
 import pytest
-from agents_harness import AgentsEnv, demo_workspace, hook_payload, run_hook
+from agents_harness import LoggingGit, demo_workspace, hook_payload, run_hook
 from git_harness import GitRepo
 
 from storyd.config import Config
-from storyd.core.paths import which
 from storyd.detectors.gitview import open_view
 from storyd.detectors.gitview.view import DEFAULT_WALK_LIMIT, ONE_SHOT_PROBES, ONE_SHOT_WALK
 
@@ -112,21 +109,6 @@ class TestOneShotView:
             view.close()
 
 
-@pytest.fixture
-def counted_git(tmp_path: Path) -> tuple[dict[str, str], Path]:
-    """An environment whose PATH starts with a git that logs each start, and the log."""
-    real = which("git")
-    assert real is not None
-    shims = tmp_path / "shims"
-    shims.mkdir()
-    log = tmp_path / "git-starts.log"
-    shim = shims / "git"
-    shim.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real} "$@"\n')
-    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
-    env = dict(AgentsEnv(tmp_path).env, PATH=f"{shims}{os.pathsep}{os.environ['PATH']}")
-    return env, log
-
-
 def _max_counts(starts: list[str], command: str) -> list[int]:
     found = []
     for start in starts:
@@ -138,15 +120,16 @@ def _max_counts(starts: list[str], command: str) -> list[int]:
 
 @pytest.mark.slow
 def test_session_start_on_a_deep_history_walks_a_bounded_part(
-    tmp_path: Path, counted_git: tuple[dict[str, str], Path]
+    tmp_path: Path,
 ) -> None:
     """Two DONE commits older than the bound, one amended away: three probes, no full walk."""
-    env, log = counted_git
+    git = LoggingGit(tmp_path)
     ws, _ = _deep_workspace(tmp_path, 2)
-    done = run_hook("session-start", hook_payload("SessionStart", ws, source="startup"), env)
+    done = run_hook("session-start", hook_payload("SessionStart", ws, source="startup"),
+                    git.env)
     assert done.returncode == 0, done.stderr
     assert b"unit(s) in flight" in done.stdout
-    starts = log.read_text().split("\n")[:-1]
+    starts = git.starts()
     walks = _max_counts(starts, "rev-list")
     assert walks and max(walks) <= ONE_SHOT_WALK, starts
     probes = [s for s in starts if "merge-base --is-ancestor" in s]

@@ -10,18 +10,16 @@ direct scan imports no thread machinery for it.
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import orjson
 import pytest
-from agents_harness import AgentsEnv, demo_workspace, hook_payload, run_hook
+from agents_harness import AgentsEnv, LoggingGit, demo_workspace, hook_payload, run_hook
 from cli_harness import lean_pythonpath
 
 from storyd.core.model import Finding, Unit
-from storyd.core.paths import which
 from storyd.detectors import Context
 from storyd.detectors.gitview import close_views, git_context, open_view
 from storyd.detectors.runner import Runner
@@ -138,30 +136,14 @@ class TestPrefetchCommits:
         assert [f.code for f in alone] == ["unrecorded"]
 
 
-@pytest.fixture
-def counted(tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
-    """The demo workspace, an environment whose PATH starts with a logging git, the log."""
-    real = which("git")
-    assert real is not None
-    shims = tmp_path / "shims"
-    shims.mkdir()
-    log = tmp_path / "git-starts.log"
-    shim = shims / "git"
-    shim.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real} "$@"\n')
-    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
-    ws = demo_workspace(tmp_path)
-    env = dict(AgentsEnv(tmp_path).env, PATH=f"{shims}{os.pathsep}{os.environ['PATH']}")
-    return ws, env, log
-
-
-def test_session_start_starts_the_scan_before_the_rewrite_search(
-        counted: tuple[Path, dict[str, str], Path]) -> None:  # fmt: skip
-    """On the demo, unrecorded-commit's log starts before commit-in-history's `log -p`
+def test_session_start_starts_the_scan_before_the_rewrite_search(tmp_path: Path) -> None:
+    """On the demo, unrecorded-commit's log is spawned before commit-in-history's `log -p`
     (before: after it, one after the other)."""
-    ws, env, log = counted
-    done = run_hook("session-start", hook_payload("SessionStart", ws, source="startup"), env)
+    ws, git = demo_workspace(tmp_path), LoggingGit(tmp_path)
+    done = run_hook("session-start", hook_payload("SessionStart", ws, source="startup"),
+                    git.env)
     assert done.returncode == 0, done.stderr
-    starts = log.read_text().split("\n")[:-1]
+    starts = git.starts()
     scan = next(i for i, s in enumerate(starts) if "--max-count=200 " in f"{s} " and " -p" not in s)
     search = next(i for i, s in enumerate(starts) if " -p" in s)
     assert scan < search, "\n".join(starts)
