@@ -223,14 +223,7 @@ def prime(workspace: str) -> bool:
     )
     if status is None:
         return False
-    dirty: set[str] = set()
-    fields = iter(status.split("\0"))
-    for field in fields:
-        if len(field) < 4:
-            continue
-        dirty.add(field[3:])
-        if field[0] in "RC" or field[1] in "RC":
-            dirty.add(next(fields, ""))  # the rename's source follows
+    dirty = _dirty(status)
     log = _git(
         workspace,
         "-c",
@@ -337,7 +330,7 @@ def _dirty(status: str) -> set[str]:
             continue
         dirty.add(field[3:])
         if field[0] in "RC" or field[1] in "RC":
-            dirty.add(next(fields, ""))
+            dirty.add(next(fields, ""))  # the rename's source follows
     return dirty
 
 
