@@ -116,8 +116,13 @@ class TestInline:
         finally:
             runner.close()
 
-    def test_a_blocked_alarm_keeps_the_owner_thread(self) -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])
+    @pytest.mark.parametrize("host", ["blocks SIGALRM", "handles SIGALRM"])
+    def test_an_alarm_the_host_holds_keeps_the_owner_thread(self, host: str) -> None:
+        blocks = host == "blocks SIGALRM"
+        if blocks:
+            signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])
+        else:
+            previous = signal.signal(signal.SIGALRM, lambda signum, frame: None)
         try:
             runner = Runner([_Where()], inline=True)
             try:
@@ -125,18 +130,10 @@ class TestInline:
             finally:
                 runner.close()
         finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGALRM])
-
-    def test_a_signal_handler_of_the_host_keeps_the_owner_thread(self) -> None:
-        previous = signal.signal(signal.SIGALRM, lambda signum, frame: None)
-        try:
-            runner = Runner([_Where()], inline=True)
-            try:
-                assert not runner.inline
-            finally:
-                runner.close()
-        finally:
-            signal.signal(signal.SIGALRM, previous)
+            if blocks:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGALRM])
+            else:
+                signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.slow
