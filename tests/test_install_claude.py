@@ -208,6 +208,31 @@ def test_an_install_from_another_storyd_updates_in_place(env: dict[str, str]) ->
     assert json.loads(settings_path.read_text()) == json.loads(EXISTING)
 
 
+@pytest.mark.parametrize("written", ["launcher without exec", "storyd hook"])
+def test_commands_an_older_install_wrote_are_replaced_in_place(env: dict[str, str],
+                                                               written: str) -> None:
+    """Commands from before `exec` (or from before the launcher) are storyd's: install
+    replaces each in place, none twice, and uninstall takes them out."""
+    settings_path = Path(env["HOME"]) / ".claude" / "settings.json"
+    settings_path.parent.mkdir()
+    settings_path.write_text(EXISTING)
+    storyd(env, "install", "--claude")
+    launcher = shlex.quote(str(BIN / "storyd-hook"))
+    older = f"{launcher} " if written == "launcher without exec" else (
+        f"{shlex.quote(str(BIN / 'storyd'))} hook ")
+    text = settings_path.read_text().replace(json.dumps(f"exec {launcher} ")[1:-1],
+                                             json.dumps(older)[1:-1])
+    assert "exec " not in text
+    settings_path.write_text(text)
+    storyd(env, "install", "--claude")
+    settings = json.loads(settings_path.read_text())
+    assert _handlers(settings, "Stop") == [(None, "notify-done"),
+                                           (None, f"exec {BIN / 'storyd-hook'} stop")]
+    settings_path.write_text(text)
+    storyd(env, "uninstall", "--claude")
+    assert json.loads(settings_path.read_text()) == json.loads(EXISTING)
+
+
 @pytest.mark.slow
 def test_doctor_reports_the_claude_setup(env: dict[str, str], tmp_path: Path) -> None:
     home = Path(env["HOME"])
