@@ -88,6 +88,38 @@ class TestSameAnswers:
         assert got == expected
         assert settled == 0  # the merge commit came first: nothing vouched for in one walk
 
+    def test_a_merge_treesame_to_its_second_parent_is_seen(self, tmp_path: Path) -> None:
+        """A cherry-pick then a merge of its branch: for both paths the merge is TREESAME
+        to the second parent, which git's default simplification would walk (one path's
+        own `log -1` walks the first); the walk must see the merge and stop."""
+        repo = GitRepo(tmp_path / "ws").init()
+        repo.commit("base", {"base.txt": "b\n"})
+        repo.git("checkout", "-q", "-b", "feature")
+        repo.commit("p", {OLDER: "p\n"})
+        picked = repo.git("rev-parse", "HEAD").strip()
+        repo.commit("q", {CLEAN: "q\n"})
+        repo.git("checkout", "-q", "main")
+        repo.clock += 100
+        repo.git("cherry-pick", picked)
+        repo.clock += 100
+        repo.git("merge", "-q", "--no-ff", "-m", "merge", "feature")
+        ws = str(repo.path)
+        expected = _per_file(ws, [OLDER, CLEAN])
+        got, _ = _ahead(ws, [OLDER, CLEAN])
+        assert got == expected
+
+    @pytest.mark.parametrize("spelled", ["./a/clean.md", "a//clean.md", "a/../a/clean.md",
+                                         "a/del\x7f.md"])
+    def test_names_git_would_print_otherwise_are_asked_per_file(self, tmp_path: Path,
+                                                                spelled: str) -> None:
+        repo = GitRepo(tmp_path / "ws").init()
+        repo.commit("one", {CLEAN: "c\n", "a/del\x7f.md": "d\n"})
+        ws = str(repo.path)
+        expected = _per_file(ws, [spelled])
+        assert expected[spelled] is not None
+        got, _ = _ahead(ws, [spelled])
+        assert got == expected
+
     def test_a_file_no_commit_touched(self, tmp_path: Path) -> None:
         repo = GitRepo(tmp_path / "ws").init()
         repo.commit("one", {CLEAN: "c\n"})

@@ -276,16 +276,23 @@ def prefetch(workspace: str, relpaths: list[str]) -> None:
     quiet = ("-c", "core.quotePath=false")
     status = _spawn(workspace, (*quiet, "status", "--porcelain", "-z",
                                 "--untracked-files=all", *paths), _GIT_TIMEOUT)  # fmt: skip
-    log = _spawn(workspace, (*quiet, "log", "--no-renames", "--format=\x01%ct %P",
-                             "--name-only", *paths), _GIT_TIMEOUT)  # fmt: skip
+    # --full-history --sparse: every commit walked is printed with its real parents, so
+    # the first merge on the way is seen (default simplification hides a merge TREESAME
+    # to its second parent for the union of paths, and then walks that parent, where one
+    # path's own `log -1` walks the first)
+    log = _spawn(workspace, (*quiet, "log", "--no-renames", "--full-history", "--sparse",
+                             "--format=\x01%ct %P", "--name-only", *paths),
+                 _GIT_TIMEOUT)  # fmt: skip
     CONFIG.git_pins.__dict__.setdefault("ahead", {})[workspace] = (keys, status, log)
 
 
 def _batchable(relpath: str) -> bool:
     """Whether git prints `relpath` as it is and reads it as itself, not as a pattern."""
-    if relpath.startswith(":") or _UNBATCHED & set(relpath):
+    if relpath.startswith((":", "/", "../")) or _UNBATCHED & set(relpath):
         return False
-    if any(ord(c) < 32 for c in relpath):
+    if any(ord(c) < 32 or c == "\x7f" for c in relpath):  # git quotes DEL too
+        return False
+    if os.path.normpath(relpath) != relpath:  # git prints `a/./b`, `a//b` normalised
         return False
     try:
         relpath.encode("utf-8")
@@ -302,8 +309,8 @@ def _settle(workspace: str) -> None:
         return
     keys, status, log = ahead.pop(workspace)
     text = _collect(status)
-    if text is None:
-        _collect(log)
+    if text is None:  # everything is asked per file: no need for the rest of the walk
+        _stop(log)
         return
     changed = _dirty(text)
     dirty = {relpath for relpath in keys if _under(relpath, changed)}
@@ -460,6 +467,16 @@ def _git_path() -> str:
             raise FileNotFoundError("git")
         known[path] = found
     return found
+
+
+def _stop(started: tuple[int, int, float] | None) -> None:
+    """End a git command `_spawn` started whose output is no longer wanted."""
+    if started is None:
+        return
+    pid, read_end, _ = started
+    os.close(read_end)
+    os.kill(pid, 9)  # not reaped yet, so still ours even if it has ended
+    os.waitpid(pid, 0)
 
 
 def _collect(started: tuple[int, int, float] | None) -> str | None:
