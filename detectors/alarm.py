@@ -20,7 +20,10 @@ if TYPE_CHECKING:
 else:
     import _signal
 
-__all__ = ["TimeUp", "usable", "within"]
+__all__ = ["REPEAT", "TimeUp", "usable", "within"]
+
+REPEAT = 0.1
+"""Seconds between the alarm's repeats once the limit has passed."""
 
 
 class TimeUp(TimeoutError):
@@ -31,8 +34,26 @@ class _Expired(BaseException):
     """The alarm went off: raised inside the call, past any `except Exception`."""
 
 
+_expired = [False]  # set by the alarm: a call that swallowed _Expired still overran
+_armed = [False]  # the alarm raises only while a call runs (not while it is disarmed)
+
+
 def _expire(signum: int, frame: object) -> None:
-    raise _Expired
+    _expired[0] = True
+    if _armed[0]:
+        raise _Expired
+
+
+def _disarm() -> None:
+    """No more raises, the timer off: retried if the alarm lands in the middle (once
+    `_armed` is clear it no longer raises)."""
+    while True:
+        try:
+            _armed[0] = False
+            _signal.setitimer(_signal.ITIMER_REAL, 0)
+            return
+        except _Expired:
+            continue
 
 
 def usable() -> bool:
@@ -52,17 +73,24 @@ def usable() -> bool:
 
 def within(limit: float, func: Callable[[], object]) -> object:
     """func()'s result, or TimeUp when it has not returned within `limit` s (call
-    it where `usable()` said yes)."""
+    it where `usable()` said yes). The alarm repeats every REPEAT s past the limit, so
+    a call that catches everything (a bare `except:` around a blocking read) is
+    interrupted until it gives up, and an overrun it swallowed is still an overrun."""
+    _expired[0] = False
+    previous = _signal.signal(_signal.SIGALRM, _expire)
+    result: object = None
     try:
-        previous = _signal.signal(_signal.SIGALRM, _expire)
         try:
-            _signal.setitimer(_signal.ITIMER_REAL, max(limit, 1e-6))
-            try:
-                return func()
-            finally:
-                _signal.setitimer(_signal.ITIMER_REAL, 0)
+            _armed[0] = True
+            _signal.setitimer(_signal.ITIMER_REAL, max(limit, 1e-6), REPEAT)
+            result = func()
         finally:
-            _signal.signal(_signal.SIGALRM, previous)
+            _disarm()
     except _Expired:
+        pass  # _expired is set: reported below
+    finally:
+        _signal.signal(_signal.SIGALRM, previous)
+    if _expired[0]:
         msg = f"no return within {limit:g} s"
         raise TimeUp(msg) from None
+    return result

@@ -66,6 +66,38 @@ class _Raises:
         raise TimeoutError("its own")
 
 
+class _Swallows:
+    """A detector whose blocking calls sit in a bare `except:` (third-party code does)."""
+
+    name = "swallows"
+
+    def check(self, unit: Unit, context: Context) -> list[Finding]:
+        for _ in range(3):
+            try:  # noqa: SIM105 - a bare except, the case under test
+                threading.Event().wait(10)
+            except:  # noqa: E722
+                pass
+        return []
+
+
+class _SlowGit:
+    """A detector whose git child outlives its limit (a `git` that only sleeps)."""
+
+    name = "slow-git"
+
+    def __init__(self, git: Path) -> None:
+        self.git = git
+        self.pids: list[int] = []
+
+    def check(self, unit: Unit, context: Context) -> list[Finding]:
+        from storyd.detectors.gitview import proc
+
+        child = proc.start([str(self.git), "log"], "/")
+        self.pids.append(child.pid)
+        proc.finish(child, timeout=20)
+        return []
+
+
 class TestInline:
     """Inline on the main thread, the owner thread elsewhere."""
 
@@ -107,6 +139,34 @@ class TestInline:
             assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
         finally:
             runner.close()
+
+    def test_an_overrun_the_detector_swallows_is_still_an_overrun(self) -> None:
+        runner = Runner([_Swallows()], time_limit=0.3, inline=True)
+        try:
+            assert runner.inline
+            began = time.monotonic()
+            found = runner.run("/nonexistent-workspace", UNIT, None)
+            took = time.monotonic() - began
+        finally:
+            runner.close()
+        assert [f.code for f in found] == ["detector-failed"], found
+        assert "time limit" in found[0].message
+        assert took < 3, took  # the repeated alarm ends each wait (not 3 x 10 s)
+
+    def test_an_interrupted_git_child_is_killed_and_reaped(self, tmp_path: Path) -> None:
+        git = tmp_path / "git"
+        git.write_text("#!/bin/sh\nexec sleep 30\n")
+        git.chmod(0o755)
+        detector = _SlowGit(git)
+        runner = Runner([detector], time_limit=0.3, inline=True)
+        try:
+            found = runner.run("/nonexistent-workspace", UNIT, None)
+        finally:
+            runner.close()
+        assert [f.code for f in found] == ["detector-failed"], found
+        assert len(detector.pids) == 1
+        with pytest.raises(ChildProcessError):  # reaped already: not left a zombie
+            os.waitpid(detector.pids[0], os.WNOHANG)
 
     def test_a_detector_raising_timeouterror_is_a_failure_not_an_overrun(self) -> None:
         runner = Runner([_Raises()], inline=True)

@@ -73,6 +73,9 @@ def finish(proc: Process, *, timeout: float | None = None) -> tuple[int, str, st
     except TimeoutError:
         _end(proc)
         raise no_answer(limit) from None
+    except BaseException:  # interrupted (an inline detector's alarm): no child left behind
+        _end(proc)
+        raise
     return proc.wait(), out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
