@@ -34,26 +34,30 @@ class _Expired(BaseException):
     """The alarm went off: raised inside the call, past any `except Exception`."""
 
 
-_expired = [False]  # set by the alarm: a call that swallowed _Expired still overran
-_armed = [False]  # the alarm raises only while a call runs (not while it is disarmed)
+class _Call:
+    """One call's alarm: whether it went off, and whether it may still raise."""
 
+    __slots__ = ("armed", "expired")
 
-def _expire(signum: int, frame: object) -> None:
-    _expired[0] = True
-    if _armed[0]:
-        raise _Expired
+    def __init__(self) -> None:
+        self.armed = False  # raises only while the call runs, not once it is disarmed
+        self.expired = False  # set even when the call swallowed what was raised
 
+    def expire(self, signum: int, frame: object) -> None:
+        self.expired = True
+        if self.armed:
+            raise _Expired
 
-def _disarm() -> None:
-    """No more raises, the timer off: retried if the alarm lands in the middle (once
-    `_armed` is clear it no longer raises)."""
-    while True:
-        try:
-            _armed[0] = False
-            _signal.setitimer(_signal.ITIMER_REAL, 0)
-            return
-        except _Expired:
-            continue
+    def disarm(self) -> None:
+        """No more raises, the timer off: retried if the alarm lands in the middle (once
+        `armed` is clear it no longer raises)."""
+        while True:
+            try:
+                self.armed = False
+                _signal.setitimer(_signal.ITIMER_REAL, 0)
+                return
+            except _Expired:
+                continue
 
 
 def usable() -> bool:
@@ -76,21 +80,21 @@ def within(limit: float, func: Callable[[], object]) -> object:
     it where `usable()` said yes). The alarm repeats every REPEAT s past the limit, so
     a call that catches everything (a bare `except:` around a blocking read) is
     interrupted until it gives up, and an overrun it swallowed is still an overrun."""
-    _expired[0] = False
-    previous = _signal.signal(_signal.SIGALRM, _expire)
+    call = _Call()
+    previous = _signal.signal(_signal.SIGALRM, call.expire)
     result: object = None
     try:
         try:
-            _armed[0] = True
+            call.armed = True
             _signal.setitimer(_signal.ITIMER_REAL, max(limit, 1e-6), REPEAT)
             result = func()
         finally:
-            _disarm()
+            call.disarm()
     except _Expired:
-        pass  # _expired is set: reported below
+        pass  # call.expired is set: reported below
     finally:
         _signal.signal(_signal.SIGALRM, previous)
-    if _expired[0]:
+    if call.expired:
         msg = f"no return within {limit:g} s"
         raise TimeUp(msg) from None
     return result
