@@ -37,8 +37,15 @@ __all__ = [
 def contained(workspace: str, path: str) -> bool:
     """Whether `path` (absolute, or relative to the workspace), links resolved, is still
     inside the (resolved) workspace."""
+    return _resolved(workspace, path) is not None
+
+
+def _resolved(workspace: str, path: str) -> tuple[str, str] | None:
+    """(the resolved workspace, `path` with its links resolved) while that is inside
+    the workspace; None when a link leads out."""
     base = os.path.realpath(workspace)
-    return os.path.realpath(os.path.join(base, path)).startswith(base + os.sep)
+    real = os.path.realpath(os.path.join(base, path))
+    return (base, real) if real.startswith(base + os.sep) else None
 
 
 class Source:
@@ -68,14 +75,23 @@ class Source:
         workspace is refused (UsageError, exit 64), whoever reads it (resume, the epic
         view and its external epics, companions, hooks, MCP)."""
         path = self.path(relpath)
-        if not contained(self.workspace, path):
+        resolved = _resolved(self.workspace, path)
+        if resolved is None:
             raise UsageError(f"{relpath}: outside the workspace {self.workspace}")
+        base, real = resolved
+        # a link on the way: the file it leads to is a dependency too, so a write there
+        # (in a folder the link's own folder's change queue does not see) is seen
+        target = os.path.relpath(real, base) if real != os.path.join(base, relpath) else None
         try:
             got = read_locked(path, self.lock_timeout, name)
         except StateFileMissing:
             self.seen[relpath] = None
+            if target is not None:
+                self.seen.setdefault(target, None)
             raise
         self.seen[relpath] = got.signature
+        if target is not None:
+            self.seen.setdefault(target, got.signature)
         return got.data
 
     def exists(self, relpath: str) -> bool:
