@@ -159,7 +159,7 @@ def test_the_stamp_moves_when_a_worktree_commits(repo: Path, worktree: Path) -> 
     in the linked worktree: its branch's file is in the common dir."""
     before = {real(path): sig for path, sig in storytime.stamp_files(str(worktree))}
     ref = real(repo / ".git" / "refs" / "heads" / "topic")
-    assert len(before) == 4 and before[ref] is not None
+    assert len(before) == 6 and before[ref] is not None  # and the work tree's .git, shallow
     time.sleep(0.01)
     commit(worktree, "more.md")
     after = {real(path): sig for path, sig in storytime.stamp_files(str(worktree))}
@@ -359,7 +359,7 @@ def test_a_fifo_head_does_not_block(repo: Path) -> None:
     out = probe(repo)
     assert "branch-error NotRegularFile" in out
     assert "commit None" in out
-    assert "stamps 3" in out  # index, HEAD, packed-refs: no ref is named
+    assert "stamps 5" in out  # index, HEAD, packed-refs, .git, shallow: no ref is named
     assert "time None" in out
 
 
@@ -368,7 +368,7 @@ def test_a_fifo_loose_ref_does_not_block(repo: Path) -> None:
     ref.unlink()
     os.mkfifo(ref)
     out = probe(repo)
-    assert "branch main" in out and "commit None" in out and "stamps 4" in out
+    assert "branch main" in out and "commit None" in out and "stamps 6" in out
 
 
 def test_a_fifo_packed_refs_does_not_block(repo: Path) -> None:

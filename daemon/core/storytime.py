@@ -153,14 +153,19 @@ def _repo_stamp(workspace: str) -> tuple[object, ...] | None:
 
 
 def stamp_files(workspace: str) -> tuple[tuple[str, tuple[int, int, int, int, int] | None], ...]:
-    """The files git's answers about a workspace depend on, with their signatures: the
-    index, HEAD, the ref HEAD names and packed-refs (absolute paths). A cached answer
-    that asked git is served only while they are unchanged (daemon/core/pipeline.py)."""
+    """The files git's answers about a workspace depend on, with their signatures: its
+    `.git`, the index, HEAD, the ref HEAD names, packed-refs and shallow (absolute
+    paths). A cached answer that asked git is served only while they are unchanged
+    (daemon/core/pipeline.py)."""
     where = _locate(workspace)
     if where is None:
         return ()
     found = []
-    for path in where.stamp_paths():
+    # and the workspace's own `.git` (a link or a `gitdir:` file retargeted is another
+    # repository, whose stamp files are not the ones listed) and `shallow` (a fetch
+    # --deepen brings older history, no ref moved)
+    more = (os.path.join(workspace, ".git"), os.path.join(where.common, "shallow"))
+    for path in (*where.stamp_paths(), *more):
         try:
             st = os.stat(path)
             sig: tuple[int, int, int, int, int] | None = (
