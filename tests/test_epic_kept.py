@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
-from daemon_harness import DaemonProcess
+from daemon_harness import DaemonProcess, write_config
 from epic_state_harness import epic_relpath, write_epic
 from git_harness import GitRepo
+from locks_harness import FlockWriter
 
 from storyd.api.epicview import epic_view
 
@@ -159,3 +163,58 @@ def test_views_asked_at_once_share_one_read(spawn_daemon: Spawn, repo: GitRepo) 
     assert len(answers) == 6 and len({a.split(b',"clock"')[0] for a in answers}) == 1
     assert after["reads"] == before["reads"] + 1
     assert after["served"] == before["served"] + 5
+
+
+def test_a_reload_that_lowers_the_state_cap_is_not_answered_from_a_kept_view(
+        spawn_daemon: Spawn, tmp_path: Path) -> None:  # fmt: skip
+    """A kept view was read under the cap in force then: after a SIGHUP lowers
+    limits.max_state_bytes below the file's size, the next view is refused (65) as a
+    fresh read is, not answered from before."""
+    repo = GitRepo(tmp_path / "ws").init()
+    repo.commit("base", {"README": "x\n"})
+    tasks = {f"TASK-{EPIC}-0001-{n:04d}": {"status": "PENDING", "title": "x" * 40}
+             for n in range(1500)}  # fmt: skip
+    write_epic(repo.path, EPIC, {STORY: {"status": "PENDING", "tasks": tasks}})
+    write_config(tmp_path, f"workspaces = [{str(repo.path)!r}]\n")
+    proc = spawn_daemon()
+    ask = {"op": "epic", "workspace": str(repo.path), "epic": EPIC}
+    assert proc.request(ask)["ok"] and proc.request(ask)["ok"]
+    assert _views(proc)["served"] == 1  # the second was kept
+    write_config(tmp_path, f"workspaces = [{str(repo.path)!r}]\n"
+                           "[limits]\nmax_state_bytes = 65536\n")  # fmt: skip
+    proc.signal(signal.SIGHUP)
+    proc.wait_log("reloaded")
+    refused = proc.request(ask)
+    assert not refused["ok"] and refused["error"]["code"] == 65, refused
+
+
+def test_waiters_behind_a_read_that_cannot_end_are_bounded(spawn_daemon: Spawn,
+                                                           tmp_path: Path, repo: GitRepo) -> None:
+    """While a writer holds the epic's file, clients asking its view at once each get
+    75 within about twice the lock bound (their own wait, or the read they waited for),
+    not one bound after another."""
+    write_config(tmp_path, f"workspaces = [{str(repo.path)!r}]\n"
+                           "[limits]\nlock_timeout = 0.5\n")  # fmt: skip
+    proc = spawn_daemon()
+    assert proc.request({"op": "ping"})["ok"]
+    writer = FlockWriter(repo.path / epic_relpath(EPIC), "-x", tmp_path / "fifo")
+    try:
+        answers: list[tuple[float, dict[str, object]]] = []
+
+        def ask() -> None:
+            began = time.monotonic()
+            got = proc.request({"op": "epic", "workspace": str(repo.path), "epic": EPIC})
+            answers.append((time.monotonic() - began, got))
+
+        clients = [threading.Thread(target=ask) for _ in range(4)]
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join(30)
+    finally:
+        writer.release()
+        writer.kill()  # closes its pipe
+    assert len(answers) == 4
+    for took, got in answers:
+        assert not got["ok"] and got["error"]["code"] == 75, got  # type: ignore[index]
+        assert took < 1.8, answers  # one after another: 0.5, 1.0, 1.5, 2.0 s

@@ -31,9 +31,10 @@ import orjson
 
 from storyd.api.epicview import places, read_epic
 from storyd.core.caps import check_answer
-from storyd.core.errors import StorydError
+from storyd.core.errors import LockTimeout, StorydError
 from storyd.core.formats.epic import epic_state_file
 from storyd.core.storytime import stamp_files
+from storyd.core.switches import CONFIG
 from storyd.server.store import Proof, folder_identity
 
 if TYPE_CHECKING:
@@ -52,10 +53,11 @@ _Key = tuple[str, str]
 class _Kept:
     """One kept answer line and what proves it still the answer."""
 
-    __slots__ = ("compressed", "externals", "identity", "line", "places", "proof")
+    __slots__ = ("cap", "compressed", "externals", "identity", "line", "places", "proof")
 
     def __init__(self, line: bytes, proof: Proof, places: tuple[object, ...],
                  externals: tuple[str, ...], identity: tuple[int, int] | None) -> None:
+        self.cap = CONFIG.max_state_bytes  # a reload that lowers it refuses what it read
         self.compressed = len(line) >= COMPRESS_BYTES
         self.line = zlib.compress(line, 1) if self.compressed else line
         self.proof = proof
@@ -65,7 +67,7 @@ class _Kept:
 
     def holds(self, workspace: str, epic_id: str, changes: Changes | None) -> bool:
         """Whether a read now would answer exactly this line."""
-        if folder_identity(workspace) != self.identity:
+        if CONFIG.max_state_bytes != self.cap or folder_identity(workspace) != self.identity:
             return False
         if changes is not None:
             changes.drain()
@@ -105,7 +107,13 @@ class EpicViews:
             if len(self._reading) > 4 * self.limit and key not in self._reading:
                 self._reading.clear()  # a lock still held only loses its single flight
             reading = self._reading.setdefault(key, threading.Lock())
-        with reading:  # one read of an epic at a time; who waited takes its view
+        # one read of an epic at a time; who waited takes its view. A waiter waits at
+        # most the lock bound (a read that failed does not make the next one queue
+        # behind it, each holding a worker): then 75, as a held writers' lock gives
+        if not reading.acquire(timeout=max(lock_timeout, 0.0)):
+            msg = f"epic {epic_id}: another read of it did not end within {lock_timeout:g} s"
+            raise LockTimeout(msg)
+        try:
             kept = self._kept.get(key)
             if kept is not None and kept.holds(workspace, epic_id, self.changes):
                 with self._lock:
@@ -116,6 +124,8 @@ class EpicViews:
                     self.served_big()
                 return kept.answer()
             return self._read(key, lock_timeout, cap)
+        finally:
+            reading.release()
 
     def _read(self, key: _Key, lock_timeout: float, cap: int) -> bytes:
         workspace, epic_id = key
