@@ -82,6 +82,32 @@ class TestTheBuiltinTables:
                 assert any(fits(p, relpath) for p in every), relpath
         assert claimed > 0, "the drawn paths never reached this format: the test proves nothing"
 
+    def test_every_real_producers_path_it_claims_fits_a_pattern(self) -> None:
+        """The paths of the corpus's real files (../shared/corpus/realworld2 and 3, each
+        MANIFEST.json names the file's path in its repository): every one an adapter
+        claims fits that format's declared patterns, and spec-kit's, Kiro's, Task
+        Master's and beads' are all claimed (the premise)."""
+        corpus = FIXTURES.parents[2] / "shared" / "corpus"
+        entries = [e for d in ("realworld2", "realworld3")
+                   for e in json.loads((corpus / d / "MANIFEST.json").read_text())]
+        assert entries, f"no corpus manifests under {corpus}"
+        tables = {a.name: declared(a.name) for a in all_adapters(plugins=False)}
+        claimed: dict[str, int] = {}
+        for entry in entries:
+            path = entry["path"]
+            for adapter in all_adapters(plugins=False):
+                paths = tables[adapter.name]
+                assert paths is not None
+                if adapter.matches(path):
+                    assert any(fits(p, path) for p in paths["files"]), (adapter.name, path)
+                    convention = entry.get("convention") or "epic-like"
+                    claimed[convention] = claimed.get(convention, 0) + 1
+                if adapter.owner(path) is not None:
+                    every = (*paths["files"], *paths["companions"])
+                    assert any(fits(p, path) for p in every), (adapter.name, path)
+        for convention in ("spec-kit", "kiro", "task-master", "beads"):
+            assert claimed.get(convention), f"no {convention} path claimed: {claimed}"
+
     def test_no_builtin_finds_its_files_its_own_way(self) -> None:
         """state_files walks the declared roots as Adapter.find does: none overrides it."""
         from storyd.core.formats.base import Adapter
