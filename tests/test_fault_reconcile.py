@@ -146,7 +146,7 @@ class TestDiskFull:
         shutil.move(plans, tmp_path / "plans-saved")
         with tmpfs(plans, "64k"):
             shutil.copytree(tmp_path / "plans-saved", plans, dirs_exist_ok=True)
-            filler = fill(plans, leave_pages=1)  # one page: the 4 KB file cannot grow
+            filler = fill(plans, leave_pages=0)  # full: the 4,000-byte file cannot grow
             done = run(env, repo, "--apply")
             message = one_line_error(done)
             assert done.returncode == 74, (done.returncode, message)
@@ -166,23 +166,31 @@ class TestDiskFull:
 
 
 class TestNotWritable:
-    def test_a_read_only_folder_is_exit_77_naming_what_was_written(
+    def test_a_read_only_folder_still_takes_an_in_place_write(
         self, env: dict[str, str], tmp_path: Path
     ) -> None:
         prefix = no_dac_or_skip()
         repo, before = three_epics(tmp_path / "ws")
         folder = state(repo, EPICS[1]).parent
-        folder.chmod(0o555)
+        folder.chmod(0o555)  # a write in place needs the file writable, not its folder
         try:
             done = run(env, repo, "--apply", prefix=prefix)
         finally:
             folder.chmod(0o755)
+        assert done.returncode == 0, done.stderr
+        assert run(env, repo, "--undo").returncode == 0
+        assert {e: state(repo, e).read_bytes() for e in EPICS} == before
+
+    def test_a_read_only_file_is_exit_77_and_nothing_is_written(
+        self, env: dict[str, str], tmp_path: Path
+    ) -> None:
+        prefix = no_dac_or_skip()
+        repo, before = three_epics(tmp_path / "ws")
+        state(repo, EPICS[1]).chmod(0o444)
+        done = run(env, repo, "--apply", prefix=prefix)
         message = one_line_error(done)
         assert done.returncode == 77, (done.returncode, message)
         assert "Permission denied" in message, message
-        first, second, third = (f"plans/epic-{e}/execution-state.json" for e in EPICS)
-        assert f"written: {first};" in message and f"not written: {second}, {third};" in message
-        assert run(env, repo, "--undo").returncode == 0
         assert {e: state(repo, e).read_bytes() for e in EPICS} == before
 
     def test_an_unwritable_undo_folder_changes_nothing(

@@ -32,7 +32,6 @@ from storyd.api.reconcile.atomic import HOOK_ENV, TEMP_MARK
 from storyd.api.reconcile.gather import Selection
 from storyd.api.reconcile.plan import Plan
 from storyd.config import Config, Limits
-from storyd.core.redo import REDO_MARK
 
 Spawn = Callable[..., DaemonProcess]
 T1, T2, T3 = (task_id(STORY, n) for n in (1, 2, 3))
@@ -61,6 +60,12 @@ def epic_text(tasks: dict[str, dict[str, object]], *, title: str = "Carve-out â€
         "  }\n"
         "}\n"
     )
+
+
+def redo_records(env: dict[str, str]) -> list[str]:
+    """The redo records storyd keeps in its private folder (core/redo.py)."""
+    folder = Path(env["XDG_STATE_HOME"]) / "storyd" / "redo"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
 
 
 @pytest.fixture
@@ -348,7 +353,7 @@ class TestSafety:
         assert killed.returncode == -9, killed.stderr
         text = path.read_text(encoding="utf-8")
         temps = [p.name for p in path.parent.iterdir() if TEMP_MARK in p.name]
-        redos = [p.name for p in path.parent.iterdir() if REDO_MARK in p.name]
+        redos = redo_records(env)
         assert temps == []
         if survivor == "old":
             assert text == before
@@ -362,7 +367,7 @@ class TestSafety:
         done = reconcile(env, repo, "--apply")
         assert done.returncode == 0, done.stderr
         assert [p.name for p in path.parent.iterdir() if TEMP_MARK in p.name] == []
-        assert [p.name for p in path.parent.iterdir() if REDO_MARK in p.name] == []
+        assert redo_records(env) == []
         assert json.loads(path.read_text())["stories"][STORY]["tasks"][T2]["commitSha"] == t2
 
     @pytest.mark.slow

@@ -1,11 +1,13 @@
-"""Issue 29: a reconcile killed inside its one in-place write is finished exactly once.
+"""Issue 29 and 39: a reconcile killed inside its one in-place write is finished exactly
+once, by storyd's writers only.
 
 reconcile writes a state file's new bytes into the locked file (same inode), 64 KiB at
 a time; a kill between two pieces leaves it torn. Its redo record (the old bytes and
-the new, core/redo.py) lets the next storyd that takes the writers' `flock -x` on the
-file finish the write: any read by storyd (here `storyd resume --direct` and a daemon),
-or the next apply or undo. These tests tear real files with real SIGKILLs, and check
-that a newer writer's update, made after the kill, is never overwritten.
+the new, core/redo.py, in storyd's private folder, bound to the file) lets the next
+`reconcile --recover`, `--apply` or `--undo` finish the write. Readers (`storyd resume`,
+a daemon) never write: they report the pending write. These tests tear real files with
+real SIGKILLs, and check that a newer writer's update, made after the kill, is never
+overwritten, and that no read changes a byte.
 """
 
 from __future__ import annotations
@@ -41,6 +43,32 @@ def locked_rw(path: Path) -> int:
     return fd
 
 
+def place(path: Path, before: bytes, after: bytes, bound: dict[str, object] | None = None,
+          ) -> Path:
+    """storyd's own record for `path` in its private folder (core/redo.py), as
+    atomic.overwrite writes it; `bound` overrides a header field (a forged record)."""
+    redo.prepare_dir()
+    st = os.stat(path)
+    data = redo.encode(str(path), st, before, after)
+    if bound:
+        head, _, body = data.partition(b"\n")
+        fields = json.loads(head[len(b"storyd-redo 2 "):])
+        fields.update(bound)
+        data = b"storyd-redo 2 " + json.dumps(fields).encode() + b"\n" + body
+    where = Path(redo.record_path(st))
+    where.write_bytes(data)
+    where.chmod(0o600)
+    return where
+
+
+def recover_now(path: Path) -> str | None:
+    fd = locked_rw(path)
+    try:
+        return redo.recover(fd, str(path))
+    finally:
+        os.close(fd)
+
+
 class TestRecover:
     """core/redo.py on real files: every torn prefix finished, anything else kept."""
 
@@ -48,12 +76,8 @@ class TestRecover:
 
     def _recover(self, path: Path, content: bytes, before: bytes, after: bytes) -> str | None:
         path.write_bytes(content)
-        Path(redo.redo_path(str(path))).write_bytes(redo.encode(before, after))
-        fd = locked_rw(path)
-        try:
-            return redo.recover(fd, str(path))
-        finally:
-            os.close(fd)
+        place(path, before, after)
+        return recover_now(path)
 
     @pytest.mark.parametrize("after", [b'{"a": "' + b"1" * 300 + b'", "b": 1}',  # same size
                                        b'{"a": 1}',  # shorter: padded, then truncated
@@ -68,7 +92,7 @@ class TestRecover:
             expected = before if torn == before else after
             assert path.read_bytes() == expected, k
             assert outcome == ("kept" if torn in (before, after) else "finished"), k
-            assert not os.path.exists(redo.redo_path(str(path)))
+            assert not os.path.exists(redo.record_path(os.stat(path)))
             assert self._recover(path, path.read_bytes(), before, after) == "kept"  # once
 
     def test_a_newer_writers_bytes_are_kept(self, tmp_path: Path) -> None:
@@ -80,25 +104,71 @@ class TestRecover:
     def test_a_torn_record_touches_nothing(self, tmp_path: Path) -> None:
         path = tmp_path / "state.json"
         path.write_bytes(self.BEFORE)
-        record = redo.encode(self.BEFORE, b'{"a": 1}')
-        Path(redo.redo_path(str(path))).write_bytes(record[:-3])  # killed writing it
-        fd = locked_rw(path)
-        try:
-            assert redo.recover(fd, str(path)) == "kept"
-        finally:
-            os.close(fd)
+        where = place(path, self.BEFORE, b'{"a": 1}')
+        where.write_bytes(where.read_bytes()[:-3])  # killed while the record was written
+        assert recover_now(path) == "kept"
         assert path.read_bytes() == self.BEFORE
         assert redo.decode(b"not a record\n") is None
-        assert not os.path.exists(redo.redo_path(str(path)))
+        assert not where.exists()
 
     def test_no_record_is_none(self, tmp_path: Path) -> None:
         path = tmp_path / "state.json"
         path.write_bytes(self.BEFORE)
-        fd = locked_rw(path)
-        try:
-            assert redo.recover(fd, str(path)) is None
-        finally:
-            os.close(fd)
+        assert recover_now(path) is None
+
+
+class TestBinding:
+    """Issue 39: a record is obeyed only for the very file storyd wrote it for."""
+
+    BEFORE = b'{"a": "' + b"0" * 40 + b'"}'
+    EVIL = b'{"a": "' + b"6" * 40 + b'"}'
+
+    @pytest.mark.parametrize(("field", "value", "why"), [
+        ("path", "/etc/passwd", "written for /etc/passwd"),
+        ("created", 1, "older than"),
+        ("created", 4_000_000_000, "older than"),
+        ("uid", 12345, "not this user"),
+        ("ino", 1, "another file"),
+    ])
+    def test_a_record_bound_elsewhere_is_ignored_and_left(
+        self, tmp_path: Path, field: str, value: object, why: str
+    ) -> None:
+        path = tmp_path / "state.json"
+        torn = self.EVIL[:20] + self.BEFORE[20:]  # what a torn write of EVIL looks like
+        path.write_bytes(torn)
+        where = place(path, self.BEFORE, self.EVIL, {field: value})
+        outcome = recover_now(path)
+        assert outcome is not None and outcome.startswith("ignored: ") and why in outcome
+        assert path.read_bytes() == torn  # never obeyed
+        assert where.exists()  # left for the user to see (`reconcile --recover`)
+        assert redo.pending(str(path), os.stat(path)) == "foreign"
+
+    def test_a_record_beside_the_file_is_never_read(self, tmp_path: Path) -> None:
+        """Where storyd before issue 39 kept records, and where a repository can ship one."""
+        path = tmp_path / "state.json"
+        torn = self.EVIL[:20] + self.BEFORE[20:]
+        path.write_bytes(torn)
+        beside = Path(redo.foreign_path(str(path)))
+        beside.write_bytes(b"storyd-redo 1 %d %d\n" % (len(self.BEFORE), len(self.EVIL))
+                           + self.BEFORE + self.EVIL)
+        assert recover_now(path) is None
+        assert path.read_bytes() == torn and beside.exists()
+        assert redo.pending(str(path), os.stat(path)) == "foreign"
+
+    def test_a_record_that_is_a_link_or_fifo_is_not_followed(self, tmp_path: Path) -> None:
+        path = tmp_path / "state.json"
+        path.write_bytes(self.BEFORE)
+        redo.prepare_dir()
+        where = Path(redo.record_path(os.stat(path)))
+        where.symlink_to("/dev/zero")
+        outcome = recover_now(path)
+        assert outcome is not None and outcome.startswith("ignored")
+        where.unlink()
+        os.mkfifo(where)
+        started = time.monotonic()
+        outcome = recover_now(path)
+        assert time.monotonic() - started < 2 and outcome is not None
+        assert outcome.startswith("ignored") and path.read_bytes() == self.BEFORE
 
 
 @pytest.fixture
@@ -139,7 +209,7 @@ def is_torn(data: bytes, before: bytes, after: bytes) -> bool:
 
 
 @pytest.mark.slow
-def test_a_kill_at_every_piece_of_the_write_is_finished_by_the_next_read(
+def test_a_kill_at_every_piece_is_reported_by_reads_and_finished_by_recover(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     repo, path, before = big_unrecorded(tmp_path / "ws", 300_000)  # 5 pieces of 64 KiB
@@ -154,11 +224,16 @@ def test_a_kill_at_every_piece_of_the_write_is_finished_by_the_next_read(
             break
         raw = path.read_bytes()
         torn += is_torn(raw, before, after)
-        read = read_directly(env, repo)  # a read by storyd finishes the killed write
+        read = read_directly(env, repo)  # a read reports the killed write, never finishes it
         assert b"Traceback" not in read.stderr, read.stderr
-        assert read.returncode == 0, (n, read.stderr)
-        assert path.read_bytes() in (before, after), f"step {n}: still torn after a read"
-        assert not os.path.exists(redo.redo_path(str(path)))
+        assert read.returncode in (0, 65), (n, read.stderr)
+        if read.returncode == 65:
+            assert b"reconcile --recover" in read.stderr, read.stderr
+        assert path.read_bytes() == raw, f"step {n}: a read wrote"
+        recovered = reconcile(env, repo, "--recover")
+        assert recovered.returncode == 0, (n, recovered.stdout, recovered.stderr)
+        assert path.read_bytes() in (before, after), f"step {n}: still torn after --recover"
+        assert not os.path.exists(redo.record_path(path.stat()))
         if raw != before:
             assert path.read_bytes() == after, f"step {n}: a begun write was not finished"
         undone = reconcile(env, repo, "--undo")
@@ -185,16 +260,18 @@ def test_a_newer_writer_after_the_kill_is_never_overwritten(
     subprocess.run(["flock", "-x", str(path), sys.executable, "-c", writer, str(path),
                     newer.decode()], check=True, timeout=30)
     assert read_directly(env, repo).returncode == 0
+    assert reconcile(env, repo, "--recover").returncode == 0
     assert path.read_bytes() == newer  # the writer's update stands
-    assert not os.path.exists(redo.redo_path(str(path)))
+    assert not os.path.exists(redo.record_path(path.stat()))
 
 
 @pytest.mark.slow
-def test_a_random_sigkill_mid_write_is_finished_by_the_daemon(
+def test_a_random_sigkill_mid_write_is_left_by_the_daemon_and_finished_by_recover(
     env: dict[str, str], tmp_path: Path, spawn_daemon: Spawn
 ) -> None:
     """Real SIGKILLs at random moments of the write (of a 4 MB file); a watching daemon
-    reads each torn file, finishes it, and answers from the whole one."""
+    reads each torn file and leaves it be; `--recover` finishes it, and the daemon
+    answers from the whole one."""
     repo, path, before = big_unrecorded(tmp_path / "ws", 4_000_000)
     daemon = spawn_daemon([repo.path])
     query = {"op": "resume", "workspace": str(repo.path), "epic": EPIC, "story": STORY}
@@ -225,11 +302,10 @@ def test_a_random_sigkill_mid_write_is_finished_by_the_daemon(
             _undo(env, repo, path, before)
             continue
         torn += is_torn(raw, before, after)
-        wait_for(lambda: not os.path.exists(redo.redo_path(str(path))), 30.0,
-                 "the daemon to finish the killed write")
-        answer = daemon.request(query)
-        assert answer["ok"] is True, answer
-        assert b"storyd-redo" not in path.read_bytes()
+        daemon.request(query)  # answered or refused (a torn file may not parse): no write
+        assert path.read_bytes() == raw, "the daemon wrote into the state file"
+        assert reconcile(env, repo, "--recover").returncode == 0
+        wait_for(lambda: daemon.request(query)["ok"] is True, 30.0, "the whole file's answer")
         assert path.read_bytes() == after  # whole again
         _undo(env, repo, path, before)
     assert torn >= 1, f"no kill of {tries} tore the file"
@@ -275,11 +351,12 @@ def _undo(env: dict[str, str], repo: GitWorkspace, path: Path, before: bytes) ->
 
 
 @pytest.mark.slow
-def test_a_daemon_started_after_the_kill_finishes_the_write(
+def test_a_daemon_started_after_the_kill_leaves_it_to_recover(
     env: dict[str, str], tmp_path: Path, spawn_daemon: Spawn
 ) -> None:
     """No storyd ran between the kill and the daemon's start: its warm-up read of the
-    torn file finishes the write before it answers from it."""
+    torn file writes nothing; `--recover` finishes the write, and the daemon answers
+    from the whole file."""
     repo, path, before = big_unrecorded(tmp_path / "ws", 300_000)
     assert reconcile(env, repo, "--apply").returncode == 0
     after = path.read_bytes()
@@ -291,12 +368,15 @@ def test_a_daemon_started_after_the_kill_finishes_the_write(
             break
         assert reconcile(env, repo, "--undo").returncode in (0, 1)
         assert path.read_bytes() == before
-    assert is_torn(path.read_bytes(), before, after)
+    torn_bytes = path.read_bytes()
+    assert is_torn(torn_bytes, before, after)
     daemon = spawn_daemon([repo.path])
-    answer = daemon.request({"op": "resume", "workspace": str(repo.path), "epic": EPIC,
-                             "story": STORY}, timeout=30)
-    assert answer["ok"] is True, answer
-    assert not os.path.exists(redo.redo_path(str(path)))
+    query = {"op": "resume", "workspace": str(repo.path), "epic": EPIC, "story": STORY}
+    daemon.request(query, timeout=30)
+    assert path.read_bytes() == torn_bytes  # readers never write
+    assert reconcile(env, repo, "--recover").returncode == 0
+    wait_for(lambda: daemon.request(query)["ok"] is True, 30.0, "the whole file's answer")
+    assert not os.path.exists(redo.record_path(path.stat()))
     document = json.loads(path.read_bytes())
     assert document["stories"][STORY]["tasks"][T2]["status"] == "DONE"  # the apply's change
     assert path.read_bytes() == after

@@ -17,8 +17,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from storyd.api.reconcile.gather import Selection
     from storyd.api.reconcile.plan import Plan
+    from storyd.api.reconcile.recovery import Recovered
 
-__all__ = ["Reconciled", "combination", "folder", "only_codes", "reconcile", "selection", "undo"]
+__all__ = ["Reconciled", "combination", "folder", "only_codes", "reconcile", "recover",
+           "selection", "undo"]
 
 
 class Reconciled:
@@ -143,6 +145,21 @@ def undo(workspace: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> list[str
         return undo_last(workspace, lock_timeout)
     except OSError as exc:  # the writes themselves report what they did (failures.py)
         raise os_failure(exc, "reconcile --undo") from None
+
+
+def recover(workspace: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> list[Recovered]:
+    """Finish the writes a killed reconcile left in `workspace` (a folder's real path),
+    from storyd's own redo records; list the records not obeyed, and why."""
+    from storyd.api.reconcile.failures import os_failure
+    from storyd.api.reconcile.recovery import recover_workspace
+    from storyd.core.formats import all_adapters
+    from storyd.core.pipeline import find_state_files
+
+    state_files = sorted(find_state_files(workspace, all_adapters()))
+    try:
+        return recover_workspace(workspace, state_files, lock_timeout)
+    except OSError as exc:
+        raise os_failure(exc, "reconcile --recover") from None
 
 
 def _tell_daemon(workspace: str, plan: Plan) -> None:

@@ -18,6 +18,7 @@ import os
 import stat
 import time
 
+from storyd.core import redo
 from storyd.core.errors import DataError, LockTimeout, StateFileMissing
 from storyd.core.switches import CONFIG
 
@@ -38,10 +39,11 @@ _MAX_DELAY = 0.01
 class LockedRead:
     """What one locked read saw: the bytes and the identity of the file they came from."""
 
-    __slots__ = ("ctime_ns", "data", "inode", "mtime_ns", "size")
+    __slots__ = ("ctime_ns", "data", "inode", "mtime_ns", "redo", "size")
 
     def __init__(self, data: bytes, st: os.stat_result) -> None:
         self.data = data
+        self.redo: str | None = None  # core/redo.py `pending`: "pending", "foreign"
         self.inode = (st.st_dev, st.st_ino)
         self.mtime_ns = st.st_mtime_ns
         self.ctime_ns = st.st_ctime_ns
@@ -133,39 +135,19 @@ def read_locked(path: str, timeout: float = DEFAULT_LOCK_TIMEOUT, name: str = ""
     """Read `path` whole under `flock -s`, waiting at most `timeout` seconds for writers.
 
     `name` is how errors call the file (the seed says "execution-state.json not found").
+    A reader never writes: a killed reconcile's redo record for the file is only noted
+    (`LockedRead.redo`, core/redo.py); reconcile finishes it.
     """
     name = name or os.path.basename(path)
     deadline = time.monotonic() + timeout
-    folder, sep, base = path.rpartition("/")
-    if os.path.lexists(f"{folder}{sep}.{base}.storyd-redo"):  # core/redo.py's REDO_MARK
-        _finish_killed_write(path, timeout, deadline)
     while True:
         fd = _open_regular(path, name)
         try:
             flock_wait(fd, fcntl.LOCK_SH, path, timeout, deadline)
             if same_file(fd, path):
                 st = os.fstat(fd)
-                return LockedRead(_read_all(fd, path), st)
+                got = LockedRead(_read_all(fd, path), st)
+                got.redo = redo.pending(path, st)
+                return got
         finally:
             os.close(fd)  # closing the descriptor releases the flock
-
-
-def _finish_killed_write(path: str, timeout: float, deadline: float) -> None:
-    """A killed reconcile's redo record lies beside `path`: finish its write under the
-    writers' `flock -x` (core/redo.py) before reading. Left to the next reader or
-    reconcile when the file cannot be opened for writing."""
-    from storyd.core import redo
-    from storyd.core.regular import open_regular
-
-    try:
-        fd = open_regular(path, os.O_RDWR)
-    except OSError:
-        return
-    try:
-        flock_wait(fd, fcntl.LOCK_EX, path, timeout, deadline)
-        if same_file(fd, path):
-            redo.recover(fd, path)
-    except OSError:
-        return
-    finally:
-        os.close(fd)

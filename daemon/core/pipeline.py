@@ -27,8 +27,9 @@ import time
 
 from storyd.core import envelope, storytime
 from storyd.core.caps import DEFAULT_MAX_ANSWER_BYTES, check_answer
+from storyd.core.containment import Refused, resolve
 from storyd.core.errors import DataError, StorydError, UsageError
-from storyd.core.formats.base import Adapter, Source, contained
+from storyd.core.formats.base import Adapter, Source, contained, redo_finding
 from storyd.core.locking import DEFAULT_LOCK_TIMEOUT
 from storyd.core.model import DONE, Finding, Unit
 from storyd.core.switches import CONFIG
@@ -230,8 +231,9 @@ def read_file(
     workspace), never an exception of its own."""
     started = time.time_ns()
     path = os.path.join(workspace, relpath)
-    if not contained(workspace, relpath):
-        refused = UsageError(f"{relpath}: outside the workspace {workspace}")
+    try:
+        resolve(workspace, relpath)
+    except Refused as refused:  # out of the workspace, or into git's folders
         return FileRead(relpath, None, refused, ((path, signature(path)),), started)
     source = Source(workspace, options.lock_timeout)
     units: list[Unit] | None = None
@@ -247,6 +249,11 @@ def read_file(
     for unit in units or ():
         if len(unit.tasks) > MAX_UNIT_TASKS:
             _too_large(unit)
+    if units and (relpath in source.redo or reuse is not None):
+        _note_redo(units, source.redo.get(relpath), relpath)
+    if isinstance(error, DataError) and source.redo.get(relpath) == "pending":
+        error = DataError(f"{error}; a reconcile write was interrupted: run "
+                          "`storyd reconcile --recover` to finish it")
     story_files = {u.story_file for u in units} if units else set()
     # the adapter may have failed before reading it (or read it under another name)
     own = source.seen.pop(relpath) if relpath in source.seen else signature(path)
@@ -255,6 +262,19 @@ def read_file(
                if p not in story_files)
     )
     return FileRead(relpath, units, error, ((path, own), *others), started)
+
+
+_REDO_CODES = ("interrupted-write", "redo-ignored")
+
+
+def _note_redo(units: list[Unit], word: str | None, relpath: str) -> None:
+    """A reader reports a redo record for the file (never obeys it): the finding on each
+    unit, and none left from an earlier read on units reused from it."""
+    note = redo_finding(relpath, word) if word is not None else None
+    for unit in units:
+        kept = tuple(f for f in unit.findings
+                     if not (f.detector == "format" and f.code in _REDO_CODES))
+        unit.findings = kept if note is None else (*kept, note)
 
 
 def _too_large(unit: Unit) -> None:

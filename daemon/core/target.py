@@ -9,8 +9,9 @@ with an optional `--unit` (any format, found by path; a file of one unit needs n
 
 from __future__ import annotations
 
+from storyd.core.containment import resolve
 from storyd.core.errors import StoryNotInState, UsageError
-from storyd.core.pipeline import contained, inside
+from storyd.core.pipeline import inside
 
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
@@ -103,11 +104,13 @@ def for_state_file(workspace: str, state_file: str, unit: str | None, *,
 
 def resolve_state_file(workspace: str, state_file: str) -> str:
     """A state file given as a path, made workspace-relative by the one rule
-    (`pipeline.inside`), and not a link that leads out of the workspace."""
+    (`pipeline.inside`), and not a link that leads out of the workspace or into git's
+    folders (core/containment.py)."""
     if "\0" in state_file or "\0" in workspace:
         raise UsageError("a path may not contain a NUL byte")
     relpath = inside(workspace, state_file)
-    if relpath is None or not contained(workspace, relpath):
+    if relpath is None:
         msg = f"{state_file}: outside the workspace {workspace}"
         raise UsageError(msg)
+    resolve(workspace, relpath)  # Refused: a link out, or into git's folders
     return relpath

@@ -30,12 +30,14 @@ from storyd.api.reconcile.atomic import (
 from storyd.api.reconcile.failures import Progress, failure
 from storyd.api.reconcile.plan import FilePlan, Plan
 from storyd.api.reconcile.targets import dialect_of
+from storyd.core.containment import Refused, resolve
 from storyd.core.durable import read_fd
 from storyd.core.errors import LockTimeout
 from storyd.core.gitstate import operation_under_way
 from storyd.core.regular import read_regular
+from storyd.core.switches import CONFIG
 
-__all__ = ["REPLANS", "GitOperationUnderWay", "apply", "undo_last"]
+__all__ = ["REPLANS", "GitOperationUnderWay", "apply", "undo_last", "writable"]
 
 REPLANS = 3
 
@@ -48,6 +50,19 @@ def _parses(data: bytes) -> bool:
     return True
 
 
+def writable(workspace: str, relpath: str) -> str:
+    """The absolute path of a file reconcile may write: inside the workspace and out of
+    git's folders, links resolved (core/containment.py), and not itself a link (a
+    write never goes through one). Refused (exit 64) otherwise; nothing is written."""
+    resolve(workspace, relpath)
+    path = os.path.join(workspace, relpath)
+    if os.path.islink(path):
+        msg = (f"{relpath}: a link (to {os.readlink(path)}); reconcile writes no file "
+               "through a link; nothing was written")
+        raise Refused(msg)
+    return path
+
+
 def _bak(workspace: str, plan: FilePlan) -> tuple[str, bytes | None] | None:
     """The `.bak` to write (its path and current bytes), when the format keeps one.
 
@@ -56,9 +71,9 @@ def _bak(workspace: str, plan: FilePlan) -> tuple[str, bytes | None] | None:
     dialect = dialect_of(plan.format)
     if dialect is None or not dialect.keeps_bak or not _parses(plan.before):
         return None
-    path = os.path.join(workspace, plan.relpath + ".bak")
+    path = writable(workspace, plan.relpath + ".bak")
     try:
-        return path, read_regular(path)
+        return path, read_regular(path, CONFIG.max_state_bytes)
     except FileNotFoundError:
         return path, None
 
@@ -129,7 +144,7 @@ def apply(workspace: str, make_plan: Callable[[], Plan], lock_timeout: float) ->
             current: dict[str, bytes | None] = {}
             fds: dict[str, int] = {}
             for file in sorted(plan.files, key=lambda f: f.relpath):
-                path = os.path.join(workspace, file.relpath)
+                path = writable(workspace, file.relpath)
                 try:
                     fd = stack.enter_context(locked(path, lock_timeout))
                 except FileNotFoundError:  # removed since the plan was made
@@ -160,7 +175,7 @@ def apply(workspace: str, make_plan: Callable[[], Plan], lock_timeout: float) ->
 
 def _current(path: str) -> bytes | None:
     try:
-        return read_regular(path)
+        return read_regular(path, CONFIG.max_state_bytes)
     except FileNotFoundError:
         return None
 
@@ -175,7 +190,7 @@ def undo_last(workspace: str, lock_timeout: float) -> list[str]:
         changed, lost = [], []
         fds: dict[str, int] = {}
         for item, entry in zip(record.files, entries, strict=True):
-            path = os.path.join(workspace, item.path)
+            path = writable(workspace, item.path)
             if os.path.exists(path):
                 fds[item.path] = stack.enter_context(locked(path, lock_timeout))
                 recover(fds[item.path], path)

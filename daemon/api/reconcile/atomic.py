@@ -9,8 +9,8 @@
                             loses its update; the redo record (core/redo.py) is
                             written first, then `data` padded with blanks to the old
                             length, fsync, truncate, fsync
-    recover(fd, path)       finish what a killed overwrite left, from its redo record
-                            (torn mid-write included), exactly once
+    recover(fd, path)       finish what a killed overwrite left, from storyd's own redo
+                            record for that file (torn mid-write included), exactly once
     replace(path, data)     a temporary file in the same folder, written and fsynced,
                             renamed over the path, then the folder fsynced (`.bak`
                             files, undo records, settings): a crash at any moment
@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from storyd.core import redo
 from storyd.core.durable import fsync_dir, read_fd
 from storyd.core.locking import flock_wait, same_file
-from storyd.core.regular import open_regular, read_regular
+from storyd.core.regular import open_regular
 from storyd.core.switches import CONFIG
 
 __all__ = [
@@ -95,7 +95,8 @@ def locked(path: str, timeout: float) -> Iterator[int]:
     """Hold `flock -x` on `path` (the descriptor is yielded); LockTimeout past `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
-        fd = open_regular(path, os.O_RDWR)  # a FIFO would block open(2) for ever
+        # never through a final link (ELOOP), and a FIFO would block open(2) for ever
+        fd = open_regular(path, os.O_RDWR | os.O_NOFOLLOW)
         try:
             flock_wait(fd, fcntl.LOCK_EX, path, timeout, deadline)
             if same_file(fd, path):  # else a writer renamed a new file over it: lock that
@@ -132,8 +133,19 @@ def _temp(path: str) -> str:
     return os.path.join(folder, f".{name}{TEMP_MARK}{os.getpid()}.tmp")
 
 
+def _create(temp: str, mode: int) -> int:
+    """A new file at `temp`, never through a link: one already there (a dead run's, or a
+    repository's link to somewhere else) is removed first, not followed."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(temp, flags, mode)
+    except FileExistsError:
+        os.unlink(temp)  # unlink(2) removes a link itself, never what it leads to
+        return os.open(temp, flags, mode)
+
+
 def _write_temp(temp: str, data: bytes, mode: int) -> None:
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    fd = _create(temp, mode)
     try:
         step()
         view = memoryview(data)
@@ -156,25 +168,26 @@ def overwrite(fd: int, path: str, data: bytes) -> bool:
     longer names that file afterwards (a writer renamed its own over it without the
     lock: its version stands, ours is not in the file).
 
-    The redo record (core/redo.py: the old bytes and the new) is written and fsynced
-    first; then `data`, padded with blanks to the old length, in `_CHUNK` pieces, fsync,
-    truncate, fsync; then the record goes. A kill at any point leaves the old bytes, the
-    new ones, or a torn file beside its record, which the next `flock -x` on the file
-    by storyd (a read, an apply, an undo) finishes (`recover`).
+    The redo record (core/redo.py: the old bytes and the new, in storyd's private
+    folder, bound to this file) is written and fsynced first; then `data`, padded with
+    blanks to the old length, in `_CHUNK` pieces, fsync, truncate, fsync; then the
+    record goes. A kill at any point leaves the old bytes, the new ones, or a torn file
+    and its record, which the next apply, undo or `reconcile --recover` finishes
+    (`recover`); readers only report it.
     """
     before = read_fd(fd)
-    record = redo.redo_path(path)
-    _write_temp(record, redo.encode(before, data), 0o600)
+    redo.prepare_dir()
+    record = redo.record_path(os.fstat(fd))
+    _write_temp(record, redo.encode(path, os.fstat(fd), before, data), 0o600)
     fsync_dir(os.path.dirname(record))
     step()
     _hook("before-rename")
     padded = data + b" " * (len(before) - len(data))
-    view, offset = memoryview(padded), 0
-    while offset < len(padded):
-        offset += os.pwrite(fd, view[offset : offset + _CHUNK], offset)
-        step()
-    os.fsync(fd)
-    step()
+    try:
+        _write_in_place(fd, padded)
+    except OSError:
+        _roll_back(fd, before, record)  # a file that could not grow (ENOSPC) stays whole
+        raise
     if len(data) < len(before):
         os.ftruncate(fd, len(data))
         step()
@@ -185,24 +198,35 @@ def overwrite(fd: int, path: str, data: bytes) -> bool:
     return same_file(fd, path)
 
 
-def recover(fd: int, path: str) -> None:
-    """Under `flock -x` on `path`: finish a killed overwrite from its redo record
-    (core/redo.py), or from a dead run's temp of an older storyd (its new bytes; the
-    file holds them plus blanks), then remove dead temps."""
-    redo.recover(fd, path)
-    folder, name = os.path.split(os.path.abspath(path))
-    prefix = f".{name}{TEMP_MARK}"
-    for entry in _dead_temps(folder, prefix):
-        try:
-            old_redo = read_regular(os.path.join(folder, entry))
-        except OSError:
-            continue
-        current = read_fd(fd)
-        rest = current[len(old_redo) :]
-        if current.startswith(old_redo) and rest and not rest.strip(b" "):
-            os.ftruncate(fd, len(old_redo))
-            os.fsync(fd)
+def _write_in_place(fd: int, padded: bytes) -> None:
+    view, offset = memoryview(padded), 0
+    while offset < len(padded):
+        offset += os.pwrite(fd, view[offset : offset + _CHUNK], offset)
+        step()
+    os.fsync(fd)
+    step()
+
+
+def _roll_back(fd: int, before: bytes, record: str) -> None:
+    """A write into the file failed part-way (ENOSPC while it grew, EIO): put the old
+    bytes back (they fit the blocks the file already had), then drop the record. When
+    that fails too, the record stays: `reconcile --recover` finishes the write later."""
+    try:
+        _write_in_place(fd, before)
+        os.ftruncate(fd, len(before))
+        os.fsync(fd)
+        os.unlink(record)
+    except OSError:
+        return
+
+
+def recover(fd: int, path: str) -> str | None:
+    """Under `flock -x` on `path`: finish a killed overwrite from storyd's own redo
+    record for this file (core/redo.py), then remove dead temps beside it (never read:
+    a temp in a workspace folder may be a repository's). What redo.recover did."""
+    outcome = redo.recover(fd, path)
     clean_temps(path)
+    return outcome
 
 
 def _dead_temps(folder: str, prefix: str) -> list[str]:

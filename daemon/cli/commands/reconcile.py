@@ -1,10 +1,10 @@
 """`storyd reconcile`: write back what git proves, with a preview (the default) and an undo.
 
-Exit codes: 0 nothing to change (or applied, or undone), 1 changes proposed (like
-`git diff --exit-code`) or nothing to undo, 64 bad flags, 65 undo refused, 74 a write
-failed (disk full, I/O error), 75 a writer held its lock past --lock-timeout, 77 a file
-or folder is not writable (74 and 77 name the files written and not written). See
-docs/reconcile.md.
+Exit codes: 0 nothing to change (or applied, or undone, or recovered), 1 changes
+proposed (like `git diff --exit-code`), nothing to undo, or a redo record not obeyed
+(--recover), 64 bad flags, 65 undo refused, 74 a write failed (disk full, I/O error), 75
+a writer held its lock past --lock-timeout, 77 a file or folder is not writable (74 and
+77 name the files written and not written). See docs/reconcile.md.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ USAGE = (
     "usage: storyd reconcile [--workspace DIR] [--epic-id E [--story-id S] | --state-file PATH "
     "[--unit U]] [--apply] [--only CODE,...] [--json] [--lock-timeout S] [--config FILE]\n"
     "                        [--quiet]\n"
-    "       storyd reconcile --undo [--workspace DIR]"
+    "       storyd reconcile --undo [--workspace DIR]\n"
+    "       storyd reconcile --recover [--workspace DIR] [--json]"
 )
 FLAGS = {
     "workspace": VALUE,
@@ -38,6 +39,7 @@ FLAGS = {
     "unit": VALUE,
     "apply": SWITCH,
     "undo": SWITCH,
+    "recover": SWITCH,
     "only": VALUE,
     "json": SWITCH,
     "lock-timeout": VALUE,
@@ -76,6 +78,22 @@ def _undo(workspace: str, lock_timeout: float) -> int:
     return 0
 
 
+def _recover(workspace: str, lock_timeout: float, as_json: bool) -> int:
+    """Finish killed writes from storyd's own records: 0 when none is left pending, 1
+    when a record was not obeyed (each listed, with why)."""
+    from storyd.api.reconciling import recover
+
+    done = recover(workspace, lock_timeout)
+    if as_json:
+        sys.stdout.write(json.dumps([d.as_dict() for d in done], ensure_ascii=False) + "\n")
+    else:
+        for item in done:
+            sys.stdout.write(f"{item.relpath}: {item.outcome}\n")
+        if not done:
+            sys.stdout.write("recover: no interrupted reconcile write in this workspace\n")
+    return 1 if any(d.outcome.startswith("ignored") for d in done) else 0
+
+
 def _selection(flags: dict[str, object], workspace: str) -> Selection:
     """--epic-id alone is the whole epic: every story of its state file."""
     from storyd.api.reconciling import combination, selection
@@ -100,13 +118,16 @@ def main(argv: list[str]) -> int:
     flags = parse_prefixed(argv, FLAGS, USAGE)
     workspace = folder(text(flags, "workspace") or ".")
     lock_timeout = _lock_timeout(flags)
-    if flags.get("undo"):
-        extra = [
-            f for f in ("apply", "only", "epic-id", "story-id", "state-file", "unit") if f in flags
-        ]
+    for alone in ("undo", "recover"):
+        if not flags.get(alone):
+            continue
+        extra = [f for f in ("apply", "only", "epic-id", "story-id", "state-file", "unit",
+                             "undo" if alone == "recover" else "recover") if f in flags]
         if extra:
-            raise UsageError(f"--undo takes only --workspace and --lock-timeout\n{USAGE}")
-        return _undo(workspace, lock_timeout)
+            raise UsageError(f"--{alone} takes only --workspace and --lock-timeout\n{USAGE}")
+        if alone == "undo":
+            return _undo(workspace, lock_timeout)
+        return _recover(workspace, lock_timeout, bool(flags.get("json")))
     chosen = _selection(flags, workspace)
     only = only_codes(text(flags, "only"))
     apply = bool(flags.get("apply"))

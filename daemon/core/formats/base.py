@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 
-from storyd.core.errors import DataError, StateFileMissing, UsageError
+from storyd.core import redo
+from storyd.core.containment import Refused, resolve
+from storyd.core.errors import DataError, StateFileMissing
 from storyd.core.jsonio import JSONError, dumps, kind, loads, value_start
 from storyd.core.locking import DEFAULT_LOCK_TIMEOUT, read_locked
 from storyd.core.model import DONE, PENDING, Finding, Task, Unit
@@ -29,6 +31,7 @@ __all__ = [
     "load_json_object",
     "make_task",
     "normal_status",
+    "redo_finding",
     "status_text",
     "walk",
 ]
@@ -36,16 +39,12 @@ __all__ = [
 
 def contained(workspace: str, path: str) -> bool:
     """Whether `path` (absolute, or relative to the workspace), links resolved, is still
-    inside the (resolved) workspace."""
-    return _resolved(workspace, path) is not None
-
-
-def _resolved(workspace: str, path: str) -> tuple[str, str] | None:
-    """(the resolved workspace, `path` with its links resolved) while that is inside
-    the workspace; None when a link leads out."""
-    base = os.path.realpath(workspace)
-    real = os.path.realpath(os.path.join(base, path))
-    return (base, real) if real.startswith(base + os.sep) else None
+    inside the (resolved) workspace and out of git's folders (core/containment.py)."""
+    try:
+        resolve(workspace, path)
+    except Refused:
+        return False
+    return True
 
 
 class Source:
@@ -57,12 +56,13 @@ class Source:
     (daemon/core/pipeline.py, "read your writes").
     """
 
-    __slots__ = ("lock_timeout", "seen", "workspace")
+    __slots__ = ("lock_timeout", "redo", "seen", "workspace")
 
     def __init__(self, workspace: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
         self.workspace = workspace
         self.lock_timeout = lock_timeout
         self.seen: dict[str, tuple[int, int, int, int, int] | None] = {}
+        self.redo: dict[str, str] = {}  # relpath -> core/redo.py `pending`'s word
 
     def path(self, relpath: str) -> str:
         """The absolute path of a workspace-relative path."""
@@ -72,13 +72,10 @@ class Source:
         """The file's bytes, read under the writers' shared flock(2) lock.
 
         The link rule of every state-file read: a path whose links lead out of the
-        workspace is refused (UsageError, exit 64), whoever reads it (resume, the epic
-        view and its external epics, companions, hooks, MCP)."""
+        workspace or into git's folders is refused (Refused, exit 64), whoever reads
+        it (resume, the epic view and its external epics, companions, hooks, MCP)."""
         path = self.path(relpath)
-        resolved = _resolved(self.workspace, path)
-        if resolved is None:
-            raise UsageError(f"{relpath}: outside the workspace {self.workspace}")
-        base, real = resolved
+        base, real = resolve(self.workspace, path)  # Refused (64): out, or into .git
         # a link on the way: the file it leads to is a dependency too, so a write there
         # (in a folder the link's own folder's change queue does not see) is seen
         target = os.path.relpath(real, base) if real != os.path.join(base, relpath) else None
@@ -92,6 +89,10 @@ class Source:
         self.seen[relpath] = got.signature
         if target is not None:
             self.seen.setdefault(target, got.signature)
+        if got.redo is not None:  # a record waits: the answer depends on it too
+            self.redo[relpath] = got.redo
+            for record in (redo.record_path(os.stat(path)), redo.foreign_path(path)):
+                self.seen.setdefault(record, _lsignature(record))
         return got.data
 
     def exists(self, relpath: str) -> bool:
@@ -105,6 +106,26 @@ class Source:
             relpath, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         )
         return True
+
+
+def _lsignature(path: str) -> tuple[int, int, int, int, int] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def redo_finding(relpath: str, word: str) -> Finding:
+    """What a reader says of a redo record it found for `relpath` (it never obeys one)."""
+    if word == "pending":
+        message = (f"{relpath}: a reconcile write was interrupted and is pending; the file "
+                   "may hold part of it: run `storyd reconcile --recover` to finish it")
+        return finding("interrupted-write", "warning", message)
+    message = (f"{relpath}: a redo record storyd did not write for this file lies beside "
+               "it or in storyd's folder; it is ignored, never obeyed "
+               "(`storyd reconcile --recover` says why)")
+    return finding("redo-ignored", "warning", message)
 
 
 def load_json_object(data: bytes, relpath: str) -> dict[str, object]:
