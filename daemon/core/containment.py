@@ -27,13 +27,17 @@ class Refused(UsageError):
     """A state path that leads out of the workspace or into git's directory."""
 
 
-def resolve(workspace: str, path: str) -> tuple[str, str]:
+def resolve(workspace: str, path: str, *, git: bool = False) -> tuple[str, str]:
     """(the real workspace, the real `path`) when `path` (absolute, or relative to the
-    workspace) stays inside the workspace and out of git's folders; Refused otherwise."""
+    workspace) stays inside the workspace and out of git's folders; Refused otherwise.
+    `git`: a read of git's own file that a format asks for by name (`.git/HEAD`): the
+    workspace rule alone."""
     base = os.path.realpath(workspace)
     real = os.path.realpath(os.path.join(base, path))
     if not real.startswith(base + os.sep):
         raise Refused(f"{path}: outside the workspace {workspace}")
+    if git:
+        return base, real
     inner = real[len(base):] + os.sep
     if f"{os.sep}.git{os.sep}" in inner or _under(real, git_dirs(base)):
         shown = os.path.relpath(real, base) if real.startswith(base + os.sep) else real

@@ -4,8 +4,10 @@
     ├── StateFileMissing (1)      the state file is absent or not a regular file
     ├── StoryNotInState (2)       the unit is not in the state file
     ├── UsageError (64)           bad flags, ids, or request fields
-    │   └── FlagError (64)            a flag the parser refuses (its message ends with
-    │                                 the usage line, so it is printed as it is)
+    │   ├── FlagError (64)            a flag the parser refuses (its message ends with
+    │   │                             the usage line, so it is printed as it is)
+    │   └── containment.Refused (64)  a state path leads out of the workspace or into
+    │                                 git's folders (never read or written)
     ├── DataError (65)            the state file is not valid JSON or not the expected shape
     ├── LockTimeout (75)          a writer held the lock longer than the bound
     │   ├── reconcile.plan.Moved (75)   a state file changed between the findings and the

@@ -68,14 +68,16 @@ class Source:
         """The absolute path of a workspace-relative path."""
         return os.path.join(self.workspace, relpath)
 
-    def read(self, relpath: str, name: str = "") -> bytes:
+    def read(self, relpath: str, name: str = "", *, git: bool = False) -> bytes:
         """The file's bytes, read under the writers' shared flock(2) lock.
 
         The link rule of every state-file read: a path whose links lead out of the
         workspace or into git's folders is refused (Refused, exit 64), whoever reads
-        it (resume, the epic view and its external epics, companions, hooks, MCP)."""
+        it (resume, the epic view and its external epics, companions, hooks, MCP).
+        `git`: git's own file, asked for by name (read, never a state file)."""
         path = self.path(relpath)
-        base, real = resolve(self.workspace, path)  # Refused (64): out, or into .git
+        # Refused (64): out, or into .git (unless `git`: a format reads `.git/HEAD`)
+        base, real = resolve(self.workspace, path, git=git)
         # a link on the way: the file it leads to is a dependency too, so a write there
         # (in a folder the link's own folder's change queue does not see) is seen
         target = os.path.relpath(real, base) if real != os.path.join(base, relpath) else None

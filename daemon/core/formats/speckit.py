@@ -49,7 +49,7 @@ def _feature_number(name: str) -> str:
 def _branch(source: Source) -> str | None:
     """The checked-out branch from .git/HEAD (a plain repository; worktrees give None)."""
     try:
-        head = source.read(".git/HEAD").decode("utf-8", "replace").strip()
+        head = source.read(".git/HEAD", git=True).decode("utf-8", "replace").strip()
     except Exception:
         return None
     prefix = "ref: refs/heads/"
