@@ -4,6 +4,7 @@ a key written twice; and an agent writing the file while storyd edits it (issue 
 
 Each refusal is one line on stderr, exit 65, nothing written anywhere; each run ends
 well within its subprocess timeout (a FIFO or /dev/zero used to hang or fill memory).
+TestSwap holds storyd.agents.guarded's compare-and-swap to every outcome in process.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from cli_harness import STORYD, Run
 from daemon_harness import wait_for
 from locks_harness import exclusively_locked
 
+from storyd.agents import guarded
 from storyd.agents.installs import AGENTS
+from storyd.agents.settings_file import SettingsFile
 from storyd.agents.skill import skill_path
 from storyd.api.reconcile.atomic import HOOK_ENV
+from storyd.core.errors import DataError, LockTimeout
 
 QUICK = 10.0  # seconds a refusal may take; a hang on a FIFO would hit it
 SETTINGS = '{\n  "model": "opus",\n  "hooks": {}\n}\n'
@@ -256,3 +260,52 @@ class TestCompareAndSwap:
         assert (path.stat().st_mode & 0o777) == 0o600  # the file's mode bits stay
         assert not [p for p in path.parent.iterdir() if p.name != "settings.json"]
         assert b"added hooks.Stop" in out
+
+
+class TestSwap:
+    """storyd.agents.guarded in process: the compare-and-swap, and the refusals' words."""
+
+    def test_an_edit_is_made_again_from_a_writers_bytes(self, tmp_path: Path) -> None:
+        path = tmp_path / "settings.json"
+        path.write_bytes(b"A")
+        seen: list[bytes | None] = []
+
+        def compute(raw: bytes | None) -> tuple[bytes | None, int]:
+            seen.append(raw)
+            if len(seen) == 1:
+                path.write_bytes(b"B")  # the agent writes between storyd's read and rename
+            return (raw or b"") + b"+storyd", len(seen)
+
+        assert guarded.swap(str(path), "settings.json", compute, b"A") == 2
+        assert seen == [b"A", b"B"]
+        assert path.read_bytes() == b"B+storyd"
+
+    def test_a_file_that_keeps_changing_is_left_as_the_writer_made_it(
+        self, tmp_path: Path,
+    ) -> None:
+        path = tmp_path / "settings.json"
+        path.write_bytes(b"0")
+
+        def compute(raw: bytes | None) -> tuple[bytes | None, None]:
+            path.write_bytes(str(int(raw or b"0") + 1).encode())  # a writer every time
+            return b"storyd", None
+
+        with pytest.raises(LockTimeout, match="changed 5 times"):
+            guarded.swap(str(path), "settings.json", compute, b"0")
+        assert path.read_bytes() == b"5"
+
+    def test_unchanged_bytes_are_not_written(self, tmp_path: Path) -> None:
+        path = tmp_path / "settings.json"
+        path.write_bytes(b"{}")
+        inode = path.stat().st_ino
+        guarded.swap(str(path), "settings.json", lambda raw: (raw, None), b"{}")
+        assert path.stat().st_ino == inode
+
+    def test_a_planned_refusal_names_the_file(self, tmp_path: Path) -> None:
+        path = tmp_path / "p" / ".mcp.json"
+        path.parent.mkdir()
+        path.write_text('{"a": {"b": 1, "b": 2}}')
+        with pytest.raises(DataError, match=r'\.mcp\.json: the key "b" appears twice'):
+            SettingsFile(str(path), str(path.parent)).load()
+        with pytest.raises(DataError, match="resolves outside the project"):
+            guarded.resolve(str(path.parent / ".." / "elsewhere.json"), str(path.parent))
