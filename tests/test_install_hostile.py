@@ -92,7 +92,11 @@ class TestOutsideTheProject:
 
     @pytest.mark.parametrize("relative", _project_files())
     def test_a_symlink_out_of_the_project_is_refused(
-        self, run_storyd: Run, env: dict[str, str], project: Path, tmp_path: Path,
+        self,
+        run_storyd: Run,
+        env: dict[str, str],
+        project: Path,
+        tmp_path: Path,
         relative: str,
     ) -> None:
         outside = tmp_path / "outside.json"
@@ -108,7 +112,11 @@ class TestOutsideTheProject:
         assert _tree(project) == before
 
     def test_claude_settings_symlinked_out_leaves_every_file_alone(
-        self, run_storyd: Run, env: dict[str, str], project: Path, tmp_path: Path,
+        self,
+        run_storyd: Run,
+        env: dict[str, str],
+        project: Path,
+        tmp_path: Path,
     ) -> None:
         outside = tmp_path / "dotfiles" / "settings.json"
         outside.parent.mkdir()
@@ -124,7 +132,11 @@ class TestOutsideTheProject:
         assert _tree(project) == before  # .mcp.json and the skill untouched too
 
     def test_a_folder_symlinked_out_is_refused(
-        self, run_storyd: Run, env: dict[str, str], project: Path, tmp_path: Path,
+        self,
+        run_storyd: Run,
+        env: dict[str, str],
+        project: Path,
+        tmp_path: Path,
     ) -> None:
         elsewhere = tmp_path / "elsewhere"
         elsewhere.mkdir()
@@ -141,7 +153,12 @@ class TestNotARegularFile:
 
     @pytest.mark.parametrize("kind", ["dev-zero", "fifo-outside"])
     def test_a_project_symlink_to_a_device_or_fifo(
-        self, run_storyd: Run, env: dict[str, str], project: Path, tmp_path: Path, kind: str,
+        self,
+        run_storyd: Run,
+        env: dict[str, str],
+        project: Path,
+        tmp_path: Path,
+        kind: str,
     ) -> None:
         target = Path("/dev/zero")
         if kind == "fifo-outside":
@@ -155,7 +172,11 @@ class TestNotARegularFile:
 
     @pytest.mark.parametrize("kind", ["fifo", "folder"])
     def test_a_fifo_or_folder_in_the_project(
-        self, run_storyd: Run, env: dict[str, str], project: Path, kind: str,
+        self,
+        run_storyd: Run,
+        env: dict[str, str],
+        project: Path,
+        kind: str,
     ) -> None:
         path = project / ".claude" / "settings.json"
         if kind == "fifo":
@@ -168,7 +189,11 @@ class TestNotARegularFile:
 
     @pytest.mark.parametrize("target", ["/dev/zero", "fifo"])
     def test_a_user_dotfile_symlink_to_a_device_or_fifo(
-        self, run_storyd: Run, env: dict[str, str], tmp_path: Path, target: str,
+        self,
+        run_storyd: Run,
+        env: dict[str, str],
+        tmp_path: Path,
+        target: str,
     ) -> None:
         """A user's symlink is followed (dotfiles live in a repo), but only to a file."""
         if target == "fifo":
@@ -201,7 +226,12 @@ class TestDuplicateKeys:
         ('{"hooks": {"Stop": [{"hooks": [{"command": "a", "command": "b"}]}]}}', "command"),
     ])  # fmt: skip
     def test_refused_naming_the_key_and_file(
-        self, run_storyd: Run, env: dict[str, str], project: Path, text: str, key: str,
+        self,
+        run_storyd: Run,
+        env: dict[str, str],
+        project: Path,
+        text: str,
+        key: str,
     ) -> None:
         path = project / ".claude" / "settings.json"
         path.write_text(text)
@@ -225,7 +255,10 @@ class TestCompareAndSwap:
     """A write between storyd's read and its rename is kept: the edit is made again."""
 
     def test_a_writer_between_the_read_and_the_rename_keeps_its_key(
-        self, env: dict[str, str], project: Path, tmp_path: Path,
+        self,
+        env: dict[str, str],
+        project: Path,
+        tmp_path: Path,
     ) -> None:
         path = project / ".claude" / "settings.json"
         path.write_text(SETTINGS)
@@ -281,7 +314,8 @@ class TestSwap:
         assert path.read_bytes() == b"B+storyd"
 
     def test_a_file_that_keeps_changing_is_left_as_the_writer_made_it(
-        self, tmp_path: Path,
+        self,
+        tmp_path: Path,
     ) -> None:
         path = tmp_path / "settings.json"
         path.write_bytes(b"0")
