@@ -89,15 +89,14 @@ def _folder_locked(folder: str, shown: str) -> Iterator[None]:
 
 
 def _write(real: str, data: bytes | None) -> None:
-    from storyd.api.reconcile.atomic import clean_temps, replace
+    from storyd.api.reconcile.atomic import replace
     from storyd.core.durable import fsync_dir
 
     if data is None:
         os.unlink(real)
         fsync_dir(os.path.dirname(real))
         return
-    clean_temps(real)  # a planted temp of this name would be opened through its symlink
-    replace(real, data, hooked=False)
+    replace(real, data, hooked=False)  # its temp is made O_EXCL | O_NOFOLLOW
 
 
 def swap(real: str, shown: str, compute: Compute[T], before: bytes | None) -> T:
