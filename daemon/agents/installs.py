@@ -20,13 +20,16 @@ reference for these shapes.
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
+from collections.abc import Callable
 
+from storyd.agents import guarded
 from storyd.agents.settings_file import SettingsFile, TomlFile
 from storyd.core.errors import DataError
 
-__all__ = ["AGENTS", "Change", "command", "install", "installed", "ours", "uninstall"]
+__all__ = ["AGENTS", "command", "installed", "ours", "plan"]
 
 SERVER = "storyd"
 GUARD = "command -v storyd-hook >/dev/null 2>&1 || exit 0; "
@@ -80,17 +83,6 @@ AGENTS = {
         ("Notification", None, "notification", 10),
     )),
 }  # fmt: skip
-
-
-class Change:
-    """One line of what an install or uninstall did (or would do) to one file."""
-
-    def __init__(self, path: str, what: str) -> None:
-        self.path = path
-        self.what = what
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.what}"
 
 
 def paths(spec: Spec, project: str | None) -> tuple[str, str]:
@@ -265,75 +257,74 @@ def _drop_server(spec: Spec, file: SettingsFile | TomlFile) -> list[str]:
 
 
 def _files(spec: Spec, project: str | None) -> list[SettingsFile | TomlFile]:
+    """The agent's files (one when hooks and server share it), each read and parsed."""
     hooks_path, server_path = paths(spec, project)
-    hooks = SettingsFile(hooks_path).load()
+    hooks = SettingsFile(hooks_path, project).load()
     if server_path == hooks_path:
         return [hooks]
-    server = (TomlFile if spec.server_key == "toml" else SettingsFile)(server_path).load()
-    return [hooks, server]
+    kind = TomlFile if spec.server_key == "toml" else SettingsFile
+    return [hooks, kind(server_path, project).load()]
 
 
 def _empty(file: SettingsFile | TomlFile) -> bool:
     return not file.text().strip() if isinstance(file, TomlFile) else not file.data
 
 
-def _finish(file: SettingsFile | TomlFile, changes: list[str], dry_run: bool,
-            installing: bool) -> list[Change]:  # fmt: skip
-    if not changes or all(c.startswith("left ") for c in changes):
-        return [Change(file.path, c) for c in changes] or [Change(file.path, "unchanged")]
-    if dry_run:
-        return [Change(file.path, "would: " + c) for c in changes]
-    if _empty(file):
-        if file.original is not None:
-            file.write(None)
-            changes.append("removed the file (nothing else was in it)")
-        file.forget()
-    else:
-        text = file.text()
-        file.write(text)
-        if installing:
-            file.remember(text)
-    return [Change(file.path, c) for c in changes]
+Changer = Callable[[SettingsFile | TomlFile], list[str]]
 
 
-def install(agent: str, storyd: str | None, project: str | None, dry_run: bool) -> list[Change]:
-    """Merge the agent's hooks and MCP server in (`storyd` None: a project install's PATH
-    name); what changed, file by file."""
-    spec = AGENTS[agent]
-    files = _files(spec, project)
-    out: list[Change] = []
-    for index, file in enumerate(files):
+def _changer(spec: Spec, index: int, count: int, storyd: str | None,
+             installing: bool) -> Changer:  # fmt: skip
+    """What install (or uninstall) does to the agent's `index`-th of `count` files."""
+
+    def change(file: SettingsFile | TomlFile) -> list[str]:
         changes: list[str] = []
         if index == 0:
             assert isinstance(file, SettingsFile)
-            changes += _merge_hooks(spec, file, storyd)
-        if index == len(files) - 1:
-            changes += _merge_server(spec, file, storyd)
-        out += _finish(file, changes, dry_run, installing=True)
-    return out
+            changes += _merge_hooks(spec, file, storyd) if installing else _drop_hooks(spec, file)
+        if index == count - 1:
+            changes += _merge_server(spec, file, storyd) if installing else _drop_server(spec, file)
+        return changes
+
+    return change
 
 
-def uninstall(agent: str, project: str | None, dry_run: bool) -> list[Change]:
-    """Take out what install put in; a file as storyd left it gets its old text back."""
-    spec = AGENTS[agent]
-    files = _files(spec, project)
-    out: list[Change] = []
-    for index, file in enumerate(files):
-        exact, before = file.recall()
-        changes: list[str] = []
-        if index == 0:
-            assert isinstance(file, SettingsFile)
-            changes += _drop_hooks(spec, file)
-        if index == len(files) - 1:
-            changes += _drop_server(spec, file)
-        if exact and changes and not dry_run:
-            file.write(before)
-            file.forget()
+def _computer(file: SettingsFile | TomlFile, change: Changer,
+              installing: bool) -> guarded.Compute[guarded.Outcome]:  # fmt: skip
+    """The file's edit as a function of its bytes (so it can be made again from a writer's)."""
+
+    def compute(raw: bytes | None) -> tuple[bytes | None, guarded.Outcome]:
+        file.parse(raw)
+        exact, before = (False, None) if installing else file.recall()
+        changes = change(file)
+        if not changes or all(c.startswith("left ") for c in changes):
+            return raw, guarded.Outcome(changes or ["unchanged"], changed=False)
+        if exact:  # as storyd left it: the text before the first install, byte for byte
             what = "gave back the file as it was" if before is not None else "removed the file"
-            out += [Change(file.path, c) for c in changes] + [Change(file.path, what)]
-            continue
-        out += _finish(file, changes, dry_run, installing=False)
-    return out
+            data = None if before is None else before.encode("utf-8")
+            return data, guarded.Outcome(changes, done=(what,), after=file.forget)
+        if _empty(file):
+            done = ("removed the file (nothing else was in it)",) if raw is not None else ()
+            return None, guarded.Outcome(changes, done=done, after=file.forget)
+        text = file.text()
+        after = functools.partial(file.remember, text) if installing else None
+        return text.encode("utf-8"), guarded.Outcome(changes, after=after)
+
+    return compute
+
+
+def plan(agent: str, storyd: str | None, project: str | None,
+         installing: bool) -> list[guarded.Planned]:  # fmt: skip
+    """The install (`storyd` None: a project install's PATH name) or uninstall of one
+    agent, file by file, computed and checked; nothing written yet."""
+    spec = AGENTS[agent]
+    files = _files(spec, project)
+    return [
+        guarded.Planned(file.path, file.real, file.raw,
+                        _computer(file, _changer(spec, i, len(files), storyd, installing),
+                                  installing))
+        for i, file in enumerate(files)
+    ]  # fmt: skip
 
 
 def installed(agent: str, project: str | None) -> tuple[str, list[str], str | None]:

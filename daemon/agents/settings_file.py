@@ -3,8 +3,12 @@
     SettingsFile   a JSON settings file: parsed, its indentation kept, written whole
     TomlFile       Codex's config.toml: read with tomllib, edited as text (one table)
 
-A symlinked file (a dotfile manager's) stays a symlink: the file it points to is the
-one edited. The first install records the file's exact text before and after
+Each is read through storyd.agents.guarded (a project's file that resolves outside the
+project, a FIFO, a device, a file over 4 MiB: refused) and parsed from those bytes, so
+an edit can be made again from a writer's newer bytes (`parse`). A key twice in one JSON
+object is refused, naming it: json would keep the last one and silently drop the other.
+A symlinked user file (a dotfile manager's) stays a symlink: the file it points to is
+the one edited. The first install records the file's exact text before and after
 ($XDG_STATE_HOME/storyd/installs/, mode 0600); an uninstall that finds the file as
 storyd left it writes that text back byte for byte (or removes a file storyd created),
 and otherwise takes out storyd's entries only, keeping what the user added since.
@@ -14,8 +18,10 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Self
 
-from storyd.core.errors import DataError, StorydError
+from storyd.agents import guarded
+from storyd.core.errors import DataError
 
 __all__ = ["SettingsFile", "TomlFile"]
 
@@ -29,39 +35,46 @@ def _record_path(path: str) -> str:
     return os.path.join(state_dir(), "installs", key + ".json")
 
 
+class _Duplicate(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """json's object_pairs_hook: an object, refusing a key that appears twice (any depth)."""
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Duplicate(key)
+        out[key] = value
+    return out
+
+
 class _File:
     """What both kinds share: where to write, the text before, the exact-restore record."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, project: str | None = None) -> None:
         self.path = path  # as the user knows it (maybe a symlink)
-        self.real = os.path.realpath(path)  # the file written
+        self.real = guarded.resolve(path, project)  # the file written
+        self.raw: bytes | None = None  # its bytes as read
         self.original: str | None = None
 
-    def _read(self) -> str | None:
+    def load(self) -> Self:
+        """Read the file (guarded) and parse it."""
+        return self.parse(guarded.read(self.real, self.path))
+
+    def parse(self, raw: bytes | None) -> Self:
+        """Take these bytes as the file's (None: absent), dropping any edit made."""
+        self.raw = raw
         try:
-            with open(self.real, encoding="utf-8") as handle:
-                return handle.read()
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DataError(f"{self.path}: cannot read: {exc}") from None
+            self.original = None if raw is None else raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{self.path}: not UTF-8 text (byte {exc.start})") from None
+        return self
 
     def text(self) -> str:
         raise NotImplementedError
-
-    def write(self, text: str | None) -> None:
-        """Write `text` to the real file (None: remove it)."""
-        from storyd.api.reconcile.atomic import replace
-
-        try:
-            if text is None:
-                os.unlink(self.real)
-                return
-            os.makedirs(os.path.dirname(self.real), exist_ok=True)
-            replace(self.real, text.encode("utf-8"), hooked=False)
-        except OSError as exc:
-            raise StorydError(f"cannot write {self.path}: {exc.strerror}") from None
-
     def remember(self, after: str) -> None:
         """Keep the text before the first install and the text storyd wrote."""
         import json
@@ -106,24 +119,29 @@ class _File:
 class SettingsFile(_File):
     """A JSON settings file and its parsed content (`data` None: absent)."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
+    def __init__(self, path: str, project: str | None = None) -> None:
+        super().__init__(path, project)
         self.data: dict[str, object] | None = None
         self.indent = 2
 
-    def load(self) -> SettingsFile:
+    def parse(self, raw: bytes | None) -> Self:
         import json
 
-        self.original = self._read()
+        super().parse(raw)
+        self.data, self.indent = None, 2
         if self.original is None:
             return self
         if not self.original.strip():
             self.data = {}
             return self
         try:
-            value = json.loads(self.original)
+            value = json.loads(self.original, object_pairs_hook=_unique)
         except json.JSONDecodeError as exc:
             msg = f"{self.path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            raise DataError(msg) from None
+        except _Duplicate as exc:
+            key = json.dumps(exc.key, ensure_ascii=False)
+            msg = f"{self.path}: the key {key} appears twice in one object; fix it by hand"
             raise DataError(msg) from None
         if not isinstance(value, dict):
             raise DataError(f"{self.path}: expected a JSON object at the top")
@@ -152,15 +170,15 @@ class TomlFile(_File):
     """Codex's config.toml: one `[mcp_servers.NAME]` table set or taken out as text, so
     the user's other tables, comments and layout stay as they are."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
+    def __init__(self, path: str, project: str | None = None) -> None:
+        super().__init__(path, project)
         self.body = ""
         self.data: dict[str, object] = {}
 
-    def load(self) -> TomlFile:
+    def parse(self, raw: bytes | None) -> Self:
         import tomllib
 
-        self.original = self._read()
+        super().parse(raw)
         self.body = self.original or ""
         try:
             self.data = tomllib.loads(self.body)

@@ -1,12 +1,18 @@
 """The agents' side of `storyd install` and `storyd uninstall`: `--claude`, `--cursor`,
 `--vscode`, `--codex`, `--gemini` (hooks and MCP server in each agent's files:
-storyd.agents.installs) and `--skill` (the seed skill's drop-in)."""
+storyd.agents.installs) and `--skill` (the seed skill's drop-in).
+
+Every file the command touches is planned first (read through storyd.agents.guarded,
+edited in memory, checked); one refused (outside the project, not a regular file, not
+valid JSON, a key twice, too big) stops the command before any file is written."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 
+from storyd.agents import guarded
 from storyd.core.errors import StorydError
 
 __all__ = ["install", "uninstall"]
@@ -33,36 +39,32 @@ def _storyd() -> str:
     return found
 
 
-def _skill(project: str | None, dry_run: bool, remove: bool) -> list[str]:
-    from storyd.agents.skill import skill_path, skill_text
+def _skill(project: str | None, remove: bool) -> guarded.Planned:
+    """Writing the SKILL.md (or removing the one storyd wrote), planned."""
+    from storyd.agents.skill import MARK, skill_path, skill_text
 
     path = skill_path(project)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            old: str | None = handle.read()
-    except FileNotFoundError:
-        old = None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StorydError(f"cannot read {path}: {exc}") from None
-    prefix = "would: " if dry_run else ""
-    if remove:
-        if old is None or "storyd install --skill" not in old:
-            return [f"{path}: {'absent' if old is None else 'not written by storyd; left'}"]
-        if not dry_run:
-            os.unlink(path)
-            with contextlib.suppress(OSError):  # the folder holds other files: keep it
-                os.rmdir(os.path.dirname(path))
-        return [f"{path}: {prefix}removed"]
-    resume = os.path.join(os.path.dirname(_storyd()), "storyd-resume")
-    text = skill_text(resume)
-    if old == text:
-        return [f"{path}: unchanged"]
-    if not dry_run:
-        from storyd.api.reconcile.atomic import replace
+    real = guarded.resolve(path, project)
+    text = None if remove else skill_text(os.path.join(os.path.dirname(_storyd()), "storyd-resume"))
 
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        replace(path, text.encode("utf-8"), hooked=False)
-    return [f"{path}: {prefix}{'wrote' if old is None else 'updated'} the skill"]
+    def compute(raw: bytes | None) -> tuple[bytes | None, guarded.Outcome]:
+        if text is not None:
+            wanted = text.encode("utf-8")
+            if raw == wanted:
+                return raw, guarded.Outcome(["unchanged"], changed=False)
+            what = "wrote the skill" if raw is None else "updated the skill"
+            return wanted, guarded.Outcome([what])
+        if raw is None or MARK not in raw:
+            why = "absent" if raw is None else "not written by storyd; left"
+            return raw, guarded.Outcome([why], changed=False)
+        return None, guarded.Outcome(["removed"], after=functools.partial(_rmdir, real))
+
+    return guarded.Planned(path, real, guarded.read(real, path), compute)
+
+
+def _rmdir(real: str) -> None:
+    with contextlib.suppress(OSError):  # the folder holds other files: keep it
+        os.rmdir(os.path.dirname(real))
 
 
 def chosen(flags: dict[str, object]) -> list[str]:
@@ -72,33 +74,30 @@ def chosen(flags: dict[str, object]) -> list[str]:
     return [agent for agent in AGENTS if flags.get(agent)]
 
 
+def _run(flags: dict[str, object], installing: bool) -> int:
+    """Plan every file, then (unless --dry-run) commit each; print what each did."""
+    from storyd.agents.installs import plan
+
+    project, dry_run = _project(flags), bool(flags.get("dry-run"))
+    planned: list[guarded.Planned] = []
+    for agent in chosen(flags):
+        storyd = None if project is not None or not installing else _storyd()
+        planned += plan(agent, storyd, project, installing)
+    if flags.get("skill"):
+        planned.append(_skill(project, remove=not installing))
+    lines = [line for p in planned for line in (p.preview() if dry_run else p.commit())]
+    print("\n".join(lines))
+    return 0
+
+
 def install(flags: dict[str, object]) -> int:
     """`storyd install --claude|--cursor|--vscode|--codex|--gemini|--skill [--project DIR]
     [--dry-run]`. A project install names `storyd` from PATH (guarded), a user install
     this machine's storyd by absolute path."""
-    from storyd.agents import installs
-
-    project, dry_run = _project(flags), bool(flags.get("dry-run"))
-    lines: list[str] = []
-    for agent in chosen(flags):
-        storyd = None if project is not None else _storyd()
-        lines += [str(c) for c in installs.install(agent, storyd, project, dry_run)]
-    if flags.get("skill"):
-        lines += _skill(project, dry_run, remove=False)
-    print("\n".join(lines))
-    return 0
+    return _run(flags, installing=True)
 
 
 def uninstall(flags: dict[str, object]) -> int:
     """`storyd uninstall --claude|--cursor|--vscode|--codex|--gemini|--skill [--project DIR]
     [--dry-run]`: only storyd's entries go; a file as storyd left it gets its old text."""
-    from storyd.agents import installs
-
-    project, dry_run = _project(flags), bool(flags.get("dry-run"))
-    lines: list[str] = []
-    for agent in chosen(flags):
-        lines += [str(c) for c in installs.uninstall(agent, project, dry_run)]
-    if flags.get("skill"):
-        lines += _skill(project, dry_run, remove=True)
-    print("\n".join(lines))
-    return 0
+    return _run(flags, installing=False)

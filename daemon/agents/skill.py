@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["NAME", "skill_path", "skill_text"]
+__all__ = ["MARK", "NAME", "skill_path", "skill_text"]
 
 NAME = "x-internal-story-resume"
+MARK = b"storyd install --skill"  # in every SKILL.md storyd wrote (uninstall takes only those)
 
 _TEXT = """\
 ---

@@ -12,7 +12,10 @@ service's ExecStart is the `storyd` of the environment running this command.
 
 Exit codes: 0 done, 64 bad flags, 69 no user manager to --enable with (the units are
 written; the commands to run are printed), 70 templates or `storyd` not found,
-73 a unit file could not be written, 1 a systemctl command failed.
+73 a unit file could not be written, 1 a systemctl command failed. An agent's install
+also exits 65 when a file it would edit is refused (outside the `--project`, not a
+regular file, over 4 MiB, not valid JSON, a key twice; nothing written: see
+storyd.agents.guarded) and 75 when the file kept changing under the edit.
 """
 
 from __future__ import annotations
