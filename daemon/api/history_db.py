@@ -26,6 +26,7 @@ import sqlite3
 import time
 
 from storyd.core.errors import LockTimeout, SetupError
+from storyd.core.regular import NotRegularFile, open_regular
 
 __all__ = ["CACHE_KIB", "SCHEMA", "Writer", "default_path", "open_reader", "open_writer"]
 
@@ -58,9 +59,17 @@ def default_path() -> str:
 
 
 def open_reader(path: str, busy: float = 2.0) -> sqlite3.Connection:
-    """The database read-only; SetupError (78) when it does not exist."""
-    if not os.path.exists(path):
-        raise SetupError(f"no history yet: {path} does not exist (the daemon records it)")
+    """The database read-only; SetupError (78) when it does not exist or is not a
+    regular file (SQLite's read-only open(2) of a FIFO waits for a writer for ever; the
+    writer's read-write one does not, and moves it aside as corrupt)."""
+    try:
+        os.close(open_regular(path))
+    except FileNotFoundError:
+        raise SetupError(f"no history yet: {path} does not exist (the daemon records it)") from None
+    except NotRegularFile as exc:
+        raise SetupError(f"cannot read history database {path}: {exc.strerror}") from None
+    except OSError:
+        pass  # SQLite says why in its own words below
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy,
                                check_same_thread=False)  # fmt: skip

@@ -26,6 +26,7 @@ def sessions_in_flight(
     import time
 
     from storyd.api.sessions import record_path, state
+    from storyd.core.regular import read_regular
 
     folder = os.path.dirname(record_path("x"))
     now = time.time() if now is None else now
@@ -39,9 +40,8 @@ def sessions_in_flight(
             seen = entry.stat().st_mtime
             if now - seen > within:
                 continue
-            with open(entry.path, "rb") as handle:
-                data = handle.read(_MAX_BYTES + 1)
-            record = json.loads(data) if len(data) <= _MAX_BYTES else None
+            # a record swapped for a FIFO or a device since the scan: unreadable at once
+            record = json.loads(read_regular(entry.path, _MAX_BYTES))
         except (OSError, ValueError, RecursionError):
             continue
         if not isinstance(record, dict) or not isinstance(record.get("session"), str):

@@ -10,7 +10,11 @@ record: a state file whose files did not change is not read again, so a hook aft
 command that touched no state file costs a walk of the format roots and some stats.
 
 Records are small (one line per state file), written whole through a temporary file,
-and bounded: at most MAX_RECORDS, the oldest dropped, none older than MAX_AGE.
+and bounded: at most MAX_RECORDS, the oldest dropped, none older than MAX_AGE. A record
+is read only when it is a regular file of at most 1 MiB (a FIFO there is unreadable at
+once, storyd.core.regular), and written only inside the `sessions` folder itself: the
+folder is opened without following a link, the temporary file made new (O_EXCL,
+O_NOFOLLOW) and renamed over the record, so no link there leads a write elsewhere.
 
 Every hook call also leaves the session's last event (issue 34, `storyd top`): `event`
 (session-start, post-tool-use, stop, notification), `at` (when the session entered
@@ -72,11 +76,10 @@ def record_path(session: str) -> str:
 def load(session: str) -> dict[str, object] | None:
     """The record of `session`, or None (none yet, unreadable, not ours)."""
     from storyd.core.jsonio import loads  # the C scanner, without `json`'s import of re
+    from storyd.core.regular import read_regular
 
-    try:
-        with open(record_path(session), "rb") as handle:
-            data = handle.read(_MAX_BYTES + 1)
-        value = loads(data) if len(data) <= _MAX_BYTES else None
+    try:  # a FIFO, a device or more than _MAX_BYTES: unreadable (OSError), never waited on
+        value = loads(read_regular(record_path(session), _MAX_BYTES))
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(value, dict) or value.get("session") != session:
@@ -93,46 +96,60 @@ def save(record: dict[str, object]) -> bool:
     from storyd.core.jsonio import dumps
 
     path = record_path(str(record["session"]))
-    folder = os.path.dirname(path)
-    tmp = os.path.join(folder, f".record-{os.getpid()}.tmp")
+    folder, name = os.path.split(path)
+    tmp = f".record-{os.getpid()}.tmp"
     data = dumps(record, exact_floats=True)
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        # the folder itself, never a link's target: every name below is taken in it
+        dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        _unlink(tmp)
         return False
-    _prune(folder)
+    try:
+        try:
+            _unlink(tmp, dfd)  # a crashed process's (of this pid), or anything else there
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o600, dir_fd=dfd)  # fmt: skip
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)  # a link there is replaced
+        except OSError:
+            _unlink(tmp, dfd)
+            return False
+        _prune(dfd)
+    finally:
+        os.close(dfd)
     return True
 
 
-def _unlink(path: str) -> None:
-    """Remove `path` if it can be."""
+def _unlink(name: str, dfd: int) -> None:
+    """Remove `name` from the folder open as `dfd`, if it can be."""
     try:  # noqa: SIM105 (contextlib imports collections, functools...: ~1 ms a hook)
-        os.unlink(path)
+        os.unlink(name, dir_fd=dfd)
     except OSError:
         pass
 
 
-def _prune(folder: str) -> None:
+def _prune(dfd: int) -> None:
+    """At most MAX_RECORDS entries in the folder open as `dfd`, none older than MAX_AGE
+    (anything but a folder counts: a FIFO or a link left there goes in its turn)."""
     import time
 
     try:
-        entries = [(e.stat().st_mtime, e.path) for e in os.scandir(folder) if e.is_file()]
+        with os.scandir(dfd) as found:
+            entries = [(e.stat(follow_symlinks=False).st_mtime, e.name) for e in found
+                       if not e.is_dir(follow_symlinks=False)]  # fmt: skip
     except OSError:
         return
     entries.sort(reverse=True)
     cutoff = time.time() - MAX_AGE
-    for index, (mtime, path) in enumerate(entries):
+    for index, (mtime, name) in enumerate(entries):
         if index >= MAX_RECORDS or mtime < cutoff:
-            _unlink(path)
+            _unlink(name, dfd)
 
 
 def _problems(units: list[Unit]) -> list[str]:
@@ -299,7 +316,7 @@ def touched(before: object, after: object, named: list[str]) -> str | None:
 def touch(session: str) -> None:
     """The record's mtime is now: a hook call that changed nothing else."""
     try:  # noqa: SIM105 (contextlib imports collections, functools...: ~1 ms a hook)
-        os.utime(record_path(session))
+        os.utime(record_path(session), follow_symlinks=False)  # a link's own time, not its target's
     except OSError:
         pass
 

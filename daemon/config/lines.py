@@ -60,28 +60,30 @@ class Lines:
 def locate(path: str, field: str) -> int:
     """The 1-based line where a dotted field (`limits.settle_ms`, `workspaces[2]`) is written.
 
-    0 when the file cannot be read or the field is not in it. For `storyd config check`'s
-    warnings about values that are valid but suspicious.
+    0 when the file cannot be read (as the loader reads it: a regular file, at most
+    MAX_FILE_BYTES) or the field is not in it. For `storyd config check`'s warnings
+    about values that are valid but suspicious.
     """
+    from storyd.config.values import MAX_FILE_BYTES
+    from storyd.core.regular import read_regular
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        text = read_regular(path, MAX_FILE_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return 0
     found = Lines(text)
     key, bracket, index = field.partition("[")
     if not bracket:
         return found.line(field)
-    return found.element_line(key, _nth(path, key, int(index.rstrip("]"))))
+    return found.element_line(key, _nth(text, key, int(index.rstrip("]"))))
 
 
-def _nth(path: str, key: str, index: int) -> object:
+def _nth(text: str, key: str, index: int) -> object:
     import tomllib
 
     try:
-        with open(path, "rb") as handle:
-            value: object = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError):
+        value: object = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
         return None
     for part in key.split("."):
         value = value.get(part) if isinstance(value, dict) else None

@@ -2,8 +2,10 @@
 the checker; the cheap staleness read.
 
 A missing file means the defaults. Any problem raises ConfigError (exit 78) listing
-every problem found. `load_staleness()` is on `storyd resume`'s path: it only stats the
-file when there is none, and tomllib is imported only when there is one.
+every problem found; so does a file that is not a regular one (a FIFO, a link to a
+device: refused at once, storyd.core.regular) or is larger than MAX_FILE_BYTES.
+`load_staleness()` is on `storyd resume`'s path: it only stats the file when there is
+none, and tomllib is imported only when there is one.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from __future__ import annotations
 import os
 
 from storyd.config.checker import Checker
-from storyd.config.values import DEFAULT_STALENESS, Config, ConfigError, Problem
+from storyd.config.values import DEFAULT_STALENESS, MAX_FILE_BYTES, Config, ConfigError, Problem
 from storyd.core.paths import config_path
+from storyd.core.regular import read_regular
 
 __all__ = ["load", "load_staleness"]
 
@@ -20,8 +23,7 @@ __all__ = ["load", "load_staleness"]
 def _read(path: str) -> tuple[dict[str, object], str] | None:
     """The parsed document and its text; None when there is no file; ConfigError if unusable."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = read_regular(path, MAX_FILE_BYTES)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:

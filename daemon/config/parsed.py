@@ -46,7 +46,9 @@ def load(path: str, data: bytes) -> dict[str, object] | None:
     import marshal
 
     try:
-        fd = os.open(cache_file(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: a FIFO put there opens at once (and is refused below), never waited on
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(cache_file(path), flags)
     except (OSError, ValueError):
         return None
     try:
@@ -54,7 +56,7 @@ def load(path: str, data: bytes) -> dict[str, object] | None:
         if st.st_uid != os.getuid() or st.st_size > _MAX_BYTES or not _regular(st.st_mode):
             return None
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            kept = marshal.loads(handle.read())
+            kept = marshal.loads(handle.read(_MAX_BYTES + 1))  # grown since: marshal refuses
     except (OSError, ValueError, EOFError, TypeError):
         return None
     finally:
@@ -79,7 +81,12 @@ def save(path: str, data: bytes, document: dict[str, object]) -> None:
     tmp = f"{target}.{os.getpid()}.tmp"
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:  # noqa: SIM105 (contextlib's import)
+            os.unlink(tmp)  # a crashed process's (of this pid), or a FIFO put there
+        except OSError:
+            pass
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(blob)
         os.replace(tmp, target)

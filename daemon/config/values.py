@@ -24,6 +24,7 @@ __all__ = [
     "HOOKS_KEYS",
     "HOOK_TIMEOUT",
     "LIMITS",
+    "MAX_FILE_BYTES",
     "NOTIFY_KEYS",
     "RECONCILE_KEYS",
     "SEVERITIES",
@@ -41,6 +42,7 @@ __all__ = [
 DEFAULT_STALENESS = DEFAULT_MODE  # one spelling: storyd.core.storytime
 STALENESS_MODES = MODES  # one spelling: storyd.core.storytime
 SOCKET_PATH_MAX = 107  # sun_path is 108 bytes, one of them the terminating NUL
+MAX_FILE_BYTES = 1 << 20  # config.toml larger than this is refused, never read whole
 
 # limits.<name>: (type, default, lowest, highest), both bounds inclusive.
 LIMITS: dict[str, tuple[type, float, float, float]] = {

@@ -6,6 +6,10 @@ and the exit code are the same; only the units come from this daemon's cache (wh
 Whatever the in-process hook would do differently here (a workspace this daemon
 declines to watch, a cache still warming, a payload file it cannot read) is an error
 answer: the launcher then runs `storyd hook`, which decides in its own words.
+
+The payload file is read on the worker (`run`), never on the event loop: a FIFO or a
+device named there is refused at once (storyd.core.regular), and a slow disk holds up
+only this hook, not every other client's answer.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from storyd.api.hooks.answer import EVENTS, answer
 from storyd.api.hooks.hookio import MAX_INPUT, parse_payload
 from storyd.api.hooks.payload import AGENTS
 from storyd.core.errors import StorydError, UsageError
+from storyd.core.regular import FileTooLarge, read_regular
 from storyd.server.protocol import cli_frame, field
 from storyd.server.service import Daemon
 
@@ -39,11 +44,12 @@ class Unanswered(StorydError):
 
 
 class Request:
-    """A `hook` request's fields, checked: event, agent, the payload's bytes (`payload`,
-    base64, or `file`, an absolute path the launcher wrote), `storyd` (the argv a
-    printed fix names: the storyd the launcher would run) and `env`."""
+    """A `hook` request's fields, checked: event, agent, the payload (`payload`, base64,
+    as bytes in `data`; or `file`, an absolute path the launcher wrote, read by
+    `payload()` on the worker), `storyd` (the argv a printed fix names: the storyd the
+    launcher would run) and `env`."""
 
-    __slots__ = ("agent", "data", "event", "storyd")
+    __slots__ = ("agent", "data", "event", "file", "storyd")
     # `env`: the launcher's HOME, XDG_CONFIG_HOME and XDG_STATE_HOME; where they differ
     # from the daemon's, the hook would read another configuration or other session
     # records than `storyd hook` there: Unanswered
@@ -66,26 +72,33 @@ class Request:
         self.event = str(event)
         self.agent = None if agent is None else str(agent)
         self.storyd = str(storyd)
-        self.data = _payload(request)
+        self.data, self.file = _payload(request)
+
+    def payload(self) -> bytes | None:
+        """The payload's bytes (the file read now: on a worker, never on the event loop);
+        None when larger than a hook reads (then it says nothing, as `storyd hook`)."""
+        if self.file is None:
+            return self.data
+        try:
+            return read_regular(self.file, MAX_INPUT)
+        except FileTooLarge:
+            return None
+        except OSError as exc:  # absent, a FIFO, a device: `storyd hook` decides
+            raise Unanswered(f"cannot read the payload file {self.file}: {exc.strerror}") from None
 
 
-def _payload(request: dict[str, object]) -> bytes | None:
-    """The payload's bytes; None when larger than a hook reads (then it says nothing)."""
+def _payload(request: dict[str, object]) -> tuple[bytes | None, str | None]:
+    """(the payload's bytes, None) or (None, the absolute path of the file holding it)."""
     encoded = field(request, "payload", str)
     if encoded is not None:
         try:
-            return base64.b64decode(str(encoded), validate=True)
+            return base64.b64decode(str(encoded), validate=True), None
         except (binascii.Error, ValueError) as exc:
             raise UsageError(f"field 'payload' is not base64: {exc}") from None
     path = field(request, "file", str, required=True)
     if not os.path.isabs(str(path)):
         raise UsageError("field 'file' must be an absolute path")
-    try:
-        with open(str(path), "rb") as handle:
-            data = handle.read(MAX_INPUT + 1)
-    except OSError as exc:
-        raise Unanswered(f"cannot read the payload file: {exc.strerror}") from None
-    return None if len(data) > MAX_INPUT else data
+    return None, str(path)
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop, call: Callable[[], object]) -> object:
@@ -129,9 +142,10 @@ def run(hook: Request, units: UnitsOf) -> bytes:
     stderr lines, `=code version`."""
     from storyd import config
 
-    if hook.data is None:
+    data = hook.payload()
+    if data is None:
         return cli_frame(0, b"")
-    payload = parse_payload(hook.data)
+    payload = parse_payload(data)
     if payload is None:
         return cli_frame(0, b"")
     try:

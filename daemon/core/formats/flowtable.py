@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from storyd.core.formats.base import Source
+from storyd.core.regular import read_regular
 
 __all__ = [
     "FLOW_DIRS",
@@ -223,11 +224,10 @@ def find_flow_table(source: Source, flow: str) -> FlowTable | None:
         relpath = f"{folder}/skills/autodev/flows/{flow}.md"
         path = source.path(relpath)
         inside = os.path.realpath(path).startswith(os.path.realpath(source.workspace) + os.sep)
-        try:
-            if not inside or not os.path.isfile(path) or os.path.getsize(path) > _LIMIT:
-                continue
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                text = handle.read()
+        if not inside:
+            continue
+        try:  # absent, a FIFO or device (refused at once), over _LIMIT: no table there
+            text = read_regular(path, _LIMIT).decode("utf-8", "replace")
         except OSError:
             continue
         steps, names = parse_step_table(text)
