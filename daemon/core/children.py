@@ -5,17 +5,19 @@ one process group whose leader is a guard: `/bin/sh`, started with the first chi
 blocked reading a pipe whose only writer is this process. However this process ends
 (a return, an exception, SIGTERM, SIGKILL, os._exit) the kernel closes that pipe;
 the guard reads end of file and SIGKILLs its whole group, every child still running
-and itself. It costs one small process and ~0.25 ms at the first spawn; joining the
-group is one setpgid in posix_spawn, no exec of its own (docs/platform-notes.md says
-why not PR_SET_PDEATHSIG, `setpriv --pdeathsig` or a preexec_fn).
+and itself. It costs one small process and ~0.3 ms at the first spawn (idle machine;
+~1 ms on a loaded one); joining the group is one setpgid in posix_spawn, no exec of
+its own (docs/platform-notes.md says why not PR_SET_PDEATHSIG, `setpriv --pdeathsig`
+or a preexec_fn).
 
     spawn(path, argv, env, file_actions)  os.posix_spawn, the child in the guard's group
     group()       the guard's process group, for subprocess's `process_group=` (None:
                   no guard could start; the child then starts as before, unguarded)
     kill_all()    SIGKILL every child now (their owners reap them); the next spawn
                   starts a new guard
-    release()     kill_all, then reap what is left: an exit path's last word (atexit,
-                  and bin/storyd's quick exit)
+    release()     kill_all, then reap what is left: the last word of an interpreter's
+                  exit (atexit). `storyd resume` and `storyd hook` end with os._exit
+                  (bin/storyd): their guard then kills what is left, at no cost to them.
 
 Imports only built-in modules (`os`, `_thread`, `atexit`, `time`): it is on the hook's
 and `storyd resume`'s paths when they ask git.
