@@ -104,10 +104,12 @@ def on_branch(workspace: str, sha: str) -> bool:
     still there was not rewritten by git (no rewrite evidence)."""
     import subprocess
 
+    from storyd.core.children import group  # git ends with the daemon
+
     try:
         done = subprocess.run(
             ["git", "-C", workspace, "merge-base", "--is-ancestor", sha, "HEAD"],
-            capture_output=True, timeout=10, check=False,
+            capture_output=True, timeout=10, check=False, process_group=group(),
         )  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return False

@@ -132,9 +132,12 @@ def changed_rows(workspace: str, relpath: str, adapter: Adapter, limit: int) -> 
 def _child(args: list[str], timeout: float) -> bytes:
     """What a child `python -m storyd.api.history_git ARGS` prints (niced; no thread of
     ours waits for it); GitHistoryError when it failed or ran over `timeout` seconds."""
+    from storyd.core.children import group  # it and its gits end with the daemon
+
     argv = [sys.executable, "-m", "storyd.api.history_git", *args]
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, close_fds=True)  # fmt: skip
+                             stderr=subprocess.PIPE, close_fds=True,
+                             process_group=group())  # fmt: skip
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, child.pid, NICE)
     try:

@@ -437,11 +437,13 @@ def _spawn(workspace: str, args: tuple[str, ...], timeout: float) -> tuple[int, 
     try:
         devnull = os.open(os.devnull, os.O_RDWR)
         try:
-            pid = os.posix_spawn(
+            from storyd.core.children import spawn  # the child ends with this process
+
+            pid = spawn(
                 _git_path(),
                 ["git", "--no-optional-locks", "-C", workspace, *args],
                 os.environ,
-                file_actions=[
+                [
                     (os.POSIX_SPAWN_DUP2, devnull, 0),
                     (os.POSIX_SPAWN_DUP2, write_end, 1),
                     (os.POSIX_SPAWN_DUP2, devnull, 2),
@@ -501,6 +503,10 @@ def _collect(started: tuple[int, int, float] | None) -> str | None:
             if not chunk:
                 break
             chunks.append(chunk)
+    except BaseException:  # interrupted (an inline detector's alarm): no child left behind
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise
     finally:
         os.close(read_end)
     if time.monotonic() >= deadline:

@@ -12,6 +12,8 @@ import time
 from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
+from storyd.core.children import group
+
 __all__ = ["Repos", "event_payload", "public_remote", "unit_summary"]
 
 _LABEL_MAX = 200
@@ -66,6 +68,7 @@ def _git(workspace: str, *args: str) -> str | None:
             text=True,
             timeout=5,
             check=False,
+            process_group=group(),  # git ends with the daemon
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypeAlias, TypedDict
 
 from storyd.core import log
+from storyd.core.children import group
 from storyd.core.worker import Worker
 
 if TYPE_CHECKING:
@@ -313,6 +314,7 @@ class Notifications:
                 check=False,
                 cwd=cwd,
                 env=env,
+                process_group=group(),  # it ends with the daemon
             )
         except subprocess.TimeoutExpired:
             self.counters["hook_failures"] += 1

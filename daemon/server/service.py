@@ -56,7 +56,11 @@ def exit_now(code: int, grace: float = STOP_GRACE) -> None:
     Python joins every thread-pool worker at exit; one blocked for ever in open(2) or
     read(2) would keep a stopped daemon alive, deaf to SIGTERM. Everything of ours is
     already released when this is called; the log says which threads were left.
+    Children still running (a git a worker waits on) are killed first.
     """
+    from storyd.core.children import kill_all
+
+    kill_all()
     deadline = time.monotonic() + grace
     while stuck_threads() and time.monotonic() < deadline:
         time.sleep(0.05)

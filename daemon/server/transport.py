@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import struct
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -31,6 +30,7 @@ import orjson
 from storyd.core import log
 from storyd.core.caps import answer_too_large
 from storyd.core.errors import StorydError, UsageError
+from storyd.core.peercred import peer
 from storyd.server.protocol import EX_NOPERM, error_body, error_of, finish, id_suffix
 from storyd.server.subscribers import Subscribers, Subscription
 
@@ -82,16 +82,15 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)  # a stream socket's transport
         self.transport = transport
-        sock = transport.get_extra_info("socket")
         uid = os.getuid()
-        try:
-            creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-            _pid, peer_uid, _gid = struct.unpack("3i", creds)
-        except OSError:
-            peer_uid = -1
-        if peer_uid != uid:
+        found = peer(transport.get_extra_info("socket"))
+        if found != uid:  # another user, or one the system cannot name: refused alike
             self.server.counters["refused"] += 1
-            message = f"peer uid {peer_uid} is not the daemon's uid {uid}; refused"
+            if isinstance(found, str):
+                message = f"the peer's uid is unknown ({found}); refused"
+                self.server.log.warning("peer_refused", reason=found)
+            else:
+                message = f"peer uid {found} is not the daemon's uid {uid}; refused"
             self._refuse(error_body(EX_NOPERM, "EX_NOPERM", message))
             return
         if len(self.server.connections) >= self.server.max_connections:

@@ -11,6 +11,8 @@ The work tree is given to git as `-C cwd` (posix_spawn has no chdir); a missing 
 is the OSError Popen raised. A timeout raises TimeoutError and leaves the process to
 the caller (kill it, then communicate or wait), as subprocess.TimeoutExpired did.
 Pipes and /dev/null are opened close-on-exec, so the child gets only 0, 1 and 2.
+Each child joins storyd.core.children's guarded group: it dies with this process,
+however this process ends.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class Process:
 
     def __init__(self, argv: list[str], cwd: str, env: dict[str, str], *,
                  stdin: int = DEVNULL, stdout: int = PIPE, stderr: int = PIPE) -> None:  # fmt: skip
+        from storyd.core.children import spawn  # the child ends with this process
+
         if not os.path.isdir(cwd):
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), cwd)
         self.returncode: int | None = None
@@ -52,8 +56,7 @@ class Process:
                 else:
                     child = null if spec == DEVNULL else spec
                 actions.append((os.POSIX_SPAWN_DUP2, child, target))
-            self.pid = os.posix_spawn(argv[0], [argv[0], "-C", cwd, *argv[1:]], env,
-                                      file_actions=actions)  # fmt: skip
+            self.pid = spawn(argv[0], [argv[0], "-C", cwd, *argv[1:]], env, actions)
         except BaseException:
             for end in ends:
                 if end is not None:

@@ -65,12 +65,13 @@ def committed_units(workspace: str, relpath: str) -> int | None:
     import subprocess
     import tempfile
 
+    from storyd.core.children import group  # git ends with this process
     from storyd.core.errors import StorydError
 
     try:
         done = subprocess.run(
             ["git", "-C", workspace, "show", f"HEAD:{relpath}"],
-            capture_output=True, timeout=5, check=False,
+            capture_output=True, timeout=5, check=False, process_group=group(),
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -78,10 +78,13 @@ def _landed_after(workspace: str, commit: object, head: object) -> bool:
     if commit == head:
         return False  # what git answers for a commit and itself (or for no commit at all)
     import subprocess  # (2 ms of imports) only when git must be asked
+
+    from storyd.core.children import group  # git ends with this process
+
     try:
         done = subprocess.run(
             ["git", "-C", workspace, "merge-base", "--is-ancestor", commit, head],
-            capture_output=True, timeout=5, check=False,
+            capture_output=True, timeout=5, check=False, process_group=group(),
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return False
