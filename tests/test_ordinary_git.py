@@ -1,0 +1,202 @@
+"""A day of ordinary git (issue 40, "Quiet when nothing is wrong", items 1 and 2).
+
+A real daemon (daemon_harness) watches a real repository (git_harness) whose state file
+is committed, in the epic seed format, spec-kit's tasks.md and Task Master's tasks.json,
+through a day of commits, branches, switches back and forth, an older state file checked
+out, a reset, a stash and its pop, a pull with rebase from a local bare remote, a merge,
+a squash merge, a cherry-pick, a worktree and a swapped workspace folder. After each step
+storyd is quiet: no warning drifts out, `storyd check` exits 0 and the `storyd reconcile`
+preview offers nothing. The true ones are still found: a stale copy a second writer puts
+back (`history/regressed`, repaired with a commit HEAD reaches), a sha a pull rebased
+away (`commit-in-history/unreachable`, rewritten); and a lost task whose commit HEAD no
+longer reaches is left alone with the reason, never written back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from cli_harness import run_storyd_cli
+from daemon_harness import DaemonProcess, EventStream, wait_for
+from epic_state_harness import EPIC, STATE, STORY, task_id
+from git_harness import GitWorkspace
+
+pytestmark = pytest.mark.slow
+
+Spawn = Callable[..., DaemonProcess]
+TOTAL = 6  # tasks per unit
+WHEN = "2026-01-01T12:00:00Z"
+
+
+class Kit:
+    """One producer's state file: where it lives, its unit, and the file for some tasks
+    done (each at its commit, where the format records one)."""
+
+    relpath = ""
+    unit = ""
+
+    def render(self, shas: list[str]) -> str:
+        raise NotImplementedError
+
+
+class Epic(Kit):
+    relpath, unit = STATE, STORY
+
+    def render(self, shas: list[str]) -> str:
+        tasks: dict[str, object] = {}
+        for n in range(1, TOTAL + 1):
+            done = n <= len(shas)
+            tasks[task_id(STORY, n)] = ({"status": "DONE", "commitSha": shas[n - 1],
+                                         "completedAt": WHEN} if done else {"status": "PENDING"})
+        return json.dumps({"epic": EPIC, "stories": {STORY: {"tasks": tasks}}}, indent=2) + "\n"
+
+
+class SpecKit(Kit):
+    relpath, unit = "specs/001-login/tasks.md", "001-login"
+
+    def render(self, shas: list[str]) -> str:
+        lines = [f"- [{'X' if n <= len(shas) else ' '}] T{n:03d} Step {n}"
+                 for n in range(1, TOTAL + 1)]
+        return "# Tasks: login\n\n## Phase 1\n\n" + "\n".join(lines) + "\n"
+
+
+class TaskMaster(Kit):
+    relpath, unit = ".taskmaster/tasks/tasks.json", "master"
+
+    def render(self, shas: list[str]) -> str:
+        tasks = [{"id": n, "title": f"Step {n}", "dependencies": [n - 1] if n > 1 else [],
+                  "status": "done" if n <= len(shas) else "pending"}
+                 for n in range(1, TOTAL + 1)]
+        return json.dumps({"master": {"tasks": tasks}}, indent=2) + "\n"
+
+
+KITS = {"epic": Epic(), "spec-kit": SpecKit(), "task-master": TaskMaster()}
+
+
+class Day:
+    """A workspace, its daemon and its event stream; `step` runs git and waits for the
+    daemon to take it in; `quiet` holds storyd to saying nothing."""
+
+    def __init__(self, root: Path, kit: Kit, spawn: Spawn) -> None:
+        self.kit = kit
+        self.root = root
+        self.repo = GitWorkspace(root / "ws").init(ignore_plans=False)
+        self.ws = self.repo.path
+        self.shas: list[str] = []  # the task commits, in order
+        self.repo.commit("base", {"README": "a day of ordinary git\n"})
+        self.record(commit=True)
+        self.proc = spawn([self.ws])
+        self.events = EventStream(self.proc)
+        self.events.__enter__()
+        self.mark = self.events.mark()
+
+    # -- the producer ------------------------------------------------------------------
+
+    def task(self) -> str:
+        """The next task's code commit (its message names no task: unrecorded-commit
+        stays out of it)."""
+        n = len(self.shas) + 1
+        sha = self.repo.commit(f"step {n}", {f"src/step{n}.txt": f"{n}\n"})
+        self.shas.append(sha)
+        return sha
+
+    def record(self, *, commit: bool, done: int | None = None) -> None:
+        """The state file with the first `done` tasks (default: every task commit) done."""
+        shas = self.shas[: len(self.shas) if done is None else done]
+        self.repo.write(self.kit.relpath, self.kit.render(shas))
+        if commit:
+            self.repo.commit(f"state: {len(shas)} done")
+
+    # -- the daemon --------------------------------------------------------------------
+
+    def git(self, *args: str) -> str:
+        return self.repo.git(*args)
+
+    def step(self, *args: str, done: int | None = None) -> None:
+        """`git ARGS`, then wait for the daemon: the unit's `changed` event when the
+        state file now holds `done` tasks, then quiet for a while."""
+        self.mark = self.events.mark()
+        self.repo.git(*args)
+        self.settle(done)
+
+    def settle(self, done: int | None) -> None:
+        if done is not None:
+            self.events.wait(lambda e: e["event"] == "changed" and e.get("unit") == self.kit.unit
+                             and e.get("done") == done, start=self.mark, timeout=15,
+                             message=f"{self.kit.unit} changed to {done} done")  # fmt: skip
+        self.events.settle(0.4, timeout=20)
+        wait_for(lambda: self.proc.stats()["history"]["queued"] == 0, message="the writer")
+
+    def drifted(self) -> list[dict[str, object]]:
+        """The warnings and errors that drifted out since the step began."""
+        return [e["finding"] for e in self.events.since(self.mark) if e["event"] == "drift"
+                and e["finding"]["severity"] in ("warning", "error")]  # type: ignore[index]
+
+    def quiet(self, what: str, ws: Path | None = None) -> None:
+        """No warning drifted out, `check` exits 0, the reconcile preview offers nothing."""
+        ws = ws or self.ws
+        assert self.drifted() == [], f"{what}: {self.drifted()}"
+        check = run_storyd_cli("check", "--workspace", str(ws), env=self.proc.env)
+        assert check.returncode == 0, f"{what}: {check.stdout.decode()}{check.stderr.decode()}"
+        direct = run_storyd_cli("check", "--direct", "--workspace", str(ws), env=self.proc.env)
+        assert direct.returncode == 0, f"{what} (direct): {direct.stdout.decode()}"
+        plan = self.reconcile(ws)
+        assert plan["files"] == [], f"{what}: reconcile offers {plan['files']}"
+
+    def reconcile(self, ws: Path | None = None) -> dict[str, object]:
+        done = run_storyd_cli("reconcile", "--workspace", str(ws or self.ws), "--json",
+                              env=self.proc.env)  # fmt: skip
+        assert done.returncode in (0, 1), done.stderr
+        plan = json.loads(done.stdout)
+        assert isinstance(plan, dict)
+        return plan
+
+    def close(self) -> None:
+        self.events.__exit__(None, None, None)
+
+
+@pytest.fixture
+def day_of(tmp_path: Path, spawn_daemon: Spawn) -> Callable[[Kit], Day]:
+    made: list[Day] = []
+
+    def make(kit: Kit) -> Day:
+        made.append(Day(tmp_path, kit, spawn_daemon))
+        return made[-1]
+
+    yield make  # type: ignore[misc]
+    for day in made:
+        day.close()
+
+
+def _regressed(day: Day) -> list[dict[str, object]]:
+    units = day.proc.units(day.ws, detail=True)
+    return [f for u in units for f in u.get("findingList", []) if f["code"] == "regressed"]
+
+
+# -- the defect: a branch switch -----------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["epic", "spec-kit", "task-master"])
+def test_a_branch_switch_is_not_a_lost_update(name: str, day_of: Callable[[Kit], Day]) -> None:
+    day = day_of(KITS[name])
+    day.task()
+    day.mark = day.events.mark()
+    day.record(commit=True)
+    day.settle(1)
+    day.step("switch", "-q", "-c", "feature")
+    day.task()
+    day.task()
+    day.mark = day.events.mark()
+    day.record(commit=True)
+    day.settle(3)
+    day.quiet("tasks 2-3 done on feature")
+    day.step("switch", "-q", "main", done=1)
+    assert _regressed(day) == []
+    day.quiet("back on main, where tasks 2-3 are pending")
+    day.step("switch", "-q", "feature", done=3)
+    day.quiet("on feature again")
+    day.step("switch", "-q", "main", done=1)
+    day.quiet("main again")
