@@ -110,6 +110,13 @@ class Day:
         if commit:
             self.repo.commit(f"state: {len(shas)} done")
 
+    def progress(self, done: int, *, commit: bool = True) -> None:
+        """A task's commit, then the state file with it done (committed or not)."""
+        self.task()
+        self.mark = self.events.mark()
+        self.record(commit=commit)
+        self.settle(done)
+
     # -- the daemon --------------------------------------------------------------------
 
     def git(self, *args: str) -> str:
@@ -182,16 +189,10 @@ def _regressed(day: Day) -> list[dict[str, object]]:
 @pytest.mark.parametrize("name", ["epic", "spec-kit", "task-master"])
 def test_a_branch_switch_is_not_a_lost_update(name: str, day_of: Callable[[Kit], Day]) -> None:
     day = day_of(KITS[name])
-    day.task()
-    day.mark = day.events.mark()
-    day.record(commit=True)
-    day.settle(1)
+    day.progress(1)
     day.step("switch", "-q", "-c", "feature")
     day.task()
-    day.task()
-    day.mark = day.events.mark()
-    day.record(commit=True)
-    day.settle(3)
+    day.progress(3)
     day.quiet("tasks 2-3 done on feature")
     day.step("switch", "-q", "main", done=1)
     assert _regressed(day) == []
@@ -200,3 +201,94 @@ def test_a_branch_switch_is_not_a_lost_update(name: str, day_of: Callable[[Kit],
     day.quiet("on feature again")
     day.step("switch", "-q", "main", done=1)
     day.quiet("main again")
+
+
+# -- the whole day ---------------------------------------------------------------------
+
+
+def _remote(day: Day) -> GitWorkspace:
+    """A local bare "remote" with main pushed, and a teammate's clone of it."""
+    bare = day.root / "remote.git"
+    day.repo.git("init", "-q", "--bare", "-b", "main", str(bare), cwd=day.root)
+    day.git("remote", "add", "origin", str(bare))
+    day.git("push", "-q", "-u", "origin", "main")
+    mate = GitWorkspace(day.root / "mate")
+    day.repo.git("clone", "-q", str(bare), str(mate.path), cwd=day.root)
+    mate.clock = day.repo.clock + 3600
+    return mate
+
+
+def _branches(day: Day) -> None:
+    """Branch, work, switch back and forth; an older state file checked out; a reset."""
+    day.step("switch", "-q", "-c", "feature")
+    day.progress(3)
+    day.step("switch", "-q", "main", done=2)
+    day.quiet("switched to main")
+    day.step("switch", "-q", "feature", done=3)
+    day.quiet("switched to feature")
+    day.step("checkout", "main", "--", day.kit.relpath, done=2)
+    day.quiet("main's state file checked out on feature")
+    day.step("checkout", "HEAD", "--", day.kit.relpath, done=3)
+    day.quiet("feature's own state file back")
+    day.step("reset", "-q", "--hard", "HEAD~2", done=2)  # the task and its state
+    day.quiet("reset two commits back")
+    day.step("reset", "-q", "--hard", "ORIG_HEAD", done=3)
+    day.quiet("reset forward again")
+
+
+def _stash(day: Day) -> None:
+    """The state of a task stashed, and popped."""
+    day.progress(4, commit=False)
+    day.step("stash", "-q", done=3)
+    day.quiet("the state stashed")
+    day.step("stash", "pop", "-q", done=4)
+    day.quiet("the stash popped")
+    day.repo.commit("state: 4 done")
+
+
+def _merges(day: Day) -> None:
+    """A merge, a squash merge, a cherry-pick."""
+    day.step("switch", "-q", "main", done=2)
+    day.step("merge", "-q", "--no-ff", "-m", "merge feature", "feature", done=4)
+    day.quiet("feature merged")
+    day.step("switch", "-q", "-c", "topic")
+    day.progress(5)
+    day.step("switch", "-q", "main", done=4)
+    day.step("merge", "-q", "--squash", "topic", done=5)
+    day.step("commit", "-q", "-m", f"{STORY} topic (squashed)")
+    day.quiet("topic squash-merged")
+    squash = day.git("rev-parse", "HEAD")
+    day.step("switch", "-q", "-c", "side", "HEAD~1", done=4)
+    day.step("cherry-pick", squash, done=5)
+    day.quiet("the squash cherry-picked onto side")
+    day.step("switch", "-q", "main")
+
+
+def _pull_and_worktree(day: Day, mate: GitWorkspace) -> None:
+    """A pull with rebase over a teammate's push; a worktree of an older state."""
+    day.git("push", "-q", "origin", "main")
+    mate.git("pull", "-q", "origin", "main")
+    mate.commit("a teammate's fix", {"FIX": "fix\n"})
+    mate.git("push", "-q", "origin", "main")
+    day.repo.commit("local notes", {"NOTES": "notes\n"})
+    day.step("pull", "-q", "--rebase", "origin", "main")
+    day.quiet("pulled with rebase")
+    other = day.root / "wt2"
+    day.step("worktree", "add", "-q", "-b", "wt", str(other), "HEAD~4")
+    day.quiet("a worktree added")
+    day.quiet("the worktree itself", ws=other)
+    assert day.proc.request({"op": "list", "workspace": str(other)})["ok"] is True
+    day.quiet("the worktree, watched", ws=other)
+
+
+@pytest.mark.parametrize("name", ["epic", "spec-kit", "task-master"])
+def test_a_day_of_ordinary_git_is_quiet(name: str, day_of: Callable[[Kit], Day]) -> None:
+    day = day_of(KITS[name])
+    day.progress(1)
+    day.progress(2)
+    day.quiet("two tasks committed on main")
+    mate = _remote(day)
+    _branches(day)
+    _stash(day)
+    _merges(day)
+    _pull_and_worktree(day, mate)
