@@ -15,6 +15,8 @@ longer reaches is left alone with the reason, never written back.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from cli_harness import run_storyd_cli
 from daemon_harness import DaemonProcess, EventStream, wait_for
 from epic_state_harness import EPIC, STATE, STORY, task_id
 from git_harness import GitWorkspace
+from test_workspace_swap import exchange
 
 pytestmark = pytest.mark.slow
 
@@ -292,3 +295,85 @@ def test_a_day_of_ordinary_git_is_quiet(name: str, day_of: Callable[[Kit], Day])
     _stash(day)
     _merges(day)
     _pull_and_worktree(day, mate)
+
+
+# -- the true ones are still found ------------------------------------------------------
+
+
+def _second_writer(day: Day, done: int) -> None:
+    """A second session puts back its stale copy, with `done` tasks done (its own
+    writer's compact JSON: bytes no commit holds), under the writers' flock."""
+    stale = day.ws / "stale.json"
+    stale.write_text(json.dumps(json.loads(day.kit.render(day.shas[:done]))))
+    state = day.ws / day.kit.relpath
+    subprocess.run(["flock", "-x", str(state), "sh", "-c",
+                    f"cp '{stale}' '{state}.tmp' && mv '{state}.tmp' '{state}'"],
+                   check=True, timeout=10)  # fmt: skip
+    stale.unlink()
+
+
+def _offered(plan: dict[str, object]) -> list[tuple[object, object]]:
+    return [(r["code"], r["task"]) for f in plan["files"] for r in f["repairs"]]  # type: ignore[attr-defined,index]
+
+
+def test_the_true_ones_are_still_found(day_of: Callable[[Kit], Day]) -> None:
+    day = day_of(KITS["epic"])
+    day.progress(1)
+    day.progress(2)
+    mate = _remote(day)
+    day.progress(3, commit=False)
+    day.mark = day.events.mark()
+    _second_writer(day, 2)  # a stale copy written back: task 3 lost
+    day.settle(2)
+    assert [(f["code"], f["task"]) for f in day.drifted()] == [("regressed", task_id(STORY, 3))]
+    assert _offered(day.reconcile()) == [("regressed", task_id(STORY, 3))]
+    day.mark = day.events.mark()
+    day.record(commit=False)  # the producer writes its progress again
+    day.settle(3)
+
+    day.task()  # a local commit, recorded, then rebased away by a pull
+    day.mark = day.events.mark()
+    day.record(commit=False)
+    day.settle(4)
+    old = day.shas[-1]
+    mate.git("pull", "-q", "origin", "main")
+    mate.commit("a teammate's fix", {"FIX": "fix\n"})
+    mate.git("push", "-q", "origin", "main")
+    day.step("pull", "-q", "--rebase", "--autostash", "origin", "main")  # tasks 3-4's commits
+    rebased = [("unreachable", task_id(STORY, 3)), ("unreachable", task_id(STORY, 4))]
+    assert [(f["code"], f["task"]) for f in day.drifted()] == rebased
+    plan = day.reconcile()
+    assert _offered(plan) == rebased
+    new = plan["files"][0]["repairs"][1]["changes"][0]["new"]  # type: ignore[index]
+    assert new == day.git("rev-parse", "HEAD") != old  # the rewritten commit, on HEAD
+
+    day.mark = day.events.mark()  # a stale copy drops the task whose sha was rebased away
+    _second_writer(day, 3)
+    day.settle(3)
+    lost = [f for f in day.drifted() if f["code"] == "regressed"]
+    assert [f["evidence"]["sha"] for f in lost] == [old]  # type: ignore[index]
+    plan = day.reconcile()
+    assert _offered(plan) == rebased[:1], "a commit HEAD does not reach is never written back"
+    left = [x for x in plan["leftAlone"] if x["code"] == "regressed"]  # type: ignore[attr-defined]
+    assert len(left) == 1 and "not in the history of the work tree's HEAD" in left[0]["reason"]
+
+
+def test_a_swapped_workspace_folder_starts_a_new_lineage(
+    day_of: Callable[[Kit], Day],
+) -> None:
+    day = day_of(KITS["epic"])
+    day.progress(1)
+    day.progress(2)
+    day.progress(3, commit=False)  # uncommitted: only the folder's identity explains it
+    other = day.root / "other"
+    shutil.copytree(day.ws, other, symlinks=True)
+    (other / day.kit.relpath).write_text(day.kit.render(day.shas[:1]))
+    for n, done in enumerate((1, 3, 1, 3)):
+        day.mark = day.events.mark()
+        if n % 2 == 0:
+            exchange(day.ws, other)
+        else:
+            exchange(other, day.ws)
+        day.settle(done)
+        assert _regressed(day) == [], f"swap {n + 1}"
+        day.quiet(f"swap {n + 1}")
