@@ -152,7 +152,7 @@ def _parse(body: str) -> tuple[dict[str, Mark], Stamp | None]:
     raw = json.loads(body)
     found = raw.pop(_LINEAGE, None)
     stamp = tuple(found) if isinstance(found, list) and len(found) == 6 else None
-    return {k: tuple(v) for k, v in raw.items()}, stamp  # type: ignore[return-value]
+    return {k: tuple(v) for k, v in raw.items()}, stamp
 
 
 def load_marks(

@@ -296,7 +296,7 @@ class Recorder:
         """One tuple for every file of a workspace in the same lineage."""
         known = self._stamps.get(workspace)
         if known == stamp:
-            return known  # type: ignore[return-value]
+            return known
         self._stamps[workspace] = stamp
         return stamp
 
