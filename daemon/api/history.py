@@ -128,6 +128,7 @@ def lost_progress(
     resume --detail), by state file and unit key, from the marks the recording daemon
     keeps; none when there is no database. `whole_files`: `units` are every unit of
     their files, so a unit gone with its progress can be told (else it is not)."""
+    from storyd.api import history_lineage as lineage
     from storyd.api import history_rules as rules
 
     path = path or history_db.default_path()
@@ -139,10 +140,19 @@ def lost_progress(
         return {}
     found: dict[tuple[str, str], tuple[Finding, ...]] = {}
     gone: dict[str, tuple[Finding, ...]] = {}
+    now = lineage.stamp(workspace)
+    explained: dict[str, str | None] = {}  # per state file: why git explains its loss
+
+    def why(state_file: str, before: lineage.Stamp | None) -> str | None:
+        if state_file not in explained:
+            explained[state_file] = ("git is writing the work tree" if lineage.busy(workspace)
+                                     else lineage.explain(workspace, state_file, before, now))
+        return explained[state_file]
+
     try:
         for unit in units:
             key = (workspace, unit.state_file, unit.key)
-            marks = history_store.marks_of(conn, key)
+            marks, before = history_store.lineage_of(conn, key)
             lost = rules.lost(marks, unit, lambda sha: on_branch(workspace, sha))
             if not whole_files:
                 gone[unit.state_file] = ()
@@ -151,8 +161,13 @@ def lost_progress(
                 held = history_store.file_marks(conn, workspace, unit.state_file)
                 gone[unit.state_file] = rules.gone_findings(held, present, _iso)
             extra = gone[unit.state_file]
+            if (lost or extra) and why(unit.state_file, before or now) is not None:
+                continue  # git moved the work tree: not a lost update
             if lost or extra:
-                found[unit.state_file, unit.key] = rules.regressed_findings(lost, _iso) + extra
+                branch = lineage.branch(before or now)
+                found[unit.state_file, unit.key] = (
+                    rules.regressed_findings(lost, _iso, branch) + extra
+                )
     finally:
         conn.close()
     return found

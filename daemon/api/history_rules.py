@@ -197,12 +197,15 @@ _WORDS = {
 
 
 def regressed_findings(
-    found: list[tuple[str, str, Mark]], iso: Callable[[float], str]
+    found: list[tuple[str, str, Mark]], iso: Callable[[float], str], branch: str | None = None
 ) -> tuple[Finding, ...]:
-    """One `regressed` warning per lost task, naming the version that had it and when."""
+    """One `regressed` warning per lost task, naming the version that had it and when
+    (and `branch`, the branch its lineage is on, when HEAD named one)."""
     out = []
     for tid, why, (status, sha, when, seen) in found:
         evidence = {"why": why, "status": status, "seen": iso(seen)}
+        if branch:
+            evidence["branch"] = branch
         if sha:
             evidence["sha"] = sha
         if when:

@@ -15,9 +15,14 @@ from collections.abc import Callable, Iterator
 
 from storyd.api.history_rules import Mark, Row, changes
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from storyd.api.history_lineage import Stamp
+
 __all__ = [
     "Key",
     "file_marks",
+    "lineage_of",
     "load_marks",
     "marks_of",
     "prune",
@@ -128,27 +133,50 @@ def record(
     return int(cur.lastrowid or 0)
 
 
-def save_marks(conn: sqlite3.Connection, uid: int, marks: dict[str, Mark]) -> None:
-    """Replace a unit's held progress."""
+_LINEAGE = "\x00lineage"  # the marks body's key of their lineage (no task id is this)
+
+
+def save_marks(
+    conn: sqlite3.Connection, uid: int, marks: dict[str, Mark], stamp: Stamp | None = None
+) -> None:
+    """Replace a unit's held progress (and the lineage it belongs to, when known)."""
+    body: dict[str, object] = dict(marks)
+    if stamp is not None:
+        body[_LINEAGE] = stamp
     conn.execute("INSERT OR REPLACE INTO marks(unit_id, body) VALUES (?,?)",
-                 (uid, json.dumps(marks)))  # fmt: skip
+                 (uid, json.dumps(body)))  # fmt: skip
 
 
-def load_marks(conn: sqlite3.Connection) -> Iterator[tuple[Key, int, dict[str, Mark]]]:
-    """Every unit's held progress, with its row id."""
+def _parse(body: str) -> tuple[dict[str, Mark], Stamp | None]:
+    """A marks body: the marks, and their lineage (None: recorded before lineages)."""
+    raw = json.loads(body)
+    found = raw.pop(_LINEAGE, None)
+    stamp = tuple(found) if isinstance(found, list) and len(found) == 6 else None
+    return {k: tuple(v) for k, v in raw.items()}, stamp
+
+
+def load_marks(
+    conn: sqlite3.Connection,
+) -> Iterator[tuple[Key, int, dict[str, Mark], Stamp | None]]:
+    """Every unit's held progress, with its row id and its lineage."""
     query = ("SELECT u.workspace, u.state_file, u.unit, u.id, m.body FROM marks m"
              " JOIN units u ON u.id = m.unit_id")  # fmt: skip
     for ws, sf, unit, uid, body in conn.execute(query):
-        yield (ws, sf, unit), uid, {k: tuple(v) for k, v in json.loads(body).items()}
+        yield (ws, sf, unit), uid, *_parse(body)
 
 
 def marks_of(conn: sqlite3.Connection, key: Key) -> dict[str, Mark]:
     """One unit's held progress (empty when unknown)."""
+    return lineage_of(conn, key)[0]
+
+
+def lineage_of(conn: sqlite3.Connection, key: Key) -> tuple[dict[str, Mark], Stamp | None]:
+    """One unit's held progress and its lineage (empty and None when unknown)."""
     row = conn.execute(
         "SELECT m.body FROM marks m JOIN units u ON u.id = m.unit_id"
         " WHERE u.workspace=? AND u.state_file=? AND u.unit=?", key
     ).fetchone()  # fmt: skip
-    return {k: tuple(v) for k, v in json.loads(row[0]).items()} if row else {}
+    return _parse(row[0]) if row else ({}, None)
 
 
 def file_marks(
@@ -159,8 +187,7 @@ def file_marks(
         "SELECT u.unit, m.body FROM marks m JOIN units u ON u.id = m.unit_id"
         " WHERE u.workspace=? AND u.state_file=?", (workspace, state_file)
     )  # fmt: skip
-    return {unit: {k: tuple(v) for k, v in json.loads(body).items()}
-            for unit, body in rows}  # fmt: skip
+    return {unit: _parse(body)[0] for unit, body in rows}
 
 
 def size(conn: sqlite3.Connection) -> int:

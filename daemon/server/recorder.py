@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from storyd.api import history_lineage as lineage
 from storyd.api import history_rules as rules
 from storyd.api import history_store as store
 from storyd.api.history import on_branch
@@ -83,15 +84,20 @@ class _Version:
     unit's tasks (None: gone) and its marks when they moved. Nothing else: ~10,000 of
     these wait at a warm-up's first sight."""
 
-    __slots__ = ("at", "line", "marks", "tasks")
+    __slots__ = ("at", "line", "marks", "stamp", "tasks")
 
     def __init__(
-        self, line: bytes, tasks: tuple[Task, ...] | None, marks: rules.Packed | None
+        self,
+        line: bytes,
+        tasks: tuple[Task, ...] | None,
+        marks: rules.Packed | None,
+        stamp: lineage.Stamp | None = None,
     ) -> None:
         self.at = time.time()
         self.line: bytes | _Held = line
         self.tasks = tasks
         self.marks = marks
+        self.stamp = stamp  # the lineage the marks belong to
 
     def event(self) -> tuple[store.Key, str, dict[str, object]]:
         """The unit's key, its format and the event (parsed on the writer)."""
@@ -107,7 +113,7 @@ class _Version:
                               str(event["event"]), rows, lambda: _envelope(event),
                               again=False)  # fmt: skip
         if self.marks is not None:
-            store.save_marks(conn, uid, rules.expand(self.marks))
+            store.save_marks(conn, uid, rules.expand(self.marks), self.stamp)
         return bool(stored)
 
 
@@ -160,6 +166,38 @@ def _accepted(key: store.Key, fmt: str) -> bytes:
                          "unit": key[2], "format": fmt})  # fmt: skip
 
 
+class _Moved:
+    """One pass's state file: its lineage before the pass and now, and (asked once)
+    why git explains what the version read now lost (history_lineage.explain)."""
+
+    __slots__ = ("_why", "before", "file", "now")
+
+    def __init__(
+        self, file: tuple[str, str], before: lineage.Stamp | None, now: lineage.Stamp | None
+    ) -> None:
+        self.file = file
+        self.before = before
+        self.now = now
+        self._why: str | bool | None = False  # False: not asked yet
+
+    def busy(self) -> bool:
+        """Whether git is writing the work tree now (asked afresh each time)."""
+        return lineage.busy(self.file[0])
+
+    def why(self) -> str | None:
+        """Why git explains the loss, or None: then it is a lost update."""
+        if self._why is False:
+            self._why = lineage.explain(*self.file, self.before, self.now)
+            if self._why is not None:
+                log.get("history").info("history_lineage", workspace=self.file[0],
+                                        stateFile=self.file[1], why=self._why)  # fmt: skip
+        return self._why  # type: ignore[return-value]
+
+    def branch(self) -> str | None:
+        """The branch the progress was seen on (its lineage's), None when detached."""
+        return lineage.branch(self.before or self.now)
+
+
 class Recorder:
     """The marks (held progress) per unit, and the writer thread of the database."""
 
@@ -175,8 +213,15 @@ class Recorder:
         # the marks per (workspace, state file), then per unit key, packed
         self.marks: dict[tuple[str, str], dict[str, rules.Packed]] = {}
         self._gone_memo: tuple[object, tuple[Finding, ...]] = (None, ())  # the pass's file
-        for key, _uid, marks in store.load_marks(writer.conn):
+        # per state file, the lineage its marks belong to (history_lineage.py); one
+        # tuple shared by the files of a workspace while it stays the same
+        self.lineage: dict[tuple[str, str], lineage.Stamp] = {}
+        self._stamps: dict[str, lineage.Stamp] = {}
+        self._moved: _Moved | None = None  # the pass's file: its lineage before and now
+        for key, _uid, marks, stamp in store.load_marks(writer.conn):
             self._set_marks(key, rules.pack(marks))
+            if stamp is not None:
+                self.lineage[key[:2]] = self._shared(key[0], stamp)
         self._seen: dict[store.Key, tuple[Task, ...]] = {}  # the tasks of a key's last build
         self._pass: Callable[[], object] = _held(None)  # the installer's pass `_seen` is of
         self._now = (0, 0.0)  # the second marks are seen at, and its one float
@@ -212,19 +257,48 @@ class Recorder:
             self._passed()
             self._pass = _weak(present, self._passed)
         self._seen[key] = unit.tasks
+        moved = self._lineage(workspace, unit.state_file, present)
         packed = self._marks_of(key)
         if rules.unchanged(packed, unit):  # the same progress, the same read: most builds
             return self._gone(workspace, unit.state_file, present)
         marks = rules.expand(packed)
         lost = rules.lost(marks, unit, lambda sha: on_branch(workspace, sha))
+        if lost and moved.busy():  # git is writing the work tree: judged when it settles
+            return ()
+        if lost and moved.why() is not None:  # git moved the work tree: a new lineage
+            marks, lost = {}, []
         new = rules.advance(marks, unit, self._second(), {tid for tid, _, _ in lost})
         if new is not None:
             self._set_marks(key, rules.pack(new, unit))
             self._dirty.add(key)
         elif packed:  # the same marks, held over this build's tasks (not an older one's)
             self._set_marks(key, rules.pack(marks, unit))
-        found = rules.regressed_findings(lost, _iso) if lost else ()
+        found = rules.regressed_findings(lost, _iso, moved.branch()) if lost else ()
         return found + self._gone(workspace, unit.state_file, present)
+
+    def _lineage(self, workspace: str, state_file: str, present: frozenset[str]) -> _Moved:
+        """The pass's file's lineage, before it and now, worked out once per pass (an
+        empty `present`, no pass: every call); the file's lineage follows the work tree."""
+        memo = self._moved
+        if memo is not None and present and memo.file == (workspace, state_file):
+            return memo
+        now = lineage.stamp(workspace)
+        if now is not None:
+            now = self._shared(workspace, now)
+        file = (workspace, state_file)
+        memo = _Moved(file, self.lineage.get(file), now)
+        self._moved = memo
+        if now is not None and memo.before is not now:
+            self.lineage[file] = now
+        return memo
+
+    def _shared(self, workspace: str, stamp: lineage.Stamp) -> lineage.Stamp:
+        """One tuple for every file of a workspace in the same lineage."""
+        known = self._stamps.get(workspace)
+        if known == stamp:
+            return known
+        self._stamps[workspace] = stamp
+        return stamp
 
     def _gone(
         self, workspace: str, state_file: str, present: frozenset[str]
@@ -238,6 +312,14 @@ class Recorder:
         if memo[0] == (workspace, state_file):  # reset with each pass
             return memo[1]
         gone = {k: rules.expand(p) for k, p in held.items() if p and k not in present}
+        moved = self._lineage(workspace, state_file, present) if gone else None
+        if moved is not None and moved.busy():
+            return ()  # judged when git settles (not kept: the next pass asks again)
+        if moved is not None and moved.why() is not None:
+            for unit in gone:  # git took them: their progress is the old lineage's
+                self._set_marks((workspace, state_file, unit), ())
+                self._dirty.add((workspace, state_file, unit))
+            gone = {}
         found = rules.gone_findings(gone, present, _iso) if gone else ()
         self._gone_memo = ((workspace, state_file), found)
         return found
@@ -251,6 +333,7 @@ class Recorder:
         self._pass = _held(None)
         self._seen = {}
         self._gone_memo = (None, ())
+        self._moved = None
 
     def _second(self) -> float:
         """Now, to the second the findings tell (`seen`): one float for every mark of
@@ -303,7 +386,8 @@ class Recorder:
         if not self._dirty:
             self._dirty = set()  # likewise: a set keeps its table
         tasks = tasks if kind == "changed" else None
-        self._queue(_Version(line or orjson.dumps(event), tasks, marks))
+        stamp = self.lineage.get(key[:2]) if marks is not None else None
+        self._queue(_Version(line or orjson.dumps(event), tasks, marks, stamp))
 
     def _queue(self, version: _Version) -> None:
         """Into the batch; the first of a batch wakes the writer. While the writer is

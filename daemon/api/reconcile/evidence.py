@@ -92,6 +92,7 @@ class Evidence:
         self.workspace = workspace
         self._view: GitView | None = None
         self._opened = False
+        self._on_head: dict[str, bool] = {}
 
     def view(self) -> GitView | None:
         """The repository's view, opened on first use; None without a repository."""
@@ -117,6 +118,16 @@ class Evidence:
         except GitError:
             return None
         return CommitEvidence(sha, subject, found[0].time, patch_id)
+
+    def on_head(self, sha: str) -> bool:
+        """Whether the commit `sha` is in the history of the work tree's HEAD (`git
+        merge-base --is-ancestor`): the only commits a repair writes (issue 40)."""
+        known = self._on_head.get(sha)
+        if known is None:
+            from storyd.api.history import on_branch
+
+            known = self._on_head[sha] = on_branch(self.workspace, sha)
+        return known
 
     def close(self) -> None:
         """End the view's git processes."""

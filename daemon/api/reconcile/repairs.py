@@ -59,6 +59,9 @@ def unrecorded_commit(ask: Ask) -> Repair | str:
     commit = ask.evidence.commit(sha)
     if commit is None:
         return f"commit {sha} is not in the repository"
+    unproven = _unproven(ask, commit.sha)
+    if unproven is not None:
+        return unproven
     changes = _completion(ask, task_path, utc_stamp(commit.time), commit.sha)
     return Repair(changes, [commit.as_dict()])
 
@@ -78,6 +81,9 @@ def rewritten_commit(ask: Ask) -> Repair | str:
         return "the old or the new commit is not in the repository"
     if old.patch_id is None or old.patch_id != new.patch_id:
         return "the patch ids of the old and the new commit differ"
+    unproven = _unproven(ask, new.sha)
+    if unproven is not None:
+        return unproven
     node = lookup(ask.document, task_path)
     keys = [k for k, v in node.items() if v == task.commit_sha] if isinstance(node, dict) else []
     if len(keys) != 1:
@@ -108,6 +114,9 @@ def squash_landed(ask: Ask) -> Repair | str:
     landed = ask.evidence.commit(landed_sha)
     if landed is None:
         return f"the landed commit {landed_sha} is not in the repository"
+    unproven = _unproven(ask, landed.sha)
+    if unproven is not None:
+        return unproven
     key = dialect.story_status_key(story_path)
     status = story.get(key)
     args = (status, story.get("retries", 0), story.get("prMergeStatus"))
@@ -208,16 +217,44 @@ def restore_regressed(ask: Ask) -> Repair | str:
     node = node if isinstance(node, dict) else {}
     dialect = ask.dialect
     sha, when = evidence.get("sha"), evidence.get("completedAt")
+    writes_sha = bool(sha and dialect.sha_key and (dialect.add_sha or dialect.sha_key in node))
+    unproven = _unproven(ask, sha) if sha and writes_sha else _other_branch(ask)
+    if unproven is not None:
+        return unproven
     changes = []
     if why != "sha-replaced":
         changes.append(ask.field(task_path, "status", status))
-    if sha and dialect.sha_key and (dialect.add_sha or dialect.sha_key in node):
-        changes.append(ask.field(task_path, dialect.sha_key, sha))
+    if sha and writes_sha:
+        changes.append(ask.field(task_path, dialect.sha_key, sha))  # type: ignore[arg-type]
     if when and dialect.time_key:
         changes.append(ask.field(task_path, dialect.time_key, when))
     held = {"history": "a version seen", "at": evidence.get("seen"), "had status": status,
             "sha": sha, "completedAt": when}  # fmt: skip
     return Repair(changes, [{k: v for k, v in held.items() if v}])
+
+
+def _unproven(ask: Ask, sha: str) -> str | None:
+    """Why commit `sha` may not be written: HEAD's history does not hold it (issue 40:
+    a repair writes only what git proves, never another branch's or a rewritten sha)."""
+    if ask.evidence.on_head(sha):
+        return None
+    return (f"commit {sha[:12]} is not in the history of the work tree's HEAD: storyd "
+            "writes only commits HEAD reaches")  # fmt: skip
+
+
+def _other_branch(ask: Ask) -> str | None:
+    """Why a status seen on another branch may not be written back on this one (a
+    format with no commit sha: the branch the version was seen on is the proof)."""
+    seen = ask.finding.evidence.get("branch")
+    if not seen:
+        return None
+    from storyd.api.history_lineage import branch, stamp
+
+    now = branch(stamp(ask.workspace))
+    if now == seen:
+        return None
+    return (f"the version that had it was seen on branch {seen}, and HEAD is on "
+            f"{now or 'no branch'}: storyd writes back only this branch's progress")
 
 
 def _named(evidence: Mapping[str, str]) -> dict[str, str]:
