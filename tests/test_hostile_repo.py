@@ -179,3 +179,30 @@ def test_reconcile_neither_obeys_the_records_nor_writes_into_git(clone: Path,
     assert applied.returncode in (0, 64), applied.stderr
     assert (clone / ".git" / "config").read_bytes() == config
     assert (clone / PLAIN).read_bytes() == epic_state("0002", "PENDING")
+
+
+def test_tab_completion_neither_hangs_on_a_fifo_nor_reads_through_a_link(
+        tmp_path: Path) -> None:
+    """`storyd completion --ids story` (what a shell runs at a Tab) reads the epic state
+    files of the folder it is in: a FIFO there, a link to /dev/zero or into .git is
+    skipped at once; the readable epic's ids are still offered."""
+    env = AgentsEnv(tmp_path).env
+    work = tmp_path / "ws"
+    (work / ".git").mkdir(parents=True)
+    (work / ".git" / "config").write_text('{"stories": {"story-9999-0001": {}}}')
+    for epic, kind in (("0001", "fifo"), ("0002", "zero"), ("0003", "git"), ("0004", "ok")):
+        folder = work / "plans" / f"epic-{epic}"
+        folder.mkdir(parents=True)
+        path = folder / "execution-state.json"
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "zero":
+            os.symlink("/dev/zero", path)
+        elif kind == "git":
+            os.symlink("../../.git/config", path)
+        else:
+            path.write_bytes(epic_state(epic, "PENDING"))
+    done = subprocess.run([STORYD, "completion", "--ids", "story"], cwd=work, env=env,
+                          capture_output=True, timeout=20, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().split() == ["story-0004-0001"]

@@ -67,22 +67,52 @@ def committed_units(workspace: str, relpath: str) -> int | None:
 
     from storyd.core.children import group  # git ends with this process
     from storyd.core.errors import StorydError
+    from storyd.core.switches import CONFIG
 
+    cap = CONFIG.max_state_bytes  # a committed blob is the repository's: read it bounded
     try:
-        done = subprocess.run(
+        with subprocess.Popen(
             ["git", "-C", workspace, "show", f"HEAD:{relpath}"],
-            capture_output=True, timeout=5, check=False, process_group=group(),
-        )  # fmt: skip
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, process_group=group(),
+        ) as proc:  # fmt: skip
+            assert proc.stdout is not None
+            blob = _read_bounded(proc.stdout.fileno(), cap + 1, 5.0)
+            if blob is None or len(blob) > cap:
+                proc.kill()
+            code = proc.wait(timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if done.returncode != 0:
+    if blob is None:
+        return None
+    if code != 0 or len(blob) > cap:
         return None
     with tempfile.TemporaryDirectory(prefix="storyd-head-") as copy:
         path = os.path.join(copy, relpath)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as handle:
-            handle.write(done.stdout)
+            handle.write(blob)
         try:
             return len(state_file_units(copy, relpath, 1.0))
         except StorydError:
             return None
+
+
+def _read_bounded(fd: int, limit: int, seconds: float) -> bytes | None:
+    """Up to `limit` bytes from a pipe until its end, within `seconds` (None: too slow)."""
+    import os
+    import select
+    import time
+
+    deadline = time.monotonic() + seconds
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, min(1 << 20, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)

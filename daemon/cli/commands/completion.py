@@ -381,7 +381,10 @@ def ids(kind: str, workspace: str) -> list[str]:
     for the scripts to offer after --epic-id and --story-id (nothing when none)."""
     import json
 
+    from storyd.core.containment import Refused, resolve
     from storyd.core.formats.epic import ROOT, epic_of_folder, epic_state_files
+    from storyd.core.regular import read_regular
+    from storyd.core.switches import CONFIG
 
     try:
         names = os.listdir(os.path.join(workspace, ROOT))
@@ -393,10 +396,11 @@ def ids(kind: str, workspace: str) -> list[str]:
     found: list[str] = []
     for epic in epics:
         for relpath in epic_state_files(workspace, epic):
-            try:
-                with open(os.path.join(workspace, relpath), "rb") as handle:
-                    stories = json.load(handle).get("stories")
-            except (OSError, ValueError, AttributeError):
+            try:  # a repository's file: contained, non-blocking, bounded (issue 39)
+                resolve(workspace, relpath)
+                data = read_regular(os.path.join(workspace, relpath), CONFIG.max_state_bytes)
+                stories = json.loads(data).get("stories")
+            except (OSError, ValueError, AttributeError, Refused):
                 continue
             if isinstance(stories, dict):
                 found.extend(str(k) for k in stories)
