@@ -7,6 +7,7 @@ door reads; and reconcile's evidence shapes. Tests of the doors render every one
     ODD              evidence no kind expects (garbage, missing fields, other types)
     every_code()     (detector, code) of every built-in detector's and format's codes
     units()          one unit summary (the wire form) per sample
+    grouped()        the same findings in a few units (a detail shows many at once)
 """
 
 from __future__ import annotations
@@ -113,8 +114,22 @@ def units(workspace: str) -> list[dict[str, object]]:
             if evidence is not None:
                 finding["evidence"] = evidence
             made.append({
-                "workspace": workspace, "stateFile": f"s{n}-{m}.json", "unit": f"{code}-{m}",
+                "workspace": workspace, "stateFile": f"s{n}-{m}.json", "unit": f"u{n}-{m}",
                 "format": "epic", "done": 1, "total": 2, "resumePoint": "task-T2",
                 "error": None, "findings": 1, "findingList": [finding],
             })  # fmt: skip
+    return made
+
+
+def grouped(workspace: str, size: int = 16) -> list[dict[str, object]]:
+    """Every sample's finding, `size` to a unit."""
+    findings = [f for u in units(workspace) for f in u["findingList"]]  # type: ignore[attr-defined]
+    made = []
+    for n in range(0, len(findings), size):
+        part = findings[n : n + size]
+        made.append({
+            "workspace": workspace, "stateFile": f"g{n}.json", "unit": f"g{n}",
+            "format": "epic", "done": 1, "total": 2, "resumePoint": "task-T2",
+            "error": None, "findings": len(part), "findingList": part,
+        })  # fmt: skip
     return made
