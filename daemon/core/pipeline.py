@@ -247,6 +247,10 @@ def read_file(
     for unit in units or ():
         if len(unit.tasks) > MAX_UNIT_TASKS:
             _too_large(unit)
+        if len(unit.findings) > 1:  # one cause, one line (imported only then)
+            from storyd.core.causes import one_line_each
+
+            unit.findings = one_line_each(unit.findings)
     story_files = {u.story_file for u in units} if units else set()
     # the adapter may have failed before reading it (or read it under another name)
     own = source.seen.pop(relpath) if relpath in source.seen else signature(path)
