@@ -175,9 +175,15 @@ class Runner:
         envelope: Mapping[str, object] | None,
         staleness: str = storytime.DEFAULT_MODE,
     ) -> tuple[Finding, ...]:
-        """Every detector's findings for one unit; failures become error findings."""
+        """Every detector's findings for one unit, each cause once (storyd.core.causes);
+        failures become error findings."""
         with self._turn:
-            return tuple(self._run(workspace, unit, envelope, staleness))
+            found = tuple(self._run(workspace, unit, envelope, staleness))
+        if len(found) < 2:
+            return found
+        from storyd.core.causes import one_line_each  # one cause, one line
+
+        return one_line_each(found)
 
     def _run(
         self, workspace: str, unit: Unit, envelope: Mapping[str, object] | None, staleness: str

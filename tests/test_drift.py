@@ -589,8 +589,11 @@ class TestStalenessModes:
         proc = spawn_daemon([clone.path], args=["--staleness", mode] if mode == "mtime" else [])
         (unit,) = proc.units(clone.path, detail=True)
         found = [(f["detector"], f["code"], f["task"]) for f in unit["findingList"]]  # type: ignore[attr-defined]
-        expected = [("staleness", "stale", t) for t in (T1, T2)] if mode == "mtime" else []
+        # one cause (the story file), one line: the stale tasks in its evidence
+        expected = [("staleness", "stale", None)] if mode == "mtime" else []
         assert found == expected
+        if mode == "mtime":
+            assert unit["findingList"][0]["evidence"] == {"count": "2", "tasks": f"{T1},{T2}"}  # type: ignore[index]
         same_flags: list[tuple[str, ...]] = [("--staleness", mode)]
         if mode == "git":
             same_flags.append(())  # git is also the default of both paths
@@ -603,7 +606,7 @@ class TestStalenessModes:
             assert cached.returncode == 0
             warnings = orjson.loads(cached.stdout)["staleWarnings"]
             assert warnings == [f"Story file modified after task {t} DONE"
-                                for _, _, t in expected]
+                                for t in ((T1, T2) if mode == "mtime" else ())]
 
 
 class TestCommands:
@@ -628,7 +631,9 @@ class TestCommands:
             repo.git("commit", "-q", "--amend", "-m", f"{T2} step 2, reworded")
             events.wait(kind("drift"))
         expected = (f"{where}: warning: {HISTORY}/unreachable: "
-                    f"{lost(t2, T2, now=repo.head())}\n1 units, 1 problems\n").encode()
+                    f"{lost(t2, T2, now=repo.head())}\n"
+                    f"  evidence: commit {t2} rewritten as {repo.head()} on main\n"
+                    "1 units, 1 problems\n").encode()
         for flags in ((), ("--direct",)):
             dirty = check(*flags)
             assert (dirty.returncode, dirty.stdout) == (1, expected), (flags, dirty.stderr)

@@ -80,10 +80,11 @@ def test_resume_detail_in_a_real_repository(tmp_path: Path, run_storyd: Run) -> 
                       "--direct", cwd=repo.path)
     assert done.returncode == 0, done.stderr
     found = [f for f in json.loads(done.stdout)["findings"] if f["detector"] == "task-named"]
+    # one commit claiming T002 and T003 is one cause: one line (storyd.core.causes)
     assert [(f["code"], f["task"], f["severity"]) for f in found] == [
-        ("claimed-in-commit", "T002", "warning"), ("claimed-in-commit", "T003", "warning"),
-        ("named-in-commit", "T004", "info")]
-    assert found[0]["evidence"] == {"commit": first, "tip": "main"}
+        ("claimed-in-commit", None, "warning"), ("named-in-commit", "T004", "info")]
+    assert found[0]["evidence"] == {"commit": first, "tip": "main", "count": "2",
+                                    "tasks": "T002,T003"}
 
 
 @pytest.mark.slow

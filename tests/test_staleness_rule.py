@@ -101,7 +101,12 @@ class Paths:
                 for label, envelope in (("envelope", answer.envelope), ("none", None)):
                     findings = self.runner.run(self.ws, answer.unit, envelope, self.mode)
                     assert {(f.detector, f.code) for f in findings} <= {("staleness", "stale")}
-                    found[f"detector ({label}, {name})"] = [f.message for f in findings]
+                    # one cause, one line (storyd.core.causes): the stale tasks in evidence
+                    found[f"detector ({label}, {name})"] = [
+                        message(t) for f in findings
+                        for t in (f.evidence["tasks"].split(",") if "tasks" in f.evidence
+                                  else [f.task])
+                    ]  # fmt: skip
         return found
 
     def agree(self, commit_time: int | None) -> list[str]:

@@ -3,29 +3,13 @@ finding and git evidence. `storyd reconcile` prints it; `storyd top` shows it (`
 
 from __future__ import annotations
 
+from storyd.core.evidence import evidence_text
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from storyd.api.reconcile.plan import Plan
 
 __all__ = ["evidence_text", "plan_text"]
-
-
-def evidence_text(item: dict[str, object]) -> str:
-    """One piece of a finding's evidence in one line (a commit, a journal line, an output)."""
-    if "commit" in item:
-        return (
-            f'commit {item["commit"]} "{item["subject"]}" patch-id {item["patchId"]} '
-            f"committed {item['committedAt']}"
-        )
-    if "rewrittenFrom" in item:
-        old = item["rewrittenFrom"]
-        assert isinstance(old, dict)
-        return f"rewritten from commit {old['commit']} (patch-id {old['patchId']})"
-    if "journal" in item:
-        return f"{item['journal']}:{item['line']}: {item['text']}"
-    if "output" in item:
-        return f"output {item['output']} status {item['status']!r} written {item['written']}"
-    return ", ".join(f"{k} {v}" for k, v in item.items())
 
 
 def plan_text(plan: Plan) -> str:

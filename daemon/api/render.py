@@ -1,5 +1,6 @@
 """Text every door shows the same way: the progress bar, the colours, the status screen,
-check's report, the UNREADABLE line.
+check's report (its evidence through storyd.core.evidence, as every door's), the
+UNREADABLE line.
 
 Here, under the doors, because several doors print it: `storyd status` and `storyd fleet
 status` share the bar and the colours, `storyd check` and the MCP `check` tool the
@@ -83,8 +84,10 @@ def status_text(
 
 
 def check_text(checked: Checked) -> str:
-    """`storyd check`'s report: one line per problem (and noted finding), the unreadable
-    state files, then the count."""
+    """`storyd check`'s report: one line per problem (and noted finding), each followed
+    by its evidence (storyd.core.evidence), the unreadable state files, then the count."""
+    from storyd.core.evidence import evidence_lines
+
     lines = []
     for unit, finding in checked.reported:
         where = f"{unit['workspace']}/{unit['stateFile']} {unit['unit']}"
@@ -95,6 +98,7 @@ def check_text(checked: Checked) -> str:
                 f"{where}: {finding['severity']}: {finding['detector']}/"
                 f"{finding['code']}: {finding['message']}\n"
             )
+            lines.extend(f"  evidence: {text}\n" for text in evidence_lines(finding))
     unreadable = checked.found.unreadable
     lines.extend(unreadable_line(entry, full_path=True) + "\n" for entry in unreadable)
     broken = len(unreadable)

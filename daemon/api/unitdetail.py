@@ -9,17 +9,6 @@ __all__ = ["detail_lines"]
 _PICTURE = 20  # the newest versions drawn
 
 
-def _evidence(finding: dict[str, object]) -> list[str]:
-    from storyd.api.plantext import evidence_text
-
-    found = finding.get("evidence")
-    if isinstance(found, list):
-        return [evidence_text(e) for e in found if isinstance(e, dict)]
-    if isinstance(found, dict):
-        return [evidence_text(found)]
-    return []
-
-
 def _history(unit: dict[str, object], path: str | None) -> list[dict[str, object]] | str:
     """The unit's versions, or why there are none."""
     from storyd.api.history import Named, versions
@@ -38,6 +27,7 @@ def detail_lines(unit: dict[str, object], history_path: str | None = None) -> li
     """The unit's detail, one line each (plain text)."""
     from storyd.api.history import picture
     from storyd.api.render import bar
+    from storyd.core.evidence import evidence_lines
 
     done, total = int(unit.get("done") or 0), int(unit.get("total") or 0)  # type: ignore[call-overload]
     lines = [
@@ -57,7 +47,7 @@ def detail_lines(unit: dict[str, object], history_path: str | None = None) -> li
             f"  {finding.get('severity')} {finding.get('detector')}/{finding.get('code')}{task}: "
             f"{finding.get('message')}"
         )
-        lines += [f"      evidence: {text}" for text in _evidence(finding)]
+        lines += [f"      evidence: {text}" for text in evidence_lines(finding)]
     kept = _history(unit, history_path)
     lines.append("")
     if isinstance(kept, str):

@@ -249,6 +249,10 @@ def read_file(
     for unit in units or ():
         if len(unit.tasks) > MAX_UNIT_TASKS:
             _too_large(unit)
+        if len(unit.findings) > 1:  # one cause, one line (imported only then)
+            from storyd.core.causes import one_line_each
+
+            unit.findings = one_line_each(unit.findings)
     if units and (relpath in source.redo or reuse is not None):
         _note_redo(units, source.redo.get(relpath), relpath)
     if isinstance(error, DataError) and source.redo.get(relpath) == "pending":

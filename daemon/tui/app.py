@@ -317,6 +317,10 @@ def run(
     in_flight: bool = False,
     feed: Feed | None = None,
 ) -> int:
-    """Run the live view until `q`; its exit code."""
-    code = TopApp(workspaces, socket, in_flight, feed=feed).run()
+    """Run the live view until `q`; its exit code: 0 after `q`, 70 when the view died
+    (Textual has printed why), never 0 for a crash."""
+    app = TopApp(workspaces, socket, in_flight, feed=feed)
+    code = app.run()
+    if app.return_code:  # an exception ended the app: Textual sets 1 and returns None
+        return 70
     return code if isinstance(code, int) else 0

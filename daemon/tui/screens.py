@@ -59,10 +59,21 @@ class Detail(_Text):
     """Enter: the unit's findings with evidence, tasks with commits, history."""
 
     def __init__(self, row: Row) -> None:
-        from storyd.api.unitdetail import detail_lines
+        super().__init__("\n".join(_detail(row)))
 
-        lines = _fleet_lines(row) if row.unit.get("machine") else detail_lines(row.unit)
-        super().__init__("\n".join(lines))
+
+def _detail(row: Row) -> list[str]:
+    """The row's detail; a failure to draw it is said in the page, never raised (the
+    view stays up whatever a finding holds)."""
+    from storyd.api.unitdetail import detail_lines
+
+    try:
+        return _fleet_lines(row) if row.unit.get("machine") else detail_lines(row.unit)
+    except Exception as exc:  # a bug must not take the live view down: said, not raised
+        return [
+            f"{row.unit.get('format')} {row.unit.get('unit')}",
+            f"  the detail cannot be drawn: internal error: {type(exc).__name__}: {exc}",
+        ]
 
 
 def _fleet_lines(row: Row) -> list[str]:
