@@ -1,7 +1,8 @@
 """A day of ordinary git (issue 40, "Quiet when nothing is wrong", items 1 and 2).
 
 A real daemon (daemon_harness) watches a real repository (git_harness) whose state file
-is committed, in the epic seed format, spec-kit's tasks.md and Task Master's tasks.json,
+is committed, in the epic seed format, spec-kit's and Kiro's tasks.md, Task Master's
+tasks.json and beads' issues.jsonl,
 through a day of commits, branches, switches back and forth, an older state file checked
 out, a reset, a stash and its pop, a pull with rebase from a local bare remote, a merge,
 a squash merge, a cherry-pick, a worktree and a swapped workspace folder. After each step
@@ -76,7 +77,26 @@ class TaskMaster(Kit):
         return json.dumps({"master": {"tasks": tasks}}, indent=2) + "\n"
 
 
-KITS = {"epic": Epic(), "spec-kit": SpecKit(), "task-master": TaskMaster()}
+class Kiro(Kit):
+    relpath, unit = ".kiro/specs/login/tasks.md", "login"
+
+    def render(self, shas: list[str]) -> str:
+        lines = [f"- [{'x' if n <= len(shas) else ' '}] {n}. Step {n}"
+                 for n in range(1, TOTAL + 1)]
+        return "# Implementation Plan\n\n" + "\n".join(lines) + "\n"
+
+
+class Beads(Kit):
+    relpath, unit = ".beads/issues.jsonl", "issues"
+
+    def render(self, shas: list[str]) -> str:
+        return "".join(json.dumps({"id": f"bd-{n}", "title": f"Step {n}",
+                                   "status": "closed" if n <= len(shas) else "open"}) + "\n"
+                       for n in range(1, TOTAL + 1))
+
+
+KITS = {"epic": Epic(), "spec-kit": SpecKit(), "task-master": TaskMaster(), "kiro": Kiro(),
+        "beads": Beads()}
 
 
 class Day:
@@ -189,7 +209,7 @@ def _regressed(day: Day) -> list[dict[str, object]]:
 # -- the defect: a branch switch -----------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["epic", "spec-kit", "task-master"])
+@pytest.mark.parametrize("name", list(KITS))
 def test_a_branch_switch_is_not_a_lost_update(name: str, day_of: Callable[[Kit], Day]) -> None:
     day = day_of(KITS[name])
     day.progress(1)
@@ -284,7 +304,7 @@ def _pull_and_worktree(day: Day, mate: GitWorkspace) -> None:
     day.quiet("the worktree, watched", ws=other)
 
 
-@pytest.mark.parametrize("name", ["epic", "spec-kit", "task-master"])
+@pytest.mark.parametrize("name", list(KITS))
 def test_a_day_of_ordinary_git_is_quiet(name: str, day_of: Callable[[Kit], Day]) -> None:
     day = day_of(KITS[name])
     day.progress(1)

@@ -189,6 +189,8 @@ def test_the_daemon_parses_a_big_file_held_and_trims_after(
         write_epic(workspace, "0051", tasks={STORY: tasks})
         wait_for(lambda: quiet.held > held, 10.0, "the rewrite's parse")
         wait_for(lambda: quiet.trims > trims, 10.0, "a trim after it")
-        assert gc.isenabled()
+        # a second event of the same rewrite may start another held parse meanwhile:
+        # the collector is back once the reads settle, whatever their number
+        wait_for(gc.isenabled, 10.0, "the collector enabled again")
     finally:
         daemon.stop()
