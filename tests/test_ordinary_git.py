@@ -378,8 +378,17 @@ def test_the_true_ones_are_still_found(day_of: Callable[[Kit], Day]) -> None:
     assert len(left) == 1 and "not in the history of the work tree's HEAD" in left[0]["reason"]
 
 
+def _mv(a: Path, b: Path) -> None:
+    """Three renames, as `mv` does it: `a` aside, `b` into its place, the first to `b`."""
+    aside = a.with_name(a.name + ".aside")
+    a.rename(aside)
+    b.rename(a)
+    aside.rename(b)
+
+
+@pytest.mark.parametrize("swap", [exchange, _mv], ids=["exchange", "mv"])
 def test_a_swapped_workspace_folder_starts_a_new_lineage(
-    day_of: Callable[[Kit], Day],
+    day_of: Callable[[Kit], Day], swap: Callable[[Path, Path], None],
 ) -> None:
     day = day_of(KITS["epic"])
     day.progress(1)
@@ -391,9 +400,9 @@ def test_a_swapped_workspace_folder_starts_a_new_lineage(
     for n, done in enumerate((1, 3, 1, 3)):
         day.mark = day.events.mark()
         if n % 2 == 0:
-            exchange(day.ws, other)
+            swap(day.ws, other)
         else:
-            exchange(other, day.ws)
+            swap(other, day.ws)
         day.settle(done)
         assert _regressed(day) == [], f"swap {n + 1}"
         day.quiet(f"swap {n + 1}")
