@@ -4,8 +4,14 @@ the writes agents really make (a shell pipeline, not the Write tool).
 The payload shapes come from each agent's hook reference:
 
 - Claude Code: https://code.claude.com/docs/en/hooks (`cwd`, `session_id`,
-  `hook_event_name`, `tool_name: Bash` with `tool_input.command`, `permission_mode`).
-- Codex CLI: https://developers.openai.com/codex/hooks (Claude Code's shape and answers).
+  `hook_event_name`, `tool_name: Bash` with `tool_input.command`, `permission_mode`;
+  PostToolUseFailure, "Runs after tool calls fail", with `tool_use_id`, `error` and
+  `is_interrupt` instead of `tool_response`, answered with
+  `hookSpecificOutput.additionalContext`, "provided along with the error message").
+- Codex CLI: https://developers.openai.com/codex/hooks (Claude Code's shape, with
+  `turn_id`, `model` and `tool_use_id`; PostToolUse's exit 2 puts stderr in place of the
+  tool's output, `hookSpecificOutput.additionalContext` with exit 0 adds to it;
+  PermissionRequest, before Codex asks for an approval, with `tool_name` and `tool_input`).
 - Cursor: https://cursor.com/docs/agent/hooks (`conversation_id`, `workspace_roots`,
   camelCase `hook_event_name`; `afterFileEdit` with a top-level `file_path`;
   `afterShellExecution` with `command`; `stop` with `status` and `loop_count`; answers
@@ -26,7 +32,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from agents_harness import AgentsEnv, demo_workspace, hook_payload, run_hook
+from agents_harness import AgentsEnv, demo_workspace, home_env, hook_payload, run_hook, run_storyd
 
 SESSION = "9ecf22fa-edf8-4332-ae85-b6d5456eda64"
 EPIC_STATE = "plans/epic-0049/execution-state.json"
@@ -215,8 +221,10 @@ def test_vscode_session_start_and_file_path(own: tuple[Path, AgentsEnv]) -> None
     (ws / EPIC_STATE).write_bytes(b"{")
     edit = _vscode("PostToolUse", ws, tool_name="editFiles", tool_use_id="tool-1",
                    tool_input={"filePath": str(ws / EPIC_STATE)}, tool_response="ok")
-    done = run_hook("post-tool-use", edit, env.env)
-    assert done.returncode == 2 and f"storyd: {EPIC_STATE} no longer parses" in done.stderr.decode()
+    answer = _json(run_hook("post-tool-use", edit, env.env))  # VS Code drops exit 2's stderr
+    specific = answer["hookSpecificOutput"]
+    assert isinstance(specific, dict) and specific["hookEventName"] == "PostToolUse"
+    assert str(specific["additionalContext"]).startswith(f"storyd: {EPIC_STATE} no longer parses")
 
 
 @pytest.mark.slow
@@ -252,6 +260,85 @@ def test_codex_is_claude_codes_shape(own: tuple[Path, AgentsEnv]) -> None:
     stop = _json(run_hook("stop", hook_payload("Stop", ws, stop_hook_active=False), env.env,
                           "/", "--agent", "codex"))
     assert stop["decision"] == "block" and sha in str(stop["reason"])
+
+
+# -- through the hooks `storyd install` wrote, as the agent runs them ------------------------
+
+
+def _installed(env: dict[str, str], agent: str, event: str) -> str:
+    """`storyd install --AGENT` (the user's files), then storyd's command for `event`."""
+    assert run_storyd(env, "install", f"--{agent}").returncode == 0
+    folder = {"claude": ".claude/settings.json", "codex": ".codex/hooks.json"}[agent]
+    groups = orjson.loads((Path(env["HOME"]) / folder).read_bytes())["hooks"][event]
+    commands = [h["command"] for g in groups for h in g["hooks"] if "storyd" in h["command"]]
+    assert len(commands) == 1, groups
+    return str(commands[0])
+
+
+def _agent_runs(command: str, payload: dict[str, object], env: dict[str, str],
+                ws: Path) -> subprocess.CompletedProcess[bytes]:  # fmt: skip
+    """The hook's command as the agents run it: `sh -c`, the payload on stdin."""
+    return subprocess.run(["/bin/sh", "-c", command], input=orjson.dumps(payload), env=env,
+                          cwd=ws, capture_output=True, timeout=60, check=False)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_failing_bash_that_broke_a_state_file_is_told_in_post_tool_use_failure(
+        tmp_path: Path) -> None:
+    """Claude Code runs PostToolUseFailure, not PostToolUse, after a command that exits
+    non-zero: the warning comes in that event's answer, not one tool late."""
+    ws, env = demo_workspace(tmp_path), home_env(tmp_path)
+    command = _installed(env, "claude", "PostToolUseFailure")
+    run_hook("session-start", hook_payload("SessionStart", ws, source="startup"), env)
+    script = f"printf '{{\"epic\": ' > {EPIC_STATE} && cat missing.json"
+    failed = subprocess.run(["/bin/sh", "-c", script], cwd=ws, capture_output=True, timeout=30,
+                            check=False)  # fmt: skip
+    assert failed.returncode != 0 and (ws / EPIC_STATE).read_bytes() == b'{"epic": '
+    payload = hook_payload("PostToolUseFailure", ws, tool_name="Bash", permission_mode="default",
+                           tool_input={"command": script, "description": "update state"},
+                           tool_use_id="toolu_01ABC123",
+                           error="Command exited with non-zero status code 1",
+                           is_interrupt=False)  # fmt: skip
+    answer = _json(_agent_runs(command, payload, env, ws))
+    specific = answer["hookSpecificOutput"]
+    assert isinstance(specific, dict) and specific["hookEventName"] == "PostToolUseFailure"
+    assert str(specific["additionalContext"]).startswith(f"storyd: {EPIC_STATE} no longer parses")
+    _silent(_agent_runs(command, payload, env, ws))  # told once
+
+
+@pytest.mark.slow
+def test_codex_post_tool_use_adds_context_and_keeps_the_output(tmp_path: Path) -> None:
+    """Exit 2 would put storyd's words in place of the command's output in Codex: the
+    answer is additionalContext with exit 0, nothing on stderr."""
+    ws, env = demo_workspace(tmp_path), home_env(tmp_path)
+    command = _installed(env, "codex", "PostToolUse")
+    start = hook_payload("SessionStart", ws, source="startup", model="gpt-5-codex")
+    assert _agent_runs(_installed(env, "codex", "SessionStart"), start, env, ws).returncode == 0
+    _sh(ws, f"printf '{{' > {EPIC_STATE}")
+    payload = hook_payload("PostToolUse", ws, turn_id="turn-1", model="gpt-5-codex",
+                           permission_mode="default", tool_name="Bash",
+                           tool_input={"command": f"printf '{{' > {EPIC_STATE}"},
+                           tool_response="", tool_use_id="call-1")  # fmt: skip
+    done = _agent_runs(command, payload, env, ws)
+    assert (done.returncode, done.stderr) == (0, b""), done
+    answer = orjson.loads(done.stdout)
+    assert set(answer) == {"hookSpecificOutput"}
+    assert answer["hookSpecificOutput"]["hookEventName"] == "PostToolUse"
+    assert answer["hookSpecificOutput"]["additionalContext"].startswith(
+        f"storyd: {EPIC_STATE} no longer parses")
+
+
+@pytest.mark.slow
+def test_codex_permission_request_marks_the_session_waiting(tmp_path: Path) -> None:
+    ws, env = demo_workspace(tmp_path), home_env(tmp_path)
+    command = _installed(env, "codex", "PermissionRequest")
+    payload = hook_payload("PermissionRequest", ws, turn_id="turn-1", model="gpt-5-codex",
+                           permission_mode="default", tool_name="Bash",
+                           tool_input={"command": "rm -rf build"})  # fmt: skip
+    _silent(_agent_runs(command, payload, env, ws))  # no verdict: Codex asks the user
+    folder = Path(env["XDG_STATE_HOME"]) / "storyd" / "sessions"
+    record = orjson.loads(next(folder.iterdir()).read_bytes())
+    assert (record["event"], record["note"]) == ("notification", "permission to use Bash")
 
 
 def test_an_unknown_agent_is_a_usage_error(own: tuple[Path, AgentsEnv]) -> None:

@@ -77,7 +77,8 @@ def test_install_then_uninstall_gives_the_users_file_back(env: dict[str, str],
     storyd(env, "install", f"--{agent}")
     assert path.read_bytes() != before
     again = storyd(env, "install", f"--{agent}")
-    assert all(line.endswith(": unchanged") for line in again.stdout.splitlines()), again.stdout
+    files = [line for line in again.stdout.splitlines() if "Codex runs no hook" not in line]
+    assert all(line.endswith(": unchanged") for line in files), again.stdout
     storyd(env, "uninstall", f"--{agent}")
     assert path.read_bytes() == before  # byte for byte
 
@@ -109,7 +110,7 @@ def test_vscode_files(env: dict[str, str], tmp_path: Path) -> None:
     servers = json.loads((project / ".vscode/mcp.json").read_text())["servers"]
     assert servers["storyd"] == {"type": "stdio", "command": "storyd", "args": ["mcp"]}
     hooks = json.loads((project / ".github/hooks/storyd.json").read_text())["hooks"]
-    assert set(hooks) == {"SessionStart", "Stop", "PostToolUse"}
+    assert set(hooks) == {"SessionStart", "Stop", "PostToolUse"}  # VS Code's events
     assert hooks["Stop"][0]["command"].endswith("storyd-hook stop --agent vscode")
 
 
@@ -133,6 +134,64 @@ def test_codex_config_toml_keeps_the_users_tables(env: dict[str, str]) -> None:
     assert "storyd" not in after["mcp_servers"]
     assert after["profiles"]["fast"]["model"] == "gpt-5"
     assert path.read_text() == CODEX_TOML.replace('model = "gpt-5-mini"', 'model = "gpt-5"')
+
+
+def _doctor(env: dict[str, str], cwd: Path) -> list[str]:
+    done = subprocess.run([STORYD, "doctor"], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    return [line for line in done.stdout.splitlines() if line[5:].startswith("codex: ")]
+
+
+@pytest.mark.slow
+def test_codex_install_says_to_trust_the_hooks_and_doctor_checks_it(
+        env: dict[str, str], tmp_path: Path) -> None:
+    """Codex runs no hook until the user trusts it in /hooks, and records that trust in
+    config.toml as `[hooks.state."<hooks.json>:<event>:<group>:<handler>"] trusted_hash`
+    (https://developers.openai.com/codex/hooks, "Review and trust hooks";
+    openai/codex codex-rs/hooks/src/engine/discovery.rs)."""
+    home = Path(env["HOME"])
+    hooks_path = home / ".codex/hooks.json"
+    done = storyd(env, "install", "--codex")
+    step = done.stdout.splitlines()[-1]
+    assert step.startswith(f"{hooks_path}: Codex runs no hook until you trust it: start codex, "
+                           "type /hooks and trust storyd's 4 new or changed hooks "
+                           "(SessionStart, Stop, PostToolUse, PermissionRequest)"), step
+    [shown, trust] = _doctor(env, tmp_path)
+    assert shown.startswith("ok   codex:") and trust.startswith(f"warn codex: {hooks_path}: ")
+    assert "trust storyd's 4 new or changed hooks" in trust
+    # the user trusts three in /hooks and turns the PermissionRequest one off
+    events = json.loads(hooks_path.read_text())["hooks"]
+    labels = {"SessionStart": "session_start", "Stop": "stop",
+              "PostToolUse": "post_tool_use", "PermissionRequest": "permission_request"}
+    state = "".join(
+        f'\n[hooks.state."{hooks_path}:{labels[event]}:0:0"]\n' +
+        ("enabled = false\n" if event == "PermissionRequest" else
+         'trusted_hash = "sha256:0123"\n')
+        for event in events)  # fmt: skip
+    config = home / ".codex/config.toml"
+    config.write_text(config.read_text() + state)
+    [_, trust] = _doctor(env, tmp_path)
+    assert trust.endswith("turn on the ones you turned off in /hooks (PermissionRequest)"), trust
+    assert "type /hooks and trust" not in trust
+    config.write_text(config.read_text().replace("enabled = false", 'trusted_hash = "sha256:1"'))
+    [_, trust] = _doctor(env, tmp_path)
+    assert trust.startswith(f"ok   codex: {hooks_path}: Codex's config.toml trusts storyd's 4")
+    again = storyd(env, "install", "--codex")  # all trusted: nothing left to say
+    assert "Codex runs no hook" not in again.stdout
+
+
+@pytest.mark.slow
+def test_a_codex_project_install_asks_to_trust_the_project(env: dict[str, str],
+                                                           tmp_path: Path) -> None:
+    """A project's .codex/ is loaded only once Codex trusts the project."""
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    done = storyd(env, "install", "--codex", "--project", str(project))
+    assert "trust this project when Codex asks" in done.stdout.splitlines()[-1]
+    trust = _doctor(env, project)[-1]  # after the user's line and the project's
+    assert trust.startswith(f"warn codex: {project}/.codex/hooks.json: ")
+    assert "trust this project" in trust
 
 
 def test_codex_refuses_an_invalid_toml(env: dict[str, str]) -> None:

@@ -60,7 +60,8 @@ def test_install_merges_and_keeps_everything(env: dict[str, str], project: Path)
     original = json.loads(EXISTING)
     assert list(settings) == list(original)  # key order kept, nothing added at the top
     assert list(settings["hooks"]) == [
-        "PostToolUse", "Stop", "SessionStart", "SubagentStop", "Notification"]
+        "PostToolUse", "Stop", "SessionStart", "SubagentStop", "PostToolUseFailure",
+        "Notification"]
     assert settings["permissions"] == original["permissions"]
     assert settings["env"] == {"NAME": "vålue"}
     assert '"vålue"' in settings_path.read_text(encoding="utf-8")  # not \u-escaped
@@ -75,13 +76,15 @@ def test_install_merges_and_keeps_everything(env: dict[str, str], project: Path)
     assert _handlers(settings, "SubagentStop") == [(None, f"{run} stop")]
     assert _handlers(settings, "SessionStart") == [(None, f"{run} session-start")]  # fork too
     assert _handlers(settings, "Notification") == [(None, f"{run} notification")]  # all types
+    assert _handlers(settings, "PostToolUseFailure") == [  # a tool that exited non-zero
+        ("Bash|Write|Edit|MultiEdit|NotebookEdit", f"{run} post-tool-use")]
     servers = json.loads((project / ".mcp.json").read_text())["mcpServers"]
     assert list(servers) == ["other", "storyd"]
     assert servers["storyd"] == {"type": "stdio", "command": "storyd", "args": ["mcp"]}
     lines = done.stdout.splitlines()
     assert f"{settings_path}: added hooks.Stop: {run} stop" in lines
     assert f"{project / '.mcp.json'}: added mcpServers.storyd: storyd mcp" in lines
-    assert len(lines) == 6
+    assert len(lines) == 7
 
 
 def test_install_is_idempotent_and_dry_run_writes_nothing(env: dict[str, str],
@@ -128,7 +131,8 @@ def test_user_scope_writes_the_home_files(env: dict[str, str]) -> None:
     assert done.returncode == 0, done.stderr
     settings = json.loads((home / ".claude" / "settings.json").read_text())
     assert set(settings["hooks"]) == {
-        "SessionStart", "Stop", "SubagentStop", "PostToolUse", "Notification"}
+        "SessionStart", "Stop", "SubagentStop", "PostToolUse", "PostToolUseFailure",
+        "Notification"}
     user = json.loads((home / ".claude.json").read_text())
     assert list(user) == ["numStartups", "projects", "mcpServers"]
     storyd(env, "uninstall", "--claude")
@@ -199,7 +203,8 @@ def test_an_install_from_another_storyd_updates_in_place(env: dict[str, str]) ->
     done = storyd(env, "install", "--claude")
     assert [line.split(": ", 1)[1].split(":")[0] for line in done.stdout.splitlines()] == [
         "updated hooks.SessionStart", "updated hooks.Stop", "updated hooks.SubagentStop",
-        "updated hooks.PostToolUse", "updated hooks.Notification", "unchanged"]
+        "updated hooks.PostToolUse", "updated hooks.PostToolUseFailure",
+        "updated hooks.Notification", "unchanged"]
     settings = json.loads(settings_path.read_text())
     assert _handlers(settings, "Stop") == [(None, "notify-done"),
                                            (None, f"exec {BIN / 'storyd-hook'} stop")]
@@ -246,7 +251,7 @@ def test_doctor_reports_the_claude_setup(env: dict[str, str], tmp_path: Path) ->
 
     assert claude_lines() == [f"ok   claude: {settings}: not set up"]
     storyd(env, "install", "--claude")
-    assert claude_lines() == [f"ok   claude: {settings}: 5 hooks with the MCP server"]
+    assert claude_lines() == [f"ok   claude: {settings}: 6 hooks with the MCP server"]
     settings.write_text(settings.read_text().replace(str(BIN / "storyd"), "/gone/bin/storyd"))
     assert claude_lines() == [
         f"warn claude: {settings}: storyd's entries run /gone/bin/storyd-hook, which is not "

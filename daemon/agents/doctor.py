@@ -7,7 +7,9 @@ run in this folder would answer or stay silent, and why.
     claude, cursor, vscode, codex, gemini
              the user's files and this folder's project files: storyd's hooks and MCP
              server, whether the storyd they run is there (a project's guarded PATH
-             name: whether `storyd` is on PATH), and the `mcp` extra
+             name: whether `storyd` is on PATH), and the `mcp` extra; for Codex also
+             whether its config.toml shows the hooks (and a project) trusted
+             (storyd.agents.codex_trust): Codex skips an untrusted hook without a word
 """
 
 from __future__ import annotations
@@ -86,6 +88,23 @@ def _agent(agent: str, project: str | None, extra: bool) -> Line | None:
     return ("ok", agent, f"{path}: {len(commands)} hooks {where}")
 
 
+def _codex_trust(project: str | None) -> Line | None:
+    """Whether Codex will run storyd's hooks here, as its config.toml shows."""
+    from storyd.agents.codex_trust import read, step
+    from storyd.core.errors import StorydError
+
+    try:
+        found = read(project)
+    except StorydError as exc:
+        return ("warn", "codex", str(exc))
+    if not found.total:
+        return None
+    if found.runs:
+        return ("ok", "codex", f"{found.hooks_path}: Codex's config.toml trusts storyd's "
+                f"{found.total} hooks (one changed since shows in /hooks as modified)")  # fmt: skip
+    return ("warn", "codex", f"{found.hooks_path}: {step(found)}")
+
+
 def check_agents(cfg: Config | None, here: str) -> list[Line]:
     """(level, topic, text) lines: ok or warn."""
     import importlib.util
@@ -100,4 +119,7 @@ def check_agents(cfg: Config | None, here: str) -> list[Line]:
             line = _agent(agent, project, extra)
             if line is not None:
                 lines.append(line)
+            trust = _codex_trust(project) if agent == "codex" and line is not None else None
+            if trust is not None:
+                lines.append(trust)
     return lines

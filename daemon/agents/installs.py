@@ -58,6 +58,7 @@ AGENTS = {
                    (".mcp.json", ".claude.json"), "grouped", (
         ("SessionStart", None, "session-start", 10), ("Stop", None, "stop", 30),
         ("SubagentStop", None, "stop", 30), ("PostToolUse", _WRITERS, "post-tool-use", 10),
+        ("PostToolUseFailure", _WRITERS, "post-tool-use", 10),  # a tool that exited non-zero
         ("Notification", None, "notification", 10),
     ), stdio=True),
     "cursor": Spec("cursor", (".cursor/hooks.json", ".cursor/hooks.json"),
@@ -75,6 +76,7 @@ AGENTS = {
                   (".codex/config.toml", ".codex/config.toml"), "grouped", (
         ("SessionStart", None, "session-start", 10), ("Stop", None, "stop", 30),
         ("PostToolUse", None, "post-tool-use", 10),
+        ("PermissionRequest", None, "notification", 10),  # waits for the user's approval
     ), server_key="toml"),
     "gemini": Spec("gemini", (".gemini/settings.json", ".gemini/settings.json"),
                    (".gemini/settings.json", ".gemini/settings.json"), "gemini", (

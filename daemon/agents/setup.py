@@ -86,8 +86,25 @@ def _run(flags: dict[str, object], installing: bool) -> int:
     if flags.get("skill"):
         planned.append(_skill(project, remove=not installing))
     lines = [line for p in planned for line in (p.preview() if dry_run else p.commit())]
+    if installing and flags.get("codex"):
+        lines += _codex_step(project, dry_run)
     print("\n".join(lines))
     return 0
+
+
+def _codex_step(project: str | None, dry_run: bool) -> list[str]:
+    """After `install --codex`: what the user must still do before Codex runs the hooks
+    (nothing once its config.toml shows every one trusted)."""
+    from storyd.agents.codex_trust import read, step
+    from storyd.agents.installs import AGENTS
+
+    found = read(project)
+    if not found.total:  # a dry run's hooks, not written yet: each one new
+        found.untrusted = [event for event, *_ in AGENTS["codex"].events]
+    if found.runs:
+        return []
+    then = "would then: " if dry_run else ""
+    return [f"{found.hooks_path}: {then}{step(found)} (storyd doctor shows what is left)"]
 
 
 def install(flags: dict[str, object]) -> int:

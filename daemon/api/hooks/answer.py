@@ -18,7 +18,11 @@ if TYPE_CHECKING:
 __all__ = ["EVENTS", "EXIT_2", "answer"]
 
 EVENTS = ("session-start", "stop", "post-tool-use", "notification")
-EXIT_2 = ("claude", "codex", "vscode")  # post-tool-use: exit 2, stderr to the model
+# post-tool-use by exit 2 and stderr (shown to the model beside the tool's output): Claude
+# Code's PostToolUse only. Codex puts exit 2's stderr in place of the tool's output and
+# VS Code drops it; they, and Claude Code's PostToolUseFailure, get
+# hookSpecificOutput.additionalContext with exit 0: the output stays, the warning is added.
+EXIT_2 = ("claude",)
 
 
 def _debug(message: str) -> None:
@@ -53,7 +57,7 @@ def answer(event: str, payload: dict[str, object], agent: str | None, cfg: Confi
         lines = problems(hook, trust)
         if not lines:
             return None, 0
-        if hook.agent in EXIT_2:
+        if hook.agent in EXIT_2 and hook.name != "PostToolUseFailure":
             return shapes.cap("\n".join(lines)), 2
         text = "\n".join(lines)
     elif event == "stop":
@@ -72,5 +76,5 @@ def answer(event: str, payload: dict[str, object], agent: str | None, cfg: Confi
         text = got
     from storyd.core.jsonio import dumps  # compact, UTF-8 raw; not `json` (its re import)
 
-    shaped = shapes.answer(hook.agent, event, text)
+    shaped = shapes.answer(hook.agent, event, text, hook.name)
     return dumps(shaped).decode("utf-8"), 0

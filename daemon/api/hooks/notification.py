@@ -6,8 +6,11 @@ For Claude Code's Notification (https://code.claude.com/docs/en/hooks#notificati
 Gemini CLI's (https://geminicli.com/docs/hooks/reference: `notification_type`
 `ToolPermission`, `message`). The session's record (storyd.api.sessions) then says
 `waiting`, with the message, which `storyd top` shows. `auth_success` (and any other
-type that asks nothing of the user) only touches the record. Prints nothing, exit 0:
-a Notification hook's output is not for the model.
+type that asks nothing of the user) only touches the record. Also for Codex's
+PermissionRequest (https://developers.openai.com/codex/hooks: `tool_name`, `tool_input`,
+no message; run before Codex asks for an approval), noted as the tool it asks about.
+Prints nothing, exit 0: a Notification hook's output is not for the model, and a
+PermissionRequest hook that prints nothing leaves Codex's approval flow as it was.
 """
 
 from __future__ import annotations
@@ -44,5 +47,7 @@ def record(hook: Hook, payload: dict[str, object], trust: Trust) -> None:
         if workspace is None:
             return
         saved = sessions.begin(hook.session, workspace, checked=False, agent=hook.agent)
-    note = note or (kind if isinstance(kind, str) else None)
+    tool = payload.get("tool_name")
+    asks = f"permission to use {tool}" if isinstance(tool, str) and tool else None
+    note = note or (kind if isinstance(kind, str) else None) or asks
     sessions.keep(saved, sessions.mark(saved, "notification", note=note) or fresh)

@@ -15,9 +15,10 @@ reference); which one sent the payload is read from the payload itself, or said 
     gemini  Gemini CLI: its own events (`AfterAgent`, `AfterTool`, ...); its
             SessionStart is answered as Claude Code's, so it need not be told apart
 
-Answers: Claude Code, Codex and VS Code read `hookSpecificOutput.additionalContext` and
+Answers: Claude Code, Codex and VS Code read `hookSpecificOutput.additionalContext` (its
+`hookEventName` the event's own: `PostToolUse`, Claude Code's `PostToolUseFailure`) and
 `{"decision": "block", "reason"}`; Cursor reads `additional_context` and
-`followup_message`; Gemini reads `hookSpecificOutput.additionalContext` and
+`followup_message`; Gemini reads `hookSpecificOutput.additionalContext` (`AfterTool`) and
 `{"decision": "deny", "reason"}`.
 """
 
@@ -137,8 +138,14 @@ def cap(text: str) -> str:
     return text if len(text) <= CONTEXT_LIMIT else text[: CONTEXT_LIMIT - 3] + "..."
 
 
-def answer(agent: str, event: str, text: str) -> dict[str, object]:
-    """The JSON object `agent` reads for `event` (session-start, stop, post-tool-use)."""
+# after a tool, the answer repeats the event's own name (Claude Code's after a failed tool)
+_AFTER_TOOL = frozenset(("PostToolUse", "PostToolUseFailure"))
+
+
+def answer(agent: str, event: str, text: str, name: str | None = None) -> dict[str, object]:
+    """The JSON object `agent` reads for `event` (session-start, stop, post-tool-use);
+    `name` is the agent's own name of the event (Hook.name), which a post-tool-use
+    answer repeats (`PostToolUseFailure` after a tool that failed)."""
     text = cap(text)
     if event == "stop":
         if agent == "cursor":
@@ -146,7 +153,10 @@ def answer(agent: str, event: str, text: str) -> dict[str, object]:
         return {"decision": "deny" if agent == "gemini" else "block", "reason": text}
     if agent == "cursor":
         return {"additional_context": text}
-    name = {"session-start": "SessionStart", "post-tool-use": "PostToolUse"}[event]
-    if agent == "gemini" and event == "post-tool-use":
-        name = "AfterTool"
-    return {"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}}
+    if event == "session-start":
+        own = "SessionStart"
+    elif agent == "gemini":
+        own = "AfterTool"
+    else:
+        own = name if name in _AFTER_TOOL else "PostToolUse"
+    return {"hookSpecificOutput": {"hookEventName": own, "additionalContext": text}}

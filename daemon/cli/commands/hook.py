@@ -9,8 +9,8 @@ Claude Code, Codex CLI, Cursor, VS Code Copilot and Gemini CLI are told apart by
 payload (or `--agent NAME`), and answered in their own shape. Never blocks by accident:
 bad stdin, invalid JSON, a folder that does not exist or is not trusted (one you do not
 own, or outside `[hooks] roots` when set), a broken configuration or an internal error
-all exit 0 with no output (STORYD_LOG_LEVEL=debug says why on stderr); only
-post-tool-use exits 2 (Claude Code, Codex, VS Code: stderr goes to the model).
+all exit 0 with no output (STORYD_LOG_LEVEL=debug says why on stderr); only Claude
+Code's PostToolUse exits 2 (its stderr goes to the model beside the tool's output).
 """
 
 from __future__ import annotations
