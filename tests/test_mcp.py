@@ -5,9 +5,8 @@ bytes the matching CLI command prints, with a real daemon and without one."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 import pytest
@@ -18,39 +17,9 @@ import anyio
 from agents_harness import AgentsEnv, demo_workspace
 from cli_harness import STORYD
 from daemon_harness import wait_for
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, StdioServerParameters
 from mcp.shared.exceptions import MCPError
-
-T = TypeVar("T")
-TOOLS = {"resume", "status", "epic", "check", "reconcile_preview", "reconcile_apply"}
-ISSUE_STATE = ".claude/plans/issue-42-geofencing/execution-state.json"
-
-
-def session(env: dict[str, str], cwd: Path, errlog: Path,
-            work: Callable[[ClientSession], Awaitable[T]]) -> T:
-    """Start `storyd mcp` in `cwd`, initialize, run `work`, close; its stderr to `errlog`."""
-
-    async def main() -> T:
-        params = StdioServerParameters(command=STORYD, args=["mcp"], env=env, cwd=str(cwd))
-        with errlog.open("a") as err:
-            async with (stdio_client(params, errlog=err) as (read, write),
-                        ClientSession(read, write) as client):
-                await client.initialize()
-                return await work(client)
-
-    result = anyio.run(main)
-    assert "Traceback" not in errlog.read_text(), errlog.read_text()
-    return result
-
-
-def cli(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([STORYD, *args], cwd=cwd, env=env, capture_output=True, timeout=60,
-                          check=False)
-
-
-def text_of(result: Any) -> str:
-    assert len(result.content) == 1
-    return str(result.content[0].text)
+from mcp_harness import ISSUE_STATE, TOOLS, cli, session, text_of
 
 
 @pytest.fixture
@@ -110,7 +79,8 @@ def test_each_tool_answers_with_the_cli_bytes(spawn_daemon: Any, own: tuple[Path
     uris = {str(r.uri) for r in got["resources"].resources}
     assert "storyd://in-flight" in uris
     assert got["in-flight"].contents[0].text == text_of(got["status"])
-    assert got["unit"].contents[0].text == text_of(got["resume"])
+    # the unit's resource is the resume tool's structured answer: the envelope, its findings
+    assert orjson.loads(got["unit"].contents[0].text) == got["resume"].structured_content
     # a preview changes nothing
     assert cli(env, ws, "reconcile", "--workspace", str(ws)).returncode == 1
 

@@ -2,7 +2,8 @@
 `mcp.server.mcpserver.MCPServer`, the SDK's FastMCP renamed).
 
 Tools (each answer's text is the exact bytes the matching CLI command prints; the
-structured part adds the findings):
+structured part adds the findings, and its shape is the tool's `outputSchema`,
+storyd.agents.mcp_outputs):
 
     resume             storyd resume [--epic-id E --story-id S | --state-file F --unit U]
     status             storyd status --in-flight --json
@@ -16,10 +17,13 @@ the command line calls too: an argument is always a value (a story id "--help" i
 invalid id, a tool error naming `story_id`), never a flag.
 
 Every parameter is described in the tool's schema (storyd.agents.mcp_params), `only` as
-an enum of repair classes. Resources: `storyd://in-flight` (the status JSON) and one
-`storyd://unit/<id>` per unit in flight (its resume answer; storyd.agents.mcp_units),
-with ResourceUpdated and list-changed events fed by the daemon's event stream; an
-unknown unit is the SDK's not-found error. Prompt: `where-do-i-resume`.
+an enum of repair classes; an empty `only` is refused, as `--only ''` is. Resources:
+`storyd://in-flight` (the status JSON) and one `storyd://unit/<id>` per unit in flight
+(`storyd resume --detail`'s object: the envelope with its findings;
+storyd.agents.mcp_units). ResourceUpdated and list-changed events come from the
+daemon's event stream and from each `status`, and reach clients of every protocol
+version (storyd.agents.mcp_events). Errors are one line with every value capped, and
+unknown names get -32602 (storyd.agents.mcp_boundary). Prompt: `where-do-i-resume`.
 Every tool takes an optional `workspace` (default: $CLAUDE_PROJECT_DIR, else the
 server's cwd): the server's project folder, a configured workspace, or a folder the
 user owns (inside `[hooks] roots` when that is set).
@@ -31,14 +35,16 @@ import json
 import os
 from collections.abc import Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import orjson
-from mcp.server.mcpserver import MCPServer
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from storyd import __version__
-from storyd.agents.mcp_events import Follower
+from storyd.agents.mcp_boundary import Server, clip
+from storyd.agents.mcp_events import Announcer, Follower
+from storyd.agents.mcp_outputs import CHECK, EPIC, RECONCILE, RESUME, STATUS
 from storyd.agents.mcp_params import (
     EpicId,
     EpicIdRequired,
@@ -55,6 +61,8 @@ from storyd.core.errors import StorydError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+
+    from mcp.server.mcpserver import MCPServer
 
     from storyd.api.units import Units
     from storyd.config import Config
@@ -145,7 +153,7 @@ def _checked(build: Callable[[], T]) -> T:
 
 
 def _error(message: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+    return CallToolResult(content=[TextContent(type="text", text=clip(message))], is_error=True)
 
 
 def _ok(text: bytes | str, structured: dict[str, Any]) -> CallToolResult:
@@ -208,8 +216,9 @@ def _check(setup: Setup, workspace: str) -> CallToolResult:
 
 
 def _read_unit(setup: Setup, unit: str) -> str:
-    """One unit's resume answer, by its id in the default workspace; the SDK's not-found
-    error (-32602) for a unit the workspace does not hold."""
+    """One unit by its id in the default workspace: `storyd resume --detail`'s object
+    (the envelope, its findings, the next task), as the `resume` tool's structured
+    content; the SDK's not-found error (-32602) for a unit the workspace does not hold."""
     from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
     try:
@@ -221,35 +230,54 @@ def _read_unit(setup: Setup, unit: str) -> str:
     if match is None:
         raise ResourceNotFoundError(f"unit {unit!r} not found in {workspace}")
     query = setup.resume_query(workspace, state_file=str(match["stateFile"]), unit=unit)
-    return _resource_text(_guarded(lambda: _resume(query)))
+    result = _guarded(lambda: _resume(query))
+    if result.is_error:
+        return _resource_text(result)
+    return orjson.dumps(result.structured_content).decode()
+
+
+_UNREADABLE_SHOWN = 10  # state files that do not parse, listed by name in the prompt
 
 
 def _prompt_text(setup: Setup, workspace: str | None) -> str:
+    """The units in flight as the session-start context shows them, then the state
+    files that do not parse (their units are missing from the list without a daemon)."""
     from storyd.api.hooks.payload import CONTEXT_LIMIT
     from storyd.api.hooks.session_start import render
+    from storyd.api.render import unreadable_line
 
     where = setup.workspace(workspace)
-    text = render(where, _units(setup, where, True).units, CONTEXT_LIMIT)
-    if text is None:
+    found = _units(setup, where, True)
+    text = render(where, found.units, CONTEXT_LIMIT)
+    broken = [unreadable_line(entry) for entry in found.unreadable]
+    if text is None and not broken:
         return f"storyd: no unit is in flight in {where}; there is nothing to resume."
-    return (text + "\n\nFor the unit you continue, call the `resume` tool for its exact "
-            "resume point and findings before you start, and `check` before you stop.")
+    parts = [text or f"storyd: no readable unit is in flight in {where}."]
+    if broken:
+        more = len(broken) - _UNREADABLE_SHOWN
+        parts.append("These state files do not parse; their units cannot be resumed until "
+                     "they are fixed (storyd check names the error):\n"
+                     + "\n".join(f"- {line}" for line in broken[:_UNREADABLE_SHOWN])
+                     + (f"\nand {more} more" if more > 0 else ""))  # fmt: skip
+    parts.append("For the unit you continue, call the `resume` tool for its exact resume "
+                 "point and findings before you start, and `check` before you stop.")
+    return "\n\n".join(parts)
 
 
-def build(setup: Setup) -> MCPServer[Any]:
+def build(setup: Setup) -> Server:
     """The server with its tools, resources and prompt."""
-    follower = Follower(setup)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
-        follower.start(server, IN_FLIGHT, on_change=sync_units)
+        announcer.start()
+        follower.start(IN_FLIGHT, on_change=sync_units)
         sync_units()
         try:
             yield None
         finally:
             follower.stop()
 
-    server: MCPServer[Any] = MCPServer(
+    server = Server(
         "storyd",
         version=__version__,
         instructions=(
@@ -260,6 +288,9 @@ def build(setup: Setup) -> MCPServer[Any]:
         ),
         lifespan=lifespan,
     )
+    announcer = Announcer(server._subscriptions)  # the SDK's bus: its default, in-process
+    server.middleware.append(announcer.remember)
+    follower = Follower(setup, announcer)
     catalogue = Catalogue(server, lambda unit: _read_unit(setup, unit))
 
     def sync_units(units: list[dict[str, object]] | None = None) -> bool:
@@ -271,6 +302,12 @@ def build(setup: Setup) -> MCPServer[Any]:
                 units = []
         return catalogue.sync(units)
 
+    def resync(units: list[dict[str, object]]) -> None:
+        """Bring the unit resources up to date on a tool's worker thread; a change is
+        announced to the client."""
+        if sync_units(units):
+            announcer.from_thread(announcer.list_changed)
+
     @server.tool(annotations=_READ_ONLY, description=describe("""
         Where one unit resumes: the seed skill's envelope (give epic_id and story_id, or
         state_file and, when the file holds several units, unit), with its findings."""))
@@ -280,7 +317,7 @@ def build(setup: Setup) -> MCPServer[Any]:
         story_id: StoryId = None,
         state_file: StateFile = None,
         unit: UnitId = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, RESUME]:
         return _guarded(
             lambda: _resume(
                 setup.resume_query(setup.workspace(workspace), epic_id, story_id, state_file, unit)
@@ -289,12 +326,12 @@ def build(setup: Setup) -> MCPServer[Any]:
 
     @server.tool(annotations=_READ_ONLY, description=describe("""
         Every unit in flight in the workspace: progress, resume point and findings."""))
-    def status(workspace: Workspace = None) -> CallToolResult:
+    def status(workspace: Workspace = None) -> Annotated[CallToolResult, STATUS]:
         def run() -> CallToolResult:
             where = setup.workspace(workspace)
             result = _status(setup, where)
             if where == setup.workspace(None):
-                sync_units(list(result.structured_content["units"]))
+                resync(list(result.structured_content["units"]))
             return result
 
         return _guarded(run)
@@ -302,12 +339,13 @@ def build(setup: Setup) -> MCPServer[Any]:
     @server.tool(annotations=_READ_ONLY, description=describe("""
         One epic as its producer resumes it: stories reclassified, the ones executable
         next, the blocked ones and why."""))
-    def epic(epic_id: EpicIdRequired, workspace: Workspace = None) -> CallToolResult:
+    def epic(epic_id: EpicIdRequired, workspace: Workspace = None
+             ) -> Annotated[CallToolResult, EPIC]:  # fmt: skip
         return _guarded(lambda: _epic(setup, setup.workspace(workspace), epic_id))
 
     @server.tool(annotations=_READ_ONLY, description=describe("""
         The warning and error findings of every unit (exitCode 1 when there are any)."""))
-    def check(workspace: Workspace = None) -> CallToolResult:
+    def check(workspace: Workspace = None) -> Annotated[CallToolResult, CHECK]:
         return _guarded(lambda: _check(setup, setup.workspace(workspace)))
 
     @server.tool(annotations=_READ_ONLY, description=describe("""
@@ -320,7 +358,7 @@ def build(setup: Setup) -> MCPServer[Any]:
         state_file: StateFile = None,
         unit: UnitId = None,
         only: Only = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, RECONCILE]:
         return _guarded(
             lambda: _reconcile(setup, workspace, epic_id, story_id, state_file, unit, only, False)
         )
@@ -335,7 +373,7 @@ def build(setup: Setup) -> MCPServer[Any]:
         state_file: StateFile = None,
         unit: UnitId = None,
         only: Only = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, RECONCILE]:
         return _guarded(
             lambda: _reconcile(setup, workspace, epic_id, story_id, state_file, unit, only, True)
         )
@@ -348,7 +386,8 @@ def build(setup: Setup) -> MCPServer[Any]:
 
     @server.resource(UNIT, name="unit", mime_type="application/json",
                      description="One unit of the project folder by its id: where it "
-                     "resumes (storyd resume's envelope), with its findings.")  # fmt: skip
+                     "resumes, with its findings and the next task (storyd resume "
+                     "--detail's object).")  # fmt: skip
     def unit_resource(unit: str) -> str:
         return _read_unit(setup, unit)
 
@@ -391,7 +430,8 @@ def _reconcile(
             where, epic_id=epic_id, story_id=story_id, state_file=state_file, unit=unit
         )
     )
-    codes = _checked(lambda: only_codes(",".join(only) if only else None))
+    # an empty list is `--only ''`, refused in the command line's words
+    codes = _checked(lambda: only_codes(None if only is None else ",".join(only)))
     done = reconcile(where, chosen, only=codes, apply=apply, config=setup.config)
     body = done.as_dict()
     text = json.dumps(body, ensure_ascii=False, indent=2) + "\n"
@@ -400,5 +440,18 @@ def _reconcile(
 
 def serve(config: str | None, socket: str | None) -> None:
     """Run the server on stdin/stdout until the client closes it."""
+    import anyio
+
     cwd = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
-    build(Setup(config, socket, cwd)).run("stdio")
+    anyio.run(run_stdio, build(Setup(config, socket, cwd)))
+
+
+async def run_stdio(server: Server) -> None:
+    """`server` on stdin/stdout, telling handshake-era clients that the resource list
+    changes (`listChanged`; MCPServer.run would say it does not)."""
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = server._lowlevel_server  # MCPServer.run_stdio_async, with the options
+    options = lowlevel.create_initialization_options(NotificationOptions(resources_changed=True))
+    async with stdio_server() as (read, write):
+        await lowlevel.run(read, write, options)
