@@ -24,7 +24,7 @@ from pathlib import Path
 import orjson
 import pytest
 from agents_harness import AgentsEnv, demo_workspace, hook_payload, run_hook
-from cli_harness import run_storyd_cli
+from cli_harness import BIN, run_storyd_cli
 from daemon_harness import DaemonProcess, wait_for
 from git_harness import GitWorkspace, rebase_stops
 
@@ -116,6 +116,9 @@ def test_a_broken_state_file_is_reported_alike_and_never_blocks_a_stop(
     served = run_hook("stop", payload, denv)
     assert served.returncode == 0 and b"Traceback" not in served.stderr, served.stderr
     assert served.stdout == b"", served.stdout.decode()  # no block from the last good units
+    launched = subprocess.run([str(BIN / "storyd-hook"), "stop"], input=orjson.dumps(payload),
+                              env=denv, cwd="/", capture_output=True, timeout=60, check=False)
+    assert (launched.returncode, launched.stdout) == (0, b""), launched  # the `hook` op's
 
     via_daemon = _status(denv, ws)
     assert via_daemon["source"] == "daemon"
