@@ -7,6 +7,7 @@
                               never committed, and `record()` writes the epic state
     age()                     backdate the object folders, as in a repository left alone
     ambiguous_commit_prefix() a commit and a 4-digit prefix another object shares
+    rebase_stops()            a history whose `git rebase side` stops on a conflict
 """
 
 from __future__ import annotations
@@ -17,9 +18,16 @@ import time
 from pathlib import Path
 
 import pytest
-from epic_state_harness import EPIC, task_id, write_epic
+from epic_state_harness import EPIC, STORY, task_id, write_epic
 
-__all__ = ["EPOCH", "GitRepo", "GitWorkspace", "age", "ambiguous_commit_prefix"]
+__all__ = [
+    "EPOCH",
+    "GitRepo",
+    "GitWorkspace",
+    "age",
+    "ambiguous_commit_prefix",
+    "rebase_stops",
+]
 
 EPOCH = 1767225600  # 2026-01-01T00:00:00Z
 
@@ -181,3 +189,21 @@ class GitWorkspace(GitRepo):
                 tasks[task_id(story, n)] = {"status": "PENDING"}
             body[story] = {"tasks": tasks}
         return write_epic(self.path, EPIC, body)
+
+
+def rebase_stops(path: Path) -> GitWorkspace:
+    """main: base, T1 (edits shared.txt), T2, T3; `side` edits shared.txt from base too,
+    so `git rebase side` stops on a conflict. The state records T1 and T2 DONE at their
+    commits, T3 committed but still PENDING (tasks of STORY)."""
+    t1_id, t2_id, t3_id = (task_id(STORY, n) for n in (1, 2, 3))
+    repo = GitWorkspace(path).init()
+    repo.commit("base", {"shared.txt": "base\n"})
+    repo.git("branch", "side")
+    t1 = repo.commit(f"{t1_id} one", {"shared.txt": "main\n"})
+    t2 = repo.commit(f"{t2_id} two", {"b.txt": "b\n"})
+    repo.commit(f"{t3_id} three", {"c.txt": "c\n"})
+    repo.git("checkout", "-q", "side")
+    repo.commit("side edit", {"shared.txt": "side\n"})
+    repo.git("checkout", "-q", "main")
+    repo.record({STORY: [t1, t2]})
+    return repo

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GIT_LOCK_WAIT",
     "OPERATION_DETECTOR",
+    "OPERATION_MARKERS",
     "GitLocation",
     "git_lock_age",
     "git_operation_in_progress",
@@ -71,7 +72,8 @@ __all__ = [
 
 GIT_LOCK_WAIT = 5.0  # seconds: limits.git_lock_wait's default
 _LOCK = "index.lock"
-_OPERATION_MARKERS = (
+# the files and folders git leaves while an operation is under way (GitLocation.operation)
+OPERATION_MARKERS = (
     "rebase-merge",
     "rebase-apply",
     "MERGE_HEAD",
@@ -246,7 +248,7 @@ class GitLocation:
 
     def operation(self) -> str | None:
         """The marker of the git operation under way (rebase, merge, cherry-pick, bisect)."""
-        for marker in _OPERATION_MARKERS:
+        for marker in OPERATION_MARKERS:
             if os.path.exists(os.path.join(self.gitdir, marker)):
                 return marker
         return None

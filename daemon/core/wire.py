@@ -71,6 +71,7 @@ class UnitSummary(TypedDict):
     generation: int
     error: str | None
     findingList: NotRequired[list[FindingWire]]
+    stale: NotRequired[str]  # "file unreadable": the last good read's, no findings built
 
 
 class UnitEvent(TypedDict):

@@ -5,6 +5,7 @@
     forward.py      Forwarder    what changed, as unit events on the event log
     workspaces.py   Workspaces   the tracked workspaces and the passes over them
     queries.py      Queries      what the ops read (entries that may answer now, lists)
+    operations.py   Operations   which git operation is under way now, for every answer
 
 `Engine` builds them around one map of workspaces, one lock and one event log, and
 offers their methods as its own: the refresher, the daemon and the ops call the engine.
@@ -104,6 +105,7 @@ class Engine:
         self.sole_unit = queries.sole_unit
         self.known_absent = queries.known_absent
         self.stale_files = queries.stale_files
+        self.behind_git = queries.behind_git
         self.unreadable = queries.unreadable
         self.unreadable_since = queries.unreadable_since
         self.summaries = queries.summaries

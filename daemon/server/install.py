@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from storyd.core import pipeline, storytime
 from storyd.core.errors import DataError, StateFileMissing, StorydError
-from storyd.core.gitstate import operation_findings
+from storyd.core.gitstate import OPERATION_DETECTOR, operation_findings
 from storyd.core.model import OWN_DETECTORS, Finding, Unit, same_data
 from storyd.core.pipeline import Answer, FileRead, Options
 from storyd.server.reads import Reads, reuser, unreadable_finding
@@ -215,6 +215,7 @@ class Installer:
         look: tuple[PassMark, bool],
         present: frozenset[str] = frozenset(),
         under_way: tuple[Finding, ...] = (),
+        stale: bool = False,
     ) -> Draft:
         story = os.path.join(ws.path, unit.story_file) if unit.story_file else None
         story_sig = pipeline.signature(story) if story else None
@@ -238,13 +239,16 @@ class Installer:
         if self.detect is None or not (ws.checked or ws.checking):
             return Draft(unit, answer, None, findings, proof, racy)
         kept = tuple(f for f in old.findings if f.detector not in OWN_DETECTORS) if old else ()
-        if git_busy:
+        if git_busy or stale:
             # Mid-rebase every rewritten commit looks unreachable: no detector runs; the
             # detectors' last findings are kept (no resolved-then-drift churn for
             # subscribers) and the answer says which operation is under way, with the
-            # direct path's info finding; checked again once it ends.
-            findings += kept + tuple(f for f in under_way if f not in kept)
-            self._deferred.add(ws.path)
+            # direct path's info finding; checked again once it ends. Nor do they run on
+            # the last good units of a file that no longer parses: no block or repair is
+            # built on them (queries.py answers as a direct read would, in both cases).
+            findings += tuple(f for f in kept if f.detector != OPERATION_DETECTOR) + under_way
+            if git_busy:
+                self._deferred.add(ws.path)
         elif (
             old is not None and not force and old.line == answer.line and same_data(old.unit, unit)
         ):
@@ -299,7 +303,7 @@ class Installer:
                     entries[unit.key] = prev
                     continue
                 draft = self._build(ws, unit, extra, busy, force, prev, look, present,
-                                    under_way)
+                                    under_way, stale=bool(since))
                 racy |= draft.racy
                 if prev is not None and draft.answers_as(prev):
                     if prev.unit is not unit:  # same answer from a re-read: keep units current

@@ -1,6 +1,14 @@
 """What the ops read from the cache: entries that may answer now, absent units, lists,
 unreadable files and counts. No disk reads but one `stat` per file an entry was read
 from (read your writes); any thread may call these.
+
+Every answer gives the findings a direct read would give at that instant
+(`findings_now`): while a git operation is under way (server/operations.py) the
+direct read runs no detector and says so, and so does the answer, whatever the cache
+was built under; an entry built under an operation that has since ended is not served
+until its workspace is checked again (`serve` reads directly, `stale_files` makes a
+`list` wait for it). Units served from the last good read of a file that no longer
+parses are listed as `stale`, with no findings: nothing is built on them.
 """
 
 from __future__ import annotations
@@ -11,17 +19,39 @@ from typing import TYPE_CHECKING
 
 from storyd.core import target
 from storyd.core.formats.epic import epic_file_among
+from storyd.core.gitstate import OPERATION_DETECTOR
+from storyd.core.model import OWN_DETECTORS
+from storyd.server.operations import Operations
 from storyd.server.reads import iso_utc
 
 if TYPE_CHECKING:
+    from storyd.core.model import Finding
     from storyd.core.wire import UnitSummary
     from storyd.server.changes import Changes
     from storyd.server.events import EventLog
     from storyd.server.store import Entry, Snapshot, Workspace
 
-__all__ = ["Queries"]
+__all__ = ["Queries", "findings_now"]
 
 _EPIC_MEMO = 1024  # epic ids remembered per workspace before the memo starts afresh
+
+
+def findings_now(entry: Entry, under_way: tuple[Finding, ...]) -> tuple[Finding, ...]:
+    """The findings a direct read gives the entry's unit now, `under_way` being the
+    workspace's operation-in-progress finding (or none): during an operation the unit's
+    own findings (its format's, the engine's, its history's) and that one, the
+    detectors' left out (they run on a transient HEAD); after it, the entry's less the
+    operation's (the last detectors' findings, until its recheck lands). The entry's
+    own tuple when that is what it holds."""
+    if entry.error is not None:  # it never reached the detectors, nor would a direct read
+        return entry.findings
+    if under_way:
+        now = tuple(f for f in entry.findings if f.detector in OWN_DETECTORS) + under_way
+    elif entry.under_way:
+        now = tuple(f for f in entry.findings if f.detector != OPERATION_DETECTOR)
+    else:
+        return entry.findings
+    return entry.findings if now == entry.findings else now
 
 
 class Queries:
@@ -38,6 +68,7 @@ class Queries:
         self.changes = changes
         self.log = log
         self.counters = counters
+        self.operations = Operations(changes)
 
     def lookup(
         self, workspace: str, state_file: str, key: str, *, checked: bool = True
@@ -72,7 +103,13 @@ class Queries:
         changes = self.changes
         if changes is not None:
             changes.drain()
-        return entry if snap.serves(entry, changes) else None
+        if not snap.serves(entry, changes):
+            return None
+        under_way = self.operations.findings(workspace)
+        if entry.under_way and not under_way:
+            return None  # an operation it was built under ended: its recheck is due
+        found = findings_now(entry, under_way)
+        return entry if found is entry.findings else entry.with_findings(found)
 
     def epic_file(self, workspace: str, epic_id: str) -> str | None:
         """An epic's state file from the files the cache knows (no disk, for the query
@@ -120,16 +157,32 @@ class Queries:
 
     def stale_files(self, workspace: str | None = None) -> list[tuple[str, Snapshot]]:
         """The snapshots whose files changed since they were read (or whose read was
-        racy): a `list` reads them again before it answers."""
+        racy), and those built under a git operation that has ended: a `list` reads
+        them again (and checks their workspace again) before it answers."""
         spaces = self._spaces(workspace)
         if self.changes is not None:
             self.changes.drain()
-        return [
-            (ws.path, snap)
-            for ws in spaces
-            for snap in list(ws.files.values())
-            if not snap.fresh(self.changes)
-        ]
+        found = []
+        for ws in spaces:
+            ended: bool | None = None  # looked at once, for the first snapshot that asks
+            for snap in list(ws.files.values()):
+                if not snap.fresh(self.changes):
+                    found.append((ws.path, snap))
+                elif snap.under_way:
+                    if ended is None:
+                        ended = not self.operations.findings(ws.path)
+                    if ended:
+                        found.append((ws.path, snap))
+        return found
+
+    def behind_git(self, ws: Workspace) -> bool:
+        """Whether some of a workspace's entries were built under a git operation that
+        has ended (check it again: `Refresher.sync`)."""
+        if not any(snap.under_way for snap in list(ws.files.values())):
+            return False
+        if self.changes is not None:
+            self.changes.drain()
+        return not self.operations.findings(ws.path)
 
     def unreadable(self, workspace: str | None = None) -> list[dict[str, object]]:
         """State files whose latest read failed: never read well, or torn since."""
@@ -160,8 +213,20 @@ class Queries:
     def summaries(
         self, workspace: str | None = None, *, detail: bool = False, in_flight: bool = False
     ) -> list[UnitSummary]:
-        """Unit summaries in a stable order (workspace, state file, unit)."""
-        units = [e.summary(detail=detail) for e in self.entries(workspace)]
+        """Unit summaries in a stable order (workspace, state file, unit), with the
+        findings a direct read would give now (`findings_now`); the units of a file
+        that no longer parses marked `stale`, with none."""
+        if self.changes is not None:
+            self.changes.drain()
+        units: list[UnitSummary] = []
+        for ws in self._spaces(workspace):
+            under_way = self.operations.findings(ws.path)
+            for snap in list(ws.files.values()):
+                stale = snap.stale
+                units.extend(
+                    e.summary(detail=detail, findings=findings_now(e, under_way), stale=stale)
+                    for e in snap.entries.values()
+                )
         if in_flight:
             units = [u for u in units if u["resumePoint"] != "all-done"]
         units.sort(key=lambda u: (str(u["workspace"]), str(u["stateFile"]), str(u["unit"])))

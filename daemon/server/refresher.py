@@ -136,15 +136,20 @@ class Refresher(Worker):
             self._cond.notify()
 
     def sync(self, workspace: str, relpaths: list[str]) -> Future[None]:
-        """Read these state files again now, before anything else queued; the future
-        resolves once their new snapshots are installed (watchman's sync, by stat)."""
+        """Read these state files again now, before anything else queued, and check the
+        workspace again if a git operation its answers were built under has ended; the
+        future resolves once their new snapshots are installed (watchman's sync, by stat)."""
         future: Future[None] = Future()
 
         def run() -> None:
             try:
                 ws = self.engine.workspaces.get(workspace)
-                for relpath in relpaths if ws is not None else []:
-                    self._touch(ws, relpath, early=False)  # type: ignore[arg-type]
+                if ws is None:
+                    return
+                for relpath in relpaths:
+                    self._touch(ws, relpath, early=False)
+                if self.engine.behind_git(ws):  # a git operation ended: check it now, as
+                    self._git_changed(ws)  # a direct read would (not once git settles)
             finally:
                 future.set_result(None)
 

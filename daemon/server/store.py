@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from storyd.api.summaries import unit_summary
+from storyd.core.gitstate import OPERATION_DETECTOR
 from storyd.core.pipeline import Signature, is_racy, signature
 from storyd.server import protocol
 
@@ -30,9 +31,25 @@ if TYPE_CHECKING:
     from storyd.core.wire import Envelope, UnitSummary
     from storyd.server.changes import Changes
 
-__all__ = ["Deps", "Entry", "PassMark", "Proof", "Snapshot", "StoryProof", "Workspace"]
+__all__ = [
+    "STALE",
+    "Deps",
+    "Entry",
+    "PassMark",
+    "Proof",
+    "Snapshot",
+    "StoryProof",
+    "Workspace",
+    "under_way",
+]
 
 Deps = tuple[tuple[str, "Signature | None"], ...]
+STALE = "file unreadable"  # a `list` unit's `stale`: served from its file's last good read
+
+
+def under_way(findings: tuple[Finding, ...]) -> bool:
+    """Whether findings say a git operation is under way (built while one was)."""
+    return any(f.detector == OPERATION_DETECTOR for f in findings)
 
 
 class Proof:
@@ -168,6 +185,7 @@ class Entry:
         "racy",
         "resume_point",
         "state_file",
+        "under_way",
         "unit",
         "warnings",
         "workspace",
@@ -190,6 +208,7 @@ class Entry:
         self.key = unit.key
         self.error = error
         self.findings = findings
+        self.under_way = under_way(findings)  # built while a git operation was
         self.findings_line = b"[]" if not findings else None  # rendered on first query
         self.next_line: bytes | None = None  # likewise
         self.generation = generation
@@ -235,10 +254,28 @@ class Entry:
         """The envelope as a dict (parsed from the line; for `--detail` and detectors)."""
         return orjson.loads(self.line) if self.line else None
 
-    def summary(self, *, detail: bool = False) -> UnitSummary:
-        """The unit's progress, as `list` and `changed` events show it (detail: findings too)."""
-        return unit_summary(self.workspace, self.unit, self.resume_point, self.findings,
-                            self.error, self.generation, done=self.done, detail=detail)
+    def summary(self, *, detail: bool = False, findings: tuple[Finding, ...] | None = None,
+                stale: bool = False) -> UnitSummary:
+        """The unit's progress, as `list` and `changed` events show it (detail: findings
+        too): its own findings, or `findings` (what they are now: queries.findings_now);
+        `stale`, served from the last good read of a file that no longer parses: no
+        findings, nothing is built on it, and `stale` says why."""
+        shown = () if stale else self.findings if findings is None else findings
+        summary = unit_summary(self.workspace, self.unit, self.resume_point, shown,
+                               self.error, self.generation, done=self.done, detail=detail)
+        if stale:
+            summary["stale"] = STALE
+        return summary
+
+    def with_findings(self, findings: tuple[Finding, ...]) -> Entry:
+        """A copy answering with these findings (the same envelope and generation)."""
+        copy = Entry.__new__(Entry)
+        for name in Entry.__slots__:
+            setattr(copy, name, getattr(self, name))
+        copy.findings = findings
+        copy.findings_line = None
+        copy.under_way = under_way(findings)
+        return copy
 
     def answers_as(self, line: bytes, warnings: tuple[str, ...], findings: tuple[Finding, ...],
                    error: StorydError | None) -> bool:
@@ -269,7 +306,9 @@ class Snapshot:
 
     `unreadable_since`/`unreadable_reason`: the file's latest read failed (torn JSON, a
     lock held past the bound); `entries` are then the last good read's, each with a
-    finding saying so. A file never read well has no entries and `error` set.
+    finding saying so (`stale`: the detectors do not run on them, and `list` shows them
+    without findings). A file never read well has no entries and `error` set.
+    `under_way`: an entry was built while a git operation was under way.
     """
 
     __slots__ = (
@@ -281,6 +320,7 @@ class Snapshot:
         "proof",
         "racy",
         "relpath",
+        "under_way",
         "unreadable_reason",
         "unreadable_since",
     )
@@ -310,6 +350,12 @@ class Snapshot:
         self.unreadable_since = unreadable_since
         self.unreadable_reason = unreadable_reason
         self.error = error
+        self.under_way = any(e.under_way for e in entries.values())
+
+    @property
+    def stale(self) -> bool:
+        """Whether its entries are the last good read's (the file no longer parses)."""
+        return self.unreadable_since is not None
 
     @property
     def signature(self) -> Signature | None:

@@ -8,6 +8,8 @@ a checkpoint's output exists while the state says running) AND the session made 
 lag: the state file (or a file its units are read from) changed since the session began,
 or the commit the finding names landed after it (storyd.api.sessions keeps where it
 began). Older lag is not the session's: session-start's context already told the agent.
+A state file that no longer parses holds nothing back (with or without the daemon,
+whose last good units of it are `stale`): the post-tool-use hook told the agent.
 Never in plan mode, for a read-only subagent, or a second time (`stop_hook_active`,
 Cursor's `loop_count`). The reason names each task, its evidence and the fix, printed
 with the absolute path of the storyd running the hook, so it runs with any PATH.
@@ -128,6 +130,7 @@ def lagging(hook: Hook, trust: Trust, cfg: Config,
     lags = [
         (unit, finding)
         for unit in units(workspace)
+        if not unit.get("stale")  # the last good units of a file that no longer parses
         for finding in unit.get("findingList") or []  # type: ignore[attr-defined]
         if isinstance(finding, dict) and finding.get("code") in block_on
     ]
