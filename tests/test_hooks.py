@@ -133,6 +133,32 @@ def test_session_start_with_the_daemon_says_the_same(spawn_daemon: object,
 
 
 @pytest.mark.slow
+def test_session_start_names_a_state_file_that_no_longer_parses(
+        spawn_daemon: object, own: tuple[Path, AgentsEnv]) -> None:
+    """Issue 42: the context says which state files no longer parse, with the daemon up
+    (it serves their last good units, listed as not in flight) and down, the same way."""
+    ws, env = own
+    payload = hook_payload("SessionStart", ws, source="compact")
+    daemon = spawn_daemon([ws])  # type: ignore[operator]
+    before = _context(run_hook("session-start", payload, daemon.env))
+    assert "story-0049-0013" in before and "UNREADABLE" not in before
+    (ws / EPIC_STATE).write_bytes(b'{"epic": "0049", "stories": {"story-0049-0013": ')
+    alone = _context(run_hook("session-start", payload, env.env))
+
+    def broken_seen() -> str | None:
+        text = _context(run_hook("session-start", payload, daemon.env))
+        return text if "UNREADABLE" in text else None
+
+    served = wait_for(broken_seen, 10.0, "the daemon to see the break")
+    for text in (alone, served):
+        broken = [line for line in text.splitlines() if line.startswith("UNREADABLE ")]
+        assert len(broken) == 1 and broken[0].startswith(f"UNREADABLE {EPIC_STATE}: "), text
+        assert "story-0049-0013 (" not in text  # no unit of the broken file offered
+        assert "1 state file(s) no longer parse" in text.splitlines()[0]
+        assert "issue-42-geofencing (" in text  # the other files' units still are
+
+
+@pytest.mark.slow
 def test_session_start_keeps_to_its_budget(tmp_path: Path) -> None:
     ws = demo_workspace(tmp_path)
     env = AgentsEnv(tmp_path, f"roots = [{str(tmp_path)!r}]\ncontext_chars = 700\n")

@@ -236,32 +236,20 @@ def _read_unit(setup: Setup, unit: str) -> str:
     return orjson.dumps(result.structured_content).decode()
 
 
-_UNREADABLE_SHOWN = 10  # state files that do not parse, listed by name in the prompt
-
-
 def _prompt_text(setup: Setup, workspace: str | None) -> str:
-    """The units in flight as the session-start context shows them, then the state
-    files that do not parse (their units are missing from the list without a daemon)."""
+    """The units in flight and the state files that do not parse, as the session-start
+    context shows them (one renderer: storyd.api.hooks.session_start.render)."""
     from storyd.api.hooks.payload import CONTEXT_LIMIT
     from storyd.api.hooks.session_start import render
-    from storyd.api.render import unreadable_line
 
     where = setup.workspace(workspace)
     found = _units(setup, where, True)
-    text = render(where, found.units, CONTEXT_LIMIT)
-    broken = [unreadable_line(entry) for entry in found.unreadable]
-    if text is None and not broken:
+    text = render(where, found.units, CONTEXT_LIMIT, unreadable=found.unreadable)
+    if text is None:
         return f"storyd: no unit is in flight in {where}; there is nothing to resume."
-    parts = [text or f"storyd: no readable unit is in flight in {where}."]
-    if broken:
-        more = len(broken) - _UNREADABLE_SHOWN
-        parts.append("These state files do not parse; their units cannot be resumed until "
-                     "they are fixed (storyd check names the error):\n"
-                     + "\n".join(f"- {line}" for line in broken[:_UNREADABLE_SHOWN])
-                     + (f"\nand {more} more" if more > 0 else ""))  # fmt: skip
-    parts.append("For the unit you continue, call the `resume` tool for its exact resume "
-                 "point and findings before you start, and `check` before you stop.")
-    return "\n\n".join(parts)
+    return "\n\n".join((text, "For the unit you continue, call the `resume` tool for its "
+                         "exact resume point and findings before you start, and `check` "
+                         "before you stop."))
 
 
 def build(setup: Setup) -> Server:

@@ -137,7 +137,20 @@ def cached_units(daemon: Daemon, loop: asyncio.AbstractEventLoop,
     return units
 
 
-def run(hook: Request, units: UnitsOf) -> bytes:
+def cached_unreadable(daemon: Daemon, loop: asyncio.AbstractEventLoop) -> UnitsOf:
+    """A workspace's state files that no longer parse, as the `list` op's `unreadable`
+    gives them (asked after `cached_units`, which watched and synced the workspace)."""
+
+    def unreadable(workspace: str) -> list[dict[str, object]]:
+        path = str(_on_loop(loop, lambda: daemon.canonical(workspace)))
+        found = _on_loop(loop, lambda: daemon.engine.unreadable(path))
+        copied: list[dict[str, object]] = orjson.loads(orjson.dumps(found))
+        return copied
+
+    return unreadable
+
+
+def run(hook: Request, units: UnitsOf, unreadable: UnitsOf | None = None) -> bytes:
     """The hook's answer framed as `resume-cli`'s (protocol.cli_frame): stdout, `!`
     stderr lines, `=code version`."""
     from storyd import config
@@ -150,7 +163,8 @@ def run(hook: Request, units: UnitsOf) -> bytes:
         return cli_frame(0, b"")
     try:
         cfg = config.load(None)
-        out, code = answer(hook.event, payload, hook.agent, cfg, units, [hook.storyd])
+        out, code = answer(hook.event, payload, hook.agent, cfg, units, [hook.storyd],
+                           unreadable)
     except Unanswered:
         raise
     except Exception as exc:  # `storyd hook` says nothing then: say it in its words

@@ -383,7 +383,8 @@ class Server:
         hook = hookop.Request(request)
         assert self.transport.loop is not None
         units = hookop.cached_units(self.daemon, self.transport.loop, self._declines)
-        future = self.daemon.executor.submit(hookop.run, hook, units)
+        unreadable = hookop.cached_unreadable(self.daemon, self.transport.loop)
+        future = self.daemon.executor.submit(hookop.run, hook, units, unreadable)
         return self.later(future, lambda framed: framed, suffix)
 
     # -- reconcile (issue 11): a read-only plan, and the CLI apply's notice -------------

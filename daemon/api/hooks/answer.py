@@ -34,10 +34,14 @@ def _debug(message: str) -> None:
 
 def answer(event: str, payload: dict[str, object], agent: str | None, cfg: Config,
            units: Callable[[str], list[dict[str, object]]],
-           storyd: list[str]) -> tuple[str | None, int]:  # fmt: skip
+           storyd: list[str],
+           unreadable: Callable[[str], list[dict[str, object]]] | None = None,
+           ) -> tuple[str | None, int]:  # fmt: skip
     """(the JSON answer for stdout, or with exit code 2 the text for stderr; None: say
     nothing, the exit code). `units` gives a workspace's units in flight with their
-    findings; `storyd` is the argv a printed fix names (storyd.api.hooks.selfpath)."""
+    findings; `unreadable` (asked after `units`) the state files of that workspace that
+    no longer parse (the `list` answer's entries); `storyd` is the argv a printed fix
+    names (storyd.api.hooks.selfpath)."""
     from storyd.api.hooks import hookio
     from storyd.api.hooks import payload as shapes
 
@@ -70,7 +74,7 @@ def answer(event: str, payload: dict[str, object], agent: str | None, cfg: Confi
     else:
         from storyd.api.hooks.session_start import context
 
-        got = context(hook, trust, cfg, units, storyd)
+        got = context(hook, trust, cfg, units, storyd, unreadable)
         if got is None:
             return None, 0
         text = got

@@ -6,8 +6,9 @@ SessionStart), answered in the agent's shape (storyd.api.hooks.payload). It also
 where the session began (storyd.api.sessions), so that stop blocks only for lag the
 session made. The context is a few lines per unit (id, resume point, progress, the
 warnings and errors, the finished stories not to run again) within a budget of
-characters, with "and N more".
-Nothing in flight, or anything unreadable: no output.
+characters, with "and N more"; then one `UNREADABLE` line per state file that no longer
+parses (the last good units of such a file are not listed as in flight: nothing is
+built on them). Nothing in flight and nothing unreadable: no output.
 """
 
 from __future__ import annotations
@@ -53,15 +54,35 @@ def _unit_block(unit: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
+_UNREADABLE_SHOWN = 10  # state files that no longer parse, listed before "and N more"
+
+
+def _unreadable_lines(unreadable: list[dict[str, object]]) -> list[str]:
+    from storyd.api.render import unreadable_line
+
+    lines = [unreadable_line(e) for e in unreadable[:_UNREADABLE_SHOWN]]
+    if len(unreadable) > _UNREADABLE_SHOWN:
+        lines.append(f"and {len(unreadable) - _UNREADABLE_SHOWN} more unreadable state files")
+    return lines
+
+
 def render(workspace: str, units: list[dict[str, object]], budget: int,
-           storyd: list[str] | None = None) -> str | None:
-    """The context text for these units, at most `budget` characters; None when empty."""
-    if not units:
+           storyd: list[str] | None = None,
+           unreadable: list[dict[str, object]] | None = None) -> str | None:  # fmt: skip
+    """The context text for these units and the state files that no longer parse, at
+    most `budget` characters; None when there is neither."""
+    units = [u for u in units if not u.get("stale")]  # last good units: nothing built on them
+    broken = _unreadable_lines(unreadable or [])
+    if not units and not broken:
         return None
     head = (
         f"storyd: {len(units)} unit(s) in flight in {workspace}. Resume each from its resume "
         "point; do not redo completed tasks; settle warnings before you build on them."
     )
+    if broken:
+        head += (f" {len(unreadable or [])} state file(s) no longer parse: fix them before "
+                 "you trust their units.")
+    budget -= sum(len(line) + 1 for line in broken)
     from storyd.core.words import shell_join  # shlex.join without shlex's `re`
 
     listing = [*(storyd or ["storyd"]), "status", "--in-flight", "--workspace", workspace]
@@ -81,7 +102,8 @@ def render(workspace: str, units: list[dict[str, object]], budget: int,
     if shown < len(units):
         parts.append(f"and {len(units) - shown} more {tail}")
     text = "\n".join(parts)
-    return text if len(text) <= budget else text[: budget - 3] + "..."
+    text = text if len(text) <= budget else text[: max(budget, 3) - 3] + "..."
+    return "\n".join((text, *broken)) if broken else text
 
 
 def _remember(session: str | None, workspace: str, agent: str,
@@ -103,7 +125,9 @@ def _remember(session: str | None, workspace: str, agent: str,
 
 def context(hook: Hook, trust: Trust, cfg: Config,
             units: Callable[[str], list[dict[str, object]]],
-            storyd: list[str]) -> str | None:  # fmt: skip
+            storyd: list[str],
+            unreadable: Callable[[str], list[dict[str, object]]] | None = None,
+            ) -> str | None:  # fmt: skip
     """The context text for this session, or None for no output."""
     from storyd.api.hooks import hookio
 
@@ -111,5 +135,6 @@ def context(hook: Hook, trust: Trust, cfg: Config,
     if workspace is None:
         return None
     found = units(workspace)
-    _remember(hook.session, workspace, hook.agent, found)
-    return render(workspace, found, cfg.hooks.context_chars, storyd)
+    broken = unreadable(workspace) if unreadable is not None else []
+    _remember(hook.session, workspace, hook.agent, [u for u in found if not u.get("stale")])
+    return render(workspace, found, cfg.hooks.context_chars, storyd, broken)

@@ -53,12 +53,18 @@ def _run(event: str, payload: dict[str, object], agent: str | None,
 
         wanted = codes(cfg)
 
+    broken: dict[str, list[dict[str, object]]] = {}
+
     def units(workspace: str) -> list[dict[str, object]]:
         found = source.units(workspace, in_flight=True, socket=socket, config=config,
                              codes=wanted)  # fmt: skip
+        broken[workspace] = found.unreadable
         return found.units
 
-    return answer(event, payload, agent, cfg, units, storyd_argv())
+    def unreadable(workspace: str) -> list[dict[str, object]]:
+        return broken.get(workspace, [])
+
+    return answer(event, payload, agent, cfg, units, storyd_argv(), unreadable)
 
 
 def main(argv: list[str]) -> int:
