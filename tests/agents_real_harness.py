@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 import pytest
 from agents_harness import AgentsEnv, demo_workspace
 from cli_harness import STORYD
@@ -199,4 +200,54 @@ def _claude(program: Path, url: str, ws: Path, home: Path,
     }  # fmt: skip
 
 
-_LAUNCHERS: dict[str, Launch] = {"claude": _claude}
+# features that reach other hosts: ChatGPT's connectors and plugin catalogues (github.com)
+_CODEX_OFF = ("apps", "plugins", "remote_plugin", "plugin_sharing", "tool_suggest",
+              "in_app_updates", "api_key_model_discovery", "enable_request_compression")
+
+
+def _codex(program: Path, url: str, ws: Path, home: Path,
+           prompt: str) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+    """`codex exec` with a model provider of the mock's (Responses API), the project
+    trusted (Codex loads a project's .codex/ hooks only then) and its hooks run without
+    the per-hook review (`--dangerously-bypass-hook-trust`, for automation)."""
+    codex_home = home / ".codex"
+    codex_home.mkdir(exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        'model = "gpt-5.5"\nmodel_provider = "mock"\n'  # a model it knows: apply_patch
+        "check_for_update_on_startup = false\n"
+        "[model_providers.mock]\n"
+        f'name = "mock"\nbase_url = "{url}/v1"\nwire_api = "responses"\n'
+        'env_key = "MOCK_API_KEY"\nrequest_max_retries = 0\nstream_max_retries = 0\n'
+        "[analytics]\nenabled = false\n"
+        f"[projects.{_toml_key(str(ws))}]\ntrust_level = \"trusted\"\n"
+    )
+    argv = [str(program), "exec", "--dangerously-bypass-approvals-and-sandbox",
+            "--dangerously-bypass-hook-trust", "--color", "never",
+            *(a for f in _CODEX_OFF for a in ("--disable", f)), prompt]  # fmt: skip
+    return argv, {"CODEX_HOME": str(codex_home), "MOCK_API_KEY": "sk-mock"}
+
+
+def _toml_key(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _gemini(program: Path, url: str, ws: Path, home: Path,
+            prompt: str) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+    """`gemini -p` (`--yolo`: tools without asking) with the Gemini API at the mock, the
+    project's .gemini/settings.json hooks, telemetry and update checks off."""
+    settings = home / ".gemini" / "settings.json"
+    settings.parent.mkdir(exist_ok=True)
+    settings.write_text(orjson.dumps({
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+    }).decode())  # fmt: skip
+    del ws
+    argv = [str(program), "-p", prompt, "--yolo", "--output-format", "json",
+            "--model", "gemini-2.5-flash"]  # a model named: no routing call first
+    return argv, {"GEMINI_API_KEY": "mock-key", "GOOGLE_GEMINI_BASE_URL": url,
+                  "GEMINI_CLI_NO_RELAUNCH": "true"}  # fmt: skip
+
+
+_LAUNCHERS: dict[str, Launch] = {"claude": _claude, "codex": _codex, "gemini": _gemini}

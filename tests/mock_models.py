@@ -5,7 +5,8 @@
     MockModel           one server speaking one dialect (`anthropic`, `responses`,
                         `gemini`); it records every request, and also stands as the
                         agents' HTTP(S) proxy so that a try at any other host is
-                        refused and recorded (`strays`)
+                        refused and recorded (`strays`; a path here it does not
+                        serve: `unserved`)
     texts()             every string in a request body, joined: what the model was told
 
 The script is followed by the conversation itself, not by counting requests: the step
@@ -31,10 +32,11 @@ __all__ = ["Call", "MockModel", "Recorded", "Say", "texts"]
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """The model calls tool `name` with `args`."""
+    """The model calls tool `name` with `args` (text: a freeform tool's input, as Codex's
+    apply_patch takes it)."""
 
     name: str
-    args: dict[str, object]
+    args: dict[str, object] | str
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +180,10 @@ def _responses(step: Step, body: dict[str, object]) -> tuple[bytes, str]:
             "call_id": f"call_{uuid.uuid4().hex[:20]}", "name": step.name,
             "arguments": orjson.dumps(step.args).decode(), "status": "completed",
         }  # fmt: skip
+        if isinstance(step.args, str):  # a freeform (custom) tool
+            del item["arguments"]
+            item.update(type="custom_tool_call", id=f"ctc_{uuid.uuid4().hex[:20]}",
+                        input=step.args)  # fmt: skip
     else:
         text = {"type": "output_text", "text": step.text, "annotations": []}
         item = {"type": "message", "id": f"msg_{uuid.uuid4().hex[:20]}", "role": "assistant",
@@ -227,7 +233,8 @@ class MockModel:
         self.dialect = dialect
         self.script = list(script)
         self.requests: list[Recorded] = []
-        self.strays: list[str] = []  # other hosts the agent tried, and paths we do not serve
+        self.strays: list[str] = []  # other hosts the agent tried to reach
+        self.unserved: list[str] = []  # requests here for what the mock does not serve
         self._lock = threading.Lock()
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
@@ -271,10 +278,10 @@ class MockModel:
             return _responses(step, body)
         return _gemini(step, body, "streamGenerateContent" in path)
 
-    def stray(self, what: str) -> None:
-        """Note a request this mock does not serve."""
+    def stray(self, what: str, *, here: bool = False) -> None:
+        """Note a request for another host (or, `here`, one this mock does not serve)."""
         with self._lock:
-            self.strays.append(what)
+            (self.unserved if here else self.strays).append(what)
 
 
 def _handler(model: MockModel) -> type[http.server.BaseHTTPRequestHandler]:
@@ -301,11 +308,11 @@ def _handler(model: MockModel) -> type[http.server.BaseHTTPRequestHandler]:
                 model.stray(f"GET {self.path}")
                 self._send(403, b"")
                 return
-            model.stray(f"GET {target.path}")
+            model.stray(f"GET {target.path}", here=True)
             self._send(404, b'{"error": {"message": "not served by the mock"}}')
 
         def do_HEAD(self) -> None:
-            model.stray(f"HEAD {self.path}")
+            model.stray(f"HEAD {self.path}", here=True)
             self._send(404, b"")
 
         def do_POST(self) -> None:
@@ -321,7 +328,7 @@ def _handler(model: MockModel) -> type[http.server.BaseHTTPRequestHandler]:
             except orjson.JSONDecodeError:
                 body = {}
             if not isinstance(body, dict) or not _served(model.dialect, target.path):
-                model.stray(f"POST {target.path}")
+                model.stray(f"POST {target.path}", here=True)
                 self._send(404, b'{"error": {"message": "not served by the mock"}}')
                 return
             data, kind = model.answer(self.path, body)
