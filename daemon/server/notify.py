@@ -4,8 +4,9 @@ The engine calls `Notifications` on its refresher thread; the call only logs and
 A notifier thread gathers events for a short window (a burst) and delivers them: a
 desktop notification per unit however many findings moved (one per workspace when a
 burst moves more than a few units; git operations are already deferred until they
-finish, so a 50-commit rebase is one recheck), `notify-send` when present (else
-skipped with a single debug log); and the hook, run once per workspace per burst
+finish, so a 50-commit rebase is one recheck), through the notifier this machine has
+(chosen at run time: `osascript` on macOS, `notify-send` elsewhere, the other when only
+it is on PATH; else skipped with a single debug log); and the hook, run once per workspace per burst
 (like watchman's triggers): an argv list from config, no shell, in the workspace,
 with STORYD_WORKSPACE, STORYD_CLOCK, STORYD_SOCKET and STORYD_EVENT set and the
 events that pass its filters ([notify] hook_workspaces, hook_codes, hook_severities)
@@ -27,6 +28,7 @@ import os
 import queue
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypeAlias, TypedDict
@@ -39,11 +41,18 @@ if TYPE_CHECKING:
     from storyd.config import Config
     from storyd.server.engine import Look
 
-__all__ = ["Notifications", "settings_of"]
+__all__ = ["Notifications", "desktop_argv", "desktop_tool", "settings_of"]
 
 _KINDS = frozenset(("drift", "resolved"))
 _WINDOW = 0.3
 _UNITS_PER_BURST = 3  # a burst moving more units than this is one notification per workspace
+# AppleScript that shows its two arguments (`on run argv`): the title and the text are
+# never parsed as script, whatever quotes, backslashes or newlines they hold
+_APPLESCRIPT = (
+    "on run argv",
+    "display notification (item 2 of argv) with title (item 1 of argv)",
+    "end run",
+)
 # the notifier's queue: a unit event with its line, a first look's summary, or the end
 _Item: TypeAlias = "tuple[Mapping[str, object], bytes] | Look | None"
 
@@ -81,7 +90,7 @@ class Notifications:
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self.in_first_look: Callable[[str], bool] = in_first_look or (lambda _workspace: False)
         self.in_last_look: Callable[[str], bool] = in_last_look or (lambda _workspace: False)
-        self._notify_send: str | None = shutil.which("notify-send") if desktop else None
+        self._notifier: str | None = desktop_tool() if desktop else None
         self._desktop_skip_logged = False
         self._thread = Worker("notify", body=self._run, waker=lambda: self._queue.put(None))
         self._thread.start()
@@ -105,7 +114,7 @@ class Notifications:
             hook_timeout,
         )
         self.hook_filter = HookFilter(hook_workspaces, hook_codes, hook_severities)
-        self._notify_send = shutil.which("notify-send") if desktop else None
+        self._notifier = desktop_tool() if desktop else None
 
     def __call__(self, event: Mapping[str, object], line: bytes) -> None:
         if event["event"] not in _KINDS:
@@ -258,16 +267,17 @@ class Notifications:
         self._notify(title, body)
 
     def _can_notify(self) -> bool:
-        if self._notify_send is None:
+        if self._notifier is None:
             if not self._desktop_skip_logged:
                 self._desktop_skip_logged = True
-                self.log.debug("desktop_skipped", reason="notify-send not found on PATH")
+                self.log.debug("desktop_skipped",
+                               reason="neither osascript nor notify-send is on PATH")
             return False
         return True
 
     def _notify(self, title: str, body: str) -> None:
-        assert self._notify_send is not None
-        self._spawn("desktop", [self._notify_send, "--app-name=storyd", title, body], None)
+        assert self._notifier is not None
+        self._spawn("desktop", desktop_argv(self._notifier, title, body), None)
 
     def _run_hook(self, workspace: str, events: list[tuple[Mapping[str, object], bytes]]) -> None:
         """Run the hook once for a workspace's burst: in the workspace, the events on stdin."""
@@ -337,6 +347,25 @@ class Notifications:
             )
         else:
             self.log.info(f"{what}_delivered", duration_ms=duration, **context)
+
+
+def desktop_tool(platform: str = sys.platform) -> str | None:
+    """The desktop notifier on PATH: osascript first on macOS, notify-send first
+    elsewhere; None when neither is there."""
+    names = ("osascript", "notify-send") if platform == "darwin" else ("notify-send", "osascript")
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def desktop_argv(tool: str, title: str, body: str) -> list[str]:
+    """The argv (no shell) that shows one notification with `tool` (desktop_tool's)."""
+    if os.path.basename(tool) == "osascript":
+        script = [word for line in _APPLESCRIPT for word in ("-e", line)]
+        return [tool, *script, title, body]
+    return [tool, "--app-name=storyd", title, body]
 
 
 class HookFilter:
