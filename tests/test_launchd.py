@@ -110,6 +110,12 @@ class TestActivate:
             launchd.listen_socket(FakeLibSystem([fd]))
         os.close(fd)
 
+    def test_the_plist_names_the_socket_the_daemon_asks_for(self) -> None:
+        from storyd.cli import launchagent
+
+        assert launchagent.SOCKET_NAME == launchd.SOCKET_NAME
+        assert launchagent.agent("/bin/storyd", "/s")["Sockets"].keys() == {launchd.SOCKET_NAME}
+
     @pytest.mark.skipif(os.uname().sysname == "Darwin", reason="off macOS only")
     def test_off_macos_nothing_is_loaded(self) -> None:
         assert launchd.listen_socket() is None

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from notify_harness import fake_notify_send
 
+from storyd.core.desktop import desktop_argv, desktop_tool
 from storyd.server.engine import Look
-from storyd.server.notify import Notifications, desktop_argv, desktop_tool
+from storyd.server.notify import Notifications
 
 HANDLER = ("on run argv\n"
            "display notification (item 2 of argv) with title (item 1 of argv)\n"

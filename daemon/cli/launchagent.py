@@ -21,11 +21,11 @@ import shutil
 from typing import Any
 
 from storyd.core.paths import socket_path
-from storyd.server.launchd import SOCKET_NAME
 
 __all__ = [
     "LABEL",
     "SOCKET_MODE",
+    "SOCKET_NAME",
     "agent",
     "bootout",
     "bootstrap",
@@ -38,6 +38,9 @@ __all__ = [
 ]
 
 LABEL = "org.storyd.daemon"
+# the name the daemon asks launchd for: storyd.server.launchd.SOCKET_NAME (the command
+# line does not import the server; tests/test_launchd.py holds the two equal)
+SOCKET_NAME = "Listener"
 SOCKET_MODE = 0o600  # 384: plists have no octal (launchd.plist(5), SockPathMode)
 
 

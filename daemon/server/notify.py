@@ -26,33 +26,25 @@ from __future__ import annotations
 
 import os
 import queue
-import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypeAlias, TypedDict
 
 from storyd.core import log
 from storyd.core.children import group
+from storyd.core.desktop import desktop_argv, desktop_tool
 from storyd.core.worker import Worker
 
 if TYPE_CHECKING:
     from storyd.config import Config
     from storyd.server.engine import Look
 
-__all__ = ["Notifications", "desktop_argv", "desktop_tool", "settings_of"]
+__all__ = ["Notifications", "settings_of"]
 
 _KINDS = frozenset(("drift", "resolved"))
 _WINDOW = 0.3
 _UNITS_PER_BURST = 3  # a burst moving more units than this is one notification per workspace
-# AppleScript that shows its two arguments (`on run argv`): the title and the text are
-# never parsed as script, whatever quotes, backslashes or newlines they hold
-_APPLESCRIPT = (
-    "on run argv",
-    "display notification (item 2 of argv) with title (item 1 of argv)",
-    "end run",
-)
 # the notifier's queue: a unit event with its line, a first look's summary, or the end
 _Item: TypeAlias = "tuple[Mapping[str, object], bytes] | Look | None"
 
@@ -347,25 +339,6 @@ class Notifications:
             )
         else:
             self.log.info(f"{what}_delivered", duration_ms=duration, **context)
-
-
-def desktop_tool(platform: str = sys.platform) -> str | None:
-    """The desktop notifier on PATH: osascript first on macOS, notify-send first
-    elsewhere; None when neither is there."""
-    names = ("osascript", "notify-send") if platform == "darwin" else ("notify-send", "osascript")
-    for name in names:
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-def desktop_argv(tool: str, title: str, body: str) -> list[str]:
-    """The argv (no shell) that shows one notification with `tool` (desktop_tool's)."""
-    if os.path.basename(tool) == "osascript":
-        script = [word for line in _APPLESCRIPT for word in ("-e", line)]
-        return [tool, *script, title, body]
-    return [tool, "--app-name=storyd", title, body]
 
 
 class HookFilter:

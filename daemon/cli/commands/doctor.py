@@ -313,7 +313,7 @@ def _adapters(screen: _Screen) -> list[Adapter]:
 
 
 def _check_desktop(screen: _Screen, cfg: Config | None, platform: str = sys.platform) -> None:
-    from storyd.server.notify import desktop_tool
+    from storyd.core.desktop import desktop_tool
 
     found = desktop_tool(platform)
     notify = getattr(cfg, "notify", None)

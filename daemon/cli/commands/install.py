@@ -330,7 +330,8 @@ def _install_agent(flags: dict[str, object]) -> int:
             msg = f"cannot make the log folder {os.path.dirname(log)}: {exc.strerror}"
             raise UnitWriteError(msg) from None
     print(f"program: {shlex.join(spec['ProgramArguments'])}")
-    print(f"socket: {spec['Sockets']['Listener']['SockPathName']} (launchd makes it, mode 0600)")
+    sock = spec["Sockets"][launchagent.SOCKET_NAME]["SockPathName"]
+    print(f"socket: {sock} (launchd makes it, mode 0600)")
     print(f"log: {log}")
     status = launchagent.print_service()
     commands = [launchagent.bootout(), launchagent.bootstrap(plist)]
