@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import shlex
+import sys
 from collections.abc import Callable
 
 from storyd.agents import guarded
@@ -96,6 +97,9 @@ def paths(spec: Spec, project: str | None) -> tuple[str, str]:
     if spec.name == "codex" and os.environ.get("CODEX_HOME"):
         codex = os.environ["CODEX_HOME"]
         return os.path.join(codex, "hooks.json"), os.path.join(codex, "config.toml")
+    if spec.name == "vscode" and sys.platform == "darwin":  # VS Code's user folder on macOS
+        code = os.path.join(home, "Library", "Application Support", "Code", "User")
+        return os.path.join(home, spec.hooks[1]), os.path.join(code, "mcp.json")
     return os.path.join(home, spec.hooks[1]), os.path.join(home, spec.server[1])
 
 

@@ -20,7 +20,8 @@
     │                             would not (a FIFO where it reads a file)
     ├── SetupError (78)           the environment is misconfigured:
     │   ├── config.ConfigError (78)       config.toml has problems (each with field and line)
-    │   └── server.systemd.SystemdError (78)  a passed socket is not what the unit promises
+    │   ├── server.systemd.SystemdError (78)  a passed socket is not what the unit promises
+    │   └── server.launchd.LaunchdError (78)  launchd's socket cannot be taken, or is not one
     ├── server.bind.AlreadyRunning (1)    another daemon answers on the socket
     ├── server.subscribers.TooManySubscribers (75)  `limits.max_subscribers` are subscribed
     ├── server.hookop.Unanswered (75)     the `hook` op leaves this hook to `storyd hook`

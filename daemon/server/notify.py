@@ -4,8 +4,9 @@ The engine calls `Notifications` on its refresher thread; the call only logs and
 A notifier thread gathers events for a short window (a burst) and delivers them: a
 desktop notification per unit however many findings moved (one per workspace when a
 burst moves more than a few units; git operations are already deferred until they
-finish, so a 50-commit rebase is one recheck), `notify-send` when present (else
-skipped with a single debug log); and the hook, run once per workspace per burst
+finish, so a 50-commit rebase is one recheck), through the notifier this machine has
+(chosen at run time: `osascript` on macOS, `notify-send` elsewhere, the other when only
+it is on PATH; else skipped with a single debug log); and the hook, run once per workspace per burst
 (like watchman's triggers): an argv list from config, no shell, in the workspace,
 with STORYD_WORKSPACE, STORYD_CLOCK, STORYD_SOCKET and STORYD_EVENT set and the
 events that pass its filters ([notify] hook_workspaces, hook_codes, hook_severities)
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import os
 import queue
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, TypeAlias, TypedDict
 
 from storyd.core import log
 from storyd.core.children import group
+from storyd.core.desktop import desktop_argv, desktop_tool
 from storyd.core.worker import Worker
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ class Notifications:
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self.in_first_look: Callable[[str], bool] = in_first_look or (lambda _workspace: False)
         self.in_last_look: Callable[[str], bool] = in_last_look or (lambda _workspace: False)
-        self._notify_send: str | None = shutil.which("notify-send") if desktop else None
+        self._notifier: str | None = desktop_tool() if desktop else None
         self._desktop_skip_logged = False
         self._thread = Worker("notify", body=self._run, waker=lambda: self._queue.put(None))
         self._thread.start()
@@ -105,7 +106,7 @@ class Notifications:
             hook_timeout,
         )
         self.hook_filter = HookFilter(hook_workspaces, hook_codes, hook_severities)
-        self._notify_send = shutil.which("notify-send") if desktop else None
+        self._notifier = desktop_tool() if desktop else None
 
     def __call__(self, event: Mapping[str, object], line: bytes) -> None:
         if event["event"] not in _KINDS:
@@ -258,16 +259,17 @@ class Notifications:
         self._notify(title, body)
 
     def _can_notify(self) -> bool:
-        if self._notify_send is None:
+        if self._notifier is None:
             if not self._desktop_skip_logged:
                 self._desktop_skip_logged = True
-                self.log.debug("desktop_skipped", reason="notify-send not found on PATH")
+                self.log.debug("desktop_skipped",
+                               reason="neither osascript nor notify-send is on PATH")
             return False
         return True
 
     def _notify(self, title: str, body: str) -> None:
-        assert self._notify_send is not None
-        self._spawn("desktop", [self._notify_send, "--app-name=storyd", title, body], None)
+        assert self._notifier is not None
+        self._spawn("desktop", desktop_argv(self._notifier, title, body), None)
 
     def _run_hook(self, workspace: str, events: list[tuple[Mapping[str, object], bytes]]) -> None:
         """Run the hook once for a workspace's burst: in the workspace, the events on stdin."""

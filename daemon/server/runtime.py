@@ -1,8 +1,8 @@
 """The daemon's life: socket, threads, systemd notifications, reload and shutdown.
 
-Start: take systemd's socket (LISTEN_FDS) or bind our own, register the workspaces
-and READY=1 as soon as the socket serves; the workspaces are read and checked
-behind (docs/service.md says why READY=1 means "serving", not "warm"). While
+Start: take systemd's socket (LISTEN_FDS), launchd's (launchd.py) or bind our own,
+register the workspaces and READY=1 as soon as the socket serves; the workspaces are
+read and checked behind (docs/service.md says why READY=1 means "serving", not "warm"). While
 serving: STATUS= lines, WATCHDOG=1 at half of WATCHDOG_USEC, SIGHUP reloads the
 configuration. Stop (SIGTERM, SIGINT): STOPPING=1, stop accepting, finish
 the replies in flight, stop the threads, and unlink the socket only if it is still
@@ -18,7 +18,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from storyd.core.paths import socket_path
-from storyd.server import systemd
+from storyd.server import launchd, systemd
 from storyd.server.assembly import Assembly, assemble
 from storyd.server.bind import bind_socket
 
@@ -69,7 +69,7 @@ class Runtime:
         detect, runner = build_detect(self.cfg, self.settings.staleness)
         self.runner = runner
         try:
-            inherited = systemd.listen_socket()
+            inherited = systemd.listen_socket() or launchd.listen_socket()
             lock = identity = None
             if inherited is not None:
                 sock, path = inherited, inherited.getsockname()

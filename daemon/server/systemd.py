@@ -21,7 +21,14 @@ import time
 
 from storyd.core.errors import SetupError
 
-__all__ = ["LISTEN_FDS_START", "Notifier", "SystemdError", "listen_fds", "listen_socket"]
+__all__ = [
+    "LISTEN_FDS_START",
+    "Notifier",
+    "SystemdError",
+    "adopt",
+    "listen_fds",
+    "listen_socket",
+]
 
 LISTEN_FDS_START = 3
 _LISTEN_VARS = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")
@@ -69,12 +76,17 @@ def listen_socket() -> socket.socket | None:
     fds = listen_fds()
     if not fds:
         return None
-    fd = fds[0]
+    return adopt(fds[0], "systemd", "ListenStream=/path in the socket unit", SystemdError)
+
+
+def adopt(fd: int, by: str, fix: str, error: type[SetupError]) -> socket.socket:
+    """Descriptor `fd`, passed by `by` (systemd, launchd), as a listening AF_UNIX stream
+    socket; else `error`, naming what it is and `fix` (the service file's setting)."""
     try:
         sock = socket.socket(fileno=fd)
     except OSError as exc:
-        msg = f"descriptor {fd} passed by systemd is not a socket: {exc.strerror}"
-        raise SystemdError(msg) from None
+        msg = f"descriptor {fd} passed by {by} is not a socket: {exc.strerror}"
+        raise error(msg) from None
     family, kind = sock.family, sock.type
     listening = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
     if family != socket.AF_UNIX or kind != socket.SOCK_STREAM or not listening:
@@ -82,10 +94,10 @@ def listen_socket() -> socket.socket | None:
         what = f"{_enum_name(socket.AddressFamily, family)} {_enum_name(socket.SocketKind, kind)}"
         state = "listening" if listening else "not listening"
         msg = (
-            f"descriptor {fd} passed by systemd is an {what} socket ({state}); "
-            "storyd needs a listening AF_UNIX stream socket (ListenStream=/path in the socket unit)"
+            f"descriptor {fd} passed by {by} is an {what} socket ({state}); "
+            f"storyd needs a listening AF_UNIX stream socket ({fix})"
         )
-        raise SystemdError(msg)
+        raise error(msg)
     return sock
 
 

@@ -4,20 +4,23 @@ Each line is `ok`, `warn` or `fail`, a topic and what was found. The checks:
 
 - config      the configuration file loads
 - socket      the socket path, whether a daemon answers (version, pid) and its stats
-- inotify     fs.inotify.max_user_watches / max_user_instances against what this user
-              already uses and what storyd watches (from stats, else estimated)
+- inotify     (Linux) fs.inotify.max_user_watches / max_user_instances against what
+              this user already uses and what storyd watches (from stats, else estimated)
+- watcher     (elsewhere) the file events watchdog uses: FSEvents on macOS (no limit),
+              kqueue (a descriptor per watched file: against the open-file limit), polling
 - workspace   per workspace: a git repository? a shallow clone? state files per format
-- desktop     whether `notify-send` is on PATH for desktop notifications
 - agents      per agent (claude, cursor, vscode, codex, gemini), the user's files and
               this folder's project: storyd's hooks and MCP server, whether the storyd
               they run exists, and the `mcp` extra; and `hooks`: whether a hook run in
               this folder would stay silent, and why (storyd.agents.doctor)
 - fleet       with [fleet]: nats-py installed, and the daemon's publishing state
               (connected, backlog, dropped, last error) from its stats
-- desktop     whether `notify-send` is on PATH and a D-Bus session bus is reachable
-              (DBUS_SESSION_BUS_ADDRESS, else $XDG_RUNTIME_DIR/bus)
+- desktop     the notifier storyd would run: osascript (macOS), or notify-send and a
+              reachable D-Bus session bus (DBUS_SESSION_BUS_ADDRESS, else
+              $XDG_RUNTIME_DIR/bus); the missing one named in the platform's words
 - history     where the history database is, and whether the daemon records into it
 - fast path   whether `storyd-resume` can reach the daemon: `nc` with -U, or socat
+              (what to install said for the platform: apt, or Homebrew on macOS)
 - path        whether `storyd` on PATH is this one (a shell without the venv active
               runs another, or none)
 
@@ -27,6 +30,7 @@ Exit 0, or 1 when any line is `fail`.
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -208,6 +212,35 @@ def _check_inotify(screen: _Screen, watched: int | None, estimate: int) -> None:
         screen.line(OK, "inotify", text)
 
 
+def _observer() -> str:
+    """The class name of watchdog's Observer on this machine (what the daemon runs)."""
+    from watchdog.observers import Observer
+
+    return str(getattr(Observer, "__name__", Observer))
+
+
+def _check_watcher(screen: _Screen, watched: int | None, estimate: int, observer: str) -> None:
+    """The file events off Linux, in the platform's words; inotify's own checks on Linux."""
+    count = (f"the daemon watches {watched} directories" if watched is not None
+             else f"storyd would watch about {estimate} directories")  # fmt: skip
+    if observer == "InotifyObserver":
+        _check_inotify(screen, watched, estimate)
+    elif observer == "FSEventsObserver":
+        screen.line(OK, "watcher", f"macOS FSEvents: no per-user watch limit to raise; {count}")
+    elif observer == "KqueueObserver":
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        text = (f"kqueue holds an open file per watched file and folder; {count}, "
+                f"the open-file limit is {limit}")  # fmt: skip
+        needed = watched if watched is not None else estimate
+        if limit != resource.RLIM_INFINITY and needed > 0.8 * limit:
+            screen.line(WARN, "watcher", text + "; raise it (ulimit -n) before storyd starts")
+        else:
+            screen.line(OK, "watcher", text)
+    else:
+        screen.line(WARN, "watcher", f"no file events here ({observer}): changes are seen by "
+                    "polling, later and at a cost; " + count)
+
+
 # -- workspaces ----------------------------------------------------------------------------
 
 
@@ -279,13 +312,20 @@ def _adapters(screen: _Screen) -> list[Adapter]:
     return all_adapters()  # a broken plugin is skipped, and named by the line above
 
 
-def _check_desktop(screen: _Screen, cfg: Config | None) -> None:
-    import shutil
+def _check_desktop(screen: _Screen, cfg: Config | None, platform: str = sys.platform) -> None:
+    from storyd.core.desktop import desktop_tool
 
-    found = shutil.which("notify-send")
+    found = desktop_tool(platform)
     notify = getattr(cfg, "notify", None)
     if notify is not None and not notify.desktop:
         screen.line(OK, "desktop", "desktop notifications are off in the configuration")
+    elif found and os.path.basename(found) == "osascript":
+        screen.line(
+            OK,
+            "desktop",
+            f"osascript at {found}: macOS shows the notifications as Script Editor's "
+            "(allow them in System Settings > Notifications)",
+        )
     elif found:
         bus, reachable = _session_bus()
         if reachable:
@@ -297,6 +337,13 @@ def _check_desktop(screen: _Screen, cfg: Config | None) -> None:
                 f"notify-send at {found}, but no D-Bus session bus ({bus}): notifications "
                 "will fail (log in to a desktop session, or set notify.desktop = false)",
             )
+    elif platform == "darwin":
+        screen.line(
+            WARN,
+            "desktop",
+            "osascript is not on PATH (macOS has it in /usr/bin): no desktop notifications "
+            "(put /usr/bin on PATH, or set notify.desktop = false)",
+        )
     else:
         screen.line(
             WARN,
@@ -340,8 +387,8 @@ def _is_socket(path: str) -> bool:
         return False
 
 
-def _check_fast_path(screen: _Screen) -> None:
-    """storyd-resume needs OpenBSD netcat (`nc -U`) or socat to skip Python."""
+def _check_fast_path(screen: _Screen, platform: str = sys.platform) -> None:
+    """storyd-resume needs a netcat with -U (OpenBSD's, macOS's) or socat to skip Python."""
     import shutil
 
     nc = shutil.which("nc")
@@ -360,11 +407,8 @@ def _check_fast_path(screen: _Screen) -> None:
         screen.line(OK, "fast path", f"storyd-resume asks the daemon through {socat}")
         return
     why = f"{nc} has no -U (not OpenBSD netcat)" if nc else "neither nc nor socat is on PATH"
-    screen.line(
-        WARN,
-        "fast path",
-        f"{why}: storyd-resume always starts Python (install netcat-openbsd or socat)",
-    )
+    fix = "brew install socat" if platform == "darwin" else "install netcat-openbsd or socat"
+    screen.line(WARN, "fast path", f"{why}: storyd-resume always starts Python ({fix})")
 
 
 def _check_path(screen: _Screen) -> None:
@@ -455,8 +499,10 @@ def main(argv: list[str]) -> int:
     watched_value = None if stats is None else stats.get("watchedDirs")
     watched = len(watched_value) if isinstance(watched_value, list) else watched_value
     estimate = sum(_estimate_dirs(w, adapters) for w in workspaces if os.path.isdir(w))
-    _check_inotify(screen, watched if isinstance(watched, int) else None, estimate)
-    if isinstance(watched, int) and not given and watched + 2 < estimate:
+    observer = _observer()
+    _check_watcher(screen, watched if isinstance(watched, int) else None, estimate, observer)
+    inotify = observer == "InotifyObserver"
+    if inotify and isinstance(watched, int) and not given and watched + 2 < estimate:
         screen.line(
             WARN,
             "inotify",

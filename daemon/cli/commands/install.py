@@ -1,4 +1,6 @@
-"""`storyd install`: write the systemd user units, and with --enable start the socket.
+"""`storyd install [--service]`: the platform's service, and with --enable start it: a
+launchd agent on macOS (storyd.cli.launchagent), else the systemd user units.
+`--launchd` or `--systemd` chooses one whatever the platform (to look at the files).
 
 `--claude`, `--cursor`, `--vscode`, `--codex` and `--gemini` instead merge storyd's
 hooks and MCP server into that agent's files (`--project DIR`: the project's shared
@@ -10,11 +12,15 @@ They are found beside the package in a source checkout or an editable install, a
 <prefix>/share/storyd/systemd after `pip install .` (pyproject's data-files). The
 service's ExecStart is the `storyd` of the environment running this command.
 
-Exit codes: 0 done, 64 bad flags, 69 no user manager to --enable with (the units are
-written; the commands to run are printed), 70 templates or `storyd` not found,
-73 a unit file could not be written, 1 a systemctl command failed. An agent's install
-also exits 65 when a file it would edit is refused (outside the `--project`, not a
-regular file, over 4 MiB, not valid JSON, a key twice; nothing written: see
+The launchd agent is ~/Library/LaunchAgents/org.storyd.daemon.plist (--unit-dir DIR
+puts it elsewhere); --enable loads it with `launchctl bootstrap gui/<uid>` (after a
+`bootout` when it was loaded), else the commands are printed.
+
+Exit codes: 0 done, 64 bad flags, 69 no user manager (launchctl) to --enable with (the
+files are written; the commands to run are printed), 70 templates or `storyd` not
+found, 73 a unit file could not be written, 1 a systemctl or launchctl command failed.
+An agent's install also exits 65 when a file it would edit is refused (outside the
+`--project`, not a regular file, over 4 MiB, not valid JSON, a key twice; nothing written: see
 storyd.agents.guarded) and 75 when the file kept changing under the edit.
 """
 
@@ -33,23 +39,30 @@ from storyd.core.paths import storyd_executable
 
 __all__ = [
     "PLACEHOLDER",
+    "SERVICE_FLAGS",
     "UNITS",
+    "agent_loaded",
+    "chosen_agent_dir",
     "chosen_unit_dir",
     "default_unit_dir",
     "exec_quote",
     "find_templates",
     "main",
     "render",
+    "service_kind",
     "user_manager",
 ]
 
 AGENT_FLAGS = (*AGENTS, "skill")  # one switch per agent storyd installs into, and the skill
 USAGE = (
-    "usage: storyd install [--enable] [--unit-dir DIR] [--dry-run]\n"
+    "usage: storyd install [--service] [--launchd|--systemd] [--enable] [--unit-dir DIR] "
+    "[--dry-run]\n"
     f"       storyd install {'|'.join('--' + a for a in AGENT_FLAGS)} ... "
     "[--project DIR] [--dry-run]"
 )
+SERVICE_FLAGS = ("service", "launchd", "systemd")
 FLAGS = {
+    **dict.fromkeys(SERVICE_FLAGS, SWITCH),
     "enable": SWITCH,
     "unit-dir": VALUE,
     "dry-run": SWITCH,
@@ -266,14 +279,97 @@ def _commands(unit_dir: str, updated: bool) -> list[list[str]]:
     return commands
 
 
+def service_kind(flags: dict[str, object]) -> str:
+    """"launchd" or "systemd": --launchd or --systemd, else launchd on macOS."""
+    if flags.get("launchd") and flags.get("systemd"):
+        from storyd.core.errors import UsageError
+
+        raise UsageError(f"--launchd or --systemd, not both\n{USAGE}")
+    if flags.get("launchd") or (not flags.get("systemd") and sys.platform == "darwin"):
+        return "launchd"
+    return "systemd"
+
+
+def chosen_agent_dir(flags: dict[str, object]) -> str:
+    """--unit-dir (`~` expanded, made absolute), else ~/Library/LaunchAgents."""
+    from storyd.cli.launchagent import default_agent_dir
+
+    return os.path.abspath(os.path.expanduser(str(flags.get("unit-dir") or default_agent_dir())))
+
+
+def agent_loaded() -> bool:
+    """Whether launchd has storyd's agent loaded (`launchctl print` answers)."""
+    from storyd.cli.launchagent import print_service
+
+    try:
+        done = subprocess.run(print_service(), capture_output=True, timeout=_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _install_agent(flags: dict[str, object]) -> int:
+    """Write the launchd agent; with --enable load it (bootout first when it changed)."""
+    from storyd.cli import launchagent
+
+    folder = chosen_agent_dir(flags)
+    dry_run = bool(flags.get("dry-run"))
+    executable = storyd_executable()
+    if executable is None:
+        sys.stderr.write("storyd install: cannot find the `storyd` executable to run\n")
+        return 70
+    spec = launchagent.agent(executable)
+    name = f"{launchagent.LABEL}.plist"
+    plist = os.path.join(folder, name)
+    updated = _write_units(folder, {name: launchagent.plist_bytes(spec).decode("utf-8")}, dry_run)
+    log = launchagent.log_path()
+    if not dry_run:
+        try:
+            os.makedirs(os.path.dirname(log), exist_ok=True)
+        except OSError as exc:
+            msg = f"cannot make the log folder {os.path.dirname(log)}: {exc.strerror}"
+            raise UnitWriteError(msg) from None
+    print(f"program: {shlex.join(spec['ProgramArguments'])}")
+    sock = spec["Sockets"][launchagent.SOCKET_NAME]["SockPathName"]
+    print(f"socket: {sock} (launchd makes it, mode 0600)")
+    print(f"log: {log}")
+    status = launchagent.print_service()
+    commands = [launchagent.bootout(), launchagent.bootstrap(plist)]
+    if not flags.get("enable") or dry_run:
+        print("would run:" if dry_run else "to enable, run (the bootout only when loaded):")
+        for command in [*commands, status]:
+            print(f"  {shlex.join(command)}")
+        return 0
+    if launchagent.launchctl() is None:
+        print("fail: launchctl is not on PATH (not macOS?); nothing was loaded.")
+        print("The agent is written. On the Mac, in the user's login session, run:")
+        for command in [*commands, status]:
+            print(f"  {shlex.join(command)}")
+        return 69
+    if agent_loaded():
+        if not updated:
+            print(f"loaded: {launchagent.LABEL} already, unchanged")
+            return 0
+        run_commands([launchagent.bootout()])  # a failure shows; bootstrap says if it matters
+    code = run_commands([launchagent.bootstrap(plist)])
+    if code == 0:
+        print(f"enabled: {launchagent.LABEL} (launchd starts storyd on the first connection)")
+        print(f"check with: {shlex.join(status)}")
+    return code
+
+
 def main(argv: list[str]) -> int:
     """Write the units, print the systemctl commands, and run them with --enable."""
     flags = parse(argv, FLAGS, USAGE)
     if any(flags.get(agent) for agent in AGENT_FLAGS):
-        if flags.get("enable") or flags.get("unit-dir"):
+        if flags.get("enable") or flags.get("unit-dir") or any(map(flags.get, SERVICE_FLAGS)):
             from storyd.core.errors import UsageError
 
-            raise UsageError(f"--enable and --unit-dir are for the systemd units\n{USAGE}")
+            msg = (
+                "--service, --launchd, --systemd, --enable and --unit-dir are for the "
+                f"service\n{USAGE}"
+            )
+            raise UsageError(msg)
         from storyd.agents.setup import install
 
         return install(flags)
@@ -281,6 +377,8 @@ def main(argv: list[str]) -> int:
         from storyd.core.errors import UsageError
 
         raise UsageError(f"--project goes with an agent's flag or --skill\n{USAGE}")
+    if service_kind(flags) == "launchd":
+        return _install_agent(flags)
     unit_dir = chosen_unit_dir(flags)
     dry_run = bool(flags.get("dry-run"))
     executable = storyd_executable()
