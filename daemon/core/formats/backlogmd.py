@@ -127,9 +127,9 @@ class _Config:
 
 
 def _task(source: Source, relpath: str, config: _Config,
-          findings: list[Finding]) -> tuple[Task, dict[str, object]] | None:  # fmt: skip
-    """One task file's task and front matter; None (with a finding when it matters)
-    when it is not a task."""
+          findings: list[Finding]) -> tuple[Task, dict[str, object]] | str:  # fmt: skip
+    """One task file's task and front matter, else why it is none: `note` (no front
+    matter: a readme, notes) or `refused` (front matter outside the subset: a finding)."""
     text = _text_of(source.read(relpath, os.path.basename(relpath)))
     try:
         found = front_matter(text)
@@ -137,9 +137,9 @@ def _task(source: Source, relpath: str, config: _Config,
         message = (f"{relpath}: front matter {exc}; the task is not counted (storyd reads "
                    "the YAML Backlog.md writes: scalars, quoted strings, inline and block lists)")
         findings.append(finding("front-matter-unreadable", "warning", message))
-        return None
+        return "refused"
     if found is None:
-        return None
+        return "note"
     fields, body_line = found
     raw_id = fields.get("id")
     ident = raw_id.strip() if isinstance(raw_id, str) and raw_id.strip() \
@@ -235,8 +235,9 @@ class BacklogAdapter(Adapter):
                 message = f"{path}: {one_line(exc.message)}; the task is not counted"
                 findings.append(finding("front-matter-unreadable", "warning", message))
                 continue
-            if got is None:
-                plain.append(path)
+            if isinstance(got, str):
+                if got == "note":
+                    plain.append(path)
                 continue
             task, fields = got
             folded = task.id.lower()
