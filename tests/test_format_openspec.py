@@ -4,10 +4,13 @@ and tasks.md)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from cli_harness import Run
 from format_harness import codes, direct_envelope, load_one
+from git_harness import GitRepo
 
 from storyd.core.errors import UsageError
 from storyd.core.formats import adapter_for, builtin
@@ -122,3 +125,18 @@ class TestChanges:
         assert not builtin("openspec").matches(relpath)
         with pytest.raises(UsageError):
             adapter_for(relpath)
+
+
+@pytest.mark.slow
+def test_a_commit_naming_the_change_and_a_task(tmp_path: Path, run_storyd: Run) -> None:
+    """task-named: `task 1.2` counts only in a commit that names the change too."""
+    repo = GitRepo(tmp_path / "ws").init()
+    repo.commit("docs: tasks", {ACTIVE: "- [x] 1.1 a\n- [ ] 1.2 b\n- [ ] 1.3 c\n",
+                                "openspec/changes/other/tasks.md": "- [ ] 1.3 x\n"})
+    first = repo.commit("feat(add-login): complete task 1.2", {"src/a.py": "a\n"})
+    repo.commit("feat: task 1.3 of another change", {"src/b.py": "b\n"})
+    done = run_storyd("resume", "--state-file", ACTIVE, "--detail", "--direct", cwd=repo.path)
+    assert done.returncode == 0, done.stderr
+    found = [(f["code"], f["task"], f["evidence"]["commit"])
+             for f in json.loads(done.stdout)["findings"] if f["detector"] == "task-named"]
+    assert found == [("claimed-in-commit", "1.2", first)]
