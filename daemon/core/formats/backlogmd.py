@@ -144,7 +144,8 @@ def _task(source: Source, relpath: str, config: _Config,
     raw_id = fields.get("id")
     ident = raw_id.strip() if isinstance(raw_id, str) and raw_id.strip() \
         else _file_id(os.path.basename(relpath))  # fmt: skip
-    body = "\n".join(text.split("\n")[body_line - 1 :])
+    del body_line  # the body is what follows the closing `---` line
+    body = text[text.find("\n---", 3) + 4 :]
     checked, unchecked = _criteria(body)
     title = fields.get("title")
     done = frozenset((config.terminal.lower(),))
