@@ -5,12 +5,12 @@ real file against parsing it alone (the measure of bench_formats.py's part 2).
 
 The files are the shared corpora's (../shared/corpus/realworld4, realworld3's
 codex-execplan), laid out in a temporary workspace, never copied into the project. A
-direct read is what `storyd resume --direct` reads: the adapter's `load` on a fresh Source, with its
-locked reads, tasks, findings and next task; the envelope's rendering, the same for
-every format, is left out and printed apart); parsing alone is the format's parser on text already in memory (OpenSpec's
-and the ExecPlan's `parse`; for Backlog.md, the YAML subset's `front_matter` of every
-task file and `parse` of the config: the largest task file with its config, and the
-largest backlog whole). Interleaved, medians.
+direct read is what `storyd resume --direct` reads: the adapter's `load` on a fresh
+Source (locked reads, tasks, findings, next task); the envelope's rendering, the same
+for every format, is printed apart. Parsing alone is the format's parser on text already
+in memory: OpenSpec's and the ExecPlan's `parse`; for Backlog.md the YAML subset's
+`front_matter` of each task file and `parse` of the config (the largest task file with
+its config, and the largest backlog whole). Interleaved, medians.
 Target: within 2x.
 """
 
@@ -99,7 +99,7 @@ def main() -> int:
         cases = _cases(Path(root))
         options = Options()
         samples: dict[str, tuple[list[float], ...]] = {c[0]: ([], [], []) for c in cases}
-        for name, relpath, ws, alone, _ in cases:  # warm: imports, the registry
+        for _name, relpath, ws, alone, _ in cases:  # warm: imports, the registry
             resume_unit(ws, relpath, None, options)
             alone()
         for _ in range(args.reads):
