@@ -8,6 +8,9 @@ git's only evidence is the commit message, in each producer's own way of naming 
                  trailer of its autopilot commits
     Kiro         `task 3.2`, `(Task 11)`, `mark task 19 as complete`
     beads        the issue id as a word: `(bd-abc)`, `frankenredis-tjf1: ...`
+    OpenSpec     `task 2.3` in a commit that also names the change (`add-auto-fix-pr`):
+                 commits name the change, task numbers repeat across changes
+    Backlog.md   `task-10`, `BACK-569`, `NAS-18` as a word, case and zero padding aside
 
     claimed-in-commit  warning  a commit that says it completed the task (feat/fix,
                                 "complete", "done", "close", "implement", a range) while
@@ -31,7 +34,7 @@ from storyd.detectors.gitview import Commit, GitError
 __all__ = ["DETECTOR", "FORMATS", "MentionsDetector", "claims_done", "named_ids"]
 
 NAME = "task-named"
-FORMATS = frozenset(("spec-kit", "kiro", "task-master", "beads"))
+FORMATS = frozenset(("spec-kit", "kiro", "task-master", "beads", "openspec", "backlog-md"))
 DEFAULT_SCAN_DEPTH = 200
 _SUBJECT = 72
 # Patterns as text: `re` compiles each on its first use and keeps it (its own cache), so
@@ -42,6 +45,7 @@ _SPEC_ID = (  # a hyphen, an en dash or an em dash between the two ends
 _NUMBERED = r"(?i)\btasks?\b[\s:#]*(\d+(?:\.\d+)*)((?:\s*(?:,|&|and|/)\s*#?\d+(?:\.\d+)*)*)"
 _MORE = r"\d+(?:\.\d+)*"
 _WORDS = r"[\w.-]+"
+_BACKLOG_ID = r"(?i)(?<![\w.-])([a-z][\w]*-\d+(?:\.\d+)*)(?![\w-])"
 _CLAIM = (
     r"(?i)^(?:feat|fix|perf|refactor|test|build|chore|docs)\b|\b(?:complete[sd]?|completing|"
     r"done|finish(?:e[sd])?|close[sd]?|closing|implement(?:s|ed)?|resolve[sd]?|mark(?:s|ed)?\b.*"
@@ -71,7 +75,13 @@ def named_ids(format: str, message: str, known: set[str]) -> set[str]:
             low, high = _spec_number(first)[0], _spec_number(last)[0]
             found.update(k for k in known if k[:1] == "T" and k[1:2].isdigit()
                          and low <= _spec_number(k)[0] <= high)
-    elif format in ("task-master", "kiro"):
+    elif format == "backlog-md":  # `TASK-038` is `task-38`: compared as Backlog.md does
+        from storyd.core.formats.backlogmd import id_key
+
+        keys = {id_key(k): k for k in known}
+        found.update(keys[k] for w in re.findall(_BACKLOG_ID, message)
+                     if (k := id_key(w)) is not None and k in keys)
+    elif format in ("task-master", "kiro", "openspec"):
         for head, tail in re.findall(_NUMBERED, message):
             found.add(head)
             found.update(re.findall(_MORE, tail))
@@ -123,6 +133,8 @@ def _findings(unit: Unit, commits: list[Commit], tip: str) -> list[Finding]:
     claimed: dict[str, Commit] = {}
     named: dict[str, Commit] = {}
     for commit in commits:  # newest first: the first commit naming an id is its newest
+        if unit.format == "openspec" and unit.key.lower() not in commit.message.lower():
+            continue  # `task 1.2` of another change
         ids = named_ids(unit.format, commit.message, open_ids)
         into = claimed if claims_done(commit.message) else named
         for task_id in ids:

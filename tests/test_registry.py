@@ -21,8 +21,8 @@ from storyd.core.registry import DETECTORS, FORMATS, REPAIRS, Registry
 
 REPO = Path(__file__).resolve().parents[1]
 BUILTIN_FORMATS = ["epic", "session", "issue-plan", "autodev", "checkpoint", "spec-kit", "kiro",
-                   "task-master", "beads"]
-CHECKBOX_FORMATS = ("spec-kit", "kiro")
+                   "task-master", "beads", "openspec", "backlog-md", "execplan"]
+CHECKBOX_FORMATS = ("spec-kit", "kiro", "openspec", "execplan")
 BUILTIN_DETECTORS = ["commit-in-history", "staleness", "task-named", "task-order",
                      "unrecorded-commit"]
 BUILTIN_REPAIRS = ["unrecorded", "unreachable", "squash-merged", "missing", "state-not-updated",

@@ -15,8 +15,8 @@ path below). tests/test_registry.py holds each table to its adapter.
 from __future__ import annotations
 
 __all__ = [
-    "AUTODEV", "BEADS", "CHECKPOINT", "EPIC", "ISSUE_PLAN", "KIRO", "SESSION", "SPEC_KIT",
-    "TASK_MASTER",
+    "AUTODEV", "BACKLOG_MD", "BEADS", "CHECKPOINT", "EPIC", "EXECPLAN", "ISSUE_PLAN", "KIRO",
+    "OPENSPEC", "SESSION", "SPEC_KIT", "TASK_MASTER",
 ]  # fmt: skip
 
 EPIC = {
@@ -52,3 +52,17 @@ TASK_MASTER = {
     "companions": (".taskmaster/state.json",),
 }
 BEADS = {"roots": (".beads",), "files": (".beads/issues.jsonl",)}
+OPENSPEC = {
+    "roots": ("openspec/changes",),
+    "files": ("openspec/changes/*/tasks.md", "openspec/changes/archive/*/tasks.md"),
+}
+BACKLOG_MD = {
+    "roots": ("backlog",),
+    "files": ("backlog/config.yml",),
+    "companions": ("backlog/tasks/**", "backlog/completed/**"),
+}
+EXECPLAN = {
+    "roots": (".agent", "plans", "docs/plans", "docs/exec-plans", "docs/execplans"),
+    "files": (".agent/plans/*", ".agent/execplans/*", "plans/*", "docs/plans/*",
+              "docs/exec-plans/*", "docs/exec-plans/*/*", "docs/execplans/*"),
+}

@@ -1,0 +1,124 @@
+"""OpenSpec, Backlog.md and Codex ExecPlans: a direct read of each convention's largest
+real file against parsing it alone (the measure of bench_formats.py's part 2).
+
+    python bench/bench_md_formats.py [--reads 41]
+
+The files are the shared corpora's (../shared/corpus/realworld4, realworld3's
+codex-execplan), laid out in a temporary workspace, never copied into the project. A
+direct read is what `storyd resume --direct` reads: the adapter's `load` on a fresh
+Source (locked reads, tasks, findings, next task); the envelope's rendering, the same
+for every format, is printed apart. Parsing alone is the format's parser on text already
+in memory: OpenSpec's and the ExecPlan's `parse`; for Backlog.md the YAML subset's
+`front_matter` of each task file and `parse` of the config (the largest task file with
+its config, and the largest backlog whole). Interleaved, medians.
+Target: within 2x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+import realworld3  # noqa: E402
+import realworld4  # noqa: E402
+
+from storyd.api.answers import Options, resume_unit  # noqa: E402
+from storyd.core.formats import adapter_for, execplan, openspec, yamlsubset  # noqa: E402
+from storyd.core.formats.base import Source  # noqa: E402
+
+CONFIG = "backlog/config.yml"
+
+
+def _largest(rows: list[dict[str, object]]) -> dict[str, object]:
+    return max(rows, key=lambda e: int(str(e["bytes"])))
+
+
+def _cases(root: Path) -> list[tuple[str, str, str, Callable[[], object], int]]:
+    """(name, file, workspace, parse-alone callable, bytes) per convention."""
+    cases = []
+    spec = _largest([e for e in realworld4.entries("openspec")
+                     if str(e["path"]).endswith("tasks.md")])
+    ws = root / "openspec"
+    relpath = realworld4.lay_out(spec, ws)
+    text = (ws / relpath).read_text(encoding="utf-8")
+    cases.append(("openspec", relpath, str(ws), lambda t=text: openspec.parse(t),
+                  len(text.encode())))
+    configs = [e for e in realworld4.entries("backlog-md") if str(e["path"]) == CONFIG]
+    sizes = {str(c["repo"]): sum(int(str(e["bytes"])) for e in realworld4.entries("backlog-md")
+                                 if e["repo"] == c["repo"]) for c in configs}
+    config = max(configs, key=lambda c: sizes[str(c["repo"])])
+    ws = root / "backlog"
+    paths = realworld4.lay_out_commit(config, ws)
+    texts = {p: (ws / p).read_text(encoding="utf-8") for p in paths}
+
+    def backlog(texts: dict[str, str] = texts) -> object:
+        return [yamlsubset.parse(t) if p == CONFIG else yamlsubset.front_matter(t)
+                for p, t in texts.items()]
+
+    size = sum(len(t.encode()) for t in texts.values())
+    cases.append(("backlog-md (whole backlog)", CONFIG, str(ws), backlog, size))
+    task = _largest([e for e in realworld4.entries("backlog-md") if "id" in e])
+    ws = root / "backlog-one"
+    relpath = realworld4.lay_out(task, ws)
+    [own] = [e for e in configs if e["repo"] == task["repo"]]
+    realworld4.lay_out(own, ws)
+    one = {p: (ws / p).read_text(encoding="utf-8") for p in (CONFIG, relpath)}
+    cases.append(("backlog-md (largest task file)", CONFIG, str(ws),
+                  lambda t=one: backlog(t), sum(len(t.encode()) for t in one.values())))
+    plan = _largest([e for e in realworld3.entries("codex-execplan")
+                     if str(e["path"]).startswith(".agent/")])
+    ws = root / "execplan"
+    relpath = realworld3.lay_out(plan, ws)
+    text = (ws / relpath).read_text(encoding="utf-8")
+    cases.append(("execplan", relpath, str(ws), lambda t=text, r=relpath: execplan.parse(t, r),
+                  len(text.encode())))
+    return cases
+
+
+def _time(call: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reads", type=int, default=41)
+    args = parser.parse_args()
+    if not (realworld4.CORPUS / "MANIFEST.json").is_file():
+        sys.exit(f"bench_md_formats: no corpus at {realworld4.CORPUS}")
+    with tempfile.TemporaryDirectory(prefix="storyd-md-formats-") as root:
+        cases = _cases(Path(root))
+        options = Options()
+        samples: dict[str, tuple[list[float], ...]] = {c[0]: ([], [], []) for c in cases}
+        for _name, relpath, ws, alone, _ in cases:  # warm: imports, the registry
+            resume_unit(ws, relpath, None, options)
+            alone()
+        for _ in range(args.reads):
+            for name, relpath, ws, alone, _ in cases:
+                adapter = adapter_for(relpath)
+                samples[name][0].append(_time(lambda a=adapter, w=ws, r=relpath:
+                                              a.load(Source(w), r)))
+                samples[name][1].append(_time(alone))
+                samples[name][2].append(_time(lambda w=ws, r=relpath:
+                                              resume_unit(w, r, None, options)))
+    print(f"direct read vs parsing alone, {args.reads} interleaved reads, medians")
+    print("| format | file | bytes | direct ms | parse alone ms | ratio | with envelope ms |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for name, relpath, _, _, size in cases:
+        direct, alone, whole = (statistics.median(s) * 1000 for s in samples[name])
+        print(f"| {name} | {relpath} | {size:,} | {direct:.2f} | {alone:.2f} | "
+              f"{direct / alone:.2f}x | {whole:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
