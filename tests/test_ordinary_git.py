@@ -1,8 +1,8 @@
 """A day of ordinary git (issue 40, "Quiet when nothing is wrong", items 1 and 2).
 
 A real daemon (daemon_harness) watches a real repository (git_harness) whose state file
-is committed, in the epic seed format, spec-kit's and Kiro's tasks.md, Task Master's
-tasks.json and beads' issues.jsonl,
+is committed, in the epic and session seed formats, spec-kit's and Kiro's tasks.md, Task
+Master's tasks.json and beads' issues.jsonl,
 through a day of commits, branches, switches back and forth, an older state file checked
 out, a reset, a stash and its pop, a pull with rebase from a local bare remote, a merge,
 a squash merge, a cherry-pick, a worktree and a swapped workspace folder. After each step
@@ -95,8 +95,19 @@ class Beads(Kit):
                        for n in range(1, TOTAL + 1))
 
 
-KITS = {"epic": Epic(), "spec-kit": SpecKit(), "task-master": TaskMaster(), "kiro": Kiro(),
-        "beads": Beads()}
+class Session(Kit):
+    relpath, unit = "agent-output/p/00-session-state.json", "p"
+
+    def render(self, shas: list[str]) -> str:
+        steps = {str(n): {"status": "complete" if n <= len(shas) else "pending",
+                          "sub_step": None, "artifacts": []} for n in range(1, TOTAL + 1)}
+        return json.dumps({"schema_version": "3.0", "project": "p",
+                           "current_step": min(len(shas) + 1, TOTAL), "steps": steps},
+                          indent=2) + "\n"
+
+
+KITS = {"epic": Epic(), "session": Session(), "spec-kit": SpecKit(),
+        "task-master": TaskMaster(), "kiro": Kiro(), "beads": Beads()}
 
 
 class Day:

@@ -39,10 +39,10 @@ COMMANDS = {
     "stats": "the daemon's counters",
     "ping": "whether a daemon answers, and its version",
     "demo": "serve the shipped demo workspace and query it",
-    "install": "write the systemd user units; --claude, --cursor, --vscode, --codex, --gemini, "
-    "--skill: the agents' setup",
-    "uninstall": "remove the systemd user units; --claude, --cursor, --vscode, --codex, "
-    "--gemini: the agents' setup",
+    "install": "the user service (launchd on macOS, else systemd); --claude, --cursor, "
+    "--vscode, --codex, --gemini, --skill: the agents' setup",
+    "uninstall": "remove the user service (launchd or systemd); --claude, --cursor, "
+    "--vscode, --codex, --gemini: the agents' setup",
     "config": "check the configuration file",
     "doctor": "one screen of what storyd sees on this machine",
     "epic": "one epic: stories reclassified as its producer resumes, executable next, blocked",
