@@ -33,7 +33,7 @@ __all__ = ["DETECTOR", "SEQUENTIAL", "TaskOrderDetector", "severity"]
 NAME = "task-order"
 SEQUENTIAL: dict[str, bool] = {
     "epic": True, "session": True, "issue-plan": True, "autodev": True, "checkpoint": True,
-    "spec-kit": False, "kiro": False,
+    "spec-kit": False, "kiro": False, "openspec": False, "execplan": False,
 }  # fmt: skip
 """storyd's own ordered formats: whether their producer finishes tasks in list order."""
 SHOWN = 10  # ids named in the message; the evidence holds them all
