@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from format_harness import codes, load_one
 from realworld3 import entries, lay_out, need_corpus
 
