@@ -21,7 +21,7 @@ from storyd.core.registry import DETECTORS, FORMATS, REPAIRS, Registry
 
 REPO = Path(__file__).resolve().parents[1]
 BUILTIN_FORMATS = ["epic", "session", "issue-plan", "autodev", "checkpoint", "spec-kit", "kiro",
-                   "task-master", "beads", "openspec", "backlog-md", "execplan"]
+                   "task-master", "beads", "openspec", "backlog-md", "execplan", "claude-tasks"]
 CHECKBOX_FORMATS = ("spec-kit", "kiro", "openspec", "execplan")
 BUILTIN_DETECTORS = ["commit-in-history", "staleness", "task-named", "task-order",
                      "unrecorded-commit"]

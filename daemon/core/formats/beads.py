@@ -6,11 +6,16 @@ not closed or pinned, not under a blocked parent (`parent-child`), `defer_until`
 own or its parent's) not in the future, ordered by priority (0 first), newest, id
 (internal/storage/issueops/ready_work.go). A line that is not a JSON object (a torn
 write) is a finding and is skipped; statuses agents invent (`done`, `frozen`) are
-findings. One unit per file. docs/formats.md.
+findings. One unit per file. Since v0.56 beads keeps its truth in Dolt (`.beads/dolt/`;
+before, SQLite `.beads/*.db`) and the JSONL is an export that lags: a database changed
+after the export gives the warning `export-lags` naming both times, and the unit's label
+`export` says so. docs/formats.md.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 
 from storyd.core.formats.base import Adapter, Source, finding, make_task
@@ -19,7 +24,7 @@ from storyd.core.isotime import parse_epoch
 from storyd.core.jsonio import JSONError, loads
 from storyd.core.model import DONE, Finding, Task, Unit
 
-__all__ = ["ADAPTER", "BeadsAdapter", "ready"]
+__all__ = ["ADAPTER", "DATABASES", "BeadsAdapter", "iso", "ready"]
 
 PATH = ".beads/issues.jsonl"
 KEY = "issues"
@@ -86,6 +91,53 @@ def ready(issues: dict[str, _Issue], now: float) -> list[_Issue]:
     return found
 
 
+# where beads (v0.56+: Dolt; before, SQLite) keeps the truth the JSONL is exported from
+DATABASES = (".beads/dolt", ".beads/beads.db", ".beads/issues.db")
+
+
+def _newest(path: str, depth: int = 4) -> float:
+    """The newest mtime at `path` or below it, `depth` folders down (Dolt's
+    `<db>/.dolt/noms/` files), links not followed, at most 200 names a folder."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0.0
+    newest = st.st_mtime
+    if depth and stat.S_ISDIR(st.st_mode):
+        try:
+            names = os.listdir(path)[:200]
+        except OSError:
+            return newest
+        for name in names:
+            newest = max(newest, _newest(os.path.join(path, name), depth - 1))
+    return newest
+
+
+def iso(when: float) -> str:
+    """An epoch second as UTC ISO 8601 (`2026-01-02T03:04:05Z`)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
+
+
+def _export_lag(source: Source, relpath: str) -> Finding | None:
+    """The finding `export-lags` when a beads database beside the JSONL changed after it:
+    the JSONL is an export (beads #4033, #3931) and its state is not current."""
+    try:
+        exported = os.stat(source.path(relpath)).st_mtime
+    except OSError:
+        return None
+    for database in DATABASES:
+        if not source.exists(database):
+            continue
+        changed = _newest(source.path(database))
+        if changed > exported + 1.0:  # mtimes are coarser than writes: a second's grace
+            message = (f"{relpath} is an export of beads' database {database}, which changed "
+                       f"at {iso(changed)}, after the export at {iso(exported)}: the issues "
+                       "here may not be current (run `bd export` or read `bd list --json`)")
+            return finding("export-lags", "warning", message, evidence={
+                "exported": iso(exported), "database": database, "changed": iso(changed)})
+    return None
+
+
 def _lines(data: bytes) -> list[tuple[int, bytes]]:
     return [(n, line) for n, line in enumerate(data.split(b"\n"), 1) if line.strip()]
 
@@ -99,8 +151,8 @@ class BeadsAdapter(Adapter):
     time_sensitive = True  # `defer_until` passes with the clock alone
     ordered = False  # sorted by id, not by when work is done
     records_commits = False  # commit messages name tasks: task-named
-    codes = ("duplicate-task-id", "missing-task-id", "no-next-task", "torn-line",
-             "unknown-status")
+    codes = ("duplicate-task-id", "export-lags", "missing-task-id", "no-next-task",
+             "torn-line", "unknown-status")
 
     def matches(self, relpath: str) -> bool:
         return relpath == PATH
@@ -145,7 +197,13 @@ class BeadsAdapter(Adapter):
                        f"a torn or hand-edited write; those issues are not counted")
             findings.append(finding("torn-line", "warning", message,
                                     evidence={"lines": ",".join(map(str, torn[:100]))}))
-        return [self._unit(relpath, tasks, issues, findings)]
+        lag = _export_lag(source, relpath)
+        if lag is not None:
+            findings.append(lag)
+        unit = self._unit(relpath, tasks, issues, findings)
+        if lag is not None:
+            unit.labels["export"] = "lags the database"
+        return [unit]
 
     @staticmethod
     def _unit(relpath: str, tasks: list[Task], issues: dict[str, _Issue],

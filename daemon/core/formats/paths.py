@@ -66,3 +66,9 @@ EXECPLAN = {
     "files": (".agent/plans/*", ".agent/execplans/*", "plans/*", "docs/plans/*",
               "docs/exec-plans/*", "docs/exec-plans/*/*", "docs/execplans/*"),
 }
+
+__all__ += ["CLAUDE_TASKS"]
+CLAUDE_TASKS = {
+    "roots": (".claude/tasks",),
+    "files": (".claude/tasks/*", ".claude/tasks/*/*"),
+}
