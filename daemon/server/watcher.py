@@ -12,6 +12,14 @@ one linked out of the workspace), asking inotify only for the events that matter
 plus a slower full rescan) keeps the cache honest whatever was missed, and polls what
 the kernel refused to watch (inotify limits: `polled`, `unwatched_dirs`).
 
+Where events cannot be trusted, the verification tick polls (`polled`): a workspace on
+a mount whose writes may come from outside this kernel (WSL2's drvfs over 9p, network
+and FUSE file systems: storyd.core.mounts; its answers are also checked by stat, in
+server/changes.py), and every workspace when the observer is not inotify's (macOS's
+FSEvents drops its "must rescan" flags in watchdog; kqueue and polling observers
+coalesce), so a lost event waits one tick, not the full rescan. On FSEvents the flags
+that say events were dropped are read too (`rescan_flagged`) and ask for a rescan.
+
 The watches are the refresher's: only that thread schedules and unschedules them, and
 only it walks the watched trees to count their folders. watchdog's dispatcher thread
 calls our handlers while it holds the observer's lock, so a lock of ours taken there
@@ -28,6 +36,7 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from watchdog.events import (
@@ -48,6 +57,7 @@ from watchdog.observers.api import BaseObserver, ObservedWatch
 
 from storyd.core import log
 from storyd.core.gitstate import locate
+from storyd.core.mounts import Table
 from storyd.server import inotify
 
 if TYPE_CHECKING:
@@ -138,7 +148,7 @@ class Watcher:
     def __init__(self, adapters: list[Adapter], refresher: Refresher) -> None:
         """Watches for the roots of `adapters`' formats; events go to `refresher`."""
         self.refresher = refresher
-        self.observer: BaseObserver | _NoObserver = _new_observer()
+        self.observer: BaseObserver | _NoObserver = _new_observer(on_lost=self.overflowed)
         self._started = False
         self.log = log.get("watcher")
         self._watches: dict[str, dict[str, ObservedWatch]] = {}
@@ -161,9 +171,18 @@ class Watcher:
         self.roots = sorted({root for a in adapters for root in a.roots})
         self._top = {root.split("/")[0] for root in self.roots}
         self._watchdog_log = _WatchdogLog(self)  # watchdog's lines, while this one runs
+        self._mounts = Table()
+        self._untrusted: dict[str, str] = {}  # workspace -> why its events are not trusted
+        self.native = _is_inotify(self.observer)  # else every workspace is polled
 
     def start(self) -> None:
         """Start watchdog's observer thread (its log lines and overflows come to us)."""
+        if not self.native:
+            self.log.info(
+                "watch_polled",
+                observer=type(self.observer).__name__,
+                note="not inotify: each workspace is also checked every verify_interval",
+            )
         self._watchdog_log.attach()
         self._started = True
         self.observer.start()
@@ -197,12 +216,17 @@ class Watcher:
         return self._missing
 
     def polled(self) -> list[str]:
-        """The workspaces whose trees are not all watched: every one while the kernel
-        holds fewer watches than asked for (which folders is not known), else those
-        with a watch that failed."""
-        if self.unwatched_dirs():
+        """The workspaces whose trees are not all watched, or whose events cannot be
+        trusted: every one while the kernel holds fewer watches than asked for (which
+        folders is not known) or the observer is not inotify's, else those with a watch
+        that failed and those on an untrusted mount."""
+        if self.unwatched_dirs() or not self.native:
             return list(self._watches.copy())
-        return sorted({w for w, _ in self._failed.copy()})
+        return sorted({w for w, _ in self._failed.copy()} | set(self._untrusted.copy()))
+
+    def untrusted(self) -> dict[str, str]:
+        """The watched workspaces on a mount whose events cannot be trusted, and why."""
+        return dict(self._untrusted.copy())
 
     def recount(self, workspace: str | None = None) -> None:
         """Count the directories asked for of `workspace`, or of every workspace whose
@@ -248,11 +272,22 @@ class Watcher:
             if self._stopped:
                 return
             watches = self._watches.setdefault(workspace, {})
+            self._judge_mount(workspace)
             handler = _Handler(self, workspace)
             self._schedule(workspace, watches, "top", handler, workspace, recursive=False)
             self._ensure_roots(workspace, watches, handler)
             self._ensure_git(workspace, watches, handler)
         self.recount(workspace)
+
+    def _judge_mount(self, workspace: str) -> None:
+        """Whether the workspace's events can be trusted (its mount); said once."""
+        reason = self._mounts.untrusted(workspace)
+        if reason is None:
+            self._untrusted.pop(workspace, None)
+            return
+        if workspace not in self._untrusted:
+            self.log.warning("untrusted_mount", workspace=workspace, reason=reason)
+        self._untrusted[workspace] = reason
 
     def ensure_roots(self, workspace: str) -> None:
         """Add watches for format roots created since the last look (nested ones included)
@@ -405,6 +440,7 @@ class Watcher:
         for key in list(watches):
             self._unschedule(watches, key)
         self._counts.pop(workspace, None)
+        self._untrusted.pop(workspace, None)
         for failed in [f for f in self._failed if f[0] == workspace]:
             del self._failed[failed]
         for known in [k for k in self._inodes if k[0] == workspace]:
@@ -467,9 +503,58 @@ class _NoObserver:
         raise OSError(errno.EMFILE, "inotify instance limit reached")
 
 
-def _new_observer(*, raising: bool = False) -> BaseObserver | _NoObserver:
-    """watchdog's inotify observer; a _NoObserver when the kernel refuses an instance
-    (or OSError, with `raising`: the caller says it once)."""
+def _is_inotify(observer: BaseObserver | _NoObserver) -> bool:
+    """Whether the observer is watchdog's inotify one (a _NoObserver will be)."""
+    return isinstance(observer, _NoObserver) or type(observer).__module__.endswith(".inotify")
+
+
+# kFSEventStreamEventFlag MustScanSubDirs | UserDropped | KernelDropped (FSEvents.h)
+_FSEVENTS_LOST = 0x1 | 0x2 | 0x4
+
+
+def rescan_flagged(events: list[object]) -> bool:
+    """Whether FSEvents says events were lost (MustScanSubDirs, UserDropped,
+    KernelDropped) in a batch of watchdog's native events (their `flags`, or the
+    `is_*` properties): watchdog's emitter drops these flags."""
+    return any(
+        int(getattr(e, "flags", 0) or 0) & _FSEVENTS_LOST
+        or getattr(e, "is_must_scan_subdirs", False)
+        or getattr(e, "is_user_dropped", False)
+        or getattr(e, "is_kernel_dropped", False)
+        for e in events
+    )
+
+
+def _fsevents_observer(on_lost: Callable[[], None]) -> BaseObserver | None:
+    """watchdog's FSEvents observer, its emitter reading the "events lost" flags
+    (macOS); None where FSEvents is not there."""
+    try:
+        from watchdog.observers.fsevents import FSEventsEmitter, FSEventsObserver
+    except Exception:  # not macOS: its extension module is absent (ImportError or worse)
+        return None
+
+    class _Emitter(FSEventsEmitter):  # type: ignore[misc,valid-type]
+        def queue_events(self, timeout: float, events: list[object]) -> None:
+            if rescan_flagged(events):
+                on_lost()
+            super().queue_events(timeout, events)
+
+    observer: BaseObserver = FSEventsObserver()
+    observer._emitter_class = _Emitter  # the class schedule() makes its emitters of
+    return observer
+
+
+def _new_observer(
+    *, raising: bool = False, on_lost: Callable[[], None] | None = None
+) -> BaseObserver | _NoObserver:
+    """watchdog's observer for this system (inotify on Linux, FSEvents on macOS); a
+    _NoObserver when the kernel refuses an inotify instance (or OSError, with
+    `raising`: the caller says it once)."""
+    if on_lost is not None and Observer.__name__ == "FSEventsObserver":
+        flagged = _fsevents_observer(on_lost)
+        if flagged is not None:
+            flagged.daemon = True
+            return flagged
     try:
         observer = Observer()
     except OSError as exc:
