@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from watchdog.observers.polling import PollingObserver
 
-from storyd.server import watcher as watcher_module
-from storyd.server.watcher import Watcher, rescan_flagged
+from storyd.server import observers
+from storyd.server.observers import rescan_flagged
+from storyd.server.watcher import Watcher
 
 
 class FakeRefresher:
@@ -68,7 +69,7 @@ class TestPolled:
     def test_every_workspace_without_inotify(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(watcher_module, "Observer", PollingObserver)
+        monkeypatch.setattr(observers, "Observer", PollingObserver)
         watcher, _ = _watcher()
         watcher.start()
         try:
@@ -120,7 +121,7 @@ class TestFSEvents:
         fake.FSEventsObserver = FSEventsObserver  # type: ignore[attr-defined]
         monkeypatch.setitem(sys.modules, "watchdog.observers.fsevents", fake)
         lost: list[bool] = []
-        observer = watcher_module._fsevents_observer(lambda: lost.append(True))
+        observer = observers._fsevents_observer(lambda: lost.append(True))
         assert observer is not None
         emitter = observer._emitter_class()
         emitter.queue_events(0.1, [NativeEvent("/ws", ITEM_MODIFIED | ITEM_IS_FILE)])
@@ -131,7 +132,7 @@ class TestFSEvents:
     def test_absent_here(self) -> None:
         if sys.platform == "darwin":
             pytest.skip("FSEvents is there on macOS")
-        assert watcher_module._fsevents_observer(lambda: None) is None
+        assert observers._fsevents_observer(lambda: None) is None
 
     def test_overflow_rescans_each_workspace(self, tmp_path: Path) -> None:
         watcher, refresher = _watcher()

@@ -18,7 +18,7 @@ and FUSE file systems: storyd.core.mounts; its answers are also checked by stat,
 server/changes.py), and every workspace when the observer is not inotify's (macOS's
 FSEvents drops its "must rescan" flags in watchdog; kqueue and polling observers
 coalesce), so a lost event waits one tick, not the full rescan. On FSEvents the flags
-that say events were dropped are read too (`rescan_flagged`) and ask for a rescan.
+that say events were dropped ask for a rescan too (server/observers.py).
 
 The watches are the refresher's: only that thread schedules and unschedules them, and
 only it walks the watched trees to count their folders. watchdog's dispatcher thread
@@ -30,13 +30,11 @@ therefore touch no watch state and only queue work for the refresher.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import stat
 import threading
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from watchdog.events import (
@@ -52,13 +50,13 @@ from watchdog.events import (
     FileSystemEvent,
     FileSystemEventHandler,
 )
-from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver, ObservedWatch
 
 from storyd.core import log
 from storyd.core.gitstate import locate
 from storyd.core.mounts import Table
 from storyd.server import inotify
+from storyd.server.observers import LIMIT_ERRORS, NoObserver, is_inotify, new_observer
 
 if TYPE_CHECKING:
     from storyd.core.formats import Adapter
@@ -82,7 +80,6 @@ EVENT_FILTER = [
 ]
 _OVERFLOW_LOG_EVERY = 60.0  # seconds between two `inotify_overflow` lines
 _WATCH_RETRY = 30.0  # seconds before a watch the kernel refused is tried again
-_LIMIT_ERRORS = frozenset((errno.ENOSPC, errno.EMFILE, errno.ENFILE))  # inotify limits
 # a write has ended: closed after writing, renamed or moved into place, or created
 # (a file moved in from outside the watch arrives as created)
 _WRITE_ENDED_EVENTS = frozenset(("closed", "moved", "created"))
@@ -148,7 +145,7 @@ class Watcher:
     def __init__(self, adapters: list[Adapter], refresher: Refresher) -> None:
         """Watches for the roots of `adapters`' formats; events go to `refresher`."""
         self.refresher = refresher
-        self.observer: BaseObserver | _NoObserver = _new_observer(on_lost=self.overflowed)
+        self.observer: BaseObserver | NoObserver = new_observer(on_lost=self.overflowed)
         self._started = False
         self.log = log.get("watcher")
         self._watches: dict[str, dict[str, ObservedWatch]] = {}
@@ -173,7 +170,7 @@ class Watcher:
         self._watchdog_log = _WatchdogLog(self)  # watchdog's lines, while this one runs
         self._mounts = Table()
         self._untrusted: dict[str, str] = {}  # workspace -> why its events are not trusted
-        self.native = _is_inotify(self.observer)  # else every workspace is polled
+        self.native = is_inotify(self.observer)  # else every workspace is polled
 
     def start(self) -> None:
         """Start watchdog's observer thread (its log lines and overflows come to us)."""
@@ -241,7 +238,8 @@ class Watcher:
                 failed = [k for ws, k in self._failed if ws == w]
                 self._counts[w] = _count_watched_dirs(w, [*keys, *failed])
         wanted: set[int] = set().union(*self._counts.values())
-        real = inotify.kernel_watches()
+        # the kernel's own count of inotify watches; another observer's are not in it
+        real = inotify.kernel_watches() if self.native else None
         self._wanted = len(wanted)
         self._total = self._wanted if real is None else len(wanted & real)
         short = self._wanted - self._total
@@ -322,15 +320,15 @@ class Watcher:
         if last is not None and time.monotonic() - last < _WATCH_RETRY:
             return
         try:
-            if isinstance(self.observer, _NoObserver):  # no inotify instance yet: try again
-                self.observer = _new_observer(raising=True)
+            if isinstance(self.observer, NoObserver):  # no inotify instance yet: try again
+                self.observer = new_observer(raising=True)
                 if self._started:
                     self.observer.start()
             watches[key] = self.observer.schedule(
                 handler, path, recursive=recursive, event_filter=EVENT_FILTER
             )
         except OSError as exc:
-            if exc.errno not in _LIMIT_ERRORS:  # gone meanwhile, say: tried at the next look
+            if exc.errno not in LIMIT_ERRORS:  # gone meanwhile, say: tried at the next look
                 self.log.warning("watch_failed", path=path, error=exc.strerror or str(exc))
                 return
             self._failed[failed] = time.monotonic()
@@ -477,92 +475,6 @@ class Watcher:
             self.refresher.request(
                 workspace, relpath, complete=event.event_type in _WRITE_ENDED_EVENTS
             )
-
-
-class _NoObserver:
-    """Stands for watchdog's observer when the kernel gives no inotify instance
-    (max_user_instances): nothing is watched, everything is polled (Watcher.polled), and
-    the next `_schedule` after the retry delay tries for an instance again."""
-
-    daemon = True
-
-    def start(self) -> None:
-        """Nothing to start."""
-
-    def stop(self) -> None:
-        """Nothing to stop."""
-
-    def join(self, timeout: float | None = None) -> None:
-        """Nothing to wait for."""
-
-    def unschedule(self, watch: object) -> None:
-        """Nothing is scheduled."""
-
-    def schedule(self, *_args: object, **_kwargs: object) -> ObservedWatch:
-        """Nothing can be: there is no inotify instance."""
-        raise OSError(errno.EMFILE, "inotify instance limit reached")
-
-
-def _is_inotify(observer: BaseObserver | _NoObserver) -> bool:
-    """Whether the observer is watchdog's inotify one (a _NoObserver will be)."""
-    return isinstance(observer, _NoObserver) or type(observer).__module__.endswith(".inotify")
-
-
-# kFSEventStreamEventFlag MustScanSubDirs | UserDropped | KernelDropped (FSEvents.h)
-_FSEVENTS_LOST = 0x1 | 0x2 | 0x4
-
-
-def rescan_flagged(events: list[object]) -> bool:
-    """Whether FSEvents says events were lost (MustScanSubDirs, UserDropped,
-    KernelDropped) in a batch of watchdog's native events (their `flags`, or the
-    `is_*` properties): watchdog's emitter drops these flags."""
-    return any(
-        int(getattr(e, "flags", 0) or 0) & _FSEVENTS_LOST
-        or getattr(e, "is_must_scan_subdirs", False)
-        or getattr(e, "is_user_dropped", False)
-        or getattr(e, "is_kernel_dropped", False)
-        for e in events
-    )
-
-
-def _fsevents_observer(on_lost: Callable[[], None]) -> BaseObserver | None:
-    """watchdog's FSEvents observer, its emitter reading the "events lost" flags
-    (macOS); None where FSEvents is not there."""
-    try:
-        from watchdog.observers.fsevents import FSEventsEmitter, FSEventsObserver
-    except Exception:  # not macOS: its extension module is absent (ImportError or worse)
-        return None
-
-    class _Emitter(FSEventsEmitter):  # type: ignore[misc,valid-type]
-        def queue_events(self, timeout: float, events: list[object]) -> None:
-            if rescan_flagged(events):
-                on_lost()
-            super().queue_events(timeout, events)
-
-    observer: BaseObserver = FSEventsObserver()
-    observer._emitter_class = _Emitter  # the class schedule() makes its emitters of
-    return observer
-
-
-def _new_observer(
-    *, raising: bool = False, on_lost: Callable[[], None] | None = None
-) -> BaseObserver | _NoObserver:
-    """watchdog's observer for this system (inotify on Linux, FSEvents on macOS); a
-    _NoObserver when the kernel refuses an inotify instance (or OSError, with
-    `raising`: the caller says it once)."""
-    if on_lost is not None and Observer.__name__ == "FSEventsObserver":
-        flagged = _fsevents_observer(on_lost)
-        if flagged is not None:
-            flagged.daemon = True
-            return flagged
-    try:
-        observer = Observer()
-    except OSError as exc:
-        if raising or exc.errno not in _LIMIT_ERRORS:
-            raise
-        return _NoObserver()
-    observer.daemon = True
-    return observer
 
 
 class _WatchdogLog(logging.Handler):
