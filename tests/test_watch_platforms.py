@@ -58,11 +58,13 @@ class TestPolled:
         try:
             watcher.watch(str(drvfs))
             watcher.watch(str(local))
-            assert watcher.native
-            assert watcher.polled() == [str(drvfs)]
+            # without inotify (the macOS stand-in) every workspace is polled anyway
+            assert sorted(watcher.polled()) == ([str(drvfs)] if watcher.native
+                                                else sorted([str(drvfs), str(local)]))  # fmt: skip
             assert "9p mount" in watcher.untrusted()[str(drvfs)]
             watcher.unwatch(str(drvfs))
-            assert watcher.polled() == [] and watcher.untrusted() == {}
+            assert watcher.untrusted() == {}
+            assert watcher.polled() == ([] if watcher.native else [str(local)])
         finally:
             watcher.stop()
 
