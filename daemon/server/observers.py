@@ -77,8 +77,8 @@ def _fsevents_observer(on_lost: Callable[[], None]) -> BaseObserver | None:
     except Exception:  # not macOS: its extension module is absent (ImportError or worse)
         return None
 
-    class _Emitter(FSEventsEmitter):  # type: ignore[misc,valid-type]
-        def queue_events(self, timeout: float, events: list[object]) -> None:
+    class _Emitter(FSEventsEmitter):
+        def queue_events(self, timeout: float, events: list[object]) -> None:  # type: ignore[override]
             if rescan_flagged(events):
                 on_lost()
             super().queue_events(timeout, events)
@@ -94,7 +94,7 @@ def new_observer(
     """watchdog's observer for this system (inotify on Linux, FSEvents on macOS); a
     NoObserver when the kernel refuses an inotify instance (or OSError, with
     `raising`: the caller says it once)."""
-    if on_lost is not None and Observer.__name__ == "FSEventsObserver":
+    if on_lost is not None and getattr(Observer, "__name__", "") == "FSEventsObserver":
         flagged = _fsevents_observer(on_lost)
         if flagged is not None:
             flagged.daemon = True
