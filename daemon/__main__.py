@@ -3,9 +3,9 @@ import os
 import sys
 
 if os.name == "nt":  # native Windows: one line, not an ImportError on fcntl
-    from storyd.core.unsupported import refuse
+    from storyd.core.unsupported import windows_exit
 
-    sys.exit(refuse())
+    sys.exit(windows_exit())
 
 from storyd.cli import main
 

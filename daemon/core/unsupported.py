@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["EX_UNAVAILABLE", "WINDOWS", "refuse"]
+__all__ = ["EX_UNAVAILABLE", "WINDOWS", "windows_exit"]
 
 EX_UNAVAILABLE = 69  # sysexits: a service this system does not offer
 WINDOWS = (
@@ -18,7 +18,7 @@ WINDOWS = (
 )
 
 
-def refuse() -> int:
+def windows_exit() -> int:
     """Say why storyd does not run here, on stderr; the exit code."""
     sys.stderr.write(WINDOWS + "\n")
     return EX_UNAVAILABLE

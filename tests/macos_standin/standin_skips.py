@@ -11,6 +11,12 @@ SKIPS = {
         "no inotify: watchdog's PollingObserver reports what changed between two "
         "snapshots, not each event of a ref's lock and rename"
     ),
+    "tests/test_doctor.py::TestWithoutDaemon::test_screen": (
+        "no inotify: doctor says the watcher polls, not inotify's watch counts"
+    ),
+    "tests/test_doctor.py::TestWithDaemon::test_screen": (
+        "no inotify: doctor says the watcher polls, not inotify's watch counts"
+    ),
     "tests/test_house.py::test_the_thread_budget": (
         "no inotify: the budget counts inotify's reader and emitter threads"
     ),
