@@ -167,7 +167,7 @@ def fast_forwards(repo: Path, unit: Unit, runs: int) -> tuple[list[float], dict[
 def memory(repo: Path, unit: Unit) -> tuple[int, int]:
     """(traced bytes, RSS growth in bytes) held by a view after one cold check."""
     warm_up: dict[str, object] = {}
-    git_context(warm_up, str(repo), unit, None, "git")  # imports GitPython: not the view's
+    git_context(warm_up, str(repo), unit, None, "git")  # warms the imports: not the view's
     close_views(warm_up)
     gc.collect()
     rss_before = rss()

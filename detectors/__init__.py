@@ -15,7 +15,7 @@ third-party plugin would (see docs/detectors.md).
 
 A unit is any format's unit of work (a story, a task list, a plan, a session): one
 `storyd.core.model.Unit`. detectors/runner.py runs the detectors on one owner thread with
-a time limit (GitPython objects are not thread-safe); a detector that raises or hangs
+a time limit (git views are not thread-safe); a detector that raises or hangs
 becomes an error finding.
 """
 

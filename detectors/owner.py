@@ -1,5 +1,5 @@
 """The detectors' owner thread: runs jobs one at a time and owns the git views made on
-it (GitPython objects, and the views' pipes, are not thread-safe). Imported only by a
+it (the views' objects and pipes are not thread-safe). Imported only by a
 threaded Runner (detectors/runner.py): an inline one starts no thread.
 """
 

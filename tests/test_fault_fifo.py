@@ -181,7 +181,7 @@ def test_exit_now_ends_a_process_whose_worker_is_stuck(tmp_path: Path) -> None:
 
 
 def test_a_fifo_commondir_does_not_hang_opening_the_repository(tmp_path: Path) -> None:
-    """GitPython reads `.git/commondir` when it opens a repository: a FIFO there hung it."""
+    """Opening a repository reads `.git/commondir`: a FIFO there once hung it."""
 
     repo = GitWorkspace(tmp_path / "ws").init()
     repo.commit("base", {"README": "hello\n"})

@@ -514,7 +514,6 @@ def test_the_locator_stays_light() -> None:
 
 
 def test_a_worktree_view_reads_head_through_the_locator(repo: Path, worktree: Path) -> None:
-    pytest.importorskip("git", reason="GitPython is not installed")
     from storyd.detectors.gitview import private_view
 
     (worktree / "plans").mkdir()
@@ -534,7 +533,6 @@ def test_a_worktree_view_reads_head_through_the_locator(repo: Path, worktree: Pa
 
 
 def test_the_epic_evidence_of_a_worktree(repo: Path, worktree: Path) -> None:
-    pytest.importorskip("git", reason="GitPython is not installed")
     from storyd.api.epicview import Evidence
 
     evidence = Evidence(str(worktree))

@@ -1,5 +1,5 @@
 """Each hook's direct path (no daemon) imports only what its answer needs (issue 31):
-no GitPython or watchdog (git's plumbing answers), no importlib.metadata (the plugins'
+no git library or watchdog (git's plumbing answers), no importlib.metadata (the plugins'
 entry points are read from their files), no orjson before a daemon answers, no hashlib
 (OpenSSL) for a session record's name, no sqlite3 without a history database, no
 tomllib once the configuration's parse is kept, no shutil, difflib or dataclasses;

@@ -82,8 +82,8 @@ def run(
 ) -> Output:
     """Answer a parsed query by reading the files directly; never raises.
 
-    `detect` adds the detectors' findings to `--detail` output (it loads GitPython, so
-    the CLI passes it only for `--detail`).
+    `detect` adds the detectors' findings to `--detail` output (it loads the detectors,
+    so the CLI passes it only for `--detail`).
     """
     try:
         options = Options(query.lock_timeout, query.staleness or default_staleness)

@@ -42,6 +42,11 @@ def _warn_version(version: str, path: str) -> None:
 def _connect(path: str, timeout: float) -> _socket.socket:
     import _socket
 
+    from storyd.core.paths import socket_path_problem
+
+    problem = socket_path_problem(path)  # not a bare "AF_UNIX path too long"
+    if problem is not None:
+        raise ConnectionRefusedError(problem)
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:

@@ -2,8 +2,8 @@
 direct reads call, and the pass hook that makes a pass read each git tip once.
 
 Outside daemon/server/ so that the direct read (`storyd resume --direct --detail`, the
-Python client's fallback, reconcile) needs nothing of the long-running daemon; GitPython
-and the detectors are imported only when `build_detect` is called.
+Python client's fallback, reconcile) needs nothing of the long-running daemon; the
+detectors and their git views are imported only when `build_detect` is called.
 """
 
 from __future__ import annotations

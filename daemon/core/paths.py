@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["config_path", "history_path", "socket_path", "state_dir", "storyd_executable",
+__all__ = ["check_socket_path", "config_path", "history_path", "socket_path",
+           "socket_path_limit", "socket_path_problem", "state_dir", "storyd_executable",
            "which"]
 
 
@@ -20,6 +21,36 @@ def socket_path(flag: str | None = None) -> str:
     if runtime and os.path.isdir(runtime):
         return os.path.join(runtime, "storyd", "storyd.sock")
     return f"/tmp/storyd-{os.getuid()}/storyd.sock"
+
+
+def socket_path_limit() -> int:
+    """The size of sun_path, which holds a socket's path and its NUL: 108 bytes on Linux
+    (and Cygwin), 104 on macOS and the BSDs."""
+    return 108 if sys.platform.startswith(("linux", "cygwin")) else 104
+
+
+def socket_path_problem(path: str) -> str | None:
+    """None when `path` fits in sun_path; else one line naming the limit and the fix
+    (bind and connect would fail with a bare "AF_UNIX path too long")."""
+    size = len(os.fsencode(path))
+    limit = socket_path_limit()
+    if size < limit:
+        return None
+    system = "Linux allows" if limit == 108 else "macOS and the BSDs allow"
+    return (
+        f"socket path {path} is {size} bytes; {system} at most {limit - 1} "
+        f"(sun_path is {limit} bytes): give a shorter one with --socket PATH or "
+        "STORYD_SOCKET, or set XDG_RUNTIME_DIR to a shorter folder"
+    )
+
+
+def check_socket_path(path: str) -> None:
+    """UsageError with `socket_path_problem`'s line when `path` is too long."""
+    problem = socket_path_problem(path)
+    if problem is not None:
+        from storyd.core.errors import UsageError
+
+        raise UsageError(problem)
 
 
 def config_path() -> str:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import os
 
-from storyd.core.durable import fsync_dir, read_fd
+from storyd.core.durable import fsync, fsync_dir, read_fd
 
 __all__ = [
     "FOREIGN_MARK",
@@ -298,7 +298,7 @@ def recover(fd: int, path: str) -> str | None:
         while offset < len(padded):
             offset += os.pwrite(fd, view[offset:], offset)
         os.ftruncate(fd, len(record.after))
-        os.fsync(fd)
+        fsync(fd)
         outcome = "finished"
     os.unlink(where)
     fsync_dir(os.path.dirname(where))

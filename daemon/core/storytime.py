@@ -11,7 +11,7 @@ This is the only place the rule lives. Every envelope is made by storyd.api.answ
 a daemon), which hands storyd.core.envelope.stale_warnings a `git_commit_time` to call; the
 staleness detector restates the envelope's warnings.
 Git is asked only when mtime alone would warn, through `git` subprocesses (no
-GitPython: this sits on `storyd resume`'s start-up path):
+git library: this sits on `storyd resume`'s start-up path):
 
     per file   two short calls (status, log -1), run at once, memoised on the file's
                stat and the repository's stamp (the index's stat and the commit HEAD

@@ -16,6 +16,7 @@ import stat
 import fasteners
 
 from storyd.core.errors import StorydError, UsageError
+from storyd.core.paths import check_socket_path
 
 __all__ = ["AlreadyRunning", "bind_socket"]
 
@@ -87,7 +88,9 @@ def _probe(path: str) -> bool:
 
 
 def bind_socket(path: str) -> tuple[socket.socket, fasteners.InterProcessLock, tuple[int, int]]:
-    """Take the single-instance lock, refuse a live socket, replace a stale one, bind 0600."""
+    """Take the single-instance lock, refuse a live socket, replace a stale one, bind 0600.
+    A path longer than sun_path holds is refused first, in one line (UsageError)."""
+    check_socket_path(path)
     _prepare_directory(path)
     lock = fasteners.InterProcessLock(path + ".lock")
     if not lock.acquire(blocking=False):

@@ -11,8 +11,10 @@ Why that is enough: Linux queues an inotify event inside the write, rename, unli
 utime call itself (fsnotify, before the call returns), so a write that finished before
 a query was sent is in the queue when the query drains it. Events are exact, with no
 timestamps: no racy window. What is not covered falls back to `stat`: a folder that
-could not be watched (the watch limit), a dependency whose folder was first watched
-after the read began, and everything after a queue overflow (until the next read).
+could not be watched (the watch limit), a folder on a mount whose writes may come from
+outside this kernel (WSL2's drvfs, network and FUSE file systems: storyd.core.mounts),
+a dependency whose folder was first watched after the read began, and everything after
+a queue overflow (until the next read).
 
 This is watchman's and git's fsmonitor's sync, without the cookie file: their cookie
 proves the daemon has seen every event up to now; here the query reads the queue
@@ -27,6 +29,8 @@ import os
 import select
 import struct
 import threading
+
+from storyd.core.mounts import Table
 
 __all__ = ["Changes"]
 
@@ -84,7 +88,8 @@ class Changes:
         self._poll = select.poll()
         if self.fd >= 0:
             self._poll.register(self.fd, select.POLLIN)
-        self.failed: set[str] = set()  # folders the kernel would not watch
+        self.failed: set[str] = set()  # folders not watched: refused, or on an untrusted mount
+        self._mounts = Table()
 
     @property
     def available(self) -> bool:
@@ -105,6 +110,9 @@ class Changes:
             if known is not None:
                 return known[1]
             if self.fd < 0 or folder in self.failed or self._libc is None:
+                return None
+            if self._mounts.untrusted(folder) is not None:
+                self.failed.add(folder)  # a watch there would vouch for what it never sees
                 return None
             wd = self._libc.inotify_add_watch(self.fd, os.fsencode(folder), _MASK)
             if wd < 0:

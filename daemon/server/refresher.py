@@ -6,7 +6,7 @@ window (debounce), then refreshes only the affected state files, rescans, rechec
 workspace once git settles, runs the calls queued on it (a watch, the warm-up, a
 query's sync) one per turn, and verifies every state file by stat each
 `verify_interval`. It is the only thread that reads files into the cache and asks for
-detector runs; the detectors themselves, and every GitPython object they use, run on
+detector runs; the detectors themselves, and every git view they use, run on
 the detectors' owner thread (detectors/runner.py), which the refresher waits on.
 """
 
@@ -123,7 +123,7 @@ class Refresher(Worker):
             self._cond.notify()
 
     def call(self, func: Callable[[], None], *, urgent: bool = False) -> None:
-        """Run `func` on this thread (the owner of the cache and of GitPython objects).
+        """Run `func` on this thread (the owner of the cache and of the git views).
 
         Calls run one per turn of the loop, between which due refreshes run too, so a
         long warm-up made of many calls never holds a write back. `urgent` goes first

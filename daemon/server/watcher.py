@@ -12,6 +12,14 @@ one linked out of the workspace), asking inotify only for the events that matter
 plus a slower full rescan) keeps the cache honest whatever was missed, and polls what
 the kernel refused to watch (inotify limits: `polled`, `unwatched_dirs`).
 
+Where events cannot be trusted, the verification tick polls (`polled`): a workspace on
+a mount whose writes may come from outside this kernel (WSL2's drvfs over 9p, network
+and FUSE file systems: storyd.core.mounts; its answers are also checked by stat, in
+server/changes.py), and every workspace when the observer is not inotify's (macOS's
+FSEvents drops its "must rescan" flags in watchdog; kqueue and polling observers
+coalesce), so a lost event waits one tick, not the full rescan. On FSEvents the flags
+that say events were dropped ask for a rescan too (server/observers.py).
+
 The watches are the refresher's: only that thread schedules and unschedules them, and
 only it walks the watched trees to count their folders. watchdog's dispatcher thread
 calls our handlers while it holds the observer's lock, so a lock of ours taken there
@@ -22,7 +30,6 @@ therefore touch no watch state and only queue work for the refresher.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import stat
@@ -43,12 +50,13 @@ from watchdog.events import (
     FileSystemEvent,
     FileSystemEventHandler,
 )
-from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver, ObservedWatch
 
 from storyd.core import log
 from storyd.core.gitstate import locate
+from storyd.core.mounts import Table
 from storyd.server import inotify
+from storyd.server.observers import LIMIT_ERRORS, NoObserver, is_inotify, new_observer
 
 if TYPE_CHECKING:
     from storyd.core.formats import Adapter
@@ -72,7 +80,6 @@ EVENT_FILTER = [
 ]
 _OVERFLOW_LOG_EVERY = 60.0  # seconds between two `inotify_overflow` lines
 _WATCH_RETRY = 30.0  # seconds before a watch the kernel refused is tried again
-_LIMIT_ERRORS = frozenset((errno.ENOSPC, errno.EMFILE, errno.ENFILE))  # inotify limits
 # a write has ended: closed after writing, renamed or moved into place, or created
 # (a file moved in from outside the watch arrives as created)
 _WRITE_ENDED_EVENTS = frozenset(("closed", "moved", "created"))
@@ -138,7 +145,7 @@ class Watcher:
     def __init__(self, adapters: list[Adapter], refresher: Refresher) -> None:
         """Watches for the roots of `adapters`' formats; events go to `refresher`."""
         self.refresher = refresher
-        self.observer: BaseObserver | _NoObserver = _new_observer()
+        self.observer: BaseObserver | NoObserver = new_observer(on_lost=self.overflowed)
         self._started = False
         self.log = log.get("watcher")
         self._watches: dict[str, dict[str, ObservedWatch]] = {}
@@ -161,9 +168,18 @@ class Watcher:
         self.roots = sorted({root for a in adapters for root in a.roots})
         self._top = {root.split("/")[0] for root in self.roots}
         self._watchdog_log = _WatchdogLog(self)  # watchdog's lines, while this one runs
+        self._mounts = Table()
+        self._untrusted: dict[str, str] = {}  # workspace -> why its events are not trusted
+        self.native = is_inotify(self.observer)  # else every workspace is polled
 
     def start(self) -> None:
         """Start watchdog's observer thread (its log lines and overflows come to us)."""
+        if not self.native:
+            self.log.info(
+                "watch_polled",
+                observer=type(self.observer).__name__,
+                note="not inotify: each workspace is also checked every verify_interval",
+            )
         self._watchdog_log.attach()
         self._started = True
         self.observer.start()
@@ -197,12 +213,17 @@ class Watcher:
         return self._missing
 
     def polled(self) -> list[str]:
-        """The workspaces whose trees are not all watched: every one while the kernel
-        holds fewer watches than asked for (which folders is not known), else those
-        with a watch that failed."""
-        if self.unwatched_dirs():
+        """The workspaces whose trees are not all watched, or whose events cannot be
+        trusted: every one while the kernel holds fewer watches than asked for (which
+        folders is not known) or the observer is not inotify's, else those with a watch
+        that failed and those on an untrusted mount."""
+        if self.unwatched_dirs() or not self.native:
             return list(self._watches.copy())
-        return sorted({w for w, _ in self._failed.copy()})
+        return sorted({w for w, _ in self._failed.copy()} | set(self._untrusted.copy()))
+
+    def untrusted(self) -> dict[str, str]:
+        """The watched workspaces on a mount whose events cannot be trusted, and why."""
+        return dict(self._untrusted.copy())
 
     def recount(self, workspace: str | None = None) -> None:
         """Count the directories asked for of `workspace`, or of every workspace whose
@@ -217,7 +238,8 @@ class Watcher:
                 failed = [k for ws, k in self._failed if ws == w]
                 self._counts[w] = _count_watched_dirs(w, [*keys, *failed])
         wanted: set[int] = set().union(*self._counts.values())
-        real = inotify.kernel_watches()
+        # the kernel's own count of inotify watches; another observer's are not in it
+        real = inotify.kernel_watches() if self.native else None
         self._wanted = len(wanted)
         self._total = self._wanted if real is None else len(wanted & real)
         short = self._wanted - self._total
@@ -248,11 +270,22 @@ class Watcher:
             if self._stopped:
                 return
             watches = self._watches.setdefault(workspace, {})
+            self._judge_mount(workspace)
             handler = _Handler(self, workspace)
             self._schedule(workspace, watches, "top", handler, workspace, recursive=False)
             self._ensure_roots(workspace, watches, handler)
             self._ensure_git(workspace, watches, handler)
         self.recount(workspace)
+
+    def _judge_mount(self, workspace: str) -> None:
+        """Whether the workspace's events can be trusted (its mount); said once."""
+        reason = self._mounts.untrusted(workspace)
+        if reason is None:
+            self._untrusted.pop(workspace, None)
+            return
+        if workspace not in self._untrusted:
+            self.log.warning("untrusted_mount", workspace=workspace, reason=reason)
+        self._untrusted[workspace] = reason
 
     def ensure_roots(self, workspace: str) -> None:
         """Add watches for format roots created since the last look (nested ones included)
@@ -287,15 +320,15 @@ class Watcher:
         if last is not None and time.monotonic() - last < _WATCH_RETRY:
             return
         try:
-            if isinstance(self.observer, _NoObserver):  # no inotify instance yet: try again
-                self.observer = _new_observer(raising=True)
+            if isinstance(self.observer, NoObserver):  # no inotify instance yet: try again
+                self.observer = new_observer(raising=True)
                 if self._started:
                     self.observer.start()
             watches[key] = self.observer.schedule(
                 handler, path, recursive=recursive, event_filter=EVENT_FILTER
             )
         except OSError as exc:
-            if exc.errno not in _LIMIT_ERRORS:  # gone meanwhile, say: tried at the next look
+            if exc.errno not in LIMIT_ERRORS:  # gone meanwhile, say: tried at the next look
                 self.log.warning("watch_failed", path=path, error=exc.strerror or str(exc))
                 return
             self._failed[failed] = time.monotonic()
@@ -405,6 +438,7 @@ class Watcher:
         for key in list(watches):
             self._unschedule(watches, key)
         self._counts.pop(workspace, None)
+        self._untrusted.pop(workspace, None)
         for failed in [f for f in self._failed if f[0] == workspace]:
             del self._failed[failed]
         for known in [k for k in self._inodes if k[0] == workspace]:
@@ -441,43 +475,6 @@ class Watcher:
             self.refresher.request(
                 workspace, relpath, complete=event.event_type in _WRITE_ENDED_EVENTS
             )
-
-
-class _NoObserver:
-    """Stands for watchdog's observer when the kernel gives no inotify instance
-    (max_user_instances): nothing is watched, everything is polled (Watcher.polled), and
-    the next `_schedule` after the retry delay tries for an instance again."""
-
-    daemon = True
-
-    def start(self) -> None:
-        """Nothing to start."""
-
-    def stop(self) -> None:
-        """Nothing to stop."""
-
-    def join(self, timeout: float | None = None) -> None:
-        """Nothing to wait for."""
-
-    def unschedule(self, watch: object) -> None:
-        """Nothing is scheduled."""
-
-    def schedule(self, *_args: object, **_kwargs: object) -> ObservedWatch:
-        """Nothing can be: there is no inotify instance."""
-        raise OSError(errno.EMFILE, "inotify instance limit reached")
-
-
-def _new_observer(*, raising: bool = False) -> BaseObserver | _NoObserver:
-    """watchdog's inotify observer; a _NoObserver when the kernel refuses an instance
-    (or OSError, with `raising`: the caller says it once)."""
-    try:
-        observer = Observer()
-    except OSError as exc:
-        if raising or exc.errno not in _LIMIT_ERRORS:
-            raise
-        return _NoObserver()
-    observer.daemon = True
-    return observer
 
 
 class _WatchdogLog(logging.Handler):

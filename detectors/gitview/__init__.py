@@ -21,7 +21,7 @@ tip's sha), and each question reads the tip's sha afresh, so nothing has to be t
 that refs moved or objects arrived.
 `refresh_views` exists for callers that want to drop the caches anyway.
 
-GitPython objects are not thread-safe: a view belongs to the thread that made it (the
+A git view is not thread-safe: a view belongs to the thread that made it (the
 detector Runner's worker keeps its views in its per-thread `local` dict, and a
 replacement worker builds fresh ones; a request's `private_view` is its caller's until
 it closes it). `git_context` is the Runner's context factory. Where a repository keeps

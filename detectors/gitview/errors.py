@@ -3,7 +3,8 @@
 Every git process is started inside `_translated`, so a detector only ever sees
 storyd.core.errors.GitError (which it turns into a `git-error` finding). git itself
 is found on PATH (`git_executable`): the views run git's plumbing, with deadlines,
-and import no GitPython (its import alone cost a hook without a daemon ~30 ms).
+and import no git library (GitPython's import alone cost a hook ~30 ms; it is no
+longer a dependency: docs/design.md, "git without GitPython").
 """
 
 from __future__ import annotations

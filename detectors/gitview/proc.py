@@ -51,7 +51,7 @@ def no_answer(timeout: float) -> GitStuck:
 
 
 def git_env() -> dict[str, str]:
-    """The environment GitPython gives git (C locale: stable, parseable messages)."""
+    """The environment git runs in (C locale: stable, parseable messages)."""
     return {**os.environ, "LANGUAGE": "C", "LC_ALL": "C"}
 
 

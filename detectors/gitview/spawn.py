@@ -12,7 +12,9 @@ is the OSError Popen raised. A timeout raises TimeoutError and leaves the proces
 the caller (kill it, then communicate or wait), as subprocess.TimeoutExpired did.
 Pipes and /dev/null are opened close-on-exec, so the child gets only 0, 1 and 2.
 Each child joins storyd.core.children's guarded group: it dies with this process,
-however this process ends.
+however this process ends. A wait with a timeout is storyd.core.childwait's: a pidfd,
+a kqueue, waitid or a waitpid poll, whichever this system offers (macOS has no pidfd,
+and no os.waitid before Python 3.13).
 """
 
 from __future__ import annotations
@@ -76,7 +78,11 @@ class Process:
     def wait(self, timeout: float | None = None) -> int:
         """The exit status; TimeoutError when it has not ended within `timeout`."""
         if self.returncode is None and timeout is not None:
-            _exit_within(self.pid, timeout)
+            from storyd.core.childwait import await_exit  # by what this system offers
+
+            status = await_exit(self.pid, timeout)
+            if status is not None:  # the only way left reaped it
+                self.returncode = os.waitstatus_to_exitcode(status)
         if self.returncode is None:
             self._reap(0)
         assert self.returncode is not None, "a blocking waitpid reaps"
@@ -137,30 +143,3 @@ class Process:
         if fd is not None:
             setattr(self, name, None)
             os.close(fd)
-
-
-def _exit_within(pid: int, timeout: float) -> None:
-    """Return once `pid` has exited (not reaped), TimeoutError after `timeout` seconds:
-    a pidfd where the kernel has them, else a poll of waitpid every few milliseconds."""
-    try:
-        handle = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        handle = None
-    if handle is not None:
-        try:
-            ready, _, _ = select.select([handle], [], [], max(0.0, timeout))
-        finally:
-            os.close(handle)
-        if not ready:
-            raise TimeoutError
-        return
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-                return
-        except ChildProcessError:  # reaped elsewhere: nothing left to wait for
-            return
-        if time.monotonic() >= deadline:
-            raise TimeoutError
-        select.select([], [], [], 0.002)

@@ -37,7 +37,7 @@ import time
 from collections.abc import Iterator
 
 from storyd.core import redo
-from storyd.core.durable import fsync_dir, read_fd
+from storyd.core.durable import fsync, fsync_dir, read_fd
 from storyd.core.locking import flock_wait, same_file
 from storyd.core.regular import open_regular
 from storyd.core.switches import CONFIG
@@ -152,7 +152,7 @@ def _write_temp(temp: str, data: bytes, mode: int) -> None:
         while view:
             view = view[os.write(fd, view) :]
             step()
-        os.fsync(fd)
+        fsync(fd)
         step()
     except BaseException:
         os.close(fd)
@@ -191,7 +191,7 @@ def overwrite(fd: int, path: str, data: bytes) -> bool:
     if len(data) < len(before):
         os.ftruncate(fd, len(data))
         step()
-        os.fsync(fd)
+        fsync(fd)
         step()
     unlink(record)
     _hook("after-rename")
@@ -203,7 +203,7 @@ def _write_in_place(fd: int, padded: bytes) -> None:
     while offset < len(padded):
         offset += os.pwrite(fd, view[offset : offset + _CHUNK], offset)
         step()
-    os.fsync(fd)
+    fsync(fd)
     step()
 
 
@@ -214,7 +214,7 @@ def _roll_back(fd: int, before: bytes, record: str) -> None:
     try:
         _write_in_place(fd, before)
         os.ftruncate(fd, len(before))
-        os.fsync(fd)
+        fsync(fd)
         os.unlink(record)
     except OSError:
         return

@@ -517,9 +517,15 @@ def main(argv: list[str]) -> int:
             "workspaces",
             "none to check: pass --workspace DIR, or list them in the configuration",
         )
+    from storyd.core.mounts import Table
+
+    mounts = Table()
     for workspace in workspaces:
         lock_wait = cfg.limits.git_lock_wait if cfg is not None else None
         _check_workspace(screen, workspace, adapters, lock_wait)
+        untrusted = mounts.untrusted(workspace)  # WSL2's /mnt/c, network, FUSE (issue 41)
+        if untrusted is not None:
+            screen.line(WARN, f"workspace {workspace}", untrusted)
     _check_desktop(screen, cfg)
     _check_agents(screen, cfg)
     if cfg is not None and cfg.fleet is not None:
