@@ -21,8 +21,9 @@ from storyd.core.registry import DETECTORS, FORMATS, REPAIRS, Registry
 
 REPO = Path(__file__).resolve().parents[1]
 BUILTIN_FORMATS = ["epic", "session", "issue-plan", "autodev", "checkpoint", "spec-kit", "kiro",
-                   "task-master", "beads", "openspec", "backlog-md", "execplan", "claude-tasks"]
-CHECKBOX_FORMATS = ("spec-kit", "kiro", "openspec", "execplan")
+                   "task-master", "beads", "openspec", "backlog-md", "execplan", "claude-tasks",
+                   "bmad", "gsd"]
+CHECKBOX_FORMATS = ("spec-kit", "kiro", "openspec", "execplan", "gsd")  # gsd: files, ticks
 BUILTIN_DETECTORS = ["commit-in-history", "staleness", "task-named", "task-order",
                      "unrecorded-commit"]
 BUILTIN_REPAIRS = ["unrecorded", "unreachable", "squash-merged", "missing", "state-not-updated",

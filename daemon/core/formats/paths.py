@@ -72,3 +72,22 @@ CLAUDE_TASKS = {
     "roots": (".claude/tasks",),
     "files": (".claude/tasks/*", ".claude/tasks/*/*"),
 }
+
+__all__ += ["BMAD", "GSD"]
+BMAD = {
+    "roots": ("_bmad-output/implementation-artifacts", "docs"),
+    "files": ("_bmad-output/implementation-artifacts/sprint-status.yaml",
+              "docs/sprint-status.yaml", "docs/sprint-artifacts/sprint-status.yaml",
+              "docs/implementation-artifacts/sprint-status.yaml",
+              "docs/bmad/process/sprint-status.yaml"),
+    "companions": ("_bmad-output/implementation-artifacts/*",
+                   "_bmad-output/implementation-artifacts/stories/*", "docs/*",
+                   "docs/stories/*", "docs/sprint-artifacts/*", "docs/sprint-artifacts/stories/*",
+                   "docs/implementation-artifacts/*", "docs/implementation-artifacts/stories/*",
+                   "docs/bmad/process/*", "docs/bmad/process/stories/*"),
+}
+GSD = {
+    "roots": (".planning",),
+    "files": (".planning/STATE.md",),
+    "companions": (".planning/**",),
+}

@@ -18,11 +18,14 @@ empty value, `null`, `~`); numbers stay text (the caller reads them as it needs)
     front_matter(text)        a markdown file's front matter (the lines between the
                               first `---` and the next `---`) and the line the body
                               starts on; None when the file has none
+    nested(text, first_line)  `parse`, but a key may hold one level of `key: value`
+                              lines indented below it (BMAD's `development_status:`,
+                              GSD's `progress:`): a mapping of its own, in file order
 """
 
 from __future__ import annotations
 
-__all__ = ["YamlError", "front_matter", "parse"]
+__all__ = ["YamlError", "front_matter", "nested", "parse"]
 
 Value = str | list[str] | None
 _NULLS = frozenset(("", "~", "null", "Null", "NULL"))
@@ -290,3 +293,64 @@ def front_matter(text: str) -> tuple[dict[str, Value], int] | None:
         if raw.rstrip("\r").rstrip() in ("---", "..."):
             return parse("\n".join(lines[:index]), 2), index + 3
     raise YamlError(1, "front matter opened with `---` is never closed")
+
+
+def _top_level(raw: str) -> bool:
+    """Whether a line starts a top-level entry (not blank, a comment, or indented)."""
+    stripped = raw.strip()
+    return bool(stripped) and not stripped.startswith("#") and _indent(raw) == 0
+
+
+def nested(text: str, first_line: int = 1) -> dict[str, Value | dict[str, Value]]:
+    """`parse`, but a key with an empty value whose next line is an indented `key: value`
+    holds a mapping of those lines, read by `parse` itself (so a second level, a list of
+    mappings, anything outside the subset there, is refused the same way, with its line).
+    A key given twice, at either level, is refused."""
+    lines = text.split("\n")
+    found: dict[str, Value | dict[str, Value]] = {}
+    flat: list[str] = []  # the lines of the plain entries, blanked where a block was
+    at = 0
+    while at < len(lines):
+        raw = lines[at].rstrip("\r")
+        key, colon, rest = raw.partition(":")
+        if not (_top_level(raw) and colon and key == key.strip() and key[:1] not in "'\"-"
+                and _uncomment(rest.strip()) == ""):
+            flat.append(lines[at])
+            at += 1
+            continue
+        below = at + 1
+        while below < len(lines) and (not lines[below].strip()
+                                      or lines[below].strip().startswith("#")):
+            below += 1
+        head = lines[below].rstrip("\r") if below < len(lines) else ""
+        if _indent(head) == 0 or head.lstrip(" ").startswith("-"):
+            flat.append(lines[at])  # a null, or a block list: `parse` reads it
+            at += 1
+            continue
+        end = below
+        while end < len(lines) and not _top_level(lines[end].rstrip("\r")):
+            end += 1
+        block = lines[at + 1 : end]
+        depth = _indent(head)
+        for offset, line in enumerate(block):
+            if line.strip() and not line.lstrip().startswith("#") and _indent(line) < depth:
+                raise YamlError(first_line + at + 1 + offset, "a line indented unlike the "
+                                f"others under {key!r}")
+        if key in found:
+            raise YamlError(first_line + at, f"the key {key!r} is given twice")
+        found[key] = parse("\n".join(ln[depth:] for ln in block), first_line + at + 1)
+        flat.append("")
+        flat.extend("" for _ in block)
+        at = end
+    for key, value in parse("\n".join(flat), first_line).items():
+        if key in found:
+            msg = f"the key {key!r} is given twice"
+            raise YamlError(first_line, msg)
+        found[key] = value
+    return dict(sorted(found.items(), key=lambda item: _order(text, item[0])))
+
+
+def _order(text: str, key: str) -> int:
+    """Where a top-level key is first written (to keep the mapping in file order)."""
+    at = text.find("\n" + key + ":")
+    return 0 if text.startswith(key + ":") else (at if at >= 0 else len(text))
