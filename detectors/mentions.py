@@ -11,6 +11,10 @@ git's only evidence is the commit message, in each producer's own way of naming 
     OpenSpec     `task 2.3` in a commit that also names the change (`add-auto-fix-pr`):
                  commits name the change, task numbers repeat across changes
     Backlog.md   `task-10`, `BACK-569`, `NAS-18` as a word, case and zero padding aside
+    BMAD         `Story 4.7`, `(story 6-2)`, a story key `3-12-source-picker`: the story
+                 whose key has that number
+    GSD          `phase 9`, `docs(phase-09)`: that phase; `feat(18-01)`, `complete plan
+                 08-02`: that plan (zero padding aside; `2026-03-15` is a date, no plan)
 
     claimed-in-commit  warning  a commit that says it completed the task (feat/fix,
                                 "complete", "done", "close", "implement", a range) while
@@ -34,7 +38,8 @@ from storyd.detectors.gitview import Commit, GitError
 __all__ = ["DETECTOR", "FORMATS", "MentionsDetector", "claims_done", "named_ids"]
 
 NAME = "task-named"
-FORMATS = frozenset(("spec-kit", "kiro", "task-master", "beads", "openspec", "backlog-md"))
+FORMATS = frozenset(("spec-kit", "kiro", "task-master", "beads", "openspec", "backlog-md",
+                     "bmad", "gsd"))
 DEFAULT_SCAN_DEPTH = 200
 _SUBJECT = 72
 # Patterns as text: `re` compiles each on its first use and keeps it (its own cache), so
@@ -46,6 +51,10 @@ _NUMBERED = r"(?i)\btasks?\b[\s:#]*(\d+(?:\.\d+)*)((?:\s*(?:,|&|and|/)\s*#?\d+(?
 _MORE = r"\d+(?:\.\d+)*"
 _WORDS = r"[\w.-]+"
 _BACKLOG_ID = r"(?i)(?<![\w.-])([a-z][\w]*-\d+(?:\.\d+)*)(?![\w-])"
+_STORY = r"(?i)\bstor(?:y|ies)\b[\s:#]*(\d+)[.-](\d+[a-z]?)(?![\w.])"
+_STORY_KEY = r"(?<![\w.-])(\d+)-(\d+[a-z]?)-[^\W\d_]"
+_PHASE = r"(?i)\bphase[\s:#-]*(\d+(?:\.\d+)*)(?![\w.])"
+_PLAN = r"(?<![\w.-])(\d+(?:\.\d+)?-\d+[a-z]?)(?![\w-]|\.\d)"
 _CLAIM = (
     r"(?i)^(?:feat|fix|perf|refactor|test|build|chore|docs)\b|\b(?:complete[sd]?|completing|"
     r"done|finish(?:e[sd])?|close[sd]?|closing|implement(?:s|ed)?|resolve[sd]?|mark(?:s|ed)?\b.*"
@@ -81,6 +90,20 @@ def named_ids(format: str, message: str, known: set[str]) -> set[str]:
         keys = {id_key(k): k for k in known}
         found.update(keys[k] for w in re.findall(_BACKLOG_ID, message)
                      if (k := id_key(w)) is not None and k in keys)
+    elif format == "bmad":  # the story's number, from its key
+        from storyd.core.formats.bmad import story_number
+
+        numbers = {story_number(k): k for k in known}
+        for epic, story in [*re.findall(_STORY, message), *re.findall(_STORY_KEY, message)]:
+            key = numbers.get(f"{int(epic)}.{int(story.rstrip('abcdefghijklmnopqrstuvwxyz'))}"
+                              f"{story.lstrip('0123456789')}")
+            if key is not None:
+                found.add(key)
+    elif format == "gsd":
+        from storyd.core.formats.gsd import phase_number, plan_id
+
+        found.update(f"phase-{phase_number(n)}" for n in re.findall(_PHASE, message))
+        found.update(plan_id(p) for p in re.findall(_PLAN, message))
     elif format in ("task-master", "kiro", "openspec"):
         for head, tail in re.findall(_NUMBERED, message):
             found.add(head)

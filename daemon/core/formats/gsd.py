@@ -28,7 +28,8 @@ from storyd.core.formats.yamlsubset import YamlError, nested
 from storyd.core.jsonio import JSONError, loads
 from storyd.core.model import DONE, PENDING, Finding, Task, Unit
 
-__all__ = ["ADAPTER", "GsdAdapter", "normal_state_status", "phase_number", "position"]
+__all__ = ["ADAPTER", "GsdAdapter", "normal_state_status", "phase_number", "plan_id",
+           "position"]
 
 ROOT = ".planning"
 STATE = ".planning/STATE.md"
@@ -54,7 +55,7 @@ def phase_number(text: str) -> str | None:
     return ".".join(str(int(p)) for p in found.group(1).split("."))
 
 
-def _plan_id(text: str) -> str:
+def plan_id(text: str) -> str:
     """A plan id with its phase part unpadded, `08-03` -> `8-03`: one spelling for the
     folder's `08-03-PLAN.md`, ROADMAP.md's `8-03` and a commit's `feat(08-03)`."""
     phase, _, plan = text.rpartition("-")
@@ -125,7 +126,7 @@ class _Roadmap:
                     if folded:
                         self.archived.add(number)
             elif (got := _PLAN_LINE.match(line)) is not None:
-                plan = _plan_id(got.group(2))
+                plan = plan_id(got.group(2))
                 self.plans.setdefault(plan, (plan.rpartition("-")[0], got.group(1) in "xX"))
 
 
@@ -149,7 +150,7 @@ class _Disk:
                 continue
             self.folders.setdefault(number, folder)
             if (got := _PLAN_FILE.match(name)) is not None:
-                self.plans.setdefault(_plan_id(got.group(1)), {})[got.group(2)] = path
+                self.plans.setdefault(plan_id(got.group(1)), {})[got.group(2)] = path
             elif name.endswith("-CONTEXT.md"):
                 self.contexts.add(number)
         hidden = source.path(ROOT)
@@ -347,7 +348,7 @@ def _next(tasks: list[Task], disk: _Disk, current: str | None,
     if handoff is not None:
         plan = str(handoff.get("plan") or "")
         phase = phase_number(str(handoff.get("phase") or "")) or current
-        target = _plan_id(plan) if _plan_id(plan) in by_id else (
+        target = plan_id(plan) if plan_id(plan) in by_id else (
             f"phase-{phase}" if f"phase-{phase}" in by_id else None)
         if target is not None or not tasks:
             return {"task": target or f"phase-{phase}", "why": "HANDOFF.json: paused work is "
@@ -392,7 +393,8 @@ def _labels(tasks: list[Task], fields: dict[str, object], where: dict[str, str],
         labels["phase"] = current
     for key in ("Plan", "Stopped at", "Resume file", "Last activity"):
         if where.get(key):
-            labels[key[0].lower() + key[1:].replace(" ", "")] = one_line(where[key], 120)
+            first, *rest = key.split()
+            labels[first.lower() + "".join(w.title() for w in rest)] = one_line(where[key], 120)
     for key in ("milestone", "stopped_at"):
         if isinstance(fields.get(key), str) and fields[key]:
             labels[key] = one_line(str(fields[key]), 120)
