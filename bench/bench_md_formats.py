@@ -1,4 +1,4 @@
-"""OpenSpec, Backlog.md and Codex ExecPlans: a direct read of each convention's largest
+"""OpenSpec, Backlog.md, Codex ExecPlans, BMAD and GSD: a direct read of each convention's largest
 real file against parsing it alone (the measure of bench_formats.py's part 2).
 
     python bench/bench_md_formats.py [--reads 41]
@@ -10,7 +10,10 @@ Source (locked reads, tasks, findings, next task); the envelope's rendering, the
 for every format, is printed apart. Parsing alone is the format's parser on text already
 in memory: OpenSpec's and the ExecPlan's `parse`; for Backlog.md the YAML subset's
 `front_matter` of each task file and `parse` of the config (the largest task file with
-its config, and the largest backlog whole). Interleaved, medians.
+its config, and the largest backlog whole); for BMAD the YAML subset's `nested` of the
+largest sprint-status.yaml (alone), and of a sprint with its largest story file's
+`Status:` line; for GSD the largest STATE.md's front matter and Current Position with
+its commit's ROADMAP.md. Interleaved, medians.
 Target: within 2x.
 """
 
@@ -31,7 +34,14 @@ import realworld3  # noqa: E402
 import realworld4  # noqa: E402
 
 from storyd.api.answers import Options, resume_unit  # noqa: E402
-from storyd.core.formats import adapter_for, execplan, openspec, yamlsubset  # noqa: E402
+from storyd.core.formats import (  # noqa: E402
+    adapter_for,
+    bmad,
+    execplan,
+    gsd,
+    openspec,
+    yamlsubset,
+)
 from storyd.core.formats.base import Source  # noqa: E402
 
 CONFIG = "backlog/config.yml"
@@ -80,6 +90,45 @@ def _cases(root: Path) -> list[tuple[str, str, str, Callable[[], object], int]]:
     text = (ws / relpath).read_text(encoding="utf-8")
     cases.append(("execplan", relpath, str(ws), lambda t=text, r=relpath: execplan.parse(t, r),
                   len(text.encode())))
+    cases.extend(_bmad_gsd(root))
+    return cases
+
+
+def _bmad_gsd(root: Path) -> list[tuple[str, str, str, Callable[[], object], int]]:
+    """BMAD's largest sprint-status.yaml alone and its largest story file with its sprint;
+    GSD's largest STATE.md with its commit's ROADMAP.md."""
+    cases = []
+    rows = realworld4.entries("bmad")
+    sprint = _largest([e for e in rows if str(e["path"]).endswith(".yaml")])
+    ws = root / "bmad"
+    relpath = realworld4.lay_out(sprint, ws)
+    text = (ws / relpath).read_text(encoding="utf-8")
+    cases.append(("bmad (largest sprint-status)", relpath, str(ws),
+                  lambda t=text: yamlsubset.nested(t), len(text.encode())))
+    story = _largest([e for e in rows if str(e["path"]).endswith(".md")])
+    ws = root / "bmad-story"
+    paths = realworld4.lay_out_commit(story, ws)
+    [state] = [p for p in paths if p.endswith(".yaml")]
+    texts = {p: (ws / p).read_text(encoding="utf-8") for p in paths}
+
+    def sprint_and_stories(texts: dict[str, str] = texts) -> object:
+        return [yamlsubset.nested(t) if p.endswith(".yaml") else bmad.story_status(t)
+                for p, t in texts.items()]
+
+    cases.append(("bmad (largest story file + sprint)", state, str(ws), sprint_and_stories,
+                  sum(len(t.encode()) for t in texts.values())))
+    big = _largest([e for e in realworld4.entries("gsd") if str(e["path"]).endswith("STATE.md")])
+    ws = root / "gsd"
+    paths = realworld4.lay_out_commit(big, ws)
+    state_text = (ws / gsd.STATE).read_text(encoding="utf-8")
+    roadmap = (ws / gsd.ROADMAP).read_text(encoding="utf-8") if gsd.ROADMAP in paths else ""
+
+    def state_and_roadmap(s: str = state_text, r: str = roadmap) -> object:
+        end = s.find("\n---", 3)
+        return yamlsubset.nested(s[4:end], 2), gsd.position(s[end + 4 :]), gsd.Roadmap(r)
+
+    cases.append(("gsd (largest STATE.md + ROADMAP.md)", gsd.STATE, str(ws), state_and_roadmap,
+                  len(state_text.encode()) + len(roadmap.encode())))
     return cases
 
 

@@ -49,7 +49,7 @@ _NEXT = (  # sprint_plan.py `status`: its order, the workflow it names
     ("backlog", "no story is in progress, in review or ready: the first backlog story "
                 "from the top is the next to create (create-story)"),
 )
-MAX_STORY_BYTES = 1 << 20
+HEAD_BYTES = 16384  # a story file's head, where its Status: line is (the largest real: line 6)
 _SHOWN = 8
 
 
@@ -70,7 +70,8 @@ def story_number(key: str) -> str | None:
 def story_status(text: str) -> tuple[str, int] | None:
     """A story file's `Status:` line (also `**Status:** x`) before its first `## `
     section: the status, lower-cased, and its line; None when the file has none."""
-    for number, line in enumerate(text.splitlines()[:40], 1):
+    for number, raw in enumerate(text.split("\n", 40)[:40], 1):
+        line = raw.rstrip("\r")
         if line.startswith("## "):
             return None
         bare = line.replace("**", "").strip()
@@ -116,7 +117,7 @@ class _Stories:
             data = self.source.read(path, os.path.basename(path))
         except StorydError:
             return None
-        got = story_status(text_of(data[:MAX_STORY_BYTES]))
+        got = story_status(text_of(data[:HEAD_BYTES]))  # the Status: line is at the top
         return None if got is None else (path, got[0], got[1])
 
 
@@ -225,8 +226,11 @@ def _ledgers(relpath: str, task: Task, got: tuple[str, str, int]) -> list[Findin
 
 def _epic_findings(relpath: str, epics: dict[str, str], tasks: list[Task]) -> list[Finding]:
     found: list[Finding] = []
+    by_epic: dict[object, list[Task]] = {}
+    for task in tasks:
+        by_epic.setdefault(task.extra["epic"], []).append(task)
     for epic, state in epics.items():
-        mine = [t for t in tasks if t.extra["epic"] == epic]
+        mine = by_epic.get(epic, [])
         open_ = [t.id for t in mine if t.bucket != DONE]
         if state == "done" and open_:
             message = (f"epic-{epic} is 'done' in {relpath} but {len(open_)} of its stories "

@@ -28,8 +28,8 @@ from storyd.core.formats.yamlsubset import YamlError, nested
 from storyd.core.jsonio import JSONError, loads
 from storyd.core.model import DONE, PENDING, Finding, Task, Unit
 
-__all__ = ["ADAPTER", "GsdAdapter", "normal_state_status", "phase_number", "plan_id",
-           "position"]
+__all__ = ["ADAPTER", "GsdAdapter", "Roadmap", "normal_state_status", "phase_number",
+           "plan_id", "position"]
 
 ROOT = ".planning"
 STATE = ".planning/STATE.md"
@@ -104,7 +104,7 @@ def position(body: str) -> dict[str, str]:
     return found
 
 
-class _Roadmap:
+class Roadmap:
     """ROADMAP.md's phase list and plan lines: ticks, and which sit in `<details>`."""
 
     def __init__(self, text: str | None) -> None:
@@ -231,7 +231,7 @@ class GsdAdapter(Adapter):
     def load(self, source: Source, relpath: str) -> list[Unit]:
         findings: list[Finding] = []
         fields, where = _state(source, relpath, findings)
-        roadmap = _Roadmap(_optional_text(source, ROADMAP) if source.exists(ROADMAP) else None)
+        roadmap = Roadmap(_optional_text(source, ROADMAP) if source.exists(ROADMAP) else None)
         disk = _Disk(source)
         current = phase_number(where.get("Phase", "")) or phase_number(
             str(fields.get("current_phase") or ""))
@@ -258,7 +258,7 @@ class GsdAdapter(Adapter):
                      findings=tuple(findings), labels=labels, next=nxt)]
 
 
-def _tasks(roadmap: _Roadmap, disk: _Disk, current: str | None,
+def _tasks(roadmap: Roadmap, disk: _Disk, current: str | None,
            where: dict[str, str]) -> list[Task]:  # fmt: skip
     phases = dict.fromkeys(roadmap.phases)
     phases.update(dict.fromkeys(disk.folders))
@@ -305,7 +305,7 @@ def _tasks(roadmap: _Roadmap, disk: _Disk, current: str | None,
     return tasks
 
 
-def _ledgers(relpath: str, roadmap: _Roadmap, current: str | None,
+def _ledgers(relpath: str, roadmap: Roadmap, current: str | None,
              status: str) -> list[Finding]:  # fmt: skip
     if current is None or current not in roadmap.phases or current in roadmap.archived:
         return []
@@ -381,7 +381,7 @@ def _next(tasks: list[Task], disk: _Disk, current: str | None,
 
 
 def _labels(tasks: list[Task], fields: dict[str, object], where: dict[str, str],
-            roadmap: _Roadmap, current: str | None, status: str) -> dict[str, str]:  # fmt: skip
+            roadmap: Roadmap, current: str | None, status: str) -> dict[str, str]:  # fmt: skip
     phases = [t for t in tasks if t.extra.get("kind") == "phase"]
     plans = [t for t in tasks if t.extra.get("kind") == "plan"]
     labels = {
