@@ -19,7 +19,6 @@ docs/formats.md.
 from __future__ import annotations
 
 import os
-import re
 
 from storyd.core.errors import DataError, StorydError
 from storyd.core.formats.base import Adapter, Source, finding, walk
@@ -37,9 +36,11 @@ ROADMAP = ".planning/ROADMAP.md"
 HANDOFF = ".planning/HANDOFF.json"
 PHASES = ".planning/phases"
 KEY = "project"
-_PHASE_LINE = re.compile(r"^\s*[-*] \[([ xX])\] \**Phase (\d+(?:\.\d+)*)\b")
-_PLAN_LINE = re.compile(r"^\s*[-*] \[([ xX])\] (\d+(?:\.\d+)*-\d+[a-z]?)\b")
-_PLAN_FILE = re.compile(r"^(\d+(?:\.\d+)*-\d+[a-z]?)-(PLAN|SUMMARY)\.md$")
+# Patterns as text: `re` compiles each on first use and keeps it; a hook that reads no
+# GSD project never imports `re` (tests/test_hook_imports.py)
+_PHASE_LINE = r"^\s*[-*] \[([ xX])\] \**Phase (\d+(?:\.\d+)*)\b"
+_PLAN_LINE = r"^\s*[-*] \[([ xX])\] (\d+(?:\.\d+)*-\d+[a-z]?)\b"
+_PLAN_FILE = r"^(\d+(?:\.\d+)*-\d+[a-z]?)-(PLAN|SUMMARY)\.md$"
 _POSITION_KEYS = {"current phase": "Phase", "current plan": "Plan", "phase": "Phase",
                   "plan": "Plan", "status": "Status", "last activity": "Last activity",
                   "stopped at": "Stopped at", "resume file": "Resume file"}
@@ -49,6 +50,8 @@ _SHOWN = 8
 def phase_number(text: str) -> str | None:
     """The phase a text starts with, leading zeros dropped: `08 (x)` -> `8`, `41.1` ->
     `41.1`, `14-animation-engine` -> `14`; None when it starts with no number."""
+    import re
+
     found = re.match(r"\s*(\d+(?:\.\d+)*)", text)
     if found is None:
         return None
@@ -108,6 +111,8 @@ class Roadmap:
     """ROADMAP.md's phase list and plan lines: ticks, and which sit in `<details>`."""
 
     def __init__(self, text: str | None) -> None:
+        import re
+
         self.present = text is not None
         self.phases: dict[str, bool] = {}
         self.plans: dict[str, tuple[str, bool]] = {}
@@ -119,13 +124,13 @@ class Roadmap:
                 folded = True
             elif lowered.startswith("</details"):
                 folded = False
-            if (got := _PHASE_LINE.match(line)) is not None:
+            if (got := re.match(_PHASE_LINE, line)) is not None:
                 number = phase_number(got.group(2)) or got.group(2)
                 if number not in self.phases:
                     self.phases[number] = got.group(1) in "xX"
                     if folded:
                         self.archived.add(number)
-            elif (got := _PLAN_LINE.match(line)) is not None:
+            elif (got := re.match(_PLAN_LINE, line)) is not None:
                 plan = plan_id(got.group(2))
                 self.plans.setdefault(plan, (plan.rpartition("-")[0], got.group(1) in "xX"))
 
@@ -134,6 +139,8 @@ class _Disk:
     """The phase folders: each plan's PLAN and SUMMARY files, CONTEXT files, continue-here."""
 
     def __init__(self, source: Source) -> None:
+        import re
+
         self.plans: dict[str, dict[str, str]] = {}  # plan -> {"PLAN": path, "SUMMARY": path}
         self.contexts: set[str] = set()
         self.folders: dict[str, str] = {}
@@ -149,7 +156,7 @@ class _Disk:
             if number is None:
                 continue
             self.folders.setdefault(number, folder)
-            if (got := _PLAN_FILE.match(name)) is not None:
+            if (got := re.match(_PLAN_FILE, name)) is not None:
                 self.plans.setdefault(plan_id(got.group(1)), {})[got.group(2)] = path
             elif name.endswith("-CONTEXT.md"):
                 self.contexts.add(number)
@@ -265,6 +272,8 @@ def _tasks(roadmap: Roadmap, disk: _Disk, current: str | None,
     phases.update(dict.fromkeys(p.rpartition("-")[0] for p in disk.plans))
     synthetic = False
     if not phases and current is not None:
+        import re
+
         total = re.match(r"\s*\d+(?:\.\d+)*\s+of\s+(\d+)", where.get("Phase", ""))
         last = int(total.group(1)) if total else 0
         phases = dict.fromkeys([str(n) for n in range(1, last + 1)] or [current])
