@@ -207,3 +207,20 @@ def test_torn_and_garbled_real_files_never_give_a_traceback(tmp_path: Path) -> N
                 resume_unit(str(ws), state, unit.key, Options())
             outcomes["units"] += 1
     assert outcomes["units"] > 0 and outcomes["refused"] > 0
+
+
+def test_other_conventions_real_files_are_refused_as_lookalikes(tmp_path: Path) -> None:
+    """A real OpenSpec tasks.md or Backlog.md task file at STATE.md's path, and a real
+    Backlog.md config.yml at sprint-status.yaml's: one-line refusals naming the file."""
+    need_corpus()
+    spec = next(e for e in entries("openspec") if str(e["path"]).endswith("tasks.md"))
+    task = next(e for e in entries("backlog-md") if "id" in e)
+    config = next(e for e in entries("backlog-md") if str(e["path"]).endswith("config.yml"))
+    sprint = "_bmad-output/implementation-artifacts/sprint-status.yaml"
+    for entry, relpath in ((spec, STATE), (task, STATE), (config, sprint)):
+        path = tmp_path / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes((realworld4.CORPUS / str(entry["file"])).read_bytes())
+        with pytest.raises(DataError) as got:
+            adapter_for(relpath).load(Source(str(tmp_path)), relpath)
+        assert relpath in got.value.message and "\n" not in got.value.message
