@@ -34,6 +34,7 @@ NAME = "task-order"
 SEQUENTIAL: dict[str, bool] = {
     "epic": True, "session": True, "issue-plan": True, "autodev": True, "checkpoint": True,
     "spec-kit": False, "kiro": False, "openspec": False, "execplan": False,
+    "bmad": False, "gsd": False,  # stories in parallel; a wave's plans together
 }  # fmt: skip
 """storyd's own ordered formats: whether their producer finishes tasks in list order."""
 SHOWN = 10  # ids named in the message; the evidence holds them all

@@ -93,8 +93,8 @@ class TestPhasesAndPlans:
         _project(tmp_path, plans={"01-01": True, "02-01": True, "02-02": False})
         unit = load_one(builtin("gsd"), tmp_path, STATE)
         assert [(t.id, t.status) for t in unit.tasks] == [
-            ("phase-0.5", "archived"), ("phase-1", "complete"), ("1-01", "complete"),
-            ("phase-2", "current"), ("2-01", "complete"), ("2-02", "planned"),
+            ("phase-0.5", "archived"), ("1-01", "complete"), ("phase-1", "complete"),
+            ("2-01", "complete"), ("2-02", "planned"), ("phase-2", "current"),
             ("phase-3", "pending")]
         assert unit.labels["phase"] == "2" and unit.labels["status"] == "executing"
         assert unit.labels["archivedPhases"] == "1" and unit.labels["plans"] == "2/3"

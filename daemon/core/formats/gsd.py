@@ -2,17 +2,18 @@
 phase folders' `NN-MM-PLAN.md`/`NN-MM-SUMMARY.md` and `HANDOFF.json` beside it.
 
 The unit is the project (key `project`, state file `.planning/STATE.md`). Its tasks, in
-phase order, are the phases (`phase-N`, from ROADMAP.md's `- [ ] **Phase N: Name**` list,
-else the phase folders, else STATE.md's `Phase: X of Y`) each followed by its plans
-(`NN-MM`). A plan is done when its `NN-MM-SUMMARY.md` exists (execute-phase skips plans
-that have one); a phase when all its plans are, or, with no plan files on disk, when
-ROADMAP.md ticks it; a phase inside a collapsed `<details>` milestone is archived:
-finished, not in flight. STATE.md names the current position (`Phase:`, `Plan:`,
-`Status:`, and the tool-written front matter); the next task follows resume-project's
-order: HANDOFF.json (paused work, resumed first), a `.continue-here` file, a plan
-without a summary, then the current phase (plan it, or move on when it is complete).
-Where STATE.md and ROADMAP.md disagree about the current phase, a finding names both:
-GSD reads STATE.md first in every workflow, so its position is the one storyd takes.
+phase order, are each phase's plans (`N-MM`) followed by the phase itself (`phase-N`,
+from ROADMAP.md's `- [ ] **Phase N: Name**` list, else the phase folders, else
+STATE.md's `Phase: X of Y`), the order the work completes in. A plan is done when its
+`NN-MM-SUMMARY.md` exists (execute-phase skips plans that have one); a phase when all
+its plans are, or, with no plan files on disk, when ROADMAP.md ticks it; a phase inside
+a collapsed `<details>` milestone is archived: finished, not in flight. STATE.md names
+the current position (`Phase:`, `Plan:`, `Status:`, and the tool-written front matter);
+the next task follows resume-project's order: HANDOFF.json (paused work, resumed first),
+a `.continue-here` file, a plan without a summary, then the current phase (plan it, or
+move on when it is complete). Where STATE.md and ROADMAP.md disagree about the current
+phase, a finding names both: GSD reads STATE.md first in every workflow, so its position
+is the one storyd takes.
 docs/formats.md.
 """
 
@@ -309,8 +310,8 @@ def _tasks(roadmap: Roadmap, disk: _Disk, current: str | None,
         status = "archived" if archived else "complete" if done else (
             "current" if number == current else "pending")
         extra = {"kind": "phase", "by": why, "folder": disk.folders.get(number)}
+        tasks.extend(plan_tasks)  # a phase completes after its plans: the order of the work
         tasks.append(Task(f"phase-{number}", status, DONE if done else PENDING, extra=extra))
-        tasks.extend(plan_tasks)
     return tasks
 
 
