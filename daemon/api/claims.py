@@ -375,8 +375,8 @@ def record_lost(place: Place, writer: str, *, conn: sqlite3.Connection | None = 
             now = time.time()
             found = _overlapping(db, Place(place.workspace, place.state_file, place.unit))
             holder = held_by(found, writer, now)
-            if holder is None:
-                return None
+            if holder is None or any(c.owner == writer and c.live(now) for c in found):
+                return None  # free, or the writer holds a unit of its own there
             mine = db.execute("SELECT max(token) FROM log WHERE workspace=? AND state_file=? "
                               "AND owner=? AND kind='granted' AND (unit=? OR unit='' OR ?='')",
                               (place.workspace, place.state_file, writer, place.unit,
@@ -405,19 +405,24 @@ def _lost_dict(workspace: str, state_file: str, unit: str, owner: str, token: in
     }  # fmt: skip
 
 
-def lost(*, owner: str | None = None, workspace: str | None = None,
+def lost(*, owner: str | None = None, workspace: str | None = None, untold: bool = False,
          conn: sqlite3.Connection | None = None) -> list[dict[str, object]]:  # fmt: skip
-    """The `claim-lost` records (of one writer, of one workspace), oldest first."""
+    """The `claim-lost` records (of one writer, of one workspace), oldest first; with
+    `untold`, only those no stop has blocked on yet, which are then marked told."""
     db = conn or connect()
     try:
-        where, args = [], []
+        where, args = ["told = 0"] if untold else [], []
         for column, value in (("owner", owner), ("workspace", workspace)):
             if value is not None:
                 where.append(f"{column} = ?")
                 args.append(value)
         sql = ("SELECT workspace, state_file, unit, owner, token, holder, current, at FROM lost"
                + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id")
-        return [_lost_dict(*row) for row in db.execute(sql, args)]
+        with transaction(db):
+            found = [_lost_dict(*row) for row in db.execute(sql, args).fetchall()]
+            if untold and found:
+                db.execute("UPDATE lost SET told = 1 WHERE " + " AND ".join(where), args)
+        return found
     finally:
         if conn is None:
             db.close()

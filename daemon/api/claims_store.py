@@ -54,8 +54,8 @@ CREATE TABLE IF NOT EXISTS log(
 CREATE TABLE IF NOT EXISTS lost(
     id INTEGER PRIMARY KEY, at REAL NOT NULL, workspace TEXT NOT NULL,
     state_file TEXT NOT NULL, unit TEXT NOT NULL, owner TEXT NOT NULL, token INTEGER,
-    holder TEXT NOT NULL, current INTEGER NOT NULL, UNIQUE(workspace, state_file, unit,
-    owner, current));
+    holder TEXT NOT NULL, current INTEGER NOT NULL, told INTEGER NOT NULL DEFAULT 0,
+    UNIQUE(workspace, state_file, unit, owner, current));
 """
 
 COLUMNS = "workspace, state_file, unit, task, owner, token, granted, renewed, expires, last"
@@ -63,9 +63,9 @@ COLUMNS = "workspace, state_file, unit, task, owner, token, granted, renewed, ex
 
 def default_path() -> str:
     """$STORYD_CLAIMS, else $XDG_STATE_HOME/storyd/claims.sqlite3 (~/.local/state)."""
-    from storyd.core.paths import state_dir
+    from storyd.api.claims_path import claims_path
 
-    return os.environ.get("STORYD_CLAIMS") or os.path.join(state_dir(), "claims.sqlite3")
+    return claims_path()
 
 
 class Connection(sqlite3.Connection):
