@@ -7,12 +7,14 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from daemon_harness import wait_for
+from locks_harness import FlockWriter
 
 from storyd.api import claims
 from storyd.api.claims_store import connect
@@ -84,6 +86,26 @@ class TestGrant:
         finally:
             holder.execute("ROLLBACK")
             holder.close()
+
+
+class TestLockFile:
+    """A writer that holds the claims lock (flock(1) here) is waited for, boundedly."""
+
+    @pytest.mark.slow
+    def test_held_lock_is_exit_75_and_the_waiter_lets_go(self, store: Path,
+                                                          tmp_path: Path) -> None:  # fmt: skip
+        conn = connect(str(store), busy=0.3)
+        writer = FlockWriter(Path(f"{store}.lock"), "-x", tmp_path / "fifo")
+        try:
+            with pytest.raises(claims.LockTimeout, match=r"claims lock for more than 0\.3 s"):
+                claims.claim(_place(), "bob", 60, conn=conn)
+        finally:
+            writer.release()
+            writer.kill()  # its pipe closed
+        wait_for(lambda: not [t for t in threading.enumerate() if t.name == "claims-lock"],
+                 message="the lock's waiting thread to end")  # fmt: skip
+        assert claims.claim(_place(), "bob", 60, conn=conn).token == 1
+        conn.close()
 
 
 class TestFence:

@@ -29,13 +29,13 @@ import contextlib
 import fcntl
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 
 from storyd.core.errors import LockTimeout, SetupError
-from storyd.core.locking import flock_wait
 
-__all__ = ["COLUMNS", "SCHEMA", "connect", "default_path", "transaction"]
+__all__ = ["COLUMNS", "SCHEMA", "connect", "default_path", "locked", "transaction"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS claims(
@@ -127,18 +127,16 @@ def connect(path: str | None = None, busy: float = 5.0) -> sqlite3.Connection:
         os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
     except OSError as exc:
         raise SetupError(f"cannot create {os.path.dirname(path)}: {exc.strerror}") from None
-    fd = -1
     try:
         # opened (made, checked, moved aside) under the writers' lock file: a process
         # that meets a database another is still making never takes it for corrupt
-        fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        flock_wait(fd, fcntl.LOCK_EX, path + ".lock", busy, time.monotonic() + busy)
-        try:
-            conn = _open(path, busy)
-        except sqlite3.DatabaseError as exc:
-            if _locked(exc):
-                raise
-            conn = _move_aside(path, busy)
+        with locked(path + ".lock", busy):
+            try:
+                conn = _open(path, busy)
+            except sqlite3.DatabaseError as exc:
+                if _locked(exc):
+                    raise
+                conn = _move_aside(path, busy)
         with contextlib.suppress(OSError):
             os.chmod(path, 0o600)
         return conn
@@ -148,21 +146,62 @@ def connect(path: str | None = None, busy: float = 5.0) -> sqlite3.Connection:
         raise SetupError(f"cannot open claims database {path}: {exc}") from None
     except (OSError, sqlite3.Error) as exc:
         raise SetupError(f"cannot open claims database {path}: {exc}") from None
+
+
+def _lock(fd: int, path: str, busy: float) -> bool:
+    """flock(2) LOCK_EX on `fd` within `busy` seconds. The wait is the kernel's (a
+    releasing writer wakes the waiters at once; polling with sleeps lets a busy writer
+    take the lock again and again, starving the others past 5 s with 4 of them), on a
+    helper thread so that it is bounded: True when held; False when the wait ended, the
+    helper then owning `fd` (it closes it, freeing the lock, when it gets it)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        pass
+    got = threading.Event()
+    guard = threading.Lock()
+    left: list[bool] = []
+
+    def wait() -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with guard:
+            if left:
+                os.close(fd)
+            else:
+                got.set()
+
+    threading.Thread(target=wait, name="claims-lock", daemon=True).start()
+    if got.wait(busy):
+        return True
+    with guard:
+        if got.is_set():
+            return True
+        left.append(True)
+    return False
+
+
+@contextlib.contextmanager
+def locked(path: str, busy: float) -> Iterator[None]:
+    """The lock file `path` held exclusively; LockTimeout (75) after `busy` seconds."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    if not _lock(fd, path, busy):
+        msg = f"{path}: another process has held the claims lock for more than {busy:g} s"
+        raise LockTimeout(msg)
+    try:
+        yield
     finally:
-        if fd >= 0:
-            os.close(fd)
+        os.close(fd)
 
 
 @contextlib.contextmanager
 def transaction(conn: sqlite3.Connection, path: str = "claims database") -> Iterator[None]:
-    """BEGIN IMMEDIATE … COMMIT (ROLLBACK on any error): the write lock is taken at the
-    start, so what the transaction reads no other process changes before it commits."""
+    """BEGIN IMMEDIATE … COMMIT (ROLLBACK on any error) under the lock file: the write
+    lock is taken at the start, so what the transaction reads no other process changes
+    before it commits."""
     lock_path = getattr(conn, "lock_path", "")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600) if lock_path else -1
-    try:
-        if fd >= 0:
-            busy = float(getattr(conn, "busy", 5.0))
-            flock_wait(fd, fcntl.LOCK_EX, lock_path, busy, time.monotonic() + busy)
+    with locked(lock_path, float(getattr(conn, "busy", 5.0))) if lock_path else \
+            contextlib.nullcontext():
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
@@ -180,6 +219,3 @@ def transaction(conn: sqlite3.Connection, path: str = "claims database") -> Iter
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise SetupError(f"cannot write {path}: {exc}") from None
-    finally:
-        if fd >= 0:
-            os.close(fd)
