@@ -193,6 +193,7 @@ class TestRace:
         assert kinds == ["granted", "expired", "granted"]
 
 
+@pytest.mark.slow
 class TestCommands:
     """`storyd claim`, `release` and `claims` as a script sees them."""
 
