@@ -66,6 +66,11 @@ class TestGrant:
         else:
             assert claims.claim(_place(*asked), "bob", 60).owner == "bob"
 
+    def test_reading_makes_no_store(self, store: Path) -> None:
+        assert (claims.listing(), claims.lost(), claims.log()) == ([], [], [])
+        assert claims.release(_place(), "alice") is None
+        assert not store.exists()  # the hooks would import sqlite3 from now on
+
     def test_corrupt_store_is_moved_aside_and_tokens_still_grow(self, store: Path) -> None:
         first = claims.claim(_place(), "alice", 60)
         for suffix in ("", "-wal", "-shm"):

@@ -18,6 +18,7 @@ import json
 import os
 import time
 
+from storyd.api.claims_path import ever_claimed
 from storyd.api.claims_store import COLUMNS, connect, transaction
 from storyd.core.errors import LockTimeout, UsageError
 
@@ -250,6 +251,8 @@ def release(place: Place, owner: str, *, force: bool = False,
             conn: sqlite3.Connection | None = None) -> Claim | None:  # fmt: skip
     """Give `place` back: the claim released, None when `owner` held nothing there; Held
     (75) when another owner holds it live (`force` releases it anyway, logged so)."""
+    if conn is None and not ever_claimed():
+        return None
     db = conn or connect()
     try:
         with transaction(db):
@@ -274,7 +277,10 @@ def release(place: Place, owner: str, *, force: bool = False,
 def listing(workspace: str | None = None, *, owner: str | None = None, abandoned: bool = True,
             conn: sqlite3.Connection | None = None) -> list[Claim]:  # fmt: skip
     """The claims (of one workspace, of one owner), live first then abandoned, each by
-    place; `abandoned=False` leaves out the leases that ended."""
+    place; `abandoned=False` leaves out the leases that ended. No database: none (and
+    none is made: its existence tells the hooks that something was ever claimed)."""
+    if conn is None and not ever_claimed():
+        return []
     db = conn or connect()
     try:
         where, args = [], []
@@ -409,6 +415,8 @@ def lost(*, owner: str | None = None, workspace: str | None = None, untold: bool
          conn: sqlite3.Connection | None = None) -> list[dict[str, object]]:  # fmt: skip
     """The `claim-lost` records (of one writer, of one workspace), oldest first; with
     `untold`, only those no stop has blocked on yet, which are then marked told."""
+    if conn is None and not ever_claimed():
+        return []
     db = conn or connect()
     try:
         where, args = ["told = 0"] if untold else [], []
@@ -431,6 +439,8 @@ def lost(*, owner: str | None = None, workspace: str | None = None, untold: bool
 def log(place: Place | None = None, *, conn: sqlite3.Connection | None = None,
         ) -> list[dict[str, object]]:  # fmt: skip
     """The claims' history (of one place), oldest first."""
+    if conn is None and not ever_claimed():
+        return []
     db = conn or connect()
     try:
         sql = ("SELECT at, workspace, state_file, unit, task, owner, token, kind, detail "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["claims_path", "hook_claims"]
+__all__ = ["claims_path", "ever_claimed"]
 
 
 def claims_path() -> str:
@@ -15,6 +15,6 @@ def claims_path() -> str:
     return os.environ.get("STORYD_CLAIMS") or os.path.join(state_dir(), "claims.sqlite3")
 
 
-def hook_claims() -> bool:
+def ever_claimed() -> bool:
     """Whether anything was ever claimed on this machine (the database exists)."""
     return os.path.exists(claims_path())

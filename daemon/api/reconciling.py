@@ -41,11 +41,12 @@ class Fence:
 
     def check(self, workspace: str, places: list[tuple[str, str]], what: str) -> None:
         """Before writing these (state file, unit) places ('' the whole file)."""
-        from storyd.api import claims
-        from storyd.api.claims_store import default_path
+        from storyd.api.claims_path import ever_claimed
 
-        if not places or not os.path.exists(default_path()):
+        if not places or not ever_claimed():
             return
+        from storyd.api import claims
+
         if self.start is None:  # the grants the owner holds as the write begins
             held = claims.listing(workspace, owner=self.owner, abandoned=False)
             self.start = {c.place.key()[:3]: c.token for c in held}

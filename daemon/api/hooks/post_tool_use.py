@@ -84,9 +84,9 @@ def problems(hook: Hook, trust: Trust) -> list[str]:
 
 def _claims(session: str, workspace: str, written: list[str]) -> dict[str, str]:
     """Renew the session's leases; `claim-lost` for a file it wrote under another's grant."""
-    from storyd.api.claims_path import hook_claims
+    from storyd.api.claims_path import ever_claimed
 
-    if not hook_claims():
+    if not ever_claimed():
         return {}  # nothing was ever claimed here: no sqlite3 import
     from storyd.api import claims
     from storyd.core.errors import StorydError

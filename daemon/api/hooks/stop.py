@@ -156,9 +156,9 @@ def lagging(hook: Hook, trust: Trust, cfg: Config,
 
 def _claims_lost(session: str, workspace: str) -> list[Lag]:
     """The session's `claim-lost` records no stop blocked on yet, as lags."""
-    from storyd.api.claims_path import hook_claims
+    from storyd.api.claims_path import ever_claimed
 
-    if not hook_claims():
+    if not ever_claimed():
         return []
     from storyd.api import claims
     from storyd.core.errors import StorydError
