@@ -93,6 +93,21 @@ class TestGrant:
             holder.close()
 
 
+class TestContext:
+    """The lines session-start would add: the session's claims first, then others'."""
+
+    def test_lines(self, store: Path) -> None:
+        from storyd.api.claims_context import context_lines
+
+        assert context_lines("/w", "s1") == []  # nothing ever claimed
+        claims.claim(_place("a"), "alice", 60)
+        claims.claim(_place("b"), "session:s1", 60)
+        lines = context_lines("/w", "s1")
+        assert lines[0] == "storyd claims:"
+        assert lines[1].startswith("- you hold state.json b (token 1")
+        assert lines[2].startswith("- alice holds state.json a until ")
+
+
 class TestLockFile:
     """A writer that holds the claims lock (flock(1) here) is waited for, boundedly."""
 
