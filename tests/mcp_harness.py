@@ -19,10 +19,12 @@ import anyio
 from cli_harness import STORYD
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-__all__ = ["ISSUE_STATE", "TOOLS", "cli", "session", "text_of"]
+__all__ = ["ISSUE_STATE", "TOOLS", "WRITING", "cli", "session", "text_of"]
 
 T = TypeVar("T")
-TOOLS = {"resume", "status", "epic", "check", "reconcile_preview", "reconcile_apply"}
+TOOLS = {"resume", "status", "epic", "check", "reconcile_preview", "reconcile_apply",
+         "claim", "claim_next", "release", "claims"}  # the last four: issue 45
+WRITING = {"reconcile_apply", "claim", "claim_next", "release"}  # not read-only
 ISSUE_STATE = ".claude/plans/issue-42-geofencing/execution-state.json"
 
 

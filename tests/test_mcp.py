@@ -19,7 +19,7 @@ from cli_harness import STORYD
 from daemon_harness import wait_for
 from mcp import ClientSession, StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from mcp_harness import ISSUE_STATE, TOOLS, cli, session, text_of
+from mcp_harness import ISSUE_STATE, TOOLS, WRITING, cli, session, text_of
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def test_each_tool_answers_with_the_cli_bytes(spawn_daemon: Any, own: tuple[Path
     tools = got["tools"]
     assert set(tools) == TOOLS
     assert tools["reconcile_apply"].annotations.destructive_hint is True
-    for name in TOOLS - {"reconcile_apply"}:
+    for name in TOOLS - WRITING:
         assert tools[name].annotations.read_only_hint is True, name
         assert tools[name].annotations.destructive_hint is False, name
     for label, (_, argv) in calls.items():

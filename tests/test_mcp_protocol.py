@@ -239,6 +239,10 @@ class TestOutputSchemas:
             "check": {},
             "reconcile_preview": {},
             "reconcile_apply": {"state_file": ISSUE_STATE},
+            "claim": {"state_file": ISSUE_STATE, "owner": "a"},  # issue 45's four
+            "claim_next": {"epic_id": "0049", "story_id": AMENDED, "owner": "a"},
+            "release": {"state_file": ISSUE_STATE, "owner": "a"},
+            "claims": {},
         }
 
         async def work(client: ClientSession) -> tuple[Any, dict[str, Any]]:

@@ -388,6 +388,9 @@ def build(setup: Setup) -> Server:
         except StorydError as exc:
             return f"storyd: {exc.message}"
 
+    from storyd.agents.mcp_claims import add_tools  # issue 45: claim, release, claims, ...
+
+    add_tools(server, setup.workspace, _guarded, _ok)
     return server
 
 

@@ -19,8 +19,41 @@ if TYPE_CHECKING:
     from storyd.api.reconcile.plan import Plan
     from storyd.api.reconcile.recovery import Recovered
 
-__all__ = ["Reconciled", "combination", "folder", "only_codes", "reconcile", "recover",
+__all__ = ["Fence", "Reconciled", "combination", "folder", "only_codes", "reconcile", "recover",
            "selection", "undo"]
+
+
+class Fence:
+    """Claims (daemon/api/claims.py) on what a write touches: `owner` writes; each unit
+    another owner holds refuses it (Held, exit 75, naming the holder) unless `force`
+    (logged as forced); the owner's own grants, seen when the fence is made, must still
+    be current at the write. No claims database: nothing was ever claimed, nothing to
+    check."""
+
+    __slots__ = ("force", "owner", "start")
+
+    def __init__(self, owner: str | None = None, force: bool = False) -> None:
+        from storyd.api import claims
+
+        self.owner = owner or claims.default_owner()
+        self.force = force
+        self.start: dict[tuple[str, str, str], int] | None = None
+
+    def check(self, workspace: str, places: list[tuple[str, str]], what: str) -> None:
+        """Before writing these (state file, unit) places ('' the whole file)."""
+        from storyd.api.claims_path import ever_claimed
+
+        if not places or not ever_claimed():
+            return
+        from storyd.api import claims
+
+        if self.start is None:  # the grants the owner holds as the write begins
+            held = claims.listing(workspace, owner=self.owner, abandoned=False)
+            self.start = {c.place.key()[:3]: c.token for c in held}
+        for state_file, unit in sorted(set(places)):
+            token = self.start.get((workspace, state_file, unit))
+            claims.fence(claims.Place(workspace, state_file, unit), self.owner, token,
+                         force=self.force, what=what)  # fmt: skip
 
 
 class Reconciled:
@@ -110,10 +143,12 @@ def reconcile(
     apply: bool = False,
     config: str | None = None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    fence: Fence | None = None,
 ) -> Reconciled:
     """Plan the write-back for the chosen units of `workspace` (a folder's real path),
     and with `apply` write it (under the writers' lock, atomically, undo recorded) and
-    tell a running daemon. `config` is the configuration file (SetupError when missing)."""
+    tell a running daemon. `config` is the configuration file (SetupError when missing).
+    `fence`: whose write it is (claims; default the user or agent session)."""
     from storyd import config as configuration
     from storyd.api.reconcile import make_plan
     from storyd.api.units import config_file
@@ -125,22 +160,41 @@ def reconcile(
 
     if not apply:
         return Reconciled(plan_now(), False)
+    fenced = fence or Fence()
+
+    def plan_fenced() -> Plan:  # checked at each (re)plan: as late as the write allows
+        plan = plan_now()
+        places = [(f.relpath, r.unit or "") for f in plan.files for r in f.repairs]
+        places += [(f.relpath, "") for f in plan.files if not f.repairs]
+        fenced.check(workspace, places, "reconcile --apply")
+        return plan
+
     from storyd.api.reconcile.apply import apply as write
     from storyd.api.reconcile.failures import os_failure
 
     try:
-        plan = write(workspace, plan_now, lock_timeout)
+        plan = write(workspace, plan_fenced, lock_timeout)
     except OSError as exc:  # the writes themselves report what they did (failures.py)
         raise os_failure(exc, "reconcile --apply") from None
     _tell_daemon(workspace, plan)
     return Reconciled(plan, True)
 
 
-def undo(workspace: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> list[str]:
-    """Put back the bytes of the last apply in `workspace`; the files restored."""
+def undo(workspace: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+         fence: Fence | None = None) -> list[str]:  # fmt: skip
+    """Put back the bytes of the last apply in `workspace`; the files restored. Refused
+    (Held, 75) when another owner holds a unit of a file it would restore."""
+    from storyd.api.reconcile import undo as records
     from storyd.api.reconcile.apply import undo_last
     from storyd.api.reconcile.failures import os_failure
 
+    try:
+        record, _ = records.load(workspace)
+    except StorydError:
+        record = None  # undo_last says why, in its own words
+    if record is not None:
+        (fence or Fence()).check(workspace, [(f.path, "") for f in record.files],
+                                 "reconcile --undo")  # fmt: skip
     try:
         return undo_last(workspace, lock_timeout)
     except OSError as exc:  # the writes themselves report what they did (failures.py)

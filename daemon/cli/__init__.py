@@ -52,6 +52,9 @@ COMMANDS = {
     "fleet": "units and events of every machine, read from NATS (storyd[fleet])",
     "history": "a unit's versions and what changed in each; --accept a regressed one",
     "top": "every unit on one screen, live (storyd[tui]); --once prints one frame",
+    "claim": "take a unit or task for an owner: a lease and a fencing token (75: held)",
+    "release": "give back a claim",
+    "claims": "who holds which unit or task, and the abandoned leases",
 }
 _MODULES = {"list": "listing", "config": "config_check", "mcp": "mcp_serve"}
 _SEE_HELP = "see 'storyd --help' for the commands"

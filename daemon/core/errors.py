@@ -12,8 +12,9 @@
     ├── LockTimeout (75)          a writer held the lock longer than the bound
     │   ├── reconcile.plan.Moved (75)   a state file changed between the findings and the
     │   │                             plan (made again, then this)
-    │   └── reconcile.apply.GitOperationUnderWay (75)  a rebase, merge, ... is stopped
-    │                                 mid-way: reconcile --apply waits for its end
+    │   ├── reconcile.apply.GitOperationUnderWay (75)  a rebase, merge, ... is stopped
+    │   │                             mid-way: reconcile --apply waits for its end
+    │   └── api.claims.Held (75)  another owner holds the claim (or a newer grant exists)
     ├── GitError (70)             git failed or the repository cannot be read (detectors
     │                             turn it into a finding; it never reaches a client)
     │   └── storyd.detectors.gitview.proc.GitStuck (70)  git did not answer in time (killed), or

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 from storyd import __version__
 from storyd.api import answers
+from storyd.api.claims_requests import ACTIONS as CLAIM_ACTIONS
 from storyd.config import Config
 from storyd.core.errors import StorydError, StoryNotInState, UsageError
 from storyd.core.flags import HelpRequested
@@ -96,6 +97,7 @@ class Server:
             "reconciled": self.op_reconciled,
             "history": self.op_history,  # issue 33: a unit's versions; accept
             "hook": self.op_hook,  # bin/storyd-hook (issue 31)
+            **{action: self.claims_op(action) for action in CLAIM_ACTIONS},  # issue 45
         }
         reads = daemon.engine.reads
         self.epics = EpicViews(daemon.changes, reads.quiet.due, reads.file_lock)
@@ -478,3 +480,17 @@ class Server:
             return reply({"ok": True, "accepted": True}, self.clock(), suffix)
 
         return self.later(done, render, suffix)
+
+    def claims_op(self, action: str) -> Op:
+        """The op of one claims action (claim, release, claims, claim-next): the same
+        answer as the MCP tools' (daemon/api/claims_requests.py), on a worker thread (the
+        claims database may wait for another process's transaction)."""
+
+        def op(conn: Connection, request: dict[str, object],
+               suffix: bytes) -> asyncio.Future[bytes]:  # fmt: skip
+            from storyd.api.claims_requests import answer
+
+            work = self.daemon.executor.submit(answer, action, request)
+            return self.later(work, lambda body: reply(body, self.clock(), suffix), suffix)
+
+        return op

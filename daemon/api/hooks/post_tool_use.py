@@ -9,6 +9,10 @@ fell back to its `.bak`; a file the tool named is checked even without a session
 (its units compared with the version committed at HEAD). Nothing changed, another file,
 a writer holding the lock, bad input: silent. Reading a workspace whose state files did
 not change costs a walk of its format roots and a few stats.
+
+Claims (daemon/api/claims.py), only when a claims database exists: the session's leases
+are renewed, and a state file the tool wrote where another owner holds the current
+grant (and the session holds none there) is a `claim-lost` line, with both tokens.
 """
 
 from __future__ import annotations
@@ -74,4 +78,27 @@ def problems(hook: Hook, trust: Trust) -> list[str]:
     on = sessions.touched(before, record["files"], [rel for ws, rel in located if ws == workspace])
     moved = sessions.mark(record, "post-tool-use", on=[on, None] if on else None)
     sessions.keep(record, fresh or moved or record["files"] != before)  # else only touched
+    lines.update(_claims(hook.session, workspace, [r for w, r in located if w == workspace]))
     return list(lines.values())
+
+
+def _claims(session: str, workspace: str, written: list[str]) -> dict[str, str]:
+    """Renew the session's leases; `claim-lost` for a file it wrote under another's grant."""
+    from storyd.api.claims_path import ever_claimed
+
+    if not ever_claimed():
+        return {}  # nothing was ever claimed here: no sqlite3 import
+    from storyd.api import claims
+    from storyd.core.errors import StorydError
+
+    owner = claims.default_owner(session)
+    found: dict[str, str] = {}
+    try:
+        claims.renew_owner(owner)
+        for relpath in written:
+            lost = claims.record_lost(claims.Place(workspace, relpath), owner)
+            if lost is not None:
+                found[f"{relpath}\0claim-lost"] = f"storyd: claim-lost: {lost['message']}"
+    except StorydError:
+        pass  # a locked or unreadable claims database: the hook says nothing
+    return found

@@ -13,6 +13,10 @@ whose last good units of it are `stale`): the post-tool-use hook told the agent.
 Never in plan mode, for a read-only subagent, or a second time (`stop_hook_active`,
 Cursor's `loop_count`). The reason names each task, its evidence and the fix, printed
 with the absolute path of the storyd running the hook, so it runs with any PATH.
+
+Claims: a `claim-lost` the session's post-tool-use found (it wrote a unit's state while
+another owner held the current grant) holds the stop too, once per record, whenever
+`block_stop_on` is not empty; only when a claims database exists.
 """
 
 from __future__ import annotations
@@ -48,6 +52,14 @@ def _fix(storyd: list[str], workspace: str, unit: dict[str, object], code: str) 
     return shell_join(argv)
 
 
+def _claim_fix(storyd: list[str], workspace: str, finding: dict[str, object]) -> str:
+    from storyd.core.words import shell_join
+
+    argv = [*storyd, "claims", "--workspace", workspace]
+    return (f"{finding.get('holder')} holds it: check with {shell_join(argv)}, then undo "
+            "your write to that unit or agree with the holder")
+
+
 def reason(workspace: str, lags: list[Lag], storyd: list[str] | None = None) -> str:
     """The block's reason: each lagging task, its evidence and the command that fixes it."""
     lines = [
@@ -65,7 +77,10 @@ def reason(workspace: str, lags: list[Lag], storyd: list[str] | None = None) -> 
             named = [f"{k} {evidence[k]}" for k in _EVIDENCE if evidence.get(k)]
             if named:
                 lines.append(f"  evidence: {', '.join(named)}")
-        fix = _fix(storyd or ["storyd"], workspace, unit, str(finding.get("code")))
+        if finding.get("code") == "claim-lost":
+            fix = _claim_fix(storyd or ["storyd"], workspace, finding)
+        else:
+            fix = _fix(storyd or ["storyd"], workspace, unit, str(finding.get("code")))
         lines.append(f"  fix: {fix}")
     lines.append("(or, with storyd's MCP server connected, its reconcile_apply tool)")
     return "\n".join(lines)
@@ -135,4 +150,23 @@ def lagging(hook: Hook, trust: Trust, cfg: Config,
         if isinstance(finding, dict) and finding.get("code") in block_on
     ]
     made = [lag for lag in lags if _made_here(record, workspace, lag)]
+    made += _claims_lost(hook.session, workspace)
     return (workspace, made) if made else None
+
+
+def _claims_lost(session: str, workspace: str) -> list[Lag]:
+    """The session's `claim-lost` records no stop blocked on yet, as lags."""
+    from storyd.api.claims_path import ever_claimed
+
+    if not ever_claimed():
+        return []
+    from storyd.api import claims
+    from storyd.core.errors import StorydError
+
+    try:
+        found = claims.lost(owner=claims.default_owner(session), workspace=workspace,
+                            untold=True)  # fmt: skip
+    except StorydError:
+        return []
+    return [({"stateFile": lost["stateFile"], "unit": lost["unit"]},
+             {"detector": "claims", **lost}) for lost in found]  # fmt: skip

@@ -3,8 +3,11 @@
 Exit codes: 0 nothing to change (or applied, or undone, or recovered), 1 changes
 proposed (like `git diff --exit-code`), nothing to undo, or a redo record not obeyed
 (--recover), 64 bad flags, 65 undo refused, 74 a write failed (disk full, I/O error), 75
-a writer held its lock past --lock-timeout, 77 a file or folder is not writable (74 and
-77 name the files written and not written). See docs/reconcile.md.
+a writer held its lock past --lock-timeout, or another owner holds a unit the write
+touches (claims: the line names the holder; --force writes anyway and the claims' log
+says so), 77 a file or folder is not writable (74 and 77 name the files written and not
+written). --owner is whose write it is (default: $STORYD_OWNER, else the user). See
+docs/reconcile.md and docs/claims.md.
 """
 
 from __future__ import annotations
@@ -21,14 +24,15 @@ from storyd.core.locking import DEFAULT_LOCK_TIMEOUT
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from storyd.api.reconcile.gather import Selection
+    from storyd.api.reconciling import Fence
 
 __all__ = ["COMPLETE_WORDS", "FLAGS", "main", "render"]
 
 USAGE = (
     "usage: storyd reconcile [--workspace DIR] [--epic-id E [--story-id S] | --state-file PATH "
     "[--unit U]] [--apply] [--only CODE,...] [--json] [--lock-timeout S] [--config FILE]\n"
-    "                        [--quiet]\n"
-    "       storyd reconcile --undo [--workspace DIR]\n"
+    "                        [--quiet] [--owner NAME] [--force]\n"
+    "       storyd reconcile --undo [--workspace DIR] [--owner NAME] [--force]\n"
     "       storyd reconcile --recover [--workspace DIR] [--json]"
 )
 FLAGS = {
@@ -45,6 +49,8 @@ FLAGS = {
     "lock-timeout": VALUE,
     "config": VALUE,
     "quiet": SWITCH,
+    "owner": VALUE,
+    "force": SWITCH,
 }
 
 
@@ -68,10 +74,16 @@ def _lock_timeout(flags: dict[str, object]) -> float:
     return value
 
 
-def _undo(workspace: str, lock_timeout: float) -> int:
+def _fence(flags: dict[str, object]) -> Fence:
+    from storyd.api.reconciling import Fence
+
+    return Fence(text(flags, "owner"), bool(flags.get("force")))
+
+
+def _undo(workspace: str, lock_timeout: float, fence: Fence) -> int:
     from storyd.api.reconciling import undo
 
-    restored = undo(workspace, lock_timeout)
+    restored = undo(workspace, lock_timeout, fence)
     for path in restored:
         sys.stdout.write(f"restored {path}\n")
     sys.stdout.write(f"undone: {len(restored)} file(s) restored\n")
@@ -121,12 +133,16 @@ def main(argv: list[str]) -> int:
     for alone in ("undo", "recover"):
         if not flags.get(alone):
             continue
-        extra = [f for f in ("apply", "only", "epic-id", "story-id", "state-file", "unit",
-                             "undo" if alone == "recover" else "recover") if f in flags]
+        others = ("apply", "only", "epic-id", "story-id", "state-file", "unit",
+                  "undo" if alone == "recover" else "recover")
+        extra: list[str] = [f for f in others if f in flags]
+        if alone == "recover":
+            extra += [f for f in ("owner", "force") if f in flags]
         if extra:
-            raise UsageError(f"--{alone} takes only --workspace and --lock-timeout\n{USAGE}")
+            more = " (and --owner, --force)" if alone == "undo" else ""
+            raise UsageError(f"--{alone} takes only --workspace and --lock-timeout{more}\n{USAGE}")
         if alone == "undo":
-            return _undo(workspace, lock_timeout)
+            return _undo(workspace, lock_timeout, _fence(flags))
         return _recover(workspace, lock_timeout, bool(flags.get("json")))
     chosen = _selection(flags, workspace)
     only = only_codes(text(flags, "only"))
@@ -138,7 +154,7 @@ def main(argv: list[str]) -> int:
     with Progress("storyd reconcile: planning", quiet=bool(flags.get("quiet"))):
         done = reconcile(
             workspace, chosen, only=only, apply=apply, config=text(flags, "config"),
-            lock_timeout=lock_timeout,
+            lock_timeout=lock_timeout, fence=_fence(flags),
         )  # fmt: skip
     if flags.get("json"):
         sys.stdout.write(json.dumps(done.as_dict(), ensure_ascii=False, indent=2) + "\n")
