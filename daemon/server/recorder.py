@@ -166,6 +166,36 @@ def _accepted(key: store.Key, fmt: str) -> bytes:
                          "unit": key[2], "format": fmt})  # fmt: skip
 
 
+def _units_now(workspace: str, state_file: str, format: str | None) -> list[Unit] | None:
+    """The file's units as it is now, read afresh (None: it cannot be read now). Asked
+    only when a read lost finished work (rare): a writer, git's checkout or stash pop
+    among them, may have been half way through the file when it was read."""
+    from storyd.core.errors import StorydError
+    from storyd.core.formats import adapter_for, named
+    from storyd.core.pipeline import Options, read_units
+
+    try:
+        adapter = named(format) if format else adapter_for(state_file)
+        return read_units(workspace, adapter, state_file, Options())
+    except (StorydError, OSError):
+        return None
+
+
+def _lost_now(workspace: str, unit: Unit, marks: dict[str, rules.Mark]) -> bool:
+    """Whether the file as it is now still loses what `unit`, read a moment ago, lost."""
+    units = _units_now(workspace, unit.state_file, unit.format)
+    if units is None:
+        return True  # unreadable now: judge the read that was made
+    now = next((u for u in units if u.key == unit.key), None)
+    return now is None or bool(rules.lost(marks, now, lambda sha: on_branch(workspace, sha)))
+
+
+def _gone_now(workspace: str, state_file: str, gone: set[str]) -> bool:
+    """Whether the file as it is now still lacks some of the `gone` units."""
+    units = _units_now(workspace, state_file, None)
+    return units is None or bool(gone - {u.key for u in units})
+
+
 class _Moved:
     """One pass's state file: its lineage before the pass and now, and (asked once)
     why git explains what the version read now lost (history_lineage.explain)."""
@@ -265,6 +295,8 @@ class Recorder:
         lost = rules.lost(marks, unit, lambda sha: on_branch(workspace, sha))
         if lost and moved.busy():  # git is writing the work tree: judged when it settles
             return ()
+        if lost and not _lost_now(workspace, unit, marks):  # a read of a file half written
+            return ()  # (a checkout's, a stash pop's): the whole one is judged on its read
         if lost and moved.why() is not None:  # git moved the work tree: a new lineage
             marks, lost = {}, []
         new = rules.advance(marks, unit, self._second(), {tid for tid, _, _ in lost})
@@ -315,6 +347,8 @@ class Recorder:
         moved = self._lineage(workspace, state_file, present) if gone else None
         if moved is not None and moved.busy():
             return ()  # judged when git settles (not kept: the next pass asks again)
+        if gone and not _gone_now(workspace, state_file, set(gone)):
+            return ()  # a half-written read: the file holds them again (not kept either)
         if moved is not None and moved.why() is not None:
             for unit in gone:  # git took them: their progress is the old lineage's
                 self._set_marks((workspace, state_file, unit), ())
