@@ -153,6 +153,7 @@ class Daemon:
         # was resolved); the event loop adds (canonical), the refresher removes (unwatch):
         # both under the lock
         self.aliases: dict[str, tuple[str, tuple[int, int]]] = {}
+        self._targets: dict[tuple[str, str, str], target.Target] = {}  # see `target`
         self._aliases_lock = threading.Lock()
         self._rewatching: set[Workspace] = set()  # moved caches with a rewatch queued
         self.counters = {"queries": 0, "hits": 0, "misses": 0}
@@ -383,8 +384,17 @@ class Daemon:
         """What a query names, from the cache's view of the workspace (no disk read but
         for an epic folder in a workspace not read yet)."""
         if query.state_file is None:
-            epic = str(query.epic)
-            return target.for_epic(path, epic, str(query.story), self.engine.epic_file(path, epic))
+            epic, story = str(query.epic), str(query.story)
+            relpath = self.engine.epic_file(path, epic)
+            if relpath is None:  # not read yet: found on disk
+                return target.for_epic(path, epic, story)
+            key = (path, relpath, story)
+            found = self._targets.get(key)  # an epic's Target is never changed: kept
+            if found is None:
+                if len(self._targets) >= _MAX_ALIASES:
+                    self._targets.clear()
+                found = self._targets[key] = target.for_epic(path, epic, story, relpath)
+            return found
         found = target.for_state_file(path, query.state_file, query.unit, lexical=True)
         if found.key is None:
             found.key = self.engine.sole_unit(path, found.relpath)
