@@ -89,6 +89,17 @@ def pin(pid: int, cpu: int) -> None:
         os.sched_setaffinity(int(task), {cpu})
 
 
+def print_rows(placement: str, samples: dict[str, list[int]]) -> None:
+    """One table row per server: p50, p99 and storyd's p50 over this server's."""
+    mine = quantile(samples["storyd"], 0.5)
+    for label, got in samples.items():
+        ratio = mine / quantile(got, 0.5)
+        target = " (target 1.5x)" if label == "echo (asyncio)" else ""
+        cell = f"{ratio:.2f}x{target}" if label != "storyd" else ""
+        print(f"| {placement} | {label} | {quantile(got, 0.5):.1f} | "
+              f"{quantile(got, 0.99):.1f} | {cell} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stories", type=int, default=22)
@@ -137,13 +148,7 @@ def main() -> int:
                 for _ in range(args.rounds):
                     for label, sock in servers.items():
                         samples[label] += round_trips(sock, request, args.per_round)
-                mine = quantile(samples["storyd"], 0.5)
-                for label in servers:
-                    ratio = mine / quantile(samples[label], 0.5)
-                    target = " (target 1.5x)" if label == "echo (asyncio)" else ""
-                    cell = f"{ratio:.2f}x{target}" if label != "storyd" else ""
-                    print(f"| {name} | {label} | {quantile(samples[label], 0.5):.1f} | "
-                          f"{quantile(samples[label], 0.99):.1f} | {cell} |")
+                print_rows(name, samples)
             for sock in servers.values():
                 sock.close()
         finally:
