@@ -237,16 +237,20 @@ def read_file(
 
 
 def read_one(
-    workspace: str, adapter: Adapter, relpath: str, key: str | None, options: Options
+    workspace: str, adapter: Adapter, relpath: str, key: str | None, options: Options,
+    source: Source | None = None,
 ) -> FileRead:
     """`read_file` for one query: its units are only those the unit `key` is answered
     from (Adapter.load_one: the asked unit alone where the format can build it alone),
-    and its dependencies only theirs. Never a whole file's read to cache as such."""
-    return _read(workspace, relpath, options, lambda s: adapter.load_one(s, relpath, key))
+    and its dependencies only theirs. Never a whole file's read to cache as such.
+    `source`: what to read through (the daemon's keeps the state file's bytes)."""
+    return _read(workspace, relpath, options, lambda s: adapter.load_one(s, relpath, key),
+                 source=source)
 
 
 def _read(workspace: str, relpath: str, options: Options,
-          load: Callable[[Source], list[Unit]], *, reusing: bool = False) -> FileRead:
+          load: Callable[[Source], list[Unit]], *, reusing: bool = False,
+          source: Source | None = None) -> FileRead:
     """The body of `read_file` and `read_one`: `load` builds the units from a Source."""
     started = time.time_ns()
     path = os.path.join(workspace, relpath)
@@ -254,7 +258,8 @@ def _read(workspace: str, relpath: str, options: Options,
         resolve(workspace, relpath)
     except Refused as refused:  # out of the workspace, or into git's folders
         return FileRead(relpath, None, refused, ((path, signature(path)),), started)
-    source = Source(workspace, options.lock_timeout)
+    if source is None:
+        source = Source(workspace, options.lock_timeout)
     units: list[Unit] | None = None
     error: StorydError | None = None
     try:
