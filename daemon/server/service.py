@@ -25,15 +25,14 @@ from typing import TYPE_CHECKING
 from storyd.api import answers
 from storyd.config.values import DEFAULT_STALENESS, Limits
 from storyd.core import log, pipeline, switches, target
-from storyd.core.errors import DataError, StateFileMissing, UsageError
+from storyd.core.errors import StateFileMissing, UsageError
 from storyd.core.gitstate import is_work_tree
+from storyd.server import misses
 from storyd.server.quietgc import give_back_freed_memory
 from storyd.server.store import folder_identity
 
 if TYPE_CHECKING:
-    from storyd.core.model import Unit
     from storyd.core.query import Query
-    from storyd.core.target import Target
     from storyd.server.engine import Engine
     from storyd.server.refresher import Refresher
     from storyd.server.store import Snapshot, Workspace
@@ -409,9 +408,11 @@ class Daemon:
                  if query.state_file is None
                  else target.for_state_file(path, query.state_file, query.unit))
         relpath = where.relpath
-        unit, unreadable = self._unchecked_unit(path, where), None
+        unit, unreadable = misses.unchecked_unit(self.engine, path, where), None
         if unit is None:
-            got, unreadable = self._read_for(path, where, since)
+            kept = self.watching(path) or self.engine.expected(path)
+            got, unreadable = misses.read_for(self.engine, self.refresher, path, where,
+                                              since, kept=kept)
             if got.error is not None:
                 raise got.error
             assert got.units is not None
@@ -423,47 +424,6 @@ class Daemon:
             torn_since = self.engine.unreadable_since(path, relpath)
             result.findings += (self.engine.unreadable_finding(relpath, unreadable, torn_since),)
         return result
-
-    def _unchecked_unit(self, path: str, where: Target) -> Unit | None:
-        """The asked unit as the cache holds it while its detectors have not run yet
-        (a warm-up's first pass): the freshest parse, when every file it was read from
-        is unchanged since (`serve`'s proof) and it read well. None: read it now."""
-        if where.key is None:
-            return None
-        ws = self.engine.workspaces.get(path)
-        snap = ws.files.get(where.relpath) if ws is not None else None
-        if snap is None or snap.stale or snap.error is not None:
-            return None
-        entry = self.engine.serve(path, where.relpath, where.key, checked=False)
-        return entry.unit if entry is not None and entry.error is None else None
-
-    def _read_for(self, path: str, where: Target,
-                  since: int | None) -> tuple[pipeline.FileRead, str | None]:
-        """The read a miss answers from: the file parsed now and the asked unit alone
-        built (pipeline.read_one), never waiting for the rest of the file, nor for a
-        refresher's or warm-up's read of it under the file's lock. Only when that read
-        fails the way a last good read answers (does not parse, lock held past the
-        bound) is the file read whole, against the cache, for that last good read."""
-        relpath, adapter, key = where.relpath, where.adapter, where.key
-        kept = self.watching(path) or self.engine.expected(path)
-        reads = self.engine.reads
-        if key is not None:
-            got = reads.read_one(path, relpath, adapter, key)
-            if not (isinstance(got.error, DataError) or getattr(got.error, "code", 0) == 75):
-                ws = self.engine.workspaces.get(path)
-                if kept and ws is not None and ws.files:  # else its first read is on its way
-                    self.refresher.nudge(path, relpath)  # the cache catches up behind it
-                return got, None
-        if not kept:
-            return pipeline.read_file(path, adapter, relpath, self.options), None
-        got, unreadable = self.engine.read_now(path, relpath, adapter, since)
-        self.refresher.nudge(path, relpath)  # the cache catches up behind the answer
-        if key is not None and (unreadable is not None or got.error is not None):
-            newer = reads.replay_one(path, relpath, adapter, key)  # newer than last good
-            if newer is not None:
-                reason = unreadable if unreadable is not None else getattr(got.error, "message", "")
-                return newer, reason
-        return got, unreadable
 
     def sync(self, stale: list[tuple[str, Snapshot]]) -> Future[None]:
         """Have the refresher read these files again now; resolves when all are in."""
