@@ -39,14 +39,17 @@ def unchecked_unit(engine: Engine, path: str, where: Target) -> Unit | None:
 
 
 def read_for(engine: Engine, refresher: Refresher, path: str, where: Target,
-             since: int | None, *, kept: bool) -> tuple[pipeline.FileRead, str | None]:
+             since: int | None, *, kept: bool,
+             warming: bool = False) -> tuple[pipeline.FileRead, str | None]:
     """The read a miss answers from, and why it is a last good read (None: it is not).
 
     The file parsed now and the asked unit alone built (Reads.read_one), without the
     file's lock a whole read holds. Only when that read fails the way a last good read
     answers (does not parse, lock held past the bound) is the file read whole, against
     the cache, for that last good read, or the newer bytes a one-unit read kept.
-    `kept`: the workspace is watched (or about to be), so the cache catches up behind.
+    `kept`: the workspace is watched (or about to be), so the cache catches up behind,
+    except while the start-up warm-up (`warming`) has yet to read the workspace: its
+    read is on its way, and a refresh per miss would only delay it.
     """
     relpath, adapter, key = where.relpath, where.adapter, where.key
     reads = engine.reads
@@ -54,7 +57,7 @@ def read_for(engine: Engine, refresher: Refresher, path: str, where: Target,
         got = reads.read_one(path, relpath, adapter, key)
         if not (isinstance(got.error, DataError) or getattr(got.error, "code", 0) == 75):
             ws = engine.workspaces.get(path)
-            if kept and ws is not None and ws.files:  # else its first read is on its way
+            if kept and not (warming and (ws is None or not ws.files)):  # (its read is due)
                 refresher.nudge(path, relpath)  # the cache catches up behind the answer
             return got, None
     if not kept:

@@ -412,7 +412,7 @@ class Daemon:
         if unit is None:
             kept = self.watching(path) or self.engine.expected(path)
             got, unreadable = misses.read_for(self.engine, self.refresher, path, where,
-                                              since, kept=kept)
+                                              since, kept=kept, warming=not self.warm.done)
             if got.error is not None:
                 raise got.error
             assert got.units is not None
