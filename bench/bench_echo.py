@@ -1,4 +1,4 @@
-"""storyd's cached `resume` round trip against a C line-echo server, interleaved and pinned.
+"""storyd's cached `resume` round trip against two line-echo servers, interleaved and pinned.
 
     python bench/bench_echo.py [--stories 22] [--rounds 20] [--per-round 2000]
 
@@ -6,10 +6,14 @@ The echo server (bench/echo/echo_server.c, built here with `cc -O2`) writes each
 request line back: the floor for any NDJSON server on a Unix socket. One client (this
 process, raw `send`/`recv` on a persistent connection, the request encoded before the
 clock starts) sends the same `resume` line to both, alternating rounds of --per-round
-round trips, so that drift in the machine's speed hits both alike. Two placements:
+round trips, so that drift in the machine's speed hits both alike. The second
+yardstick, bench/echo/asyncio_echo.py, is a minimal asyncio Protocol line-echo server
+in the same Python: the floor for an NDJSON server on asyncio, as storyd's transport is
+(issue 43's target: storyd's cached answer within 1.5x of it). Two placements:
 client and server on one CPU (each round trip is two context switches on that CPU),
 and on different CPUs (a wake-up across cores). Prints p50 and p99 per server and
-placement, and the ratio of the medians (issue 18's target: storyd within 1.5x).
+placement, and the ratio of storyd's median to each echo server's (issue 18's target:
+within 1.5x of C; issue 43's: within 1.5x of asyncio).
 
 Needs cc, and a machine with two or more CPUs for the second placement.
 """
@@ -85,6 +89,17 @@ def pin(pid: int, cpu: int) -> None:
         os.sched_setaffinity(int(task), {cpu})
 
 
+def print_rows(placement: str, samples: dict[str, list[int]]) -> None:
+    """One table row per server: p50, p99 and storyd's p50 over this server's."""
+    mine = quantile(samples["storyd"], 0.5)
+    for label, got in samples.items():
+        ratio = mine / quantile(got, 0.5)
+        target = " (target 1.5x)" if label == "echo (asyncio)" else ""
+        cell = f"{ratio:.2f}x{target}" if label != "storyd" else ""
+        print(f"| {placement} | {label} | {quantile(got, 0.5):.1f} | "
+              f"{quantile(got, 0.99):.1f} | {cell} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stories", type=int, default=22)
@@ -99,7 +114,10 @@ def main() -> int:
         story = ids[len(ids) // 2]
         request = resume_request(str(workspace), "0049", story)
         echo_sock, storyd_sock = str(root / "echo.sock"), str(root / "storyd.sock")
+        pyecho_sock = str(root / "pyecho.sock")
         echo = subprocess.Popen([str(build_echo(root)), echo_sock])
+        pyecho = subprocess.Popen([sys.executable, str(HERE / "echo" / "asyncio_echo.py"),
+                                   pyecho_sock])
         env = {**os.environ, "XDG_CONFIG_HOME": str(root / "config"),
                "STORYD_LOG_LEVEL": "warning"}
         daemon = subprocess.Popen([str(storyd), "serve", "--socket", storyd_sock,
@@ -107,7 +125,8 @@ def main() -> int:
                                   stderr=subprocess.DEVNULL)
         try:
             wait_for_ping(storyd_sock, 30.0, lambda: daemon.poll() is None)
-            servers = {"storyd": connect(storyd_sock), "echo (C)": connect(echo_sock)}
+            servers = {"storyd": connect(storyd_sock), "echo (C)": connect(echo_sock),
+                       "echo (asyncio)": connect(pyecho_sock)}
             answer = round_trips(servers["storyd"], request, 1)  # the first: a miss
             del answer
             placements = [("one CPU", cpus[0], cpus[0])]
@@ -116,31 +135,30 @@ def main() -> int:
             print(f"workload: {args.stories} stories x 5 tasks; {args.rounds} rounds x "
                   f"{args.per_round} round trips per server, interleaved; request "
                   f"{len(request)} bytes")
-            print("| placement | server | p50 µs | p99 µs | p50 ratio storyd/echo |")
+            print("| placement | server | p50 µs | p99 µs | storyd p50 / this p50 |")
             print("|---|---|---:|---:|---:|")
             for name, client_cpu, server_cpu in placements:
                 os.sched_setaffinity(0, {client_cpu})
                 pin(daemon.pid, server_cpu)
                 pin(echo.pid, server_cpu)
+                pin(pyecho.pid, server_cpu)
                 samples: dict[str, list[int]] = {k: [] for k in servers}
                 for sock in servers.values():  # warm both at this placement
                     round_trips(sock, request, 500)
                 for _ in range(args.rounds):
                     for label, sock in servers.items():
                         samples[label] += round_trips(sock, request, args.per_round)
-                ratio = quantile(samples["storyd"], 0.5) / quantile(samples["echo (C)"], 0.5)
-                for label in servers:
-                    cell = f"{ratio:.2f}x" if label == "storyd" else ""
-                    print(f"| {name} | {label} | {quantile(samples[label], 0.5):.1f} | "
-                          f"{quantile(samples[label], 0.99):.1f} | {cell} |")
+                print_rows(name, samples)
             for sock in servers.values():
                 sock.close()
         finally:
             os.sched_setaffinity(0, set(cpus))
             daemon.terminate()
             echo.terminate()
+            pyecho.terminate()
             daemon.wait(timeout=10)
             echo.wait(timeout=10)
+            pyecho.wait(timeout=10)
     return 0
 
 

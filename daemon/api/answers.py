@@ -13,7 +13,7 @@ import os
 from storyd.core import storytime, target
 from storyd.core.errors import StorydError
 from storyd.core.model import Finding, Unit
-from storyd.core.pipeline import Answer, Options, answer, read_units
+from storyd.core.pipeline import Answer, Options, answer, read_one, read_units
 from storyd.core.query import Output, Query
 
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
@@ -48,9 +48,12 @@ def resume_unit(workspace: str, state_file: str, key: str | None, options: Optio
 
 
 def resume(workspace: str, where: target.Target, options: Options) -> Answer:
-    """The answer for a target, read now under the writers' lock."""
-    units = read_units(workspace, where.adapter, where.relpath, options)
-    return answer(workspace, where.pick(units), options)
+    """The answer for a target, read now under the writers' lock: only the asked unit
+    is built (pipeline.read_one)."""
+    read = read_one(workspace, where.adapter, where.relpath, where.key, options)
+    if read.error is not None:
+        raise read.error
+    return answer(workspace, where.pick(read.units or []), options)
 
 
 def detail_line(

@@ -56,6 +56,7 @@ __all__ = [
     "fresh",
     "inside",
     "read_file",
+    "read_one",
     "read_units",
     "signature",
 ]
@@ -229,21 +230,40 @@ def read_file(
     """Read one state file under the writers' lock into units; a bad file gives a FileRead
     with `error` (DataError, LockTimeout, StateFileMissing, or a link out of the
     workspace), never an exception of its own."""
+    if reuse is None:
+        return _read(workspace, relpath, options, lambda s: adapter.load(s, relpath))
+    return _read(workspace, relpath, options,
+                 lambda s: adapter.load_reusing(s, relpath, reuse), reusing=True)
+
+
+def read_one(
+    workspace: str, adapter: Adapter, relpath: str, key: str | None, options: Options,
+    source: Source | None = None,
+) -> FileRead:
+    """`read_file` for one query: its units are only those the unit `key` is answered
+    from (Adapter.load_one: the asked unit alone where the format can build it alone),
+    and its dependencies only theirs. Never a whole file's read to cache as such.
+    `source`: what to read through (the daemon's keeps the state file's bytes)."""
+    return _read(workspace, relpath, options, lambda s: adapter.load_one(s, relpath, key),
+                 source=source)
+
+
+def _read(workspace: str, relpath: str, options: Options,
+          load: Callable[[Source], list[Unit]], *, reusing: bool = False,
+          source: Source | None = None) -> FileRead:
+    """The body of `read_file` and `read_one`: `load` builds the units from a Source."""
     started = time.time_ns()
     path = os.path.join(workspace, relpath)
     try:
         resolve(workspace, relpath)
     except Refused as refused:  # out of the workspace, or into git's folders
         return FileRead(relpath, None, refused, ((path, signature(path)),), started)
-    source = Source(workspace, options.lock_timeout)
+    if source is None:
+        source = Source(workspace, options.lock_timeout)
     units: list[Unit] | None = None
     error: StorydError | None = None
     try:
-        units = (
-            adapter.load(source, relpath)
-            if reuse is None
-            else adapter.load_reusing(source, relpath, reuse)
-        )
+        units = load(source)
     except StorydError as exc:
         error = exc
     for unit in units or ():
@@ -253,7 +273,7 @@ def read_file(
             from storyd.core.causes import one_line_each
 
             unit.findings = one_line_each(unit.findings)
-    if units and (relpath in source.redo or reuse is not None):
+    if units and (relpath in source.redo or reusing):
         _note_redo(units, source.redo.get(relpath), relpath)
     if isinstance(error, DataError) and source.redo.get(relpath) == "pending":
         error = DataError(f"{error}; a reconcile write was interrupted: run "

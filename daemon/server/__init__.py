@@ -12,6 +12,7 @@ The flow, from the disk to the socket; assembly.py builds every part, in this or
       workspaces.Workspaces  the tracked workspaces and the passes over them
       queries.Queries        what the ops read from the cache
     service.Daemon       workspaces, warm-up, direct reads for misses (a thread pool)
+      misses                 what a miss answers from: the asked unit, the freshest parse
     ops.Server           what each request reads and answers (protocol.py's bytes)
     transport.Transport  the socket: framing, ordering, back-pressure, peers
       subscribers            the event subscriptions it owns (Transport.subscribe)

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Server"]
 
+_QUERIES_KEPT = 4096  # parsed `resume` queries kept (Server._query); cleared when full
+
 
 def _frame(output: Output) -> bytes:
     return cli_frame(output.code, output.stdout, output.stderr)
@@ -99,6 +101,7 @@ class Server:
             "hook": self.op_hook,  # bin/storyd-hook (issue 31)
             **{action: self.claims_op(action) for action in CLAIM_ACTIONS},  # issue 45
         }
+        self._queries: dict[tuple[object, ...], Query] = {}  # see _query
         reads = daemon.engine.reads
         self.epics = EpicViews(daemon.changes, reads.quiet.due, reads.file_lock)
         self.transport = Transport(
@@ -135,13 +138,29 @@ class Server:
             return target.not_there()
         return None
 
+    def _query(self, request: dict[str, object], path: str) -> Query:
+        """`from_request`, kept by the fields it reads: a client asking the same unit
+        again costs a dict lookup, not the fields' checks (the Query is never changed)."""
+        key = (path, request.get("stateFile"), request.get("unit"), request.get("epic"),
+               request.get("story"))
+        try:
+            query = self._queries.get(key)
+        except TypeError:  # an unhashable field: from_request names what is wrong
+            return from_request(request, path)
+        if query is None:
+            query = from_request(request, path)  # a UsageError is raised, never kept
+            if len(self._queries) >= _QUERIES_KEPT:
+                self._queries.clear()
+            self._queries[key] = query
+        return query
+
     def op_resume(
         self, conn: Connection, request: dict[str, object], suffix: bytes
     ) -> bytes | asyncio.Future[bytes]:
         daemon = self.daemon
         daemon.counters["queries"] += 1
         path = daemon.canonical(request.get("workspace"))
-        query = from_request(request, path)
+        query = self._query(request, path)
         hit = self._hit(path, query)
         if hit is not None:
             daemon.counters["hits"] += 1

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from storyd.core import pipeline
 from storyd.core.errors import DataError, StateFileMissing
+from storyd.core.formats.base import Source
 from storyd.core.model import Finding
 from storyd.core.pipeline import FileRead, Options
 from storyd.server.quietgc import QuietGC
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from storyd.core.formats import Adapter
     from storyd.core.formats.base import Reuse
     from storyd.core.model import Unit
+    from storyd.core.pipeline import Signature
     from storyd.server.changes import Changes
     from storyd.server.store import Snapshot
 
@@ -100,6 +102,36 @@ def reuser(old: Snapshot | None, prints: dict[str, bytes], *, reuse: bool) -> Re
     return reuse_unit
 
 
+class _Keeping(Source):
+    """A Source that keeps the bytes of the state file it reads (Reads.read_one)."""
+
+    def __init__(self, workspace: str, lock_timeout: float, relpath: str) -> None:
+        super().__init__(workspace, lock_timeout)
+        self.state = relpath
+        self.data: bytes | None = None
+
+    def read(self, relpath: str, name: str = "", *, git: bool = False) -> bytes:
+        data = super().read(relpath, name, git=git)
+        if relpath == self.state:
+            self.data = data
+        return data
+
+
+class _Replay(Source):
+    """A Source whose state file is the bytes an earlier read kept, with their signature."""
+
+    def __init__(self, workspace: str, lock_timeout: float, relpath: str, data: bytes,
+                 sig: Signature | None) -> None:
+        super().__init__(workspace, lock_timeout)
+        self.state, self.data, self.sig = relpath, data, sig
+
+    def read(self, relpath: str, name: str = "", *, git: bool = False) -> bytes:
+        if relpath != self.state:
+            return super().read(relpath, name, git=git)
+        self.seen[relpath] = self.sig
+        return self.data
+
+
 class Reads:
     """The per-file read layer: locks, each file's latest read and its last good one.
 
@@ -119,6 +151,9 @@ class Reads:
         # each file's latest read and when it began (monotonic ns): shared by queries
         # that arrived before it began
         self._latest: dict[tuple[str, str], tuple[int, FileRead]] = {}
+        # a one-unit read's bytes, signature and wall-clock start, kept while newer than
+        # the file's last good whole read: a torn file then answers from it (`replay_one`)
+        self._newer: dict[tuple[str, str], tuple[bytes, Signature | None, int]] = {}
 
     def file_lock(self, workspace: str, relpath: str) -> threading.Lock:
         """The lock every read of one state file runs under (one read of it at a time)."""
@@ -161,9 +196,40 @@ class Reads:
                 self._latest[key] = (began, got)
                 if got.error is None:
                     self._last_good[key] = got
+                    kept = self._newer.get(key)
+                    if kept is not None and kept[2] <= got.started_ns:
+                        del self._newer[key]  # the whole read is as new: it answers
             if isinstance(got.error, StateFileMissing):
                 self._last_good.pop(key, None)
             return got
+
+    def read_one(self, workspace: str, relpath: str, adapter: Adapter, key: str) -> FileRead:
+        """A miss's read (pipeline.read_one): the file parsed now, the asked unit alone
+        built, without the file's lock (never behind a whole read of it). A good read's
+        bytes are kept while newer than the last good whole read, so that a torn file's
+        answer is never older than one this read gave (`replay_one`)."""
+        source = _Keeping(workspace, self.options.lock_timeout, relpath)
+        got = pipeline.read_one(workspace, adapter, relpath, key, self.options, source)
+        if got.error is None and source.data is not None and self.keeps(workspace):
+            file = (workspace, relpath)
+            kept = self._newer.get(file)
+            if kept is None or kept[2] < got.started_ns:
+                self._newer[file] = (source.data, got.signature, got.started_ns)
+        return got
+
+    def replay_one(self, workspace: str, relpath: str, adapter: Adapter,
+                   key: str) -> FileRead | None:
+        """The asked unit from the bytes `read_one` kept, when they are newer than the
+        file's last good whole read (None: they are not, or there are none)."""
+        file = (workspace, relpath)
+        kept = self._newer.get(file)
+        good = self._last_good.get(file)
+        if kept is None or (good is not None and good.started_ns >= kept[2]):
+            return None
+        data, sig, _started = kept
+        source = _Replay(workspace, self.options.lock_timeout, relpath, data, sig)
+        got = pipeline.read_one(workspace, adapter, relpath, key, self.options, source)
+        return got if got.error is None else None
 
     def _still(self, got: FileRead) -> bool:
         """Whether nothing a read read has changed since it began (the change queue
@@ -203,12 +269,15 @@ class Reads:
         """A file left the cache: forget its reads."""
         self._last_good.pop((workspace, relpath), None)
         self._latest.pop((workspace, relpath), None)
+        self._newer.pop((workspace, relpath), None)
 
     def forget_workspace(self, path: str, *, latest: bool = True) -> None:
         """A workspace left the cache: forget its files' good reads (and, with `latest`,
         their latest reads)."""
         for key in [k for k in self._last_good if k[0] == path]:
             self._last_good.pop(key, None)
+        for key in [k for k in self._newer if k[0] == path]:
+            self._newer.pop(key, None)
         if latest:
             for key in [k for k in self._latest if k[0] == path]:
                 self._latest.pop(key, None)

@@ -27,6 +27,7 @@ from storyd.config.values import DEFAULT_STALENESS, Limits
 from storyd.core import log, pipeline, switches, target
 from storyd.core.errors import StateFileMissing, UsageError
 from storyd.core.gitstate import is_work_tree
+from storyd.server import misses
 from storyd.server.quietgc import give_back_freed_memory
 from storyd.server.store import folder_identity
 
@@ -153,6 +154,7 @@ class Daemon:
         # was resolved); the event loop adds (canonical), the refresher removes (unwatch):
         # both under the lock
         self.aliases: dict[str, tuple[str, tuple[int, int]]] = {}
+        self._targets: dict[tuple[str, str, str], target.Target] = {}  # see `target`
         self._aliases_lock = threading.Lock()
         self._rewatching: set[Workspace] = set()  # moved caches with a rewatch queued
         self.counters = {"queries": 0, "hits": 0, "misses": 0}
@@ -383,8 +385,17 @@ class Daemon:
         """What a query names, from the cache's view of the workspace (no disk read but
         for an epic folder in a workspace not read yet)."""
         if query.state_file is None:
-            epic = str(query.epic)
-            return target.for_epic(path, epic, str(query.story), self.engine.epic_file(path, epic))
+            epic, story = str(query.epic), str(query.story)
+            relpath = self.engine.epic_file(path, epic)
+            if relpath is None:  # not read yet: found on disk
+                return target.for_epic(path, epic, story)
+            key = (path, relpath, story)
+            found = self._targets.get(key)  # an epic's Target is never changed: kept
+            if found is None:
+                if len(self._targets) >= _MAX_ALIASES:
+                    self._targets.clear()
+                found = self._targets[key] = target.for_epic(path, epic, story, relpath)
+            return found
         found = target.for_state_file(path, query.state_file, query.unit, lexical=True)
         if found.key is None:
             found.key = self.engine.sole_unit(path, found.relpath)
@@ -396,16 +407,17 @@ class Daemon:
         where = (target.for_epic(path, str(query.epic), str(query.story))  # the disk's view
                  if query.state_file is None
                  else target.for_state_file(path, query.state_file, query.unit))
-        relpath, adapter = where.relpath, where.adapter
-        if self.watching(path) or self.engine.expected(path):
-            got, unreadable = self.engine.read_now(path, relpath, adapter, since)
-            self.refresher.nudge(path, relpath)  # the cache catches up behind the answer
-        else:
-            got, unreadable = pipeline.read_file(path, adapter, relpath, self.options), None
-        if got.error is not None:
-            raise got.error
-        assert got.units is not None
-        result = pipeline.answer(path, where.pick(got.units), self.options)
+        relpath = where.relpath
+        unit, unreadable = misses.unchecked_unit(self.engine, path, where), None
+        if unit is None:
+            kept = self.watching(path) or self.engine.expected(path)
+            got, unreadable = misses.read_for(self.engine, self.refresher, path, where,
+                                              since, kept=kept, warming=not self.warm.done)
+            if got.error is not None:
+                raise got.error
+            assert got.units is not None
+            unit = where.pick(got.units)
+        result = pipeline.answer(path, unit, self.options)
         if query.detail:
             result = answers.with_detectors(path, result, self.engine.detect)
         if unreadable is not None:

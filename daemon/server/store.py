@@ -173,6 +173,7 @@ class Entry:
     """
 
     __slots__ = (
+        "body",
         "done",
         "error",
         "findings",
@@ -211,6 +212,7 @@ class Entry:
         self.under_way = under_way(findings)  # built while a git operation was
         self.findings_line = b"[]" if not findings else None  # rendered on first query
         self.next_line: bytes | None = None  # likewise
+        self.body: bytes | None = None  # the `resume` answer's body, likewise
         self.generation = generation
         self.line = answer.line if answer else b""
         self.resume_point = str(answer.envelope["resumePoint"]) if answer else None
@@ -222,11 +224,15 @@ class Entry:
 
     @property
     def answer_body(self) -> bytes:
-        """The `resume` answer without its clock, id and closing brace."""
-        if self.error is not None:
-            return protocol.error_of(self.error)
-        return protocol.answer_body(self.line, self.findings_json(), b"cache", self.generation,
-                                    self.next_json())
+        """The `resume` answer without its clock, id and closing brace; rendered on the
+        first query and kept (a cached answer's own work is then a lookup)."""
+        body = self.body
+        if body is None:
+            if self.error is not None:
+                return protocol.error_of(self.error)
+            body = self.body = protocol.answer_body(
+                self.line, self.findings_json(), b"cache", self.generation, self.next_json())
+        return body
 
     def next_json(self) -> bytes:
         """The unit's next task as JSON (storyd.core.nextstep), rendered on first need."""
@@ -274,6 +280,7 @@ class Entry:
             setattr(copy, name, getattr(self, name))
         copy.findings = findings
         copy.findings_line = None
+        copy.body = None
         copy.under_way = under_way(findings)
         return copy
 

@@ -301,6 +301,20 @@ class Adapter:
         """Read the state file (under the lock) and return its units in file order."""
         raise NotImplementedError
 
+    def load_one(self, source: Source, relpath: str, key: str | None) -> list[Unit]:
+        """The units a query for `key` is answered from: the asked unit alone, none when
+        the file does not hold it, or (key None: the file's only or current unit) every
+        unit. What a direct read and the daemon's first query of a file build.
+
+        The default loads every unit and keeps the first with the key (the one a query
+        picks); a format whose one file holds many units (the epic format) overrides it
+        to build only the asked one and probe only that unit's companion files.
+        """
+        units = self.load(source, relpath)
+        if key is None:
+            return units
+        return next(([u] for u in units if u.key == key), [])
+
     def load_reusing(self, source: Source, relpath: str, reuse: Reuse) -> list[Unit]:
         """`load`, but a unit whose node `reuse(key, node)` recognises is not built again.
 

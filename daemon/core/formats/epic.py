@@ -28,6 +28,7 @@ __all__ = [
     "epic_file_among",
     "epic_of_folder",
     "epic_state_file",
+    "story_node",
     "story_nodes",
 ]
 
@@ -200,16 +201,26 @@ def story_nodes(top: dict[str, object], relpath: str) -> list[Entry]:
     if not isinstance(stories, dict):
         msg = f"{relpath}: stories: expected an object, got {kind(stories)}"
         raise DataError(msg)
-    nodes: list[Entry] = []
-    for story_id, node in stories.items():
-        if node is None or node is False:
-            continue  # jq's `// empty`: the story is absent
-        if not isinstance(node, dict):
-            error = f"{relpath}: stories.{story_id}: expected an object, got {kind(node)}"
-            nodes.append((story_id, error))
-            continue
-        nodes.append((story_id, node))
-    return nodes
+    entries = (_entry(relpath, story_id, node) for story_id, node in stories.items())
+    return [entry for entry in entries if entry is not None]
+
+
+def story_node(top: dict[str, object], relpath: str, key: str) -> Entry | None:
+    """The (story id, node or error text) `story_nodes` would give first for `key`, or
+    None: the seed's shape (a `stories` object) by one look-up, the others by a scan."""
+    stories = top.get("stories")
+    if isinstance(stories, dict):
+        return _entry(relpath, key, stories[key]) if key in stories else None
+    return next((entry for entry in story_nodes(top, relpath) if entry[0] == key), None)
+
+
+def _entry(relpath: str, story_id: str, node: object) -> Entry | None:
+    """One story of a `stories` object: None when absent (jq's `// empty`: null, false)."""
+    if node is None or node is False:
+        return None
+    if not isinstance(node, dict):
+        return story_id, f"{relpath}: stories.{story_id}: expected an object, got {kind(node)}"
+    return story_id, node
 
 
 def _finished(story_id: str, node: dict[str, object], tasks: list[Task]) -> Finding | None:
@@ -329,27 +340,47 @@ class EpicAdapter(Adapter):
     def load(self, source: Source, relpath: str) -> list[Unit]:
         return self.load_reusing(source, relpath, None)
 
+    def load_one(self, source: Source, relpath: str, key: str | None) -> list[Unit]:
+        """Only the asked story's unit is built, and only its story file probed."""
+        if key is None:
+            return self.load(source, relpath)
+        top, twin = _read_top(source, relpath)
+        entry = story_node(top, relpath, key)
+        return [] if entry is None else [_built(source, relpath, *entry, twin)]
+
     def load_reusing(self, source: Source, relpath: str, reuse: Reuse | None) -> list[Unit]:
-        top = load_json_object(source.read(relpath, STATE_NAME), relpath)
-        other = other_place(relpath)
-        twin = _twin(relpath, other) if other is not None and source.exists(other) else None
+        top, twin = _read_top(source, relpath)
         units = []
         for story_id, node in story_nodes(top, relpath):
             unit = reuse(story_id, node) if reuse is not None and isinstance(node, dict) else None
             if unit is not None and any(f.code == "epic-in-two-places" for f in unit.findings):
                 unit = None  # built when the other copy existed: build afresh either way
-            if unit is None:
-                unit = _unit_or_error(relpath, story_id, node)
-                _locate_story_file(source, unit)
-                if twin is not None:
-                    unit.findings = (*unit.findings, twin)
-            units.append(unit)
+            units.append(_built(source, relpath, story_id, node, twin) if unit is None else unit)
         return units
 
     def parse(self, data: bytes, relpath: str) -> list[Unit]:
         """The units of one state file's bytes, in file order."""
         top = load_json_object(data, relpath)
         return [_unit_or_error(relpath, sid, node) for sid, node in story_nodes(top, relpath)]
+
+
+def _read_top(source: Source, relpath: str) -> tuple[dict[str, object], Finding | None]:
+    """The state file's top-level object, read under the lock, and the
+    `epic-in-two-places` finding when the epic is kept under the other root too."""
+    top = load_json_object(source.read(relpath, STATE_NAME), relpath)
+    other = other_place(relpath)
+    twin = _twin(relpath, other) if other is not None and source.exists(other) else None
+    return top, twin
+
+
+def _built(source: Source, relpath: str, story_id: str, node: dict[str, object] | str,
+           twin: Finding | None) -> Unit:
+    """One story's unit built afresh: its story file located, the twin finding added."""
+    unit = _unit_or_error(relpath, story_id, node)
+    _locate_story_file(source, unit)
+    if twin is not None:
+        unit.findings = (*unit.findings, twin)
+    return unit
 
 
 def _unit_or_error(relpath: str, story_id: str, node: dict[str, object] | str) -> Unit:

@@ -1,0 +1,118 @@
+"""A query the cache cannot answer yet is built from the freshest parse, without waiting
+(issue 43): never queued behind a warm-up's (or refresher's) read of the whole file,
+never behind the detectors' pass, and never older than the file.
+
+The daemon's core runs in process (assembly.build_daemon, mtime staleness) on a real
+epic workspace; the whole-file read in progress is the file's read lock held by the
+test, which is what a warm-up's read holds while it builds every unit.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from daemon_harness import wait_for
+from epic_state_harness import EPIC, STATE, story_id, task_id, write_epic
+
+from storyd.api import answers
+from storyd.core import pipeline
+from storyd.core.query import Query
+from storyd.server.assembly import build_daemon
+from storyd.server.service import Daemon, Settings
+
+STORIES = 40
+ASKED = story_id(17)
+
+
+def _write(workspace: Path, done: int) -> None:
+    """The epic with `done` leading tasks DONE in the asked story (3 tasks a story)."""
+    tasks = {}
+    for n in range(1, STORIES + 1):
+        sid = story_id(n)
+        count = done if sid == ASKED else 1
+        tasks[sid] = {task_id(sid, t): ({"status": "DONE", "commitSha": f"{t:040x}"}
+                                        if t <= count else {"status": "PENDING"})
+                      for t in (1, 2, 3)}
+    write_epic(workspace, EPIC, tasks=tasks)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    _write(ws, 1)
+    return Path(os.path.realpath(ws))
+
+
+@pytest.fixture
+def daemon() -> Iterator[Daemon]:
+    built = build_daemon(Settings(staleness="mtime"))
+    try:
+        yield built
+    finally:
+        built.stop()
+
+
+def _query(workspace: Path) -> Query:
+    return Query(str(workspace), epic=EPIC, story=ASKED, detail=True)
+
+
+def _direct(workspace: Path) -> bytes:
+    out = answers.run(Query(str(workspace), epic=EPIC, story=ASKED), "mtime")
+    assert out.code == 0, out.stderr
+    return out.stdout
+
+
+class TestNotQueued:
+    """A miss during the warm-up's read of the file answers while that read goes on."""
+
+    @pytest.mark.slow
+    def test_answers_while_the_whole_file_read_holds_the_lock(
+        self, workspace: Path, daemon: Daemon
+    ) -> None:
+        lock = daemon.engine.reads.file_lock(str(workspace), STATE)
+        with lock:  # the warm-up's read of the file is under way (it waits on this lock)
+            daemon.start([str(workspace)])
+            asked = daemon.executor.submit(daemon.read_answer, str(workspace),
+                                           _query(workspace), time.monotonic_ns())
+            # before issue 43: the miss read the whole file under this lock, so it
+            # waited for the warm-up's read; this timed out
+            got = asked.result(timeout=10)
+            assert got.line == _direct(workspace)
+            assert not daemon.warm.done  # the warm-up had not read the file
+        wait_for(lambda: daemon.warm.done, 20.0, "the warm-up")
+
+
+class TestUncheckedCache:
+    """Read but not yet checked by the detectors: the cached unit answers, while fresh."""
+
+    def test_no_parse_while_the_file_is_unchanged(
+        self, workspace: Path, daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        daemon.start([])  # no warm-up: the test reads the workspace, detectors not run
+        ws = daemon.engine.add_workspace(str(workspace), checked=False)
+        daemon.engine.scan(ws)
+        assert not ws.checked and STATE in ws.files
+        parsed: list[str] = []
+        one, whole = pipeline.read_one, pipeline.read_file
+
+        def read_one(*args, **kwargs):  # type: ignore[no-untyped-def]
+            parsed.append("one")
+            return one(*args, **kwargs)
+
+        def read_file(*args, **kwargs):  # type: ignore[no-untyped-def]
+            parsed.append("file")
+            return whole(*args, **kwargs)
+
+        monkeypatch.setattr(pipeline, "read_one", read_one)
+        monkeypatch.setattr(pipeline, "read_file", read_file)
+        first = daemon.read_answer(str(workspace), _query(workspace), time.monotonic_ns())
+        assert first.line == _direct(workspace)
+        assert parsed == []  # the warm-up's parse answered
+        _write(workspace, 2)  # a write: the cached unit no longer answers
+        second = daemon.read_answer(str(workspace), _query(workspace), time.monotonic_ns())
+        assert second.line == _direct(workspace) != first.line
+        assert parsed == ["one"]  # the file parsed again, the asked unit alone built
