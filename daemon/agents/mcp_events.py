@@ -131,6 +131,8 @@ class Follower:
                             self.announcer.from_thread(self.announcer.list_changed)
         except (DaemonUnavailable, OSError, RuntimeError, ValueError):
             return  # no daemon: no events; resources are still read fresh on each read
+        except Exception:  # a follower never prints a traceback into the agent's MCP log;
+            return  # resources are still read fresh on each read
 
     def stop(self) -> None:
         """Stop following (the thread ends at its next event, or with the process)."""

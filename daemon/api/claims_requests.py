@@ -13,7 +13,6 @@ is one atomic grant, so two racing callers never get the same task.
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 from storyd.api import claims
@@ -29,9 +28,6 @@ ACTIONS = ("claim", "release", "claims", "claim-next")
 _TEXT = ("workspace", "epicId", "storyId", "stateFile", "unit", "task", "owner")
 
 
-_KEPT = threading.local()  # per worker thread: (path, inode, connection)
-
-
 def _connection() -> sqlite3.Connection | None:
     """This thread's connection to the claims database, kept between requests (opening
     it is 2.5 ms of a daemon's 2.6 ms claim) while the path names the same file (a
@@ -43,13 +39,15 @@ def _connection() -> sqlite3.Connection | None:
         inode = os.stat(path).st_ino
     except OSError:
         return None
-    kept = getattr(_KEPT, "conn", None)
+    from storyd.core.switches import CONFIG
+
+    kept = getattr(CONFIG.claims_conns, "conn", None)
     if kept is not None and kept[:2] == (path, inode):
         return kept[2]  # type: ignore[no-any-return]
     if kept is not None:
         kept[2].close()
     conn = connect(path)
-    _KEPT.conn = (path, os.stat(path).st_ino, conn)
+    CONFIG.claims_conns.conn = (path, os.stat(path).st_ino, conn)
     return conn
 
 

@@ -48,6 +48,7 @@ class _Config:
     (modules bind CONFIG itself, never a field of it)."""
 
     __slots__ = (
+        "claims_conns",
         "disk_steps",
         "fast_parse",
         "fine_devices",
@@ -70,6 +71,7 @@ class _Config:
             str, tuple[tuple[object, ...], float, dict[str, int], frozenset[str]]
         ] = {}
         self.git_pins = _local()
+        self.claims_conns = _local()  # per worker thread: (path, inode, claims connection)
         self.fine_devices: set[int] = set()
         self.warned_versions: set[str] = set()
         self.disk_steps = 0
