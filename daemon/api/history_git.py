@@ -68,8 +68,10 @@ class GitSource(Source):
         self.commit = commit
         self._paths: frozenset[str] | None = None  # the commit's files and folders
 
-    def read(self, relpath: str, name: str = "") -> bytes:
-        if not self.exists(relpath):
+    def read(self, relpath: str, name: str = "", *, git: bool = False) -> bytes:
+        """`relpath` as the commit holds it (`git`: git's own file, which no commit holds:
+        missing, as for a path the commit lacks)."""
+        if git or not self.exists(relpath):
             raise StateFileMissing(f"{relpath} is not in commit {self.commit[:12]}")
         done = _git(self.workspace, "show", f"{self.commit}:./{relpath}")  # ./: the workspace's
         if done.returncode != 0:
