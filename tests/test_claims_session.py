@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 from agents_harness import AgentsEnv, demo_workspace, hook_payload, run_hook
-from cli_harness import BIN, STORYD
+from cli_harness import BIN, STORYD, lean_pythonpath
 from daemon_harness import DaemonProcess
 from epic_state_harness import EPIC, STATE, STORY
 
@@ -63,7 +64,7 @@ class TestSessionStart:
         assert mine.returncode == 0 and theirs.returncode == 0, mine.stderr + theirs.stderr
         text = context(started(ws, env))
         assert "unit(s) in flight" in text  # the claims come after the units, in one answer
-        block = text[text.index("storyd claims:"):].splitlines()
+        block = text[text.index("storyd claims:") :].splitlines()
         assert block[1].startswith(f"- you hold {STATE} {STORY} task 1 (token 1, ")
         assert block[2].startswith(f"- alice holds {STATE} {STORY} task 2 until ")
         assert block[2].endswith(": leave it to them") and len(block) == 3
@@ -186,8 +187,11 @@ class TestSessionEnd:
         assert owners == [("alice", "3")]
         monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
         monkeypatch.delenv("STORYD_CLAIMS", raising=False)
-        ended = sorted((e["kind"], e["task"], e["detail"]) for e in claims.log()
-                        if e["owner"] == f"session:{SESSION}" and e["kind"] != "granted")
+        ended = sorted(
+            (e["kind"], e["task"], e["detail"])
+            for e in claims.log()
+            if e["owner"] == f"session:{SESSION}" and e["kind"] != "granted"
+        )
         assert ended == [("released", "1", "session ended"), ("released", "2", "session ended")]
 
     @pytest.mark.parametrize("agent", ["cursor", "gemini"])
@@ -208,12 +212,24 @@ class TestSessionEnd:
         assert (done.returncode, done.stdout) == (0, b"")
         assert storyd(env, ws, "claims", "--json").stdout == b""
 
-    def test_without_a_claims_database_nothing_is_made(
+    def test_without_a_claims_database_nothing_is_made_nor_sqlite3_imported(
         self, setup: tuple[Path, dict[str, str]]
     ) -> None:
+        """As tests/test_hook_imports.py measures the other hooks: `python -S -X
+        importtime` of the launcher bin/storyd."""
         ws, env = setup
-        done = run_hook("session-end", hook_payload("SessionEnd", ws, reason="other"), env)
-        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+        payload = orjson.dumps(hook_payload("SessionEnd", ws, reason="other"))
+        launcher = str(Path(__file__).resolve().parents[1] / "bin" / "storyd")
+        done = subprocess.run(
+            [sys.executable, "-S", "-X", "importtime", launcher, "hook", "session-end"],
+            input=payload, cwd="/", env=dict(env, PYTHONPATH=lean_pythonpath()),
+            capture_output=True, timeout=60, check=False,
+        )  # fmt: skip
+        names = {line.rsplit("|", 1)[1].strip() for line in done.stderr.decode().splitlines()
+                 if line.startswith("import time:")}  # fmt: skip
+        assert (done.returncode, done.stdout) == (0, b"")
+        assert "storyd.api.hooks.session_end" in names, "the run did not take the hook's path"
+        assert not names & {"sqlite3", "_sqlite3", "storyd.api.claims"}
         assert not (Path(env["XDG_STATE_HOME"]) / "storyd" / "claims.sqlite3").exists()
 
 
@@ -233,8 +249,20 @@ def test_the_daemon_answering_the_launcher_writes_the_env_file(
     env_file = tmp_path / "env.sh"
     env = dict(agents.env, PYTHONPATH=str(tmp_path / "shadow"), CLAUDE_ENV_FILE=str(env_file))
     payload = orjson.dumps(hook_payload("SessionStart", ws, source="startup"))
-    done = subprocess.run([str(BIN / "storyd-hook"), "session-start"], input=payload, env=env,
-                          cwd="/", capture_output=True, timeout=60, check=False)  # fmt: skip
+
+    def launch(env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [str(BIN / "storyd-hook"), "session-start"], input=payload, env=env, cwd="/",
+            capture_output=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    done = launch(env)
     assert done.returncode == 0 and b"SHADOW" not in done.stderr, done.stderr
     assert b"unit(s) in flight" in done.stdout
     assert env_file.read_text() == OWNER_LINE
+    # a path that would break the request's JSON is never sent: Python answers (here the
+    # shadow package, which fails), and the daemon wrote nothing
+    quoted = tmp_path / 'a"b.sh'
+    done = launch(dict(env, CLAUDE_ENV_FILE=str(quoted)))
+    assert done.returncode == 97 and b"SHADOW" in done.stderr
+    assert not quoted.exists()

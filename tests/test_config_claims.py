@@ -126,3 +126,21 @@ def _seconds(claimed: dict[str, object]) -> float:
 
     end = datetime.datetime.fromisoformat(str(claimed["expires"]).replace("Z", "+00:00"))
     return (end - datetime.datetime.now(datetime.UTC)).total_seconds()
+
+
+class TestLoadClaims:
+    """config.load_claims: the [claims] table alone, as a claim reads it."""
+
+    def test_only_the_claims_table_is_checked(self, tmp_path: Path) -> None:
+        path = write(tmp_path, "staleness = 3\n[claims]\nttl = 30\n")
+        table = config.load_claims(path)
+        assert table is not None and table.ttl == 30.0  # another key's problem: not its
+
+    def test_no_file_or_no_table_is_none(self, tmp_path: Path) -> None:
+        assert config.load_claims(str(tmp_path / "absent.toml")) is None
+        assert config.load_claims(write(tmp_path, "[hooks]\n")) is None
+
+    def test_its_own_problem_raises(self, tmp_path: Path) -> None:
+        with pytest.raises(ConfigError) as caught:
+            config.load_claims(write(tmp_path, "[claims]\nttl = 0\n"))
+        assert [(p.field, p.line) for p in caught.value.problems] == [("claims.ttl", 2)]
