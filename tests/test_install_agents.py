@@ -95,7 +95,8 @@ def test_cursor_files(env: dict[str, str]) -> None:
                                   "timeout": 10}]
     stops = [h["command"] for h in hooks["hooks"]["stop"]]
     assert stops == [f"exec {exe}-hook stop --agent cursor"]
-    assert set(hooks["hooks"]) == {"afterFileEdit", "afterShellExecution", "sessionStart", "stop"}
+    assert set(hooks["hooks"]) == {"afterFileEdit", "afterShellExecution", "sessionStart", "stop",
+                                   "sessionEnd"}  # fmt: skip
     servers = json.loads((home / ".cursor/mcp.json").read_text())
     assert servers == {"mcpServers": {"storyd": {"command": exe, "args": ["mcp"]}}}
     storyd(env, "uninstall", "--cursor")

@@ -61,7 +61,7 @@ def test_install_merges_and_keeps_everything(env: dict[str, str], project: Path)
     assert list(settings) == list(original)  # key order kept, nothing added at the top
     assert list(settings["hooks"]) == [
         "PostToolUse", "Stop", "SessionStart", "SubagentStop", "PostToolUseFailure",
-        "Notification"]
+        "Notification", "SessionEnd"]
     assert settings["permissions"] == original["permissions"]
     assert settings["env"] == {"NAME": "vålue"}
     assert '"vålue"' in settings_path.read_text(encoding="utf-8")  # not \u-escaped
@@ -84,7 +84,8 @@ def test_install_merges_and_keeps_everything(env: dict[str, str], project: Path)
     lines = done.stdout.splitlines()
     assert f"{settings_path}: added hooks.Stop: {run} stop" in lines
     assert f"{project / '.mcp.json'}: added mcpServers.storyd: storyd mcp" in lines
-    assert len(lines) == 7
+    assert _handlers(settings, "SessionEnd") == [(None, f"{run} session-end")]  # claims back
+    assert len(lines) == 8
 
 
 def test_install_is_idempotent_and_dry_run_writes_nothing(env: dict[str, str],
@@ -132,7 +133,7 @@ def test_user_scope_writes_the_home_files(env: dict[str, str]) -> None:
     settings = json.loads((home / ".claude" / "settings.json").read_text())
     assert set(settings["hooks"]) == {
         "SessionStart", "Stop", "SubagentStop", "PostToolUse", "PostToolUseFailure",
-        "Notification"}
+        "Notification", "SessionEnd"}
     user = json.loads((home / ".claude.json").read_text())
     assert list(user) == ["numStartups", "projects", "mcpServers"]
     storyd(env, "uninstall", "--claude")
@@ -204,7 +205,7 @@ def test_an_install_from_another_storyd_updates_in_place(env: dict[str, str]) ->
     assert [line.split(": ", 1)[1].split(":")[0] for line in done.stdout.splitlines()] == [
         "updated hooks.SessionStart", "updated hooks.Stop", "updated hooks.SubagentStop",
         "updated hooks.PostToolUse", "updated hooks.PostToolUseFailure",
-        "updated hooks.Notification", "unchanged"]
+        "updated hooks.Notification", "updated hooks.SessionEnd", "unchanged"]
     settings = json.loads(settings_path.read_text())
     assert _handlers(settings, "Stop") == [(None, "notify-done"),
                                            (None, f"exec {BIN / 'storyd-hook'} stop")]
@@ -251,7 +252,7 @@ def test_doctor_reports_the_claude_setup(env: dict[str, str], tmp_path: Path) ->
 
     assert claude_lines() == [f"ok   claude: {settings}: not set up"]
     storyd(env, "install", "--claude")
-    assert claude_lines() == [f"ok   claude: {settings}: 6 hooks with the MCP server"]
+    assert claude_lines() == [f"ok   claude: {settings}: 7 hooks with the MCP server"]
     settings.write_text(settings.read_text().replace(str(BIN / "storyd"), "/gone/bin/storyd"))
     assert claude_lines() == [
         f"warn claude: {settings}: storyd's entries run /gone/bin/storyd-hook, which is not "

@@ -10,6 +10,8 @@ and MCP server in each agent's own files, and exactly those taken out again.
                                                             config.toml `[mcp_servers.storyd]`
     gemini  .gemini/settings.json / ~/.gemini/settings.json (hooks and `mcpServers`)
 
+Each agent's session end (Claude Code's and Gemini's SessionEnd, Cursor's sessionEnd;
+Codex and VS Code have none) runs `session-end`, which releases the session's claims.
 A user install names this machine's storyd by absolute path. A project install writes
 files meant to be committed, so it names `storyd` from PATH, guarded: a teammate without
 storyd gets exit 0 and no output from every hook. A handler is storyd's when its
@@ -35,7 +37,7 @@ __all__ = ["AGENTS", "command", "installed", "ours", "plan"]
 SERVER = "storyd"
 GUARD = "command -v storyd-hook >/dev/null 2>&1 || exit 0; "
 LAUNCHER = "storyd-hook"  # bin/storyd-hook: the daemon answers without a Python start
-SUBS = ("session-start", "stop", "post-tool-use", "notification")
+SUBS = ("session-start", "stop", "post-tool-use", "notification", "session-end")
 _WRITERS = "Bash|Write|Edit|MultiEdit|NotebookEdit"
 
 
@@ -61,12 +63,14 @@ AGENTS = {
         ("SubagentStop", None, "stop", 30), ("PostToolUse", _WRITERS, "post-tool-use", 10),
         ("PostToolUseFailure", _WRITERS, "post-tool-use", 10),  # a tool that exited non-zero
         ("Notification", None, "notification", 10),
+        ("SessionEnd", None, "session-end", 10),  # releases the session's claims
     ), stdio=True),
     "cursor": Spec("cursor", (".cursor/hooks.json", ".cursor/hooks.json"),
                    (".cursor/mcp.json", ".cursor/mcp.json"), "flat", (
         ("sessionStart", None, "session-start", 10), ("stop", None, "stop", 30),
         ("afterFileEdit", None, "post-tool-use", 10),
         ("afterShellExecution", None, "post-tool-use", 10),
+        ("sessionEnd", None, "session-end", 10),
     )),
     "vscode": Spec("vscode", (".github/hooks/storyd.json", ".copilot/hooks/storyd.json"),
                    (".vscode/mcp.json", ".config/Code/User/mcp.json"), "flat", (
@@ -83,7 +87,7 @@ AGENTS = {
                    (".gemini/settings.json", ".gemini/settings.json"), "gemini", (
         ("SessionStart", None, "session-start", 10), ("AfterAgent", None, "stop", 30),
         ("AfterTool", "run_shell_command|write_file|replace", "post-tool-use", 10),
-        ("Notification", None, "notification", 10),
+        ("Notification", None, "notification", 10), ("SessionEnd", None, "session-end", 10),
     )),
 }  # fmt: skip
 

@@ -32,7 +32,7 @@ __all__ = [
     "ttl_seconds",
 ]  # fmt: skip
 
-DEFAULT_TTL = 900.0  # seconds; $STORYD_CLAIM_TTL overrides
+DEFAULT_TTL = 900.0  # seconds; [claims] ttl in config.toml, then $STORYD_CLAIM_TTL, override it
 MAX_TTL = 7 * 86400.0
 
 
@@ -159,12 +159,13 @@ def default_owner(session: str | None = None) -> str:
         return f"user:{os.getuid()}"
 
 
-def ttl_seconds(given: object) -> float:
-    """A lease in seconds: `given`, else $STORYD_CLAIM_TTL, else DEFAULT_TTL; a UsageError
-    for anything but a number from 1 to MAX_TTL."""
+def ttl_seconds(given: object, configured: float | None = None) -> float:
+    """A lease in seconds: `given` (--ttl), else $STORYD_CLAIM_TTL, else config.toml's
+    `[claims] ttl` (`configured`, else read now), else DEFAULT_TTL; a UsageError for
+    anything but a number from 1 to MAX_TTL (a bad config.toml: its ConfigError)."""
     raw = given if given is not None else os.environ.get("STORYD_CLAIM_TTL")
     if raw is None or raw == "":
-        return DEFAULT_TTL
+        return configured if configured is not None else _configured_ttl()
     try:
         value = float(raw)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -173,6 +174,14 @@ def ttl_seconds(given: object) -> float:
         msg = f"--ttl {raw}: a lease is a number of seconds above 0, at most {MAX_TTL:g}"
         raise UsageError(msg)
     return value
+
+
+def _configured_ttl() -> float:
+    """config.toml's `[claims] ttl`, else DEFAULT_TTL."""
+    from storyd import config
+
+    table = config.load_claims()  # [claims] alone: 66 us, not the whole file's 101
+    return DEFAULT_TTL if table is None else table.ttl
 
 
 _OVERLAP = (

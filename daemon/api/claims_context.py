@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["context_lines"]
+__all__ = ["context_lines", "with_claims"]
+
+_LINE_CHARS = 300  # one claim's line is cut here (a task id is the claimant's text)
 
 
 def context_lines(workspace: str, session: str | None, shown: int = 10) -> list[str]:
@@ -39,4 +41,14 @@ def context_lines(workspace: str, session: str | None, shown: int = 10) -> list[
                          f"{held.as_dict(now)['expires']}: leave it to them")  # fmt: skip
     if len(found) > shown:
         lines.append(f"- and {len(found) - shown} more (storyd claims --workspace {workspace})")
+    lines = [ln if len(ln) <= _LINE_CHARS else ln[: _LINE_CHARS - 3] + "..." for ln in lines]
     return ["storyd claims:", *lines] if lines else []
+
+
+def with_claims(text: str | None, workspace: str, session: str | None) -> str | None:
+    """The session-start context `text` with the claims lines after it (None: neither)."""
+    lines = context_lines(workspace, session)
+    if not lines:
+        return text
+    block = "\n".join(lines)
+    return block if text is None else f"{text}\n{block}"

@@ -211,6 +211,10 @@ class Checker(Lines):
             from storyd.config.history import check as history
 
             config.history = history(self, self.table("history", document["history"]))
+        if "claims" in document:
+            from storyd.config.claims import check as claims
+
+            config.claims = claims(self, self.table("claims", document["claims"]))
         cap = config.limits.max_workspaces
         if len(config.workspaces) > cap:
             self.problem(

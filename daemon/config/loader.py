@@ -5,7 +5,8 @@ A missing file means the defaults. Any problem raises ConfigError (exit 78) list
 every problem found; so does a file that is not a regular one (a FIFO, a link to a
 device: refused at once, storyd.core.regular) or is larger than MAX_FILE_BYTES.
 `load_staleness()` is on `storyd resume`'s path: it only stats the file when there is
-none, and tomllib is imported only when there is one.
+none, and tomllib is imported only when there is one. `load_claims()` reads only the
+[claims] table (a claim's default lease).
 """
 
 from __future__ import annotations
@@ -17,7 +18,11 @@ from storyd.config.values import DEFAULT_STALENESS, MAX_FILE_BYTES, Config, Conf
 from storyd.core.paths import config_path
 from storyd.core.regular import read_regular
 
-__all__ = ["load", "load_staleness"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from storyd.config.claims import Claims
+
+__all__ = ["load", "load_claims", "load_staleness"]
 
 
 def _read(path: str) -> tuple[dict[str, object], str] | None:
@@ -104,3 +109,24 @@ def load_staleness(path: str | None = None) -> str:
     return staleness
 
 
+def load_claims(path: str | None = None) -> Claims | None:
+    """The [claims] table, cheaply (a claim's default lease, per request in the daemon):
+    None when there is no file or no table; only the table's own problems (and an
+    unreadable file, a syntax error) raise ConfigError, `storyd config check` reports
+    the rest."""
+    path = path or config_path()
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    read = _read(path)
+    if read is None or "claims" not in read[0]:
+        return None
+    document, text = read
+    from storyd.config.claims import check
+
+    checker = Checker(text)
+    table = check(checker, checker.table("claims", document["claims"]))
+    if checker.problems:
+        raise ConfigError(checker.problems, path)
+    return table

@@ -14,6 +14,7 @@ from storyd.core.switches import DEFAULT_MAX_STATE_BYTES
 
 TYPE_CHECKING = False  # not typing's: importing typing costs `storyd resume` start-up
 if TYPE_CHECKING:
+    from storyd.config.claims import Claims
     from storyd.config.fleet import Fleet
     from storyd.config.history import History
 
@@ -69,6 +70,7 @@ HOOK_TIMEOUT = (10.0, 0.1, 3600.0)  # notify.hook_timeout: default, lowest, high
 # The keys each table may hold (limits: LIMITS); the checker names any other as unknown.
 TOP_KEYS = (
     "auto_watch",
+    "claims",
     "detectors",
     "hooks",
     "fleet",
@@ -283,10 +285,12 @@ class Config:
     hooks        Hooks        [hooks]: the agents' hooks and MCP server
     fleet        Fleet | None  [fleet] (daemon/config/fleet.py); None: publish nothing
     history      History | None  [history] (daemon/config/history.py); None: its defaults
+    claims       Claims | None  [claims] (daemon/config/claims.py); None: its defaults
     """
 
     __slots__ = (
         "auto_watch",
+        "claims",
         "detectors",
         "fleet",
         "history",
@@ -315,6 +319,7 @@ class Config:
         hooks: Hooks | None = None,
         fleet: Fleet | None = None,
         history: History | None = None,
+        claims: Claims | None = None,
     ) -> None:
         self.socket = socket
         self.staleness = staleness
@@ -328,6 +333,7 @@ class Config:
         self.hooks = Hooks() if hooks is None else hooks
         self.fleet = fleet
         self.history = history
+        self.claims = claims
 
     def detector_enabled(self, name: str, default: bool = True) -> bool:
         """[detectors.<name>] enabled, else `default`."""
@@ -352,6 +358,7 @@ class Config:
             "hooks": self.hooks.as_dict(),
             **({"fleet": self.fleet.as_dict()} if self.fleet is not None else {}),
             **({"history": self.history.as_dict()} if self.history is not None else {}),
+            **({"claims": self.claims.as_dict()} if self.claims is not None else {}),
         }
 
     def __eq__(self, other: object) -> bool:

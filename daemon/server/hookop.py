@@ -49,7 +49,7 @@ class Request:
     `payload()` on the worker), `storyd` (the argv a printed fix names: the storyd the
     launcher would run) and `env`."""
 
-    __slots__ = ("agent", "data", "event", "file", "storyd")
+    __slots__ = ("agent", "data", "env_file", "event", "file", "storyd")
     # `env`: the launcher's HOME, XDG_CONFIG_HOME and XDG_STATE_HOME; where they differ
     # from the daemon's, the hook would read another configuration or other session
     # records than `storyd hook` there: Unanswered
@@ -73,6 +73,8 @@ class Request:
         self.agent = None if agent is None else str(agent)
         self.storyd = str(storyd)
         self.data, self.file = _payload(request)
+        given = env.get("CLAUDE_ENV_FILE")  # session-start leaves the owner there (issue 45)
+        self.env_file = given if isinstance(given, str) and os.path.isabs(given) else None
 
     def payload(self) -> bytes | None:
         """The payload's bytes (the file read now: on a worker, never on the event loop);
@@ -164,7 +166,7 @@ def run(hook: Request, units: UnitsOf, unreadable: UnitsOf | None = None) -> byt
     try:
         cfg = config.load(None)
         out, code = answer(hook.event, payload, hook.agent, cfg, units, [hook.storyd],
-                           unreadable)
+                           unreadable, hook.env_file)
     except Unanswered:
         raise
     except Exception as exc:  # `storyd hook` says nothing then: say it in its words

@@ -2,7 +2,10 @@
 
 `storyd hook EVENT` (the command line) and the daemon's `hook` op (bin/storyd-hook's
 fast path) both call `answer`; only `units` differs: the command asks the daemon's
-`list` (else scans the workspace), the daemon reads its own cache.
+`list` (else scans the workspace), the daemon reads its own cache. Besides its answer,
+session-start leaves the session's owner in Claude Code's `$CLAUDE_ENV_FILE` (the
+door's own variable, or the launcher's; storyd.api.hooks.owner_env), and session-end
+releases the session's claims (storyd.api.hooks.session_end).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EVENTS", "EXIT_2", "answer"]
 
-EVENTS = ("session-start", "stop", "post-tool-use", "notification")
+EVENTS = ("session-start", "stop", "post-tool-use", "notification", "session-end")
 # post-tool-use by exit 2 and stderr (shown to the model beside the tool's output): Claude
 # Code's PostToolUse only. Codex puts exit 2's stderr in place of the tool's output and
 # VS Code drops it; they, and Claude Code's PostToolUseFailure, get
@@ -36,12 +39,12 @@ def answer(event: str, payload: dict[str, object], agent: str | None, cfg: Confi
            units: Callable[[str], list[dict[str, object]]],
            storyd: list[str],
            unreadable: Callable[[str], list[dict[str, object]]] | None = None,
-           ) -> tuple[str | None, int]:  # fmt: skip
+           env_file: str | None = None) -> tuple[str | None, int]:  # fmt: skip
     """(the JSON answer for stdout, or with exit code 2 the text for stderr; None: say
     nothing, the exit code). `units` gives a workspace's units in flight with their
     findings; `unreadable` (asked after `units`) the state files of that workspace that
     no longer parse (the `list` answer's entries); `storyd` is the argv a printed fix
-    names (storyd.api.hooks.selfpath)."""
+    names (storyd.api.hooks.selfpath); `env_file` is Claude Code's $CLAUDE_ENV_FILE."""
     from storyd.api.hooks import hookio
     from storyd.api.hooks import payload as shapes
 
@@ -54,6 +57,11 @@ def answer(event: str, payload: dict[str, object], agent: str | None, cfg: Confi
         from storyd.api.hooks.notification import record
 
         record(hook, payload, trust)  # recorded for `storyd top`; nothing to answer
+        return None, 0
+    if event == "session-end":
+        from storyd.api.hooks.session_end import release
+
+        release(hook)  # the session's claims given back; nothing to answer
         return None, 0
     if event == "post-tool-use":
         from storyd.api.hooks.post_tool_use import problems
@@ -74,7 +82,13 @@ def answer(event: str, payload: dict[str, object], agent: str | None, cfg: Confi
     else:
         from storyd.api.hooks.session_start import context
 
-        got = context(hook, trust, cfg, units, storyd, unreadable)
+        try:
+            got = context(hook, trust, cfg, units, storyd, unreadable)
+        finally:  # whatever the context: $STORYD_OWNER in the agent's Bash tool
+            if env_file:
+                from storyd.api.hooks.owner_env import export_owner
+
+                export_owner(env_file, hook.session)
         if got is None:
             return None, 0
         text = got

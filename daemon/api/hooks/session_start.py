@@ -137,4 +137,7 @@ def context(hook: Hook, trust: Trust, cfg: Config,
     found = units(workspace)
     broken = unreadable(workspace) if unreadable is not None else []
     _remember(hook.session, workspace, hook.agent, [u for u in found if not u.get("stale")])
-    return render(workspace, found, cfg.hooks.context_chars, storyd, broken)
+    text = render(workspace, found, cfg.hooks.context_chars, storyd, broken)
+    from storyd.api.claims_context import with_claims  # what it and the others hold
+
+    return with_claims(text, workspace, hook.session)

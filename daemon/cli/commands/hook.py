@@ -4,6 +4,7 @@
     stop            hold a stop once while the session left a state file behind git
     post-tool-use   after any tool: the state files that broke since the last check
     notification    the agent waits for the user: recorded for `storyd top`, no output
+    session-end     the session ended: its claims are released (docs/claims.md), no output
 
 Claude Code, Codex CLI, Cursor, VS Code Copilot and Gemini CLI are told apart by their
 payload (or `--agent NAME`), and answered in their own shape. Never blocks by accident:
@@ -23,12 +24,13 @@ from storyd.core.flags import VALUE, parse, text
 __all__ = ["FLAGS", "SUBCOMMANDS", "main"]
 
 USAGE = (
-    "usage: storyd hook session-start|stop|post-tool-use|notification [--agent NAME] "
-    "[--config FILE] [--socket PATH]"
+    "usage: storyd hook session-start|stop|post-tool-use|notification|session-end "
+    "[--agent NAME] [--config FILE] [--socket PATH]"
 )
 FLAGS = {"agent": VALUE, "config": VALUE, "socket": VALUE}
 SUBCOMMANDS = {
     "session-start": FLAGS, "stop": FLAGS, "post-tool-use": FLAGS, "notification": FLAGS,
+    "session-end": FLAGS,
 }  # fmt: skip
 
 
@@ -64,7 +66,8 @@ def _run(event: str, payload: dict[str, object], agent: str | None,
     def unreadable(workspace: str) -> list[dict[str, object]]:
         return broken.get(workspace, [])
 
-    return answer(event, payload, agent, cfg, units, storyd_argv(), unreadable)
+    return answer(event, payload, agent, cfg, units, storyd_argv(), unreadable,
+                  os.environ.get("CLAUDE_ENV_FILE"))  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
