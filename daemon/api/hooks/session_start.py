@@ -137,4 +137,8 @@ def context(hook: Hook, trust: Trust, cfg: Config,
     found = units(workspace)
     broken = unreadable(workspace) if unreadable is not None else []
     _remember(hook.session, workspace, hook.agent, [u for u in found if not u.get("stale")])
-    return render(workspace, found, cfg.hooks.context_chars, storyd, broken)
+    text = render(workspace, found, cfg.hooks.context_chars, storyd, broken)
+    from storyd.api.claude_ties import session_start as claude_list  # issue 44: its task list
+
+    line = claude_list(hook, workspace)
+    return text if line is None else line if text is None else f"{text}\n{line}"
