@@ -145,7 +145,7 @@ def _current(unit: Unit) -> str:
     subject = " ".join(str(nxt.get("subject") or "").split())
     if len(subject) > _SUBJECT_CHARS:
         subject = subject[: _SUBJECT_CHARS - 3] + "..."
-    state = "in progress" if nxt["task"] in (nxt.get("inProgress") or ()) else "ready"
+    state = "in progress" if nxt.get("inProgress") else "ready"  # the first one in progress
     owner = f", owner {nxt['owner']}" if nxt.get("owner") else ""
     return f"current task {nxt['task']} \"{subject}\" ({state}{owner})"
 
@@ -246,9 +246,9 @@ def tied_units(workspace: str) -> list[Unit]:
         unit.key = list_id  # `storyd status` names the list, not the folder's generic key
         unit.labels["list"] = list_id
         if entry.get("session"):
-            unit.labels["session"] = entry["session"]
+            unit.labels["session"] = str(entry["session"])
         if entry.get("source"):
-            unit.labels["began"] = entry["source"]
+            unit.labels["began"] = str(entry["source"])
         units.append(unit)
     sessions = {str(t["session"]) for t in ties if t.get("session")}
     return units + _team_units(workspace, sessions, seen)
