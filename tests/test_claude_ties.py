@@ -125,10 +125,13 @@ class TestCompaction:
         _lay_list(home.claude / "tasks" / "s1", TIME_TRACKER)
         [line] = _lines(home.start("s2", "clear"))
         assert "before /clear, s1 " in line
+        # s2 made no list: compacted, s3 is told of s1, which is not the list just before
+        [line] = _lines(home.start("s3", "compact"))
+        assert "the list of an earlier session, s1 " in line
         for path in (home.claude / "tasks" / "s1").iterdir():  # every task completed
             node = orjson.loads(path.read_bytes())
             path.write_bytes(orjson.dumps(dict(node, status="completed")))
-        assert _lines(home.start("s3", "clear")) == []
+        assert _lines(home.start("s4", "clear")) == []
 
     def test_a_shared_list_id_is_not_orphaned(self, home: Home) -> None:
         home.start("s1", "startup", CLAUDE_CODE_TASK_LIST_ID="shared")

@@ -162,18 +162,18 @@ def handover(session: str, workspace: str, source: str | None,
         return None  # a list of its own already (resumed, or a shared list id)
     base = os.path.dirname(own)
     seen = {name}
-    candidates = [(str(t["list"]), t.get("source"), "tied") for t in before]
-    candidates += [(s, None, "transcript") for s in _transcript_sessions(transcript, session)]
-    for list_id, _, how in candidates:
+    tied = [str(t["list"]) for t in before]
+    for list_id in [*tied, *_transcript_sessions(transcript, session)]:
         if list_id in seen:
             continue
         seen.add(list_id)
         unit = read_list(os.path.join(base, list_id))
         if unit is None or _open(unit) == 0:
             continue
-        why = {"compact": "before /compact", "clear": "before /clear"}.get(str(source),
-                                                                          "of an earlier session")
-        found = "" if how == "tied" else " (found by its transcript in this project)"
+        last = tied[:1] == [list_id]  # the session just before this one
+        why = {"compact": "before /compact", "clear": "before /clear"}.get(str(source))
+        why = why if why and last else "of an earlier session"
+        found = "" if list_id in tied else " (found by its transcript in this project)"
         return (f"claude-tasks: this session's task list is empty; the list {why}, "
                 f"{list_id}{found} ({unit.state_file}/), has {_open(unit)} open task(s) of "
                 f"{len(unit.tasks)}; {_current(unit)}. Recreate the open tasks or read "
