@@ -208,6 +208,24 @@ class TestStatus:
                                               status="completed")))
         [again] = home.status()  # no watch of ~/.claude: read again by this answer
         assert again["done"] == before + 1
+        # resume of the tied list, with the daemon up: both doors read it here
+        folder = str(home.claude / "tasks" / "s1")
+        for argv in ([STORYD, "resume", "--workspace", str(home.ws), "--state-file", folder,
+                      "--detail"],
+                     [str(Path(STORYD).parent / "storyd-resume"), f"--workspace={home.ws}",
+                      f"--state-file={folder}", "--detail"]):  # fmt: skip
+            done = subprocess.run(argv, env=home.env, capture_output=True, timeout=60,
+                                  check=False)  # fmt: skip
+            assert done.returncode == 0, (argv[0], done.stderr)
+            body = orjson.loads(done.stdout)
+            assert body["envelope"]["resumePoint"] == again["resumePoint"]
+            assert body["next"]["task"] == str(again["current"]).split()[0]
+        other = home.claude / "tasks" / "untied"
+        _lay_list(other, DEX)
+        done = subprocess.run([STORYD, "resume", "--workspace", str(home.ws), "--state-file",
+                               str(other)], env=home.env, capture_output=True, timeout=60,
+                              check=False)  # fmt: skip
+        assert done.returncode == 64 and b"not a Claude Code task list tied" in done.stderr
         assert daemon.running()
 
 
