@@ -26,6 +26,12 @@ def output(argv: list[str], cwd: str) -> Output:
 
 
 def _answer(query: Query, argv: list[str], cwd: str) -> Output:
+    if query.state_file is not None and query.state_file.startswith("/"):
+        from storyd.api.claude_resume import output as claude_list  # outside: never the daemon's
+
+        answered = claude_list(query)
+        if answered is not None:
+            return answered
     if not query.direct:
         from storyd.api.client import ask_cli
         from storyd.core.paths import socket_path

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_AGE", "MAX_RECORDS", "STATES", "Change", "begin", "changes", "keep", "load", "mark",
-    "record_path", "save", "state", "touch", "touched",
+    "record_path", "save", "state", "touch", "touched", "write_private",
 ]  # fmt: skip
 
 MAX_RECORDS = 256
@@ -95,10 +95,16 @@ def save(record: dict[str, object]) -> bool:
     # storyd's lean writer, not `json` (its import of re: ~5 ms of a hook's 17)
     from storyd.core.jsonio import dumps
 
-    path = record_path(str(record["session"]))
+    return write_private(record_path(str(record["session"])), dumps(record, exact_floats=True))
+
+
+def write_private(path: str, data: bytes, *, keep: int = MAX_RECORDS,
+                  age: float = MAX_AGE) -> bool:  # fmt: skip
+    """Write `data` as `path` in storyd's private state (0600, whole, through a temporary
+    file made new in the folder opened without following a link), then leave at most
+    `keep` entries there, none older than `age` seconds; False when it cannot be written."""
     folder, name = os.path.split(path)
     tmp = f".record-{os.getpid()}.tmp"
-    data = dumps(record, exact_floats=True)
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         # the folder itself, never a link's target: every name below is taken in it
@@ -120,7 +126,7 @@ def save(record: dict[str, object]) -> bool:
         except OSError:
             _unlink(tmp, dfd)
             return False
-        _prune(dfd)
+        _prune(dfd, keep, age)
     finally:
         os.close(dfd)
     return True
@@ -134,8 +140,8 @@ def _unlink(name: str, dfd: int) -> None:
         pass
 
 
-def _prune(dfd: int) -> None:
-    """At most MAX_RECORDS entries in the folder open as `dfd`, none older than MAX_AGE
+def _prune(dfd: int, keep: int, age: float) -> None:
+    """At most `keep` entries in the folder open as `dfd`, none older than `age` seconds
     (anything but a folder counts: a FIFO or a link left there goes in its turn)."""
     import time
 
@@ -146,9 +152,9 @@ def _prune(dfd: int) -> None:
     except OSError:
         return
     entries.sort(reverse=True)
-    cutoff = time.time() - MAX_AGE
+    cutoff = time.time() - age
     for index, (mtime, name) in enumerate(entries):
-        if index >= MAX_RECORDS or mtime < cutoff:
+        if index >= keep or mtime < cutoff:
             _unlink(name, dfd)
 
 

@@ -86,9 +86,12 @@ def units(
     config: str | None = None,
     progress: Progress | None = None,
     codes: frozenset[str] | None = None,
+    claude_lists: bool = True,
 ) -> Units:
     """The units of `workspaces` (None or empty: every workspace the daemon watches,
-    else the current folder), from the daemon when one answers, else read here.
+    else the current folder), from the daemon when one answers, else read here; with
+    `claude_lists`, each workspace's Claude Code task lists outside it too, read here
+    on every answer (storyd.api.claude_ties: the daemon does not watch them).
 
     `timeout` (seconds) bounds each request to the daemon; `config` is the configuration
     file a direct read uses (SetupError when a named file does not exist); `codes`: the
@@ -137,14 +140,31 @@ def units(
                     broken.extend(unreadable_of(answer))
                     clock = str(answer.get("clock"))
             if not declined:
-                return Units(found, "daemon", clock, broken, notes)
+                return _lists(Units(found, "daemon", clock, broken, notes), folders, in_flight,
+                              claude_lists)  # fmt: skip
             read, more = _scan(declined, config, staleness, in_flight, make, codes)
             source = "direct" if len(declined) == len(asked) else "daemon+direct"
-            return Units(_ordered(found + read), source, clock, broken + more, notes)
+            got = Units(_ordered(found + read), source, clock, broken + more, notes)
+            return _lists(got, folders, in_flight, claude_lists)
         except DaemonUnavailable:
             pass
     read, broken = _scan(folders or [os.getcwd()], config, staleness, in_flight, make, codes)
-    return Units(read, "direct", None, broken, notes)
+    return _lists(Units(read, "direct", None, broken, notes), folders or [os.path.realpath(".")],
+                  in_flight, claude_lists)  # fmt: skip
+
+
+def _lists(found: Units, folders: list[str], in_flight: bool, wanted: bool) -> Units:
+    """`found` with the Claude Code task lists tied to its workspaces (those asked, and
+    those its units are in) added, read here (storyd.api.claude_ties)."""
+    if not wanted:
+        return found
+    from storyd.api.claude_ties import summaries
+
+    spaces = dict.fromkeys([*folders, *(str(u.get("workspace")) for u in found.units)])
+    added = [s for ws in spaces for s in summaries(ws, in_flight=in_flight)]
+    if added:
+        found.units = _ordered(found.units + added)
+    return found
 
 
 def _watch(path: str | None, workspace: str, timeout: float, make: Progress) -> dict[str, object]:

@@ -32,7 +32,9 @@ from storyd.server.service import Daemon
 
 __all__ = ["Request", "run"]
 
-_HOMES = ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME")  # the configuration, the sessions
+# the configuration, the sessions; where Claude Code's task lists are (claude_ties)
+_HOMES = ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "CLAUDE_CONFIG_DIR",
+          "CLAUDE_CODE_TASK_LIST_ID")
 _WAIT = 30.0  # a first watch of a large workspace takes seconds; the launcher bounds us
 
 

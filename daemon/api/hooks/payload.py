@@ -50,9 +50,12 @@ class Hook:
     quiet       a stop that must never block: plan mode, a read-only subagent, an
                 aborted turn
     name        the agent's own name of the event (`SubagentStop`, `Notification`), or None
+    source      why a session started (`startup`, `resume`, `clear`, `compact`), or None
+    transcript  the session's transcript file (`transcript_path`), or None
     """
 
-    __slots__ = ("agent", "continued", "folder", "name", "paths", "quiet", "session")
+    __slots__ = ("agent", "continued", "folder", "name", "paths", "quiet", "session", "source",
+                 "transcript")
 
     def __init__(self, agent: str, folder: str | None, session: str | None,
                  paths: list[str], continued: bool, quiet: bool) -> None:  # fmt: skip
@@ -63,6 +66,8 @@ class Hook:
         self.continued = continued
         self.quiet = quiet
         self.name: str | None = None
+        self.source: str | None = None
+        self.transcript: str | None = None
 
 
 def _text(value: object) -> str | None:
@@ -130,6 +135,8 @@ def read(payload: dict[str, object], agent: str | None = None) -> Hook:
     )
     hook = Hook(who, folder, session, _paths(payload, folder), continued, _quiet(payload))
     hook.name = _text(payload.get("hook_event_name")) or _text(payload.get("hookEventName"))
+    hook.source = _text(payload.get("source"))
+    hook.transcript = _text(payload.get("transcript_path"))
     return hook
 
 

@@ -43,7 +43,8 @@ def units(
     from storyd.api.units import units as listed
 
     found = listed([workspace], in_flight=in_flight, socket=socket, config=config,
-                   timeout=timeout_ms / 1000, codes=codes)  # fmt: skip
+                   timeout=timeout_ms / 1000, codes=codes,
+                   claude_lists=False)  # as the daemon's hook op: session-start adds its own
     for note in found.notes:
         sys.stderr.write(note + "\n")
     return found

@@ -52,20 +52,25 @@ def task_names(names: list[str]) -> list[str]:
     return found[:MAX_TASK_FILES]
 
 
-def read_task_file(path: str) -> tuple[bytes, os.stat_result]:
+def read_task_file(path: str, *, dir_fd: int | None = None,
+                   limit: int = MAX_TASK_BYTES) -> tuple[bytes, os.stat_result]:  # fmt: skip
     """A task file's bytes and status: a regular file, not a link (O_NOFOLLOW), at most
-    MAX_TASK_BYTES (OSError otherwise)."""
+    `limit` bytes (OSError otherwise); `path` relative to the folder open as `dir_fd`."""
     # O_NONBLOCK: a FIFO opens at once (then refused); a regular file's read ignores it
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    # (storyd.core.regular's rule, with O_NOFOLLOW and a folder's descriptor added)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY,
+                 dir_fd=dir_fd)  # fmt: skip
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise NotRegularFile(path, st.st_mode)
-        data = os.read(fd, MAX_TASK_BYTES + 1)
+        if st.st_size > limit:
+            raise FileTooLarge(path, limit)
+        data = os.read(fd, limit + 1)
     finally:
         os.close(fd)
-    if len(data) > MAX_TASK_BYTES:
-        raise FileTooLarge(path, MAX_TASK_BYTES)
+    if len(data) > limit:
+        raise FileTooLarge(path, limit)
     return data, st
 
 
@@ -121,11 +126,16 @@ def _parse(files: list[tuple[str, bytes]], findings: list[Finding]) -> list[tupl
     return sorted(got.values(), key=lambda pair: _id_order(pair[0].id))
 
 
+def _open_blockers(entry: _Entry, status: dict[str, str]) -> list[str]:
+    """The entry's blockers not completed (a blocker whose file is gone blocks nothing)."""
+    return [b for b in entry.blocked_by if status.get(b, "completed") != "completed"]
+
+
 def _next(entries: list[_Entry], status: dict[str, str]) -> dict[str, object] | None:
     working = [e for e in entries if e.status == "in_progress"]
 
     def free(entry: _Entry) -> bool:
-        return all(status.get(b, "completed") == "completed" for b in entry.blocked_by)
+        return not _open_blockers(entry, status)
 
     ready = [e for e in entries if e.status == "pending" and free(e)]
     chosen = working[0] if working else ready[0] if ready else None
@@ -150,7 +160,7 @@ def unit_of(files: list[tuple[str, bytes]], state_file: str,
     entries = [e for _, e in pairs]
     status = {e.id: e.status for e in entries}
     for entry in entries:
-        early = [b for b in entry.blocked_by if status.get(b, "completed") != "completed"]
+        early = _open_blockers(entry, status)
         if entry.status == "completed" and early:
             message = (f"task {entry.id} is completed while its blocker(s) "
                        f"{', '.join(early[:5])} are not")
@@ -174,6 +184,11 @@ def unit_of(files: list[tuple[str, bytes]], state_file: str,
             owners[entry.owner] = owners.get(entry.owner, 0) + 1
     if owners:
         labels["owners"] = ", ".join(f"{o}: {n}" for o, n in sorted(owners.items())[:_SHOWN])
+    waiting = [f"{e.id} on {', '.join(early[:5])}" for e in entries
+               if e.status != "completed" and (early := _open_blockers(e, status))]
+    if waiting:  # the open tasks' open blockers (blockedBy): what each waits on
+        labels["waiting"] = "; ".join(waiting[:_SHOWN]) + (
+            f"; and {len(waiting) - _SHOWN} more" if len(waiting) > _SHOWN else "")
     return Unit("claude-tasks", state_file, KEY, tuple(tasks), resume_point=point,
                 findings=tuple(findings), labels=labels, next=nxt)
 
