@@ -1,0 +1,147 @@
+"""Where beads keeps its truth: `.beads/metadata.json`, read bounded, and the database it
+names, contained in the workspace.
+
+beads' `internal/configfile/configfile.go` (steveyegge/beads @ fbcee6c6, and its JSONL-era
+versions) gives the fields read here: `database` (relative to `.beads/`: SQLite's
+`beads.db` before v0.56), `backend` (`sqlite` or `dolt`; empty is Dolt since v0.56),
+`jsonl_export` (the JSONL era's export name), `dolt_mode` (`embedded`, `server`,
+`proxied-server`), `dolt_server_host` and `dolt_data_dir` (a Dolt folder elsewhere; by
+default `.beads/dolt`). A path the file names that leads out of the workspace or into
+git's folders is ignored, with a finding; so is a file that is not a small JSON object.
+
+    store_of(source)   the Store: backend, the database found (or None), the Dolt
+                       server host it names when not this machine, and `problems` (one
+                       line each: the format's `metadata-unreadable` findings)
+    newest(path)       the newest mtime at a database's path (Dolt's files below it)
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from storyd.core.containment import Refused, resolve
+from storyd.core.formats.base import Source
+from storyd.core.jsonio import JSONError, loads
+from storyd.core.regular import read_regular
+
+__all__ = ["DEFAULTS", "META", "Store", "newest", "store_of"]
+
+META = ".beads/metadata.json"
+META_LIMIT = 64 * 1024  # beads writes a few hundred bytes
+# where beads (v0.56+: Dolt; before, SQLite) keeps the truth the JSONL is exported from
+DEFAULTS = (".beads/dolt", ".beads/beads.db", ".beads/issues.db")
+_LOOPBACK = frozenset(("", "localhost", "127.0.0.1", "::1", "[::1]"))
+_NAMES = 200  # at most this many names a folder are looked at
+
+
+class Store:
+    """What `.beads/` says of beads' database (all paths workspace-relative)."""
+
+    __slots__ = ("backend", "database", "has_meta", "problems", "remote")
+
+    def __init__(self) -> None:
+        self.has_meta = False
+        self.backend = ""  # metadata's `backend`, lower case ("" when not said)
+        self.database: str | None = None  # the database found, or None
+        self.remote: str | None = None  # a Dolt server host that is not this machine
+        self.problems: list[str] = []  # what is wrong with the metadata, one line each
+
+
+def store_of(source: Source) -> Store:
+    """Read `.beads/metadata.json` (if any) and find the database it names, or a default."""
+    store = Store()
+    meta = _metadata(source, store)
+    candidates: list[str] = []
+    for key in ("dolt_data_dir", "database"):
+        value = meta.get(key)
+        if isinstance(value, str) and value.strip() and "\0" not in value:
+            candidates.append(os.path.normpath(os.path.join(".beads", value.strip())))
+    host = meta.get("dolt_server_host")
+    if isinstance(host, str) and host.strip().lower() not in _LOOPBACK:
+        store.remote = host.strip()[:100]  # bd would dial it: storyd does not ask bd
+    for relpath in (*candidates, *DEFAULTS):
+        if _contained(source, relpath, store) and source.exists(relpath):
+            store.database = relpath
+            _note_files(source, relpath)
+            break
+    return store
+
+
+def _metadata(source: Source, store: Store) -> dict[str, object]:
+    """metadata.json's object; {} (with a finding when it is there but unreadable)."""
+    path = source.path(META)
+    if not os.path.lexists(path):
+        source.seen.setdefault(META, None)
+        return {}
+    store.has_meta = True
+    source.exists(META)  # its signature: the answer depends on it
+    try:
+        resolve(source.workspace, META)
+        value = loads(read_regular(path, META_LIMIT))
+    except Refused as exc:
+        why = exc.message
+    except (OSError, JSONError) as exc:
+        why = f"{META}: {exc.strerror if isinstance(exc, OSError) else exc}"
+    else:
+        if isinstance(value, dict):
+            backend = value.get("backend")
+            store.backend = backend.lower() if isinstance(backend, str) else ""
+            return value
+        why = f"{META}: not a JSON object"
+    message = f"{why}; beads' metadata is ignored (the default database paths are looked at)"
+    store.problems.append(message[:300])
+    return {}
+
+
+def _contained(source: Source, relpath: str, store: Store) -> bool:
+    """Whether a database path stays in the workspace and out of git's folders."""
+    if relpath.startswith(("..", os.sep)):
+        shown = relpath[:120]
+        message = (f"{META} names a database outside the workspace ({shown}); it is "
+                   "ignored: storyd reads only what is inside the workspace")
+        if message not in store.problems:
+            store.problems.append(message)
+        return False
+    try:
+        resolve(source.workspace, relpath)
+    except Refused as exc:
+        message = f"{exc.message}; {META}'s database path is ignored"
+        store.problems.append(message[:300])
+        return False
+    return True
+
+
+def _note_files(source: Source, relpath: str) -> None:
+    """Record the files a write to the database changes (the answer depends on them):
+    Dolt's `noms/manifest` (replaced at every write) or SQLite's file and its WAL."""
+    path = source.path(relpath)
+    if not os.path.isdir(path):
+        source.exists(relpath + "-wal")
+        return
+    source.exists(f"{relpath}/.dolt/noms/manifest")
+    try:
+        names = sorted(os.listdir(path))[:_NAMES]
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith("."):
+            source.exists(f"{relpath}/{name}/.dolt/noms/manifest")
+
+
+def newest(path: str, depth: int = 4) -> float:
+    """The newest mtime at `path` or below it, `depth` folders down (Dolt's
+    `<db>/.dolt/noms/` files), links not followed, at most 200 names a folder."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0.0
+    found = st.st_mtime
+    if depth and stat.S_ISDIR(st.st_mode):
+        try:
+            names = os.listdir(path)[:_NAMES]
+        except OSError:
+            return found
+        for name in names:
+            found = max(found, newest(os.path.join(path, name), depth - 1))
+    return found
