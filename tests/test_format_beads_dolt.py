@@ -428,3 +428,16 @@ def test_the_bd_reader_is_imported_only_when_asked(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)  # fmt: skip
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_a_read_through_bd_depends_on_the_database_s_root_files(tmp_path: Path,
+                                                                bin_dir: Path) -> None:  # fmt: skip
+    """The daemon's cache re-checks what a read saw: Dolt's manifest and chunk journal
+    (a write appends its new root there) are among them, so a write is never missed."""
+    ws = _workspace(tmp_path / "ws", jsonl=EXPORTED)
+    source = Source(str(ws))
+    builtin("beads").load(source, BEADS)
+    noms = ".beads/dolt/beads/.dolt/noms"
+    assert source.seen[f"{noms}/manifest"] is not None
+    assert f"{noms}/{'v' * 32}" in source.seen  # absent here, so None: its arrival counts
+    assert source.seen[".beads/metadata.json"] is not None

@@ -33,6 +33,7 @@ META_LIMIT = 64 * 1024  # beads writes a few hundred bytes
 DEFAULTS = (".beads/dolt", ".beads/beads.db", ".beads/issues.db")
 _LOOPBACK = frozenset(("", "localhost", "127.0.0.1", "::1", "[::1]"))
 _NAMES = 200  # at most this many names a folder are looked at
+_DOLT_ROOTS = ("manifest", "v" * 32)  # where a Dolt write records its new root
 
 
 class Store:
@@ -114,19 +115,19 @@ def _contained(source: Source, relpath: str, store: Store) -> bool:
 
 def _note_files(source: Source, relpath: str) -> None:
     """Record the files a write to the database changes (the answer depends on them):
-    Dolt's `noms/manifest` (replaced at every write) or SQLite's file and its WAL."""
+    Dolt's `noms/manifest` and its chunk journal (`noms/vvvv…`, dolthub/dolt's
+    `chunkJournalAddr`: every root update is appended to it), or SQLite's file and WAL."""
     path = source.path(relpath)
     if not os.path.isdir(path):
         source.exists(relpath + "-wal")
         return
-    source.exists(f"{relpath}/.dolt/noms/manifest")
     try:
-        names = sorted(os.listdir(path))[:_NAMES]
+        names = sorted(n for n in os.listdir(path) if not n.startswith("."))[:_NAMES]
     except OSError:
-        return
-    for name in names:
-        if not name.startswith("."):
-            source.exists(f"{relpath}/{name}/.dolt/noms/manifest")
+        names = []
+    for db in (relpath, *(f"{relpath}/{name}" for name in names)):
+        for name in _DOLT_ROOTS:
+            source.exists(f"{db}/.dolt/noms/{name}")
 
 
 def newest(path: str, depth: int = 4) -> float:
