@@ -441,3 +441,35 @@ def test_a_read_through_bd_depends_on_the_database_s_root_files(tmp_path: Path,
     assert source.seen[f"{noms}/manifest"] is not None
     assert f"{noms}/{'v' * 32}" in source.seen  # absent here, so None: its arrival counts
     assert source.seen[".beads/metadata.json"] is not None
+
+
+@pytest.mark.slow
+class TestBdIsAskedAgainOnlyWhenItsAnswerCanChange:
+    """The daemon re-reads beads on every rescan (its readiness depends on the clock):
+    bd starts again only when the database's files change, or a deferral falls due."""
+
+    def test_an_unchanged_database_is_not_asked_twice(self, tmp_path: Path,
+                                                      bin_dir: Path) -> None:  # fmt: skip
+        _fake_bd(bin_dir)
+        ws = _workspace(tmp_path / "ws", jsonl=EXPORTED)
+        _load(ws)
+        _load(ws)
+        assert len(_calls(bin_dir)) == 2  # one list, one ready
+        manifest = ws / ".beads" / "dolt" / "beads" / ".dolt" / "noms" / "manifest"
+        os.utime(manifest, (OLD + 7200, OLD + 7200))  # a write: the root moved
+        assert [t.id for t in _load(ws).tasks] == ["bd-1", "bd-2", "bd-3"]
+        assert len(_calls(bin_dir)) == 4
+
+    def test_a_deferral_falling_due_asks_again(self, tmp_path: Path, bin_dir: Path) -> None:
+        due = 1_900_000_000
+        listed = [dict(LISTED[1], defer_until="2030-03-17T17:46:40Z")]  # = due
+        _fake_bd(bin_dir, listed=listed, ready=[])
+        ws = _workspace(tmp_path / "ws")
+        bd = beads_bd.bd_path(str(ws))
+        assert bd is not None
+        files = ((".beads/metadata.json", 1),)
+        for now in (due - 100, due - 1, due + 1):
+            beads_bd.answer(bd, str(ws), files, now)
+        assert len(_calls(bin_dir)) == 4  # asked at due - 100 and again once due
+        beads_bd.answer(bd, str(ws), (*files, ("x", 2)), due + 2)  # other files: asked
+        assert len(_calls(bin_dir)) == 6

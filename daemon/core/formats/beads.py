@@ -177,7 +177,7 @@ class BeadsAdapter(Adapter):
                            f"contact it; {PATH} (an export that may lag) is read")
                 findings.append(finding("bd-unreadable", "info", message))
             else:
-                got = _ask_bd(source, PATH, findings)
+                got = _ask_bd(source, PATH, findings, store)
                 asked = got is not None or any(f.code == "bd-unreadable" for f in findings)
                 if got is not None:
                     nodes, ready_ids = got
@@ -283,7 +283,7 @@ class BeadsAdapter(Adapter):
                     findings=tuple(findings), labels=labels, next=nxt)
 
 
-def _ask_bd(source: Source, relpath: str, findings: list[Finding],
+def _ask_bd(source: Source, relpath: str, findings: list[Finding], store: Store,
             ) -> tuple[list[tuple[int, dict[str, object]]], list[str]] | None:  # fmt: skip
     """bd's issues and ready list when `bd` is on PATH and answers; None otherwise (a
     `bd-unreadable` finding says why bd did not answer). Imported only here: `storyd
@@ -293,8 +293,11 @@ def _ask_bd(source: Source, relpath: str, findings: list[Finding],
     bd = beads_bd.bd_path(source.workspace)
     if bd is None:
         return None
+    database = store.database or "\0"
+    files = tuple(sorted((p, s) for p, s in source.seen.items()
+                         if p == META or p.startswith(database)))  # fmt: skip
     try:
-        listed, ready_ids = beads_bd.read(bd, source.workspace)
+        listed, ready_ids = beads_bd.answer(bd, source.workspace, files, time.time())
     except beads_bd.BdFailed as exc:
         message = f"{exc}; {relpath} (an export that may lag) is read instead"
         findings.append(finding("bd-unreadable", "warning", message[:400]))

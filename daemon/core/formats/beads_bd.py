@@ -4,6 +4,7 @@ SQLite before), not the JSONL export that lags it.
     bd_path(workspace)              the `bd` on the user's PATH, or None
     read(bd, workspace)             (issues, ready ids): `bd list --json --all --limit 0`
                                     and `bd ready --json --limit 0`; BdFailed says why not
+    answer(bd, workspace, files, now)  `read`, memoised while `files` are unchanged
     BdFailed                        one line: bd would not start, failed, overran the time
                                     or size bound, or printed something that is not JSON
 
@@ -39,13 +40,16 @@ from __future__ import annotations
 import os
 import time
 
+from storyd.core.isotime import parse_epoch
 from storyd.core.jsonio import JSONError, loads
+from storyd.core.switches import CONFIG
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from subprocess import Popen
 
-__all__ = ["LIMIT", "TIMEOUT", "BdFailed", "bd_path", "environment", "read"]
+__all__ = ["LIMIT", "MEMO_FOR", "TIMEOUT", "BdFailed", "answer", "bd_path", "environment",
+           "read"]
 
 TIMEOUT = 5.0  # seconds for both commands together (embedded Dolt opens in ~0.1-1 s)
 LIMIT = 32 << 20  # bytes of output a command may print (beads' own export: 2.3 MB)
@@ -59,6 +63,7 @@ _FIXED = {
     "NO_COLOR": "1",
 }  # fmt: skip
 FLAGS = ("--readonly", "--sandbox")
+MEMO_FOR = 300.0  # seconds an answer serves at most while the database's files stand still
 
 
 class BdFailed(Exception):
@@ -91,6 +96,46 @@ def environment(beads_dir: str) -> dict[str, str]:
     env.update(_FIXED)
     env["BEADS_DIR"] = beads_dir
     return env
+
+
+def answer(bd: str, workspace: str, files: tuple[object, ...],
+           now: float) -> tuple[list[dict[str, object]], list[str]]:  # fmt: skip
+    """`read`, memoised per workspace (CONFIG.bd_memo) while bd and `files` (what a write
+    to the database changes: its root files' and metadata.json's signatures) stand
+    still, until the first `defer_until` still ahead (bd's ready list changes then) or
+    MEMO_FOR seconds; a failure too. The daemon's periodic rescan re-reads the beads
+    format (its readiness depends on the clock): bd is not started again for it, and
+    never contends with the user's own bd for an embedded Dolt database that did not
+    change."""
+    try:
+        st = os.stat(bd)
+        key: tuple[object, ...] = (bd, st.st_ino, st.st_mtime_ns, st.st_size, files)
+    except OSError:
+        key = (bd, files)
+    memo = CONFIG.bd_memo.get(workspace)
+    if memo is not None and memo[0] == key and now < memo[1]:
+        got = memo[2]
+    else:
+        try:
+            got = read(bd, workspace)
+        except BdFailed as exc:
+            got = exc
+        CONFIG.bd_memo[workspace] = (key, _expiry(got, now), got)
+    if isinstance(got, BdFailed):
+        raise BdFailed(str(got))
+    return got  # type: ignore[return-value]
+
+
+def _expiry(got: object, now: float) -> float:
+    """When a memoised answer stops serving: MEMO_FOR from now, or sooner when an issue's
+    `defer_until` falls before that."""
+    until = now + MEMO_FOR
+    if isinstance(got, tuple):
+        for node in got[0]:
+            when = parse_epoch(node.get("defer_until"))
+            if when is not None and now < when < until:
+                until = float(when)
+    return until
 
 
 def read(bd: str, workspace: str, *, timeout: float | None = None,
