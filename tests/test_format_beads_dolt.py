@@ -10,10 +10,12 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_harness import Run
+from cli_harness import Run, run_storyd_cli
+from daemon_harness import DaemonProcess
 from format_harness import codes, load_one
 from realworld3 import entries, lay_out, need_corpus
 
@@ -473,3 +475,23 @@ class TestBdIsAskedAgainOnlyWhenItsAnswerCanChange:
         assert len(_calls(bin_dir)) == 4  # asked at due - 100 and again once due
         beads_bd.answer(bd, str(ws), (*files, ("x", 2)), due + 2)  # other files: asked
         assert len(_calls(bin_dir)) == 6
+
+
+@pytest.mark.slow
+def test_the_daemon_answers_from_bd_as_the_direct_read_does(
+    spawn_daemon: Callable[..., DaemonProcess], tmp_path: Path, bin_dir: Path
+) -> None:
+    """A real daemon (bd started from its worker, in its children's group): the same
+    envelope and `next` as --direct, both from bd, not from the lagging export."""
+    _fake_bd(bin_dir)
+    ws = _workspace(tmp_path / "ws", jsonl=EXPORTED)
+    proc = spawn_daemon([ws])
+    argv = ("resume", "--state-file", BEADS, "--detail")
+    via = run_storyd_cli(*argv, "--timeout", "5000", env=proc.env, cwd=ws)
+    direct = run_storyd_cli(*argv, "--direct", env=proc.env, cwd=ws)
+    assert via.returncode == direct.returncode == 0, (via.stderr, direct.stderr)
+    answers = [json.loads(done.stdout) for done in (via, direct)]
+    assert [a["source"] for a in answers] == ["cache", "direct"]  # the daemon's own read
+    for detail in answers:
+        assert detail["envelope"]["resumePoint"] == "task-bd-3", detail
+        assert "bd asked" in detail["next"]["why"]
