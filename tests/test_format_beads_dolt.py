@@ -294,6 +294,18 @@ class TestWithoutBd:
         assert "so is beads' database" in str(unit.error)
         assert unit.tasks == ()
 
+    def test_the_jsonl_era_s_export_name_is_read(self, tmp_path: Path, bin_dir: Path) -> None:
+        """Before 2025-11-21 beads exported `.beads/beads.jsonl` (metadata's jsonl_export)."""
+        ws = _workspace(tmp_path / "ws", meta={"database": "beads.db",
+                                               "jsonl_export": "beads.jsonl"},
+                        database=False)  # fmt: skip
+        (ws / ".beads" / "beads.jsonl").write_text(json.dumps(EXPORTED[0]) + "\n")
+        unit = _load(ws)
+        assert unit.error is None and [t.id for t in unit.tasks] == ["bd-1"]
+        (ws / ".beads" / "metadata.json").write_text(
+            json.dumps({"jsonl_export": "../../secret.jsonl"}))
+        assert str(_load(ws).error).startswith(f"{BEADS} is absent")  # never followed
+
     def test_a_workspace_without_beads_metadata_is_not_beads(self, tmp_path: Path) -> None:
         (tmp_path / ".beads").mkdir()
         (tmp_path / ".beads" / "config.yaml").write_text("issue-prefix: x\n")

@@ -169,15 +169,16 @@ class BeadsAdapter(Adapter):
         if relpath == META and source.exists(PATH):
             return []  # the JSONL's unit is the issues' one
         store = store_of(source)
+        jsonl = PATH if relpath == PATH else store.export or PATH  # JSONL era: its name
         findings = [finding("metadata-unreadable", "warning", p) for p in store.problems]
         asked = False
         if store.has_meta and store.database is not None:
             if store.remote is not None:
                 message = (f"{META} names the Dolt server {store.remote}: storyd does not "
-                           f"contact it; {PATH} (an export that may lag) is read")
+                           f"contact it; {jsonl} (an export that may lag) is read")
                 findings.append(finding("bd-unreadable", "info", message))
             else:
-                got = _ask_bd(source, PATH, findings, store)
+                got = _ask_bd(source, jsonl, findings, store)
                 asked = got is not None or any(f.code == "bd-unreadable" for f in findings)
                 if got is not None:
                     nodes, ready_ids = got
@@ -185,11 +186,11 @@ class BeadsAdapter(Adapter):
                     unit.labels["source"] = "bd (the database)"
                     return [unit]
         try:
-            data = source.read(PATH, "issues.jsonl")
+            data = source.read(jsonl, jsonl.rsplit("/", 1)[-1])
         except StateFileMissing:
             if relpath == PATH:
                 raise  # gone meanwhile: metadata.json's unit speaks for it
-            message = _absent(PATH, store, asked)  # the unit's error: one line, no twin
+            message = _absent(jsonl, store, asked)  # the unit's error: one line, no twin
             return [Unit("beads", relpath, KEY, (), findings=tuple(findings),
                          labels={"export": "absent"}, error=message)]
         if data[:3] == b"\xef\xbb\xbf" or not data.isascii():
@@ -208,11 +209,11 @@ class BeadsAdapter(Adapter):
             nodes.append((number, node))
         if torn:
             shown = ", ".join(map(str, torn[:10]))
-            message = (f"{len(torn)} line(s) of {PATH} are not JSON objects (line {shown}): "
+            message = (f"{len(torn)} line(s) of {jsonl} are not JSON objects (line {shown}): "
                        f"a torn or hand-edited write; those issues are not counted")
             late.append(finding("torn-line", "warning", message,
                                 evidence={"lines": ",".join(map(str, torn[:100]))}))
-        lag = _export_lag(source, PATH, store)
+        lag = _export_lag(source, jsonl, store)
         if lag is not None:
             late.append(lag)
         unit = self._build(relpath, nodes, findings, None, late)

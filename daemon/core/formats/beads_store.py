@@ -39,13 +39,14 @@ _DOLT_ROOTS = ("manifest", "v" * 32)  # where a Dolt write records its new root
 class Store:
     """What `.beads/` says of beads' database (all paths workspace-relative)."""
 
-    __slots__ = ("backend", "database", "has_meta", "problems", "remote")
+    __slots__ = ("backend", "database", "export", "has_meta", "problems", "remote")
 
     def __init__(self) -> None:
         self.has_meta = False
         self.backend = ""  # metadata's `backend`, lower case ("" when not said)
         self.database: str | None = None  # the database found, or None
         self.remote: str | None = None  # a Dolt server host that is not this machine
+        self.export: str | None = None  # `jsonl_export` (`.beads/beads.jsonl` before 2025-11-21)
         self.problems: list[str] = []  # what is wrong with the metadata, one line each
 
 
@@ -58,6 +59,10 @@ def store_of(source: Source) -> Store:
         value = meta.get(key)
         if isinstance(value, str) and value.strip() and "\0" not in value:
             candidates.append(os.path.normpath(os.path.join(".beads", value.strip())))
+    export = meta.get("jsonl_export")
+    if isinstance(export, str) and export.endswith(".jsonl") and "/" not in export \
+            and os.sep not in export and not export.startswith("."):
+        store.export = f".beads/{export}"  # a name in .beads/, read under the link rule
     host = meta.get("dolt_server_host")
     if isinstance(host, str) and host.strip().lower() not in _LOOPBACK:
         store.remote = host.strip()[:100]  # bd would dial it: storyd does not ask bd
