@@ -507,3 +507,15 @@ def test_the_daemon_answers_from_bd_as_the_direct_read_does(
     for detail in answers:
         assert detail["envelope"]["resumePoint"] == "task-bd-3", detail
         assert "bd asked" in detail["next"]["why"]
+
+
+def test_a_migrated_workspace_s_dolt_folder_beats_a_stale_sqlite_file(
+    tmp_path: Path, bin_dir: Path
+) -> None:
+    """Dolt ignores a relative `database` (it still says beads.db after a migration)."""
+    ws = _workspace(tmp_path / "ws", meta={"database": "beads.db", "backend": "dolt"},
+                    jsonl=EXPORTED)  # fmt: skip
+    (ws / ".beads" / "beads.db").write_bytes(b"SQLite format 3\0")
+    os.utime(ws / ".beads" / "beads.db", (OLD - 60, OLD - 60))  # older than the export
+    [lag] = [f for f in _load(ws).findings if f.code == "export-lags"]
+    assert lag.evidence is not None and lag.evidence["database"] == ".beads/dolt"

@@ -54,11 +54,16 @@ def store_of(source: Source) -> Store:
     """Read `.beads/metadata.json` (if any) and find the database it names, or a default."""
     store = Store()
     meta = _metadata(source, store)
-    candidates: list[str] = []
+    named: dict[str, str] = {}
     for key in ("dolt_data_dir", "database"):
         value = meta.get(key)
         if isinstance(value, str) and value.strip() and "\0" not in value:
-            candidates.append(os.path.normpath(os.path.join(".beads", value.strip())))
+            named[key] = os.path.normpath(os.path.join(".beads", value.strip()))
+    # Dolt (the default since v0.56) ignores a relative `database` (configfile.go's
+    # DatabasePath: `.beads/dolt`), which still says `beads.db` after a migration
+    sqlite = store.backend == "sqlite"
+    candidates = [named.get("dolt_data_dir"), named.get("database") if sqlite else None,
+                  *DEFAULTS, named.get("database")]  # fmt: skip
     export = meta.get("jsonl_export")
     if isinstance(export, str) and export.endswith(".jsonl") and "/" not in export \
             and os.sep not in export and not export.startswith("."):
@@ -66,7 +71,7 @@ def store_of(source: Source) -> Store:
     host = meta.get("dolt_server_host")
     if isinstance(host, str) and host.strip().lower() not in _LOOPBACK:
         store.remote = host.strip()[:100]  # bd would dial it: storyd does not ask bd
-    for relpath in (*candidates, *DEFAULTS):
+    for relpath in dict.fromkeys(c for c in candidates if c is not None):
         if _contained(source, relpath, store) and source.exists(relpath):
             store.database = relpath
             _note_files(source, relpath)
