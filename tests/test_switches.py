@@ -232,6 +232,7 @@ class TestConfigureAndReset:
         CONFIG.fine_devices.add(1)
         CONFIG.warned_versions.add("9.9")
         CONFIG.disk_steps = 3
+        CONFIG.bd_memo["/ws"] = ((), 0.0, None)
         CONFIG.claims_conns.conn = ("/claims", 1, None)  # this thread's kept connection
         registry.get()
         changed = [name for name in switches._Config.__slots__

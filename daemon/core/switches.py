@@ -21,6 +21,8 @@ The memory a fresh process starts without, kept by the module named and emptied 
     disk_steps       api.reconcile.atomic: disk-changing system calls so far (the
                      test hook `kill-at-N`)
     registry         core.registry: the process's one registry of plugins, once built
+    bd_memo          formats.beads_bd: bd's last answer per workspace, while the
+                     database's files are unchanged (a rescan does not start bd again)
 
 No other module of the package keeps mutable state at module level:
 tests/test_switches.py scans for it, and says which exceptions it allows and why.
@@ -48,6 +50,7 @@ class _Config:
     (modules bind CONFIG itself, never a field of it)."""
 
     __slots__ = (
+        "bd_memo",
         "claims_conns",
         "disk_steps",
         "fast_parse",
@@ -76,6 +79,8 @@ class _Config:
         self.warned_versions: set[str] = set()
         self.disk_steps = 0
         self.registry: object | None = None  # a core.registry.Registry (no import here)
+        # workspace -> (what the answer depends on, when it expires, the answer or failure)
+        self.bd_memo: dict[str, tuple[tuple[object, ...], float, object]] = {}
 
 
 CONFIG = _Config()

@@ -51,7 +51,7 @@ TASK_MASTER = {
     "files": (".taskmaster/tasks/tasks.json", "tasks/tasks.json"),
     "companions": (".taskmaster/state.json",),
 }
-BEADS = {"roots": (".beads",), "files": (".beads/issues.jsonl",)}
+BEADS = {"roots": (".beads",), "files": (".beads/issues.jsonl", ".beads/metadata.json")}
 OPENSPEC = {
     "roots": ("openspec/changes",),
     "files": ("openspec/changes/*/tasks.md", "openspec/changes/archive/*/tasks.md"),
