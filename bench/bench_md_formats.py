@@ -13,13 +13,16 @@ in memory: OpenSpec's and the ExecPlan's `parse`; for Backlog.md the YAML subset
 its config, and the largest backlog whole); for BMAD the YAML subset's `nested` of the
 largest sprint-status.yaml (alone), and of a sprint with its largest story file's
 `Status:` line; for GSD the largest STATE.md's front matter and Current Position with
-its commit's ROADMAP.md. Interleaved, medians.
+its commit's ROADMAP.md; for Claude Code's task lists `json.loads` of every file of the
+largest list. Interleaved, medians (and the ratio of minimums, steadier when the
+machine is shared).
 Target: within 2x.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -91,7 +94,32 @@ def _cases(root: Path) -> list[tuple[str, str, str, Callable[[], object], int]]:
     cases.append(("execplan", relpath, str(ws), lambda t=text, r=relpath: execplan.parse(t, r),
                   len(text.encode())))
     cases.extend(_bmad_gsd(root))
+    cases.append(_claude_tasks(root))
     return cases
+
+
+def _claude_tasks(root: Path) -> tuple[str, str, str, Callable[[], object], int]:
+    """Claude Code's largest real task list (one JSON file per task, committed under
+    `tasks/`), laid out as `.claude/tasks/`: its first task file answers for the list;
+    parsing alone is `json.loads` of every file."""
+    rows = realworld3.entries("claude-tasks")
+    folders: dict[tuple[str, str, str], list[dict[str, object]]] = {}
+    for e in rows:
+        if str(e["path"]).endswith(".json"):
+            key = (str(e["repo"]), str(e["commit"]), str(e["path"]).rsplit("/", 1)[0])
+            folders.setdefault(key, []).append(e)
+    biggest = max(folders.values(), key=len)
+    ws = root / "claude-tasks"
+    folder = ws / ".claude" / "tasks"
+    folder.mkdir(parents=True)
+    for e in biggest:
+        name = str(e["path"]).rsplit("/", 1)[1]
+        (folder / name).write_bytes((realworld3.CORPUS / str(e["file"])).read_bytes())
+    paths = [f".claude/tasks/{p.name}" for p in folder.iterdir()]
+    blobs = [(ws / p).read_bytes() for p in paths]
+    first = min(paths, key=lambda p: int(p.rsplit("/", 1)[1].split(".")[0]))
+    return (f"claude-tasks ({len(paths)} task files)", first, str(ws),
+            lambda b=blobs: [json.loads(x) for x in b], sum(len(b) for b in blobs))
 
 
 def _bmad_gsd(root: Path) -> list[tuple[str, str, str, Callable[[], object], int]]:
