@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import realworld3
 import realworld4
+from corpus_checks import answers_agree, torn_and_garbled
 from realworld4 import entries, lay_out, lay_out_commit, need_corpus
 
-from storyd.api.answers import Options, resume_unit
 from storyd.core.errors import DataError, StorydError
 from storyd.core.formats import adapter_for
 from storyd.core.formats.base import Source
@@ -41,17 +41,6 @@ def _backlog(repo: str, ws: Path) -> Unit:
     return unit
 
 
-def _answers(ws: Path, relpath: str, label: str) -> None:
-    """The resume answer agrees with the unit's next task (as for realworld3)."""
-    answer = resume_unit(str(ws), relpath, None, Options())
-    point, unit = answer.envelope["resumePoint"], answer.unit
-    if point.startswith("task-"):
-        assert unit.next is not None and point == f"task-{unit.next['task']}", label
-        assert unit.next["task"] in {t.id for t in unit.tasks if t.bucket != DONE}, label
-    else:
-        assert point in ("fresh-start", "all-done", "blocked"), (label, point)
-
-
 @pytest.mark.slow
 def test_every_openspec_file_reads(tmp_path: Path) -> None:
     need_corpus()
@@ -67,7 +56,7 @@ def test_every_openspec_file_reads(tmp_path: Path) -> None:
         [unit] = adapter_for(relpath).load(Source(str(ws)), relpath)
         done = sum(1 for t in unit.tasks if t.bucket == DONE)
         assert (done, len(unit.tasks) - done) == (entry["checked"], entry["unchecked"]), relpath
-        _answers(ws, relpath, str(entry["file"]))
+        answers_agree(ws, relpath, str(entry["file"]))
         read += 1
     assert read == 58
 
@@ -87,7 +76,7 @@ def test_every_backlog_reads(tmp_path: Path) -> None:
         for task in unit.tasks:  # the manifest's status, as written
             [row] = [e for e in tasks if e["id"] == task.id]
             assert task.status == row["status"]
-        _answers(ws, CONFIG, str(config["repo"]))
+        answers_agree(ws, CONFIG, str(config["repo"]))
 
 
 @pytest.mark.slow
@@ -109,7 +98,7 @@ def test_every_execplan_reads_or_is_refused(tmp_path: Path) -> None:
             outcomes["refused"] += 1
             continue
         assert unit.tasks, relpath
-        _answers(ws, relpath, str(entry["file"]))
+        answers_agree(ws, relpath, str(entry["file"]))
         outcomes["units"] += 1
     assert outcomes == {"units": 14, "refused": 1, "elsewhere": 2}
 
@@ -199,19 +188,7 @@ def test_torn_and_garbled_real_files_never_give_a_traceback(tmp_path: Path) -> N
         relpath = corpus.lay_out(entry, ws)
         if relpath.startswith("backlog/"):
             (ws / CONFIG).write_text("statuses: [To Do, In Progress, Done]\n")
-        data = (ws / relpath).read_bytes()
-        variants = [data[: len(data) * k // 6] for k in range(1, 6)]
-        variants.append(data.replace(b"-", b"\xff", 3).replace(b"[", b"{", 2))
         state = CONFIG if relpath.startswith("backlog/") else relpath
-        for variant in variants:
-            (ws / relpath).write_bytes(variant)
-            try:
-                units = adapter_for(state).load(Source(str(ws)), state)
-            except DataError as exc:
-                assert state in exc.message
-                outcomes["refused"] += 1
-                continue
-            for unit in units:
-                resume_unit(str(ws), state, unit.key, Options())
-            outcomes["units"] += 1
+        for kind, count in torn_and_garbled(ws, relpath, state, b"[").items():
+            outcomes[kind] += count
     assert outcomes["units"] > 0

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 import realworld4
+from corpus_checks import answers_agree, torn_and_garbled
 from realworld4 import entries, lay_out, lay_out_commit, need_corpus
 
-from storyd.api.answers import Options, resume_unit
 from storyd.core.errors import DataError
 from storyd.core.formats import adapter_for, builtin
 from storyd.core.formats.base import Source
 from storyd.core.formats.bmad import story_status
-from storyd.core.model import DONE, Unit
+from storyd.core.model import Unit
 from storyd.detectors.mentions import named_ids
 
 STATE = ".planning/STATE.md"
@@ -33,17 +33,6 @@ def _unit(convention: str, repo: str, commit: str, ws: Path, part: str = "") -> 
     relpath = str(entry["path"])
     [unit] = adapter_for(relpath).load(Source(str(ws)), relpath)
     return unit
-
-
-def _answers(ws: Path, relpath: str, label: str) -> None:
-    """The resume answer agrees with the unit's next task."""
-    answer = resume_unit(str(ws), relpath, None, Options())
-    point, unit = answer.envelope["resumePoint"], answer.unit
-    if point.startswith("task-"):
-        assert unit.next is not None and point == f"task-{unit.next['task']}", label
-        assert unit.next["task"] in {t.id for t in unit.tasks if t.bucket != DONE}, label
-    else:
-        assert point in ("fresh-start", "all-done", "blocked"), (label, point)
 
 
 @pytest.mark.slow
@@ -67,7 +56,7 @@ def test_every_state_file_reads(tmp_path: Path, convention: str, suffix: str,
             for task in unit.tasks:
                 counts[task.status.lower()] = counts.get(task.status.lower(), 0) + 1
             assert counts == entry["status_counts"], label
-        _answers(ws, relpath, label)
+        answers_agree(ws, relpath, label)
 
 
 def test_every_story_file_has_the_status_the_manifest_read(tmp_path: Path) -> None:
@@ -189,23 +178,10 @@ def test_torn_and_garbled_real_files_never_give_a_traceback(tmp_path: Path) -> N
     for index, entry in enumerate(picks):
         ws = tmp_path / str(index)
         relpath = lay_out(entry, ws)
-        convention = str(entry["convention"])
         state = next(p for p in lay_out_commit(entry, ws)
                      if p.endswith(("sprint-status.yaml", "STATE.md")))
-        data = (ws / relpath).read_bytes()
-        variants = [data[: len(data) * k // 6] for k in range(1, 6)]
-        variants.append(data.replace(b"-", b"\xff", 3).replace(b":", b"{", 2))
-        for variant in variants:
-            (ws / relpath).write_bytes(variant)
-            try:
-                units = adapter_for(state).load(Source(str(ws)), state)
-            except DataError as exc:
-                assert state in exc.message, convention
-                outcomes["refused"] += 1
-                continue
-            for unit in units:
-                resume_unit(str(ws), state, unit.key, Options())
-            outcomes["units"] += 1
+        for kind, count in torn_and_garbled(ws, relpath, state, b":").items():
+            outcomes[kind] += count
     assert outcomes["units"] > 0 and outcomes["refused"] > 0
 
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 import os
 
 from storyd.core.errors import DataError, StorydError
-from storyd.core.formats.base import Adapter, Source, finding, make_task, walk
+from storyd.core.formats.base import Adapter, Source, finding, make_task
 from storyd.core.formats.checklist import boxes
 from storyd.core.formats.common import ALL_DONE, FRESH_START, as_int, one_line, progress_labels
 from storyd.core.formats.common import text_of as _text_of
+from storyd.core.formats.plainread import PlainReader
 from storyd.core.formats.yamlsubset import YamlError, front_matter, parse
 from storyd.core.model import DONE, Finding, Task, Unit
 
@@ -102,8 +103,8 @@ def _criteria(body: str) -> tuple[int, int]:
 class _Config:
     """What `backlog/config.yml` says: the statuses, the default, the terminal one."""
 
-    def __init__(self, source: Source, relpath: str) -> None:
-        text = _text_of(source.read(relpath, "config.yml"))
+    def __init__(self, reader: PlainReader, relpath: str) -> None:
+        text = _text_of(reader.read(relpath, "config.yml"))
         try:
             fields = parse(text)
         except YamlError as exc:
@@ -126,11 +127,11 @@ class _Config:
         self.lowered = [s.lower() for s in self.statuses]
 
 
-def _task(source: Source, relpath: str, config: _Config,
+def _task(reader: PlainReader, relpath: str, config: _Config,
           findings: list[Finding]) -> tuple[Task, dict[str, object]] | str:  # fmt: skip
     """One task file's task and front matter, else why it is none: `note` (no front
     matter: a readme, notes) or `refused` (front matter outside the subset: a finding)."""
-    text = _text_of(source.read(relpath, os.path.basename(relpath)))
+    text = _text_of(reader.read(relpath, os.path.basename(relpath)))
     try:
         found = front_matter(text)
     except YamlError as exc:
@@ -166,13 +167,39 @@ def _task(source: Source, relpath: str, config: _Config,
     return task, dict(fields)
 
 
+def _markdown(workspace: str, root: str) -> list[str]:
+    """Every `.md` file below `root` as base.walk lists it (folders named `.*` skipped, a
+    link to a folder not entered), sorted: one scandir per folder, with no os.walk and
+    relpath per folder (most of a small backlog's listing cost)."""
+    found: list[str] = []
+    folders = [root]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(os.path.join(workspace, folder)) as listing:
+                for entry in listing:
+                    rel = f"{folder}/{entry.name}"
+                    try:
+                        is_dir = entry.is_dir()
+                    except OSError:
+                        is_dir = False
+                    if not is_dir:
+                        if rel.endswith(".md"):
+                            found.append(rel)
+                    elif not entry.name.startswith(".") and not entry.is_symlink():
+                        folders.append(rel)
+        except OSError:
+            continue
+    return sorted(found)
+
+
 def _task_files(source: Source) -> list[str]:
-    return walk(source.workspace, (TASKS,), lambda rel: rel.endswith(".md"))
+    return _markdown(source.workspace, TASKS)
 
 
 def _completed_ids(source: Source) -> set[tuple[str, tuple[int, ...]]]:
     """The ids of the tasks moved to `backlog/completed/` (from their names: done)."""
-    names = walk(source.workspace, (COMPLETED,), lambda rel: rel.endswith(".md"))
+    names = _markdown(source.workspace, COMPLETED)
     keys = (id_key(_file_id(os.path.basename(n))) for n in names)
     return {k for k in keys if k is not None}
 
@@ -218,7 +245,8 @@ class BacklogAdapter(Adapter):
         return None
 
     def load(self, source: Source, relpath: str) -> list[Unit]:
-        config = _Config(source, relpath)
+        reader = PlainReader(source)  # storyd never writes Backlog.md's files
+        config = _Config(reader, relpath)
         findings: list[Finding] = []
         files = _task_files(source)
         if len(files) > MAX_TASK_FILES:
@@ -231,7 +259,7 @@ class BacklogAdapter(Adapter):
         plain: list[str] = []
         for path in files:
             try:
-                got = _task(source, path, config, findings)
+                got = _task(reader, path, config, findings)
             except StorydError as exc:  # gone or refused since the walk: not counted
                 message = f"{path}: {one_line(exc.message)}; the task is not counted"
                 findings.append(finding("front-matter-unreadable", "warning", message))

@@ -21,6 +21,7 @@ import os
 from storyd.core.errors import DataError, StorydError
 from storyd.core.formats.base import Adapter, Source, finding, make_task
 from storyd.core.formats.common import ALL_DONE, FRESH_START, progress_labels, text_of
+from storyd.core.formats.plainread import PlainReader
 from storyd.core.formats.yamlsubset import YamlError, nested
 from storyd.core.model import DONE, Finding, Task, Unit
 
@@ -88,14 +89,15 @@ def _rank(status: str) -> int:
 class _Stories:
     """The story files a sprint's keys may have: one listing per folder, read lazily."""
 
-    def __init__(self, source: Source, relpath: str, location: object) -> None:
+    def __init__(self, reader: PlainReader, relpath: str, location: object) -> None:
         here = os.path.dirname(relpath)
         folders = [here, f"{here}/stories", "docs/stories"]
         if isinstance(location, str):
             local = location.replace("{project-root}/", "").strip().strip("/")
             if local and not os.path.isabs(location) and ".." not in local.split("/"):
                 folders.insert(0, local)
-        self.source = source
+        self.reader = reader
+        source = reader.source
         self.names: dict[str, str] = {}
         for folder in dict.fromkeys(folders):
             try:
@@ -114,15 +116,15 @@ class _Stories:
         if path is None:
             return None
         try:
-            data = self.source.read(path, os.path.basename(path))
+            data = self.reader.read(path, os.path.basename(path), HEAD_BYTES)
         except StorydError:
             return None
-        got = story_status(text_of(data[:HEAD_BYTES]))  # the Status: line is at the top
+        got = story_status(text_of(data))  # the Status: line is at the top
         return None if got is None else (path, got[0], got[1])
 
 
-def _fields(source: Source, relpath: str) -> tuple[dict[str, object], dict[str, str]]:
-    text = text_of(source.read(relpath, NAME))
+def _fields(reader: PlainReader, relpath: str) -> tuple[dict[str, object], dict[str, str]]:
+    text = text_of(reader.read(relpath, NAME))
     try:
         fields = nested(text)
     except YamlError as exc:
@@ -166,9 +168,10 @@ class BmadAdapter(Adapter):
         return None
 
     def load(self, source: Source, relpath: str) -> list[Unit]:
-        fields, status = _fields(source, relpath)
+        reader = PlainReader(source)  # storyd never writes BMAD's files
+        fields, status = _fields(reader, relpath)
         findings: list[Finding] = []
-        stories = _Stories(source, relpath, fields.get("story_location"))
+        stories = _Stories(reader, relpath, fields.get("story_location"))
         tasks: list[Task] = []
         epics: dict[str, str] = {}
         retros: dict[str, str] = {}
