@@ -122,13 +122,10 @@ def test_mcp_answers_each_format(spawn_daemon: Any, tmp_path: Path, mode: str) -
     _mcp_answers(env, ws, tmp_path / "mcp.err", names)
 
 
-@pytest.mark.xfail(strict=True, reason="claude_tasks's next has no status")
 def test_mcp_answers_a_claude_task_list(tmp_path: Path) -> None:
-    """claude_tasks's `next` has no `status` (every other format's has, and nextstep's),
-    and the MCP tools' outputSchema requires it: the resume tool answers "argument
-    next.status: Field required". The cause is the format's
-    (daemon/core/formats/claude_tasks.py), not the door's; strict, so that the fix there
-    fails this mark and it is dropped."""
+    """A Claude task list through MCP: its `next` carries `status` as every format's does
+    (the resume tool's outputSchema requires it; without it the tool answered "argument
+    next.status: Field required")."""
     pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install '.[mcp]'")
     from agents_harness import AgentsEnv
 

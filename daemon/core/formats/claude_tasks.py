@@ -143,7 +143,8 @@ def _next(entries: list[_Entry], status: dict[str, str]) -> dict[str, object] | 
         return None
     why = ("in progress (the first by id)" if working else
            "the first pending task, by id, whose blockedBy are all completed")
-    nxt: dict[str, object] = {"task": chosen.id, "why": why, "subject": chosen.subject,
+    nxt: dict[str, object] = {"task": chosen.id, "why": why, "status": chosen.status,
+                              "subject": chosen.subject,
                               "ready": [e.id for e in ready[:_SHOWN]],
                               "inProgress": [e.id for e in working[:_SHOWN]]}
     if chosen.owner is not None:
