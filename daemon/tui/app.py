@@ -191,7 +191,9 @@ class TopApp(App[int]):
             self.call_from_thread(self.set_link, f"cannot read the units: {exc}")
             self.call_from_thread(self._read_done)
             return
-        made = rows(found.units)
+        from storyd.api.claimview import attach
+
+        made = rows(attach(found.units))
         agents = self._sessions({row.key[0] for row in made})
         made = waiting_first(made, agents)
         self.call_from_thread(self.show, made, found.source, agents)
@@ -240,7 +242,8 @@ class TopApp(App[int]):
         for row in self.shown:
             cells = (
                 str(row.unit.get("format")), label(row, many), row.progress(),
-                age(now - row.changed) if row.changed else "-", row.point(), row.finding(),
+                age(now - row.changed) if row.changed else "-", row.claim(now), row.point(),
+                row.finding(),
             )  # fmt: skip
             wanted["\0".join(row.key)] = (_STYLE[row.rank], cells)
         self.sync.apply(wanted)

@@ -1,0 +1,179 @@
+"""Claims as the unit views show them: the `claim` field of a unit (its holder, token,
+grant, lease end and `live` or `abandoned`), the `claim-lost` findings of a unit, and
+the one line of text every door prints for a claim.
+
+`storyd status` (text and --json), `storyd check` (and the MCP `check` tool),
+`storyd top` and its live view, the fleet view and `resume --detail` all go through
+here, so every door shows the same thing. Nothing is read, and sqlite3 is not imported,
+when nothing was ever claimed on this machine (storyd.api.claims_path).
+
+A unit's claim is the one on the unit itself, else the one on its whole state file,
+else one on a task of it (`task` then says which); a live one before an abandoned one.
+A `claim-lost` record is shown while the grant it was written under is still the
+unit's claim (a release or a new grant ends it): a warning, one line per writer and
+holder (storyd.core.causes), evidence `writer`, `writerToken`, `holder`, `holderToken`.
+"""
+
+from __future__ import annotations
+
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+
+    from storyd.api.claims import Claim
+
+__all__ = ["Seen", "attach", "claim_field", "claim_text", "last_text", "seen"]
+
+
+class Seen:
+    """What the claims database holds for some workspaces at one moment: the claims and
+    the `claim-lost` records, looked up by (workspace, state file)."""
+
+    __slots__ = ("claims", "lost", "now")
+
+    def __init__(self, found: list[Claim], lost: list[dict[str, object]],
+                 now: float) -> None:  # fmt: skip
+        self.now = now
+        self.claims: dict[tuple[str, str], list[Claim]] = {}
+        for held in found:
+            self.claims.setdefault((held.place.workspace, held.place.state_file), []).append(held)
+        self.lost: dict[tuple[str, str], list[dict[str, object]]] = {}
+        for record in lost:
+            key = (str(record["workspace"]), str(record["stateFile"]))
+            self.lost.setdefault(key, []).append(record)
+
+    def claim_of(self, workspace: str, state_file: str, unit: str) -> Claim | None:
+        """The unit's claim: its own, else its file's, else one of its tasks'; live first."""
+        mine = [c for c in self.claims.get((workspace, state_file), ())
+                if c.place.unit in (unit, "")]  # fmt: skip
+        mine.sort(key=lambda c: (not c.live(self.now), c.place.task != "", c.place.unit == ""))
+        return mine[0] if mine else None
+
+    def lost_of(self, workspace: str, state_file: str, unit: str) -> list[dict[str, object]]:
+        """The `claim-lost` records of the unit whose grant is still its holder's."""
+        current = {(c.owner, c.token) for c in self.claims.get((workspace, state_file), ())
+                   if c.place.unit in (unit, "")}  # fmt: skip
+        found = self.lost.get((workspace, state_file), ())
+        return [r for r in found
+                if r["unit"] in (unit, "") and (r["holder"], r["holderToken"]) in current]
+
+
+def seen(workspace: str | None = None, *, conn: sqlite3.Connection | None = None) -> Seen | None:
+    """The claims and `claim-lost` records (of one workspace), None when nothing was ever
+    claimed here or the database cannot be read now (a view never fails on it)."""
+    from storyd.api.claims_path import ever_claimed
+
+    if conn is None and not ever_claimed():
+        return None
+    from storyd.api import claims
+    from storyd.core.errors import StorydError
+
+    try:
+        found = claims.listing(workspace, conn=conn)
+        lost = claims.lost(workspace=workspace, conn=conn)
+    except StorydError:
+        return None
+    return Seen(found, lost, time.time())
+
+
+def claim_field(held: Claim, now: float | None = None) -> dict[str, object]:
+    """`{owner, token, granted, expires, state: live|abandoned}` (times in UTC), with
+    `task` for a task's claim and `last` (what storyd last saw) for an abandoned one."""
+    shown = held.as_dict(now)
+    field: dict[str, object] = {
+        "owner": held.owner, "token": held.token, "granted": shown["granted"],
+        "expires": shown["expires"], "state": "live" if held.live(now) else "abandoned",
+    }  # fmt: skip
+    if held.place.task:
+        field["task"] = held.place.task
+    if field["state"] == "abandoned" and shown["last"] is not None:
+        field["last"] = shown["last"]
+    return field
+
+
+def _lost_finding(record: dict[str, object]) -> object:
+    from storyd.core.model import Finding
+
+    evidence = {key: str(record[key]) for key in ("writer", "holder", "holderToken")}
+    token = record["writerToken"]
+    evidence["writerToken"] = "none" if token is None else str(token)
+    evidence["at"] = str(record["at"])
+    message = (f"written by {record['writer']} (token {evidence['writerToken']}) while "
+               f"{record['holder']} holds the current grant (token {record['holderToken']})")
+    return Finding("claims", "claim-lost", "warning", message, None, evidence)
+
+
+def attach(units: list[dict[str, object]], found: Seen | None = None) -> list[dict[str, object]]:
+    """`units` (unit summaries, changed in place) each with its `claim` field when it has
+    one, and its `claim-lost` findings added (their count and worst severity too)."""
+    if not units:
+        return units
+    if found is None:
+        spaces = {str(u.get("workspace")) for u in units}
+        found = seen(spaces.pop() if len(spaces) == 1 else None)
+    if found is None:
+        return units
+    from storyd.core.causes import one_line_each
+
+    for unit in units:
+        where = (str(unit.get("workspace")), str(unit.get("stateFile")), str(unit.get("unit")))
+        held = found.claim_of(*where)
+        if held is not None:
+            unit["claim"] = claim_field(held, found.now)
+        lost = found.lost_of(*where)
+        if not lost:
+            continue
+        said = one_line_each(tuple(_lost_finding(r) for r in lost))  # type: ignore[arg-type]
+        listed = unit.get("findingList")
+        listed = list(listed) if isinstance(listed, list) else []
+        listed += [f.as_dict() for f in said]
+        unit["findingList"] = listed
+        unit["findings"] = len(listed)
+        if unit.get("worst") != "error":
+            unit["worst"] = "warning"
+    return units
+
+
+def last_text(last: object) -> str:
+    """What storyd last saw of a unit, in words: `story-3 at task-2 (in_progress), 2/5
+    done, seen 2026-11-28T00:12:03Z`."""
+    if not isinstance(last, dict):
+        return "" if last is None else str(last)
+    parts = []
+    if last.get("resumePoint"):
+        parts.append(f"at {last['resumePoint']}")
+    if last.get("task"):
+        status = f" ({last['status']})" if last.get("status") else ""
+        parts.append(f"task {last['task']}{status}")
+    if isinstance(last.get("done"), int) and isinstance(last.get("total"), int):
+        parts.append(f"{last['done']}/{last['total']} done")
+    if last.get("at"):
+        parts.append(f"seen {last['at']}")
+    return ", ".join(parts)
+
+
+def claim_text(field: dict[str, object], now: float | None = None) -> str:
+    """One line: `claimed by alice (token 3) 2m ago, lease ends 2026-…Z (in 840 s)`, or
+    `ABANDONED by alice (token 3): lease ended …Z; last seen: at task-2, 2/5 done`."""
+    from storyd.core.isotime import parse_epoch
+
+    now = time.time() if now is None else now
+    task = f" task {field['task']}" if field.get("task") else ""
+    granted = parse_epoch(str(field.get("granted")))
+    ago = f" {_age(now - granted)} ago" if granted is not None else ""
+    who = f"{field.get('owner')} (token {field.get('token')})"
+    if field.get("state") == "abandoned":
+        last = last_text(field.get("last"))
+        tail = f"; last seen: {last}" if last else ""
+        return f"ABANDONED{task} by {who}: lease ended {field.get('expires')}{tail}"
+    ends = parse_epoch(str(field.get("expires")))
+    left = f" (in {max(0.0, ends - now):.0f} s)" if ends is not None else ""
+    return f"claimed{task} by {who}{ago}, lease ends {field.get('expires')}{left}"
+
+
+def _age(seconds: float) -> str:
+    from storyd.api.topview import age
+
+    return age(seconds)
