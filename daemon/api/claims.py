@@ -241,7 +241,7 @@ def claim(place: Place, owner: str, ttl: float, *, last: str | None = None,
                              last or mine.last)  # fmt: skip
             for old in found:  # leases that ended unreleased: abandoned, now taken over
                 if not old.live(now) and old.place.key() == place.key():
-                    _log(db, now, place, old.owner, old.token, "expired", old.last)
+                    _log(db, old.expires, place, old.owner, old.token, "expired", old.last)
             token = _next_token(db, place)
             db.execute("INSERT OR REPLACE INTO claims VALUES(?,?,?,?,?,?,?,?,?,?)",
                        (*place.key(), owner, token, now, now, now + ttl, last))  # fmt: skip
@@ -326,6 +326,7 @@ def renew_owner(owner: str, ttl: float | None = None, *, last: dict[str, str] | 
                 db.execute("UPDATE claims SET renewed=?, expires=?, last=? WHERE workspace=? "
                            "AND state_file=? AND unit=? AND task=?",
                            (now, now + length, seen, *held.place.key()))  # fmt: skip
+                _log(db, now, held.place, owner, held.token, "renewed")
                 renewed.append(Claim(held.place, owner, held.token, held.granted, now,
                                      now + length, seen))  # fmt: skip
             return renewed

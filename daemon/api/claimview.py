@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
     from storyd.api.claims import Claim
 
-__all__ = ["Seen", "attach", "claim_field", "claim_text", "last_text", "seen"]
+__all__ = [
+    "Seen", "attach", "claim_field", "claim_text", "last_text", "log_line", "seen", "unit_log",
+]
 
 
 class Seen:
@@ -177,3 +179,75 @@ def _age(seconds: float) -> str:
     from storyd.api.topview import age
 
     return age(seconds)
+
+
+def unit_log(workspace: str, state_file: str, unit: str | None,
+             since: float = 0.0) -> list[dict[str, object]]:  # fmt: skip
+    """The claims' log of a unit (its tasks' and its whole file's too; `unit` None: the
+    whole file's), oldest first, each `{claim: kind, at (epoch), time, owner, token,
+    unit, task, detail}`, `last` for an expiry; a lease that ended and nobody took over
+    is an `expired` entry at its end. None read when nothing was ever claimed here."""
+    from storyd.api.claims_path import ever_claimed
+
+    if not ever_claimed():
+        return []
+    from storyd.api import claims
+    from storyd.api.claims_store import connect
+    from storyd.core.errors import StorydError
+
+    sql = ("SELECT at, unit, task, owner, token, kind, detail FROM log WHERE workspace=? "
+           "AND state_file=? AND at>=?")  # fmt: skip
+    args: tuple[object, ...] = (workspace, state_file, since)
+    if unit is not None:
+        sql, args = sql + " AND (unit=? OR unit='')", (*args, unit)
+    try:
+        conn = connect()
+    except StorydError:
+        return []
+    try:
+        rows = conn.execute(sql + " ORDER BY id", args).fetchall()
+        ended = [c for c in claims.listing(workspace, conn=conn)
+                 if c.place.state_file == state_file and not c.live()
+                 and (unit is None or c.place.unit in (unit, ""))]  # fmt: skip
+    finally:
+        conn.close()
+    found = [_entry(at, u, t, o, tok, kind, detail) for at, u, t, o, tok, kind, detail in rows]
+    found += [_entry(c.expires, c.place.unit, c.place.task, c.owner, c.token, "expired", c.last)
+              for c in ended if c.expires >= since]  # fmt: skip
+    found.sort(key=lambda e: float(e["at"]))  # type: ignore[arg-type]
+    return found
+
+
+def _entry(at: float, unit: str, task: str, owner: str, token: int | None, kind: str,
+           detail: str | None) -> dict[str, object]:  # fmt: skip
+    entry: dict[str, object] = {
+        "claim": kind, "at": at, "time": _iso(at), "owner": owner, "token": token,
+        "unit": unit, "task": task, "detail": detail,
+    }  # fmt: skip
+    if kind == "expired" and detail:
+        import json
+
+        try:
+            entry["last"], entry["detail"] = json.loads(detail), None
+        except ValueError:
+            pass
+    return entry
+
+
+def _iso(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at * 1000) % 1000:03d}Z"
+
+
+def log_line(entry: dict[str, object]) -> str:
+    """One claims' log entry in words: `granted to alice (token 3) task T-1`,
+    `expired: alice (token 3), last seen at task-2, 2/5 done`."""
+    task = f" task {entry['task']}" if entry.get("task") else ""
+    who = f"{entry.get('owner')} (token {entry.get('token')})"
+    kind = str(entry.get("claim"))
+    text = {"granted": f"granted to {who}", "renewed": f"renewed by {who}",
+            "released": f"released by {who}", "expired": f"lease of {who} ended",
+            }.get(kind, f"{kind} by {who}")  # fmt: skip
+    if entry.get("detail") and entry["detail"] != entry.get("owner"):
+        text += f" ({entry['detail']})"
+    last = last_text(entry.get("last"))
+    return f"claim {text}{task}" + (f"; last seen: {last}" if last else "")
