@@ -242,8 +242,8 @@ class TopApp(App[int]):
         for row in self.shown:
             cells = (
                 str(row.unit.get("format")), label(row, many), row.progress(),
-                age(now - row.changed) if row.changed else "-", row.claim(now), row.point(),
-                row.finding(),
+                age(now - row.changed) if row.changed else "-", row.point(), row.finding(),
+                row.claim(now),
             )  # fmt: skip
             wanted["\0".join(row.key)] = (_STYLE[row.rank], cells)
         self.sync.apply(wanted)
