@@ -117,8 +117,8 @@ class TestCommands:
     """`storyd claims`, status, check, resume --detail and history, run as processes:
     directly, and through a real daemon."""
 
-    def test_claims_lists_the_abandoned_with_its_last_state(self, store: Path, ws: Path,
-                                                            run_storyd: Any) -> None:  # fmt: skip
+    def test_claims_lists_the_abandoned_with_its_last_state(
+            self, store: Path, ws: Path, run_storyd: Any) -> None:  # fmt: skip
         _abandoned(_unit(ws), "alice")
         out = run_storyd("claims", "--workspace", str(ws))
         assert out.returncode == 0, out.stderr
@@ -129,7 +129,7 @@ class TestCommands:
 
     @pytest.mark.parametrize("door", ["direct", "daemon"])
     def test_status_and_detail_carry_the_claim(self, store: Path, ws: Path, door: str,
-                                               spawn_daemon: Any, run_storyd: Any) -> None:  # fmt: skip
+                                               spawn_daemon: Any) -> None:  # fmt: skip
         if door == "daemon":
             env, flags = spawn_daemon([ws]).env, []
         else:
@@ -160,8 +160,8 @@ class TestCommands:
         assert "claim" not in json.loads(free.stdout)
 
     @pytest.mark.parametrize("door", ["direct", "daemon"])
-    def test_claim_lost_is_a_finding_of_status_and_check(self, store: Path, ws: Path,
-                                                         door: str, spawn_daemon: Any) -> None:  # fmt: skip
+    def test_claim_lost_is_a_finding_of_status_and_check(
+            self, store: Path, ws: Path, door: str, spawn_daemon: Any) -> None:  # fmt: skip
         if door == "daemon":
             env, flags = spawn_daemon([ws]).env, []
         else:
@@ -189,8 +189,8 @@ class TestCommands:
         after = _run(env, "check", *flags, cwd=ws)
         assert b"claim-lost" not in after.stdout
 
-    def test_history_merges_the_claims_log_with_the_versions(self, store: Path, ws: Path,
-                                                             spawn_daemon: Any) -> None:  # fmt: skip
+    def test_history_merges_the_claims_log_with_the_versions(
+            self, store: Path, ws: Path, spawn_daemon: Any) -> None:  # fmt: skip
         daemon = spawn_daemon([ws])
         env = daemon.env
         unit = ["--epic-id", EPIC, "--story-id", STORY]

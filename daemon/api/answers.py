@@ -66,7 +66,7 @@ def detail_line(
     from storyd.core.jsonio import dumps
     from storyd.core.nextstep import next_of
 
-    body = {
+    body: dict[str, object] = {
         "envelope": env,
         "findings": [f.as_dict() for f in findings],
         "next": None if unit is None else next_of(unit),
@@ -75,8 +75,8 @@ def detail_line(
     if workspace is not None and unit is not None:
         from storyd.api.claimview import attach
 
-        shown = {"workspace": workspace, "stateFile": unit.state_file, "unit": unit.key,
-                 "findingList": body["findings"]}  # fmt: skip
+        shown: dict[str, object] = {"workspace": workspace, "stateFile": unit.state_file,
+                                    "unit": unit.key, "findingList": body["findings"]}  # fmt: skip
         attach([shown])
         body["findings"] = shown["findingList"]
         if "claim" in shown:

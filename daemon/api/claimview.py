@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import sqlite3
 
     from storyd.api.claims import Claim
+    from storyd.core.model import Finding
 
 __all__ = [
     "Seen", "attach", "claim_field", "claim_text", "last_text", "log_line", "seen", "unit_log",
@@ -95,7 +96,7 @@ def claim_field(held: Claim, now: float | None = None) -> dict[str, object]:
     return field
 
 
-def _lost_finding(record: dict[str, object]) -> object:
+def _lost_finding(record: dict[str, object]) -> Finding:
     from storyd.core.model import Finding
 
     evidence = {key: str(record[key]) for key in ("writer", "holder", "holderToken")}
@@ -127,7 +128,7 @@ def attach(units: list[dict[str, object]], found: Seen | None = None) -> list[di
         lost = found.lost_of(*where)
         if not lost:
             continue
-        said = one_line_each(tuple(_lost_finding(r) for r in lost))  # type: ignore[arg-type]
+        said = one_line_each(tuple(_lost_finding(r) for r in lost))
         listed = unit.get("findingList")
         listed = list(listed) if isinstance(listed, list) else []
         listed += [f.as_dict() for f in said]
@@ -225,12 +226,11 @@ def _entry(at: float, unit: str, task: str, owner: str, token: int | None, kind:
         "unit": unit, "task": task, "detail": detail,
     }  # fmt: skip
     if kind == "expired" and detail:
+        import contextlib
         import json
 
-        try:
+        with contextlib.suppress(ValueError):
             entry["last"], entry["detail"] = json.loads(detail), None
-        except ValueError:
-            pass
     return entry
 
 

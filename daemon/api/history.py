@@ -133,8 +133,7 @@ def _runs(found: list[dict[str, object]]) -> list[dict[str, object]]:
         if (entry.get("claim") == "renewed" and before is not None
                 and before.get("claim") == "renewed"
                 and (before.get("owner"), before.get("token"), before.get("task")) == grant):
-            entry = {**entry, "count": int(before.get("count") or 1) + 1}  # type: ignore[call-overload]
-            out[-1] = entry
+            out[-1] = {**entry, "count": int(before.get("count") or 1) + 1}  # type: ignore[call-overload]
             continue
         out.append(entry)
     return out
