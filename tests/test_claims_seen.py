@@ -317,3 +317,47 @@ class TestRaceThroughTheDaemon:
         doors = [str(daemon.socket), "direct"] if mixed else [str(daemon.socket)]
         _race(tmp_path, daemon.env, doors, str(workspace.resolve()))
         assert daemon.running()
+
+
+@pytest.mark.slow
+class TestLiveView:
+    """`storyd top`'s live view, on a real daemon: a grant shows without a unit changing,
+    and a lease that ends unrenewed turns `abandoned` without any write."""
+
+    def test_claims_follow_the_store(self, store: Path, ws: Path, spawn_daemon: Any,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+        pytest.importorskip("textual", reason="the tui extra: pip install '.[tui]'")
+        import asyncio
+
+        from textual.widgets import DataTable
+
+        from storyd.tui.app import TopApp
+
+        daemon = spawn_daemon([ws])
+        monkeypatch.setenv("XDG_STATE_HOME", str(daemon.root / "state"))
+        claims.listing()  # nothing claimed yet: no database
+        app = TopApp([str(ws)], socket=str(daemon.socket))
+
+        def cells() -> list[str]:
+            table = app.query_one(DataTable)
+            return [" ".join(str(c) for c in table.get_row_at(i))
+                    for i in range(table.row_count)]  # fmt: skip
+
+        async def until(pilot: Any, check: Any, timeout: float = 10.0) -> None:
+            deadline = time.monotonic() + timeout
+            while not check():
+                assert time.monotonic() < deadline, f"timed out: {cells()}"
+                await pilot.pause(0.05)
+
+        async def drive() -> None:
+            async with app.run_test(size=(200, 30)) as pilot:
+                await until(pilot, lambda: app.rows and app.link == "live")
+                assert not any("alice" in row for row in cells())
+                claims.claim(_unit(ws), "alice", 2.0)  # no unit changes: the store does
+                await until(pilot, lambda: any("alice #1" in row and "left" in row
+                                               for row in cells()))  # fmt: skip
+                await until(pilot, lambda: any("alice #1 abandoned" in row for row in cells()),
+                            timeout=5.0)  # fmt: skip
+                await pilot.press("q")
+
+        asyncio.run(drive())

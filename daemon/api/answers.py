@@ -75,8 +75,9 @@ def detail_line(
     if workspace is not None and unit is not None:
         from storyd.api.claimview import attach
 
-        shown: dict[str, object] = {"workspace": workspace, "stateFile": unit.state_file,
-                                    "unit": unit.key, "findingList": body["findings"]}  # fmt: skip
+        shown: dict[str, object] = {"workspace": os.path.realpath(workspace),
+                                    "stateFile": unit.state_file, "unit": unit.key,
+                                    "findingList": body["findings"]}  # fmt: skip
         attach([shown])
         body["findings"] = shown["findingList"]
         if "claim" in shown:

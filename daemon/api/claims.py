@@ -451,9 +451,11 @@ def lost(*, owner: str | None = None, workspace: str | None = None, untold: bool
                 args.append(value)
         sql = ("SELECT workspace, state_file, unit, owner, token, holder, current, at FROM lost"
                + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id")
+        if not untold:  # a read: no writer's lock (status and check read it)
+            return [_lost_dict(*row) for row in db.execute(sql, args).fetchall()]
         with transaction(db):
             found = [_lost_dict(*row) for row in db.execute(sql, args).fetchall()]
-            if untold and found:
+            if found:
                 db.execute("UPDATE lost SET told = 1 WHERE " + " AND ".join(where), args)
         return found
     finally:

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from storyd.core.model import Finding
 
 __all__ = [
-    "Seen", "attach", "claim_field", "claim_text", "last_text", "log_line", "seen", "unit_log",
+    "Seen", "attach", "claim_field", "claim_text", "last_text", "lease_end", "log_line", "seen",
+    "unit_log",
 ]
 
 
@@ -94,6 +95,16 @@ def claim_field(held: Claim, now: float | None = None) -> dict[str, object]:
     if field["state"] == "abandoned" and shown["last"] is not None:
         field["last"] = shown["last"]
     return field
+
+
+def lease_end(field: object) -> float | None:
+    """When a live `claim` field's lease ends (epoch seconds), else None."""
+    if not isinstance(field, dict) or field.get("state") != "live":
+        return None
+    from storyd.core.isotime import parse_epoch
+
+    ends = parse_epoch(str(field.get("expires")))
+    return None if ends is None else float(ends)
 
 
 def _lost_finding(record: dict[str, object]) -> Finding:
