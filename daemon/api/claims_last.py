@@ -4,11 +4,12 @@ where its owner left the unit).
 
 `last` is JSON: `{at, resumePoint, done, total, task, status, mtime}`: when it was seen
 (UTC), the unit's resume point, its tasks done of all, the task the producer takes next
-and that task's status, and the state file's mtime then. A renewal reads the file again
-only when its mtime moved (a stat per claim otherwise). The read is the direct one
-(storyd.core.pipeline) with a short bound on the writers' lock; anything that keeps it
-from reading (no such file yet, a writer holding the lock, a file that does not parse)
-leaves what was seen before: a claim never fails for it.
+and that task's status, and the state file's mtime then. A renewal (and a grant of a
+unit this process read before) reads the file again only when its mtime moved (a stat
+otherwise). The read is the direct one (storyd.core.pipeline) with a short bound on the
+writers' lock; anything that keeps it from reading (no such file yet, a writer holding
+the lock, a file that does not parse) leaves what was seen before: a claim never fails
+for it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ import time
 __all__ = ["LOCK_BOUND", "last_state"]
 
 LOCK_BOUND = 0.2  # seconds a grant waits for a state file's writer before it says nothing
+_KEPT = 256
+_SEEN: dict[tuple[str, str, str], str] = {}
+"""The last read of each unit in this process (`claim-next` tries the tasks of one unit
+in turn; a daemon claims the same units again): read again only when the mtime moved."""
 
 
 def _mtime(path: str) -> float | None:
@@ -35,6 +40,7 @@ def last_state(workspace: str, state_file: str, unit: str, before: str | None = 
     mtime = _mtime(os.path.join(workspace, state_file))
     if mtime is None:
         return before
+    before = before or _SEEN.get((workspace, state_file, unit))
     if before:
         try:
             if json.loads(before).get("mtime") == mtime:
@@ -48,7 +54,10 @@ def last_state(workspace: str, state_file: str, unit: str, before: str | None = 
     if seen is None:
         return before
     seen["mtime"] = mtime
-    return json.dumps(seen, separators=(",", ":"))
+    if len(_SEEN) >= _KEPT:
+        _SEEN.clear()
+    _SEEN[workspace, state_file, unit] = text = json.dumps(seen, separators=(",", ":"))
+    return text
 
 
 def _read(workspace: str, state_file: str, unit: str) -> dict[str, object] | None:
@@ -61,7 +70,7 @@ def _read(workspace: str, state_file: str, unit: str) -> dict[str, object] | Non
 
     try:
         where = target.for_state_file(workspace, state_file, unit or None)
-        found = read_units(workspace, where.adapter, where.relpath, Options(LOCK_BOUND))
+        found = read_units(workspace, where.adapter, where.relpath, Options(LOCK_BOUND, "mtime"))
     except StorydError:
         return None
     mine = [u for u in found if u.key == unit] if unit else found
