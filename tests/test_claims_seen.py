@@ -361,3 +361,29 @@ class TestLiveView:
                 await pilot.press("q")
 
         asyncio.run(drive())
+
+
+@pytest.mark.slow
+class TestMcp:
+    """The agent's `status` and `check` tools show what `storyd status` and `check` do."""
+
+    def test_status_carries_the_claim_and_check_the_claim_lost(self, store: Path, ws: Path,
+                                                               tmp_path: Path) -> None:  # fmt: skip
+        from agents_harness import AgentsEnv
+        from mcp_harness import session
+
+        env = AgentsEnv(tmp_path)
+        held = claims.claim(_unit(ws), "alice", 600)
+        claims.record_lost(claims.Place(str(ws.resolve()), STATE), "session:s2")
+
+        async def work(client: Any) -> tuple[Any, Any]:
+            return await client.call_tool("status", {}), await client.call_tool("check", {})
+
+        status, checked = session({**env.env, "STORYD_CLAIMS": str(store)}, ws,
+                                  tmp_path / "mcp.err", work)  # fmt: skip
+        found = {u["unit"]: u for u in status.structured_content["units"]}
+        assert found[STORY]["claim"]["owner"] == "alice"
+        assert found[STORY]["claim"]["token"] == held.token
+        lost = [f for f in checked.structured_content["findings"] if f["code"] == "claim-lost"]
+        assert [f["evidence"]["holder"] for f in lost] == ["alice"]
+        assert checked.structured_content["exitCode"] == 1
