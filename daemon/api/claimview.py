@@ -169,14 +169,14 @@ def last_text(last: object) -> str:
 
 
 def claim_text(field: dict[str, object], now: float | None = None) -> str:
-    """One line: `claimed by alice (token 3) 2m ago, lease ends 2026-…Z (in 840 s)`, or
+    """One line: `claimed by alice (token 3) 60 s ago, lease ends 2026-…Z (in 840 s)`, or
     `ABANDONED by alice (token 3): lease ended …Z; last seen: at task-2, 2/5 done`."""
     from storyd.core.isotime import parse_epoch
 
     now = time.time() if now is None else now
     task = f" task {field['task']}" if field.get("task") else ""
     granted = parse_epoch(str(field.get("granted")))
-    ago = f" {_age(now - granted)} ago" if granted is not None else ""
+    ago = f" {max(0.0, now - granted):.0f} s ago" if granted is not None else ""
     who = f"{field.get('owner')} (token {field.get('token')})"
     if field.get("state") == "abandoned":
         last = last_text(field.get("last"))
@@ -186,11 +186,6 @@ def claim_text(field: dict[str, object], now: float | None = None) -> str:
     left = f" (in {max(0.0, ends - now):.0f} s)" if ends is not None else ""
     return f"claimed{task} by {who}{ago}, lease ends {field.get('expires')}{left}"
 
-
-def _age(seconds: float) -> str:
-    from storyd.api.topview import age
-
-    return age(seconds)
 
 
 def unit_log(workspace: str, state_file: str, unit: str | None,
