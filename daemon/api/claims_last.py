@@ -4,12 +4,12 @@ where its owner left the unit).
 
 `last` is JSON: `{at, resumePoint, done, total, task, status, mtime}`: when it was seen
 (UTC), the unit's resume point, its tasks done of all, the task the producer takes next
-and that task's status, and the state file's mtime then. A renewal (and a grant of a
-unit this process read before) reads the file again only when its mtime moved (a stat
-otherwise). The read is the direct one (storyd.core.pipeline) with a short bound on the
-writers' lock; anything that keeps it from reading (no such file yet, a writer holding
-the lock, a file that does not parse) leaves what was seen before: a claim never fails
-for it.
+and that task's status, and the state file's mtime then. A renewal reads the file
+again only when its mtime moved (a stat otherwise); a grant reads it (0.6 to 1.5 ms for
+the demo's epic on 2 busy cores). The read is the direct one (storyd.core.pipeline,
+mtime staleness: no git child) with a short bound on the writers' lock; anything that
+keeps it from reading (no such file yet, a writer holding the lock, a file that does
+not parse) leaves what was seen before: a claim never fails for it.
 """
 
 from __future__ import annotations
@@ -21,10 +21,6 @@ import time
 __all__ = ["LOCK_BOUND", "last_state"]
 
 LOCK_BOUND = 0.2  # seconds a grant waits for a state file's writer before it says nothing
-_KEPT = 256
-_SEEN: dict[tuple[str, str, str], str] = {}
-"""The last read of each unit in this process (`claim-next` tries the tasks of one unit
-in turn; a daemon claims the same units again): read again only when the mtime moved."""
 
 
 def _mtime(path: str) -> float | None:
@@ -40,7 +36,6 @@ def last_state(workspace: str, state_file: str, unit: str, before: str | None = 
     mtime = _mtime(os.path.join(workspace, state_file))
     if mtime is None:
         return before
-    before = before or _SEEN.get((workspace, state_file, unit))
     if before:
         try:
             if json.loads(before).get("mtime") == mtime:
@@ -54,10 +49,7 @@ def last_state(workspace: str, state_file: str, unit: str, before: str | None = 
     if seen is None:
         return before
     seen["mtime"] = mtime
-    if len(_SEEN) >= _KEPT:
-        _SEEN.clear()
-    _SEEN[workspace, state_file, unit] = text = json.dumps(seen, separators=(",", ":"))
-    return text
+    return json.dumps(seen, separators=(",", ":"))
 
 
 def _read(workspace: str, state_file: str, unit: str) -> dict[str, object] | None:
