@@ -213,7 +213,7 @@ def test_a_write_touches_only_its_row_and_sessions_show_their_state(
                 if key != changed:
                     assert all(same), key  # the very same cell objects
                 else:
-                    assert same == [False] * 6  # the style changed (done is green): all cells
+                    assert same == [False] * 7  # the style changed (done is green): all cells
             # the unit a session waits on comes first: its user must answer
             assert [r.key[2] for r in app.shown] == [
                 "story-0051-0001", "story-0050-0001", "story-0053-0001", "story-0052-0001"]

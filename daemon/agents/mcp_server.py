@@ -187,7 +187,10 @@ def _units(setup: Setup, workspace: str, in_flight: bool) -> Units:
 
 
 def _status(setup: Setup, workspace: str) -> CallToolResult:
+    from storyd.api.claimview import attach
+
     found = _units(setup, workspace, True)
+    attach(found.units)  # each unit's claim, as `storyd status --json` gives it
     body = {"units": found.units, "source": found.source, "unreadable": found.unreadable}
     return _ok(orjson.dumps(body) + b"\n", {**body, "exitCode": 0})
 

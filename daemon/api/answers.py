@@ -57,19 +57,31 @@ def resume(workspace: str, where: target.Target, options: Options) -> Answer:
 
 
 def detail_line(
-    env: Envelope, findings: tuple[Finding, ...], source: str, unit: Unit | None = None
+    env: Envelope, findings: tuple[Finding, ...], source: str, unit: Unit | None = None,
+    workspace: str | None = None,
 ) -> bytes:
     """`--detail` output: the envelope with its findings, the unit's next task and why
-    (storyd.core.nextstep; null when nothing is left) and which path answered."""
+    (storyd.core.nextstep; null when nothing is left), which path answered, and with
+    `workspace` the unit's `claim` and its `claim-lost` findings (storyd.api.claimview)."""
     from storyd.core.jsonio import dumps
     from storyd.core.nextstep import next_of
 
-    body = {
+    body: dict[str, object] = {
         "envelope": env,
         "findings": [f.as_dict() for f in findings],
         "next": None if unit is None else next_of(unit),
         "source": source,
     }
+    if workspace is not None and unit is not None:
+        from storyd.api.claimview import attach
+
+        shown: dict[str, object] = {"workspace": os.path.realpath(workspace),
+                                    "stateFile": unit.state_file, "unit": unit.key,
+                                    "findingList": body["findings"]}  # fmt: skip
+        attach([shown])
+        body["findings"] = shown["findingList"]
+        if "claim" in shown:
+            body["claim"] = shown["claim"]
     return dumps(body) + b"\n"
 
 
@@ -101,8 +113,8 @@ def run(
         return Output(exc.code, b"", (exc.message,))
     except Exception as exc:  # a bug must still give a clean exit 70, never a traceback
         return Output(70, b"", (f"internal error: {type(exc).__name__}: {exc}",))
-    line = (detail_line(result.envelope, result.findings, "direct", result.unit)
-            if query.detail else result.line)
+    line = (detail_line(result.envelope, result.findings, "direct", result.unit,
+                        query.workspace) if query.detail else result.line)  # fmt: skip
     return Output(0, line, tuple(result.warnings))
 
 

@@ -1,6 +1,7 @@
 """`check`: the problems among some units: warning and error findings, units that did
 not read, state files that do not parse (what `storyd check` and the MCP `check` tool
-report, with exit code 1 when there are any).
+report, with exit code 1 when there are any). A `claim-lost` (a unit's state written by
+an owner while another held the current grant: storyd.api.claimview) is a warning.
 
 Info findings are not problems; the `story-finished` and `operation-in-progress` ones
 are reported all the same (facts a CI must not act against).
@@ -26,6 +27,9 @@ class Checked:
     __slots__ = ("found", "problems", "reported")
 
     def __init__(self, found: Units) -> None:
+        from storyd.api.claimview import attach
+
+        attach(found.units)  # claim-lost is a finding of the unit written under another's grant
         self.found = found
         self.reported: list[tuple[dict[str, object], dict[str, object] | None]] = []
         problems = 0

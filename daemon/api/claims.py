@@ -226,7 +226,12 @@ def held_by(others: list[Claim], owner: str, now: float) -> Claim | None:
 def claim(place: Place, owner: str, ttl: float, *, last: str | None = None,
           conn: sqlite3.Connection | None = None) -> Claim:  # fmt: skip
     """Grant `place` to `owner` for `ttl` seconds (or renew the owner's own lease, same
-    token); Held (75) when another owner holds an overlapping live claim."""
+    token); Held (75) when another owner holds an overlapping live claim. `last` (what
+    storyd sees of the unit now, storyd.api.claims_last) is read here when not given."""
+    if last is None:
+        from storyd.api.claims_last import last_state
+
+        last = last_state(place.workspace, place.state_file, place.unit)
     db = conn or connect()
     try:
         with transaction(db):
@@ -245,7 +250,7 @@ def claim(place: Place, owner: str, ttl: float, *, last: str | None = None,
                              last or mine.last)  # fmt: skip
             for old in found:  # leases that ended unreleased: abandoned, now taken over
                 if not old.live(now) and old.place.key() == place.key():
-                    _log(db, now, place, old.owner, old.token, "expired", old.last)
+                    _log(db, old.expires, place, old.owner, old.token, "expired", old.last)
             token = _next_token(db, place)
             db.execute("INSERT OR REPLACE INTO claims VALUES(?,?,?,?,?,?,?,?,?,?)",
                        (*place.key(), owner, token, now, now, now + ttl, last))  # fmt: skip
@@ -312,9 +317,12 @@ def listing(workspace: str | None = None, *, owner: str | None = None, abandoned
 def renew_owner(owner: str, ttl: float | None = None, *, last: dict[str, str] | None = None,
                 conn: sqlite3.Connection | None = None) -> list[Claim]:  # fmt: skip
     """Renew every live lease `owner` holds (a hook after each tool call): each by its
-    own length (`ttl` overrides); `last` maps a state file to what storyd saw of it."""
+    own length (`ttl` overrides); `last` maps a state file to what storyd saw of it
+    (when not given, each unit is read again if its state file changed: claims_last)."""
     db = conn or connect()
     try:
+        if last is None:
+            last = _seen_now(db, owner)
         with transaction(db):
             now = time.time()
             rows = db.execute(f"SELECT {COLUMNS} FROM claims WHERE owner=? AND expires>?",
@@ -323,15 +331,32 @@ def renew_owner(owner: str, ttl: float | None = None, *, last: dict[str, str] | 
             for held in map(Claim.of_row, rows):
                 length = ttl if ttl is not None else held.expires - held.renewed
                 seen = (last or {}).get(held.place.state_file, held.last)
+                seen = (last or {}).get("\0".join(held.place.key()), seen)
                 db.execute("UPDATE claims SET renewed=?, expires=?, last=? WHERE workspace=? "
                            "AND state_file=? AND unit=? AND task=?",
                            (now, now + length, seen, *held.place.key()))  # fmt: skip
+                _log(db, now, held.place, owner, held.token, "renewed")
                 renewed.append(Claim(held.place, owner, held.token, held.granted, now,
                                      now + length, seen))  # fmt: skip
             return renewed
     finally:
         if conn is None:
             db.close()
+
+
+def _seen_now(db: sqlite3.Connection, owner: str) -> dict[str, str]:
+    """What storyd sees now of each unit `owner` holds live, by place key (read outside
+    the transaction: a state file's read never holds the claims lock)."""
+    from storyd.api.claims_last import last_state
+
+    rows = db.execute(f"SELECT {COLUMNS} FROM claims WHERE owner=? AND expires>?",
+                      (owner, time.time())).fetchall()  # fmt: skip
+    found = {}
+    for held in map(Claim.of_row, rows):
+        seen = last_state(held.place.workspace, held.place.state_file, held.place.unit, held.last)
+        if seen is not None:
+            found["\0".join(held.place.key())] = seen
+    return found
 
 
 def release_owner(owner: str, *, conn: sqlite3.Connection | None = None) -> list[Claim]:
@@ -435,9 +460,11 @@ def lost(*, owner: str | None = None, workspace: str | None = None, untold: bool
                 args.append(value)
         sql = ("SELECT workspace, state_file, unit, owner, token, holder, current, at FROM lost"
                + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id")
+        if not untold:  # a read: no writer's lock (status and check read it)
+            return [_lost_dict(*row) for row in db.execute(sql, args).fetchall()]
         with transaction(db):
             found = [_lost_dict(*row) for row in db.execute(sql, args).fetchall()]
-            if untold and found:
+            if found:
                 db.execute("UPDATE lost SET told = 1 WHERE " + " AND ".join(where), args)
         return found
     finally:

@@ -1,5 +1,6 @@
 """The history of a unit, read from the history database (history_db.py) with no daemon:
-its versions, newest last, each with what changed; a picture of tasks done per version;
+its versions, newest last, each with what changed, merged with its claims' log
+(`timeline`); a picture of tasks done per version;
 the `regressed` findings of units read here; `storyd doctor`'s lines. Accepting a
 version is history_accept.py.
 
@@ -26,6 +27,8 @@ __all__ = [
     "name_unit",
     "on_branch",
     "picture",
+    "timeline",
+    "timeline_lines",
     "versions",
 ]
 
@@ -97,6 +100,60 @@ def versions(
         return history_store.versions(conn, _only_unit(conn, named).key(), since)
     finally:
         conn.close()
+
+
+def timeline(named: Named, since: float = 0.0, path: str | None = None,
+             busy: float = 2.0) -> list[dict[str, object]]:  # fmt: skip
+    """The unit's versions and its claims' log (grants, renewals, expiries, releases,
+    forced writes: storyd.api.claimview.unit_log) in time order, oldest first; a run of
+    renewals by one grant is its last, with `count`. Without a history database, the
+    claims' log alone (the error when there is none either)."""
+    from storyd.api.claimview import unit_log
+
+    try:
+        found = versions(named, since, path, busy)
+    except StorydError:
+        claimed = unit_log(named.workspace, named.state_file, named.unit, since)
+        if not claimed:
+            raise
+        return _runs(claimed)
+    if not found and named.unit is None:
+        return found
+    claimed = unit_log(named.workspace, named.state_file, named.unit, since)
+    merged = sorted(found + claimed, key=lambda e: float(e["at"]))  # type: ignore[arg-type]
+    return _runs(merged)
+
+
+def _runs(found: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Consecutive renewals of one grant as one entry: the last, with their `count`."""
+    out: list[dict[str, object]] = []
+    for entry in found:
+        before = out[-1] if out else None
+        grant = (entry.get("owner"), entry.get("token"), entry.get("task"))
+        if (entry.get("claim") == "renewed" and before is not None
+                and before.get("claim") == "renewed"
+                and (before.get("owner"), before.get("token"), before.get("task")) == grant):
+            out[-1] = {**entry, "count": int(before.get("count") or 1) + 1}  # type: ignore[call-overload]
+            continue
+        out.append(entry)
+    return out
+
+
+def timeline_lines(found: list[dict[str, object]], width: int = 30,
+                   utc: bool = False) -> list[str]:  # fmt: skip
+    """`picture`'s lines for the versions, one line for each claims' log entry."""
+    from storyd.api.claimview import log_line
+
+    lines = []
+    for entry in found:
+        if "claim" not in entry:
+            lines += picture([entry], width, utc)
+            continue
+        at = float(entry["at"])  # type: ignore[arg-type]
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at) if utc else time.localtime(at))
+        times = f" ({entry['count']} times)" if entry.get("count") else ""
+        lines.append(f"{'':>7} {when} {log_line(entry)}{times}")
+    return lines
 
 
 def on_branch(workspace: str, sha: str) -> bool:

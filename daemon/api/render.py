@@ -71,6 +71,8 @@ def status_text(
             f"{done:>3}/{total:<3} {percent}  "
         )
         lines.append(head + (paint(point, tone, color) if tone else point))
+        if isinstance(unit.get("claim"), dict):  # storyd.api.claimview
+            lines.append("      " + _claim_line(unit["claim"], color))  # type: ignore[arg-type]
         if unit.get("error"):
             lines.append("      " + paint(f"error: {unit['error']}", "error", color))
         for finding in unit.get("findingList") or []:  # type: ignore[attr-defined]
@@ -81,6 +83,13 @@ def status_text(
             )
             lines.append("      " + paint(text, severity, color))
     return "\n".join(lines + broken) + "\n"
+
+
+def _claim_line(field: dict[str, object], color: bool) -> str:
+    from storyd.api.claimview import claim_text
+
+    text = claim_text(field)
+    return paint(text, "warning", color) if field.get("state") == "abandoned" else text
 
 
 def check_text(checked: Checked) -> str:

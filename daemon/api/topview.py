@@ -1,6 +1,7 @@
 """`storyd top`'s rows and its plain frame: every unit, ordered by what needs a person
 first (an agent's session waiting for its user on it, errors, then warnings, then work
-in progress, then done), one line each.
+in progress, then done), one line each; a claimed unit's line says its claim after the
+resume point (holder, token, age, the lease's end or `abandoned`: storyd.api.claimview).
 
 Here, under the doors, because two doors draw the same rows: `storyd top --once` prints
 the frame as text (no Textual needed), and the live view (storyd.tui) fills its table
@@ -15,7 +16,7 @@ import time
 from storyd.api.render import bar, paint, unreadable_line
 
 __all__ = [
-    "RANKS", "Row", "age", "counts", "frame", "label", "rank", "rows", "session_line",
+    "RANKS", "Row", "age", "claim_cell", "counts", "frame", "label", "rank", "rows", "session_line",
     "session_unit", "waiting_first", "worst_finding",
 ]
 
@@ -92,6 +93,12 @@ class Row:
         """The resume point, or `unreadable`."""
         return str(self.unit.get("resumePoint") or "unreadable")
 
+    def claim(self, now: float) -> str:
+        """The unit's claim, short: `alice #3 5m, 14m left` (holder, token, age, the
+        lease's end), `alice #3 abandoned`; empty when nobody claimed it
+        (storyd.api.claimview's `claim` field)."""
+        return claim_cell(self.unit.get("claim"), now)
+
     def finding(self) -> str:
         """The worst finding, short: `warning: stale (+2)` (`error: …` for a unit that
         broke); the detail has the rest."""
@@ -105,6 +112,23 @@ class Row:
         more = (count if isinstance(count, int) else 1) - 1
         extra = f" (+{more})" if more > 0 else ""
         return f"{worst.get('severity')}: {worst.get('code')}{extra}"
+
+
+def claim_cell(field: object, now: float) -> str:
+    """A `claim` field (storyd.api.claimview) in a table's cell; empty for none."""
+    if not isinstance(field, dict):
+        return ""
+    from storyd.core.isotime import parse_epoch
+
+    task = f" {field['task']}" if field.get("task") else ""
+    head = f"{field.get('owner')} #{field.get('token')}{task}"
+    if field.get("state") == "abandoned":
+        return f"{head} abandoned"
+    granted = parse_epoch(str(field.get("granted")))
+    ends = parse_epoch(str(field.get("expires")))
+    held = f" {age(now - granted)}" if granted is not None else ""
+    left = f", {age(ends - now)} left" if ends is not None else ""
+    return head + held + left
 
 
 def rows(units: list[dict[str, object]], *, stat: bool = True) -> list[Row]:
@@ -252,17 +276,18 @@ def frame(
             head.append(f"SESSIONS … {len(working) - 5} more")
         head.append("")
     name_w = min(24, max([4] + [len(n) for n in names]))
+    claimed = [r.claim(now) for r in found]
     fmt_w = min(10, max([6] + [len(str(r.unit.get("format"))) for r in found]))
     titles = (
         f"{'FORMAT':<{fmt_w}} {'UNIT':<{name_w}} {'PROGRESS':<{PROGRESS_W}} {'AGE':>4}  "
-        "RESUME / FINDING"
+        f"RESUME{' / CLAIM' * any(claimed)} / FINDING"
     )
     head.append(_fit(titles, width))
     body = [paint(_fit(unreadable_line(e, full_path=True), width), "error", color) for e in broken]
-    for row, name in zip(found, names, strict=True):
+    for row, name, held in zip(found, names, claimed, strict=True):
         changed = age(now - row.changed) if row.changed is not None else "-"
         point = row.point()
-        tail = f"{point}  {row.finding()}" if row.finding() else point
+        tail = "  ".join(p for p in (point, f"[{held}]" if held else "", row.finding()) if p)
         line = (
             f"{_fit(str(row.unit.get('format')), fmt_w):<{fmt_w}} {_fit(name, name_w):<{name_w}} "
             f"{row.progress():<{PROGRESS_W}} {changed:>4}  {tail}"

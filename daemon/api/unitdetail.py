@@ -1,6 +1,6 @@
-"""One unit in detail, as `storyd top` shows it on Enter: its findings with their
-evidence, its tasks with their commits (history's newest version, issue 33), and its
-history as a picture (one bar per version)."""
+"""One unit in detail, as `storyd top` shows it on Enter: its claim
+(storyd.api.claimview), its findings with their evidence, its tasks with their commits
+(history's newest version, issue 33), and its history as a picture (one bar per version)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,10 @@ def detail_lines(unit: dict[str, object], history_path: str | None = None) -> li
         f"  progress    {bar(done, total)} {done}/{total}",
         f"  resume at   {unit.get('resumePoint') or 'unreadable'}",
     ]
+    if isinstance(unit.get("claim"), dict):
+        from storyd.api.claimview import claim_text
+
+        lines.append(f"  claim       {claim_text(unit['claim'])}")  # type: ignore[arg-type]
     if unit.get("error"):
         lines.append(f"  error       {unit['error']}")
     found = [f for f in unit.get("findingList") or () if isinstance(f, dict)]  # type: ignore[attr-defined]

@@ -1,5 +1,8 @@
 """`storyd fleet status`: units of every machine, stale machines, and the cross-machine flags.
 
+A unit that carries a `claim` (storyd.api.claimview's field) shows it as `storyd top`
+does: holder, token, age and the lease's end, or `abandoned`.
+
 A machine is stale when its last heartbeat is older than three of its heartbeat
 periods: its units are shown apart, never counted as live. A story (same repository
 remote, state file and unit) is flagged when live machines disagree: in flight on two
@@ -100,6 +103,9 @@ def render(machines: dict[str, dict[str, Any]], units: list[dict[str, Any]],
            found: list[dict[str, Any]], color: bool) -> str:
     """The screen: flags first, then each machine's units grouped by workspace."""
     from storyd.api.render import bar, paint
+    from storyd.api.topview import claim_cell
+
+    now = time.time()
 
     lines: list[str] = []
     for flag in found:
@@ -135,6 +141,8 @@ def render(machines: dict[str, dict[str, Any]], units: list[dict[str, Any]],
         head = (f"    {unit.get('format')!s:<10} {unit.get('unit')!s:<{width}}  "
                 f"{bar(done, total)} {done:>3}/{total:<3} {percent}  ")
         tail = f"  {_age_text(unit.get('age'))} ago"
+        if isinstance(unit.get("claim"), dict):  # the unit's claim, as `storyd top` shows it
+            tail += f"  [{claim_cell(unit['claim'], now)}]"
         if unit.get("findings"):
             tail += f"  {unit['findings']} finding(s), worst {unit.get('worst')}"
         lines.append(head + (paint(point, "done", color) if point == "all-done" else point)

@@ -50,7 +50,7 @@ def _frame(output: Output) -> bytes:
     return cli_frame(output.code, output.stdout, output.stderr)
 
 
-def _cli_reply(hit: Entry | StoryNotInState, detail: bool) -> bytes:
+def _cli_reply(hit: Entry | StoryNotInState, detail: bool, workspace: str) -> bytes:
     """A `resume-cli` hit, framed: exactly what `storyd resume` prints."""
     if isinstance(hit, StoryNotInState):
         return _frame(Output(hit.code, b"", (hit.message,)))
@@ -58,7 +58,7 @@ def _cli_reply(hit: Entry | StoryNotInState, detail: bool) -> bytes:
         return hit.cli_body
     if hit.error is not None:
         return _frame(Output(hit.error.code, b"", (hit.error.message,)))
-    line = answers.detail_line(hit.envelope, hit.findings, "cache", hit.unit)  # type: ignore[arg-type]
+    line = answers.detail_line(hit.envelope, hit.findings, "cache", hit.unit, workspace)  # type: ignore[arg-type]
     return _frame(Output(0, line, hit.warnings))
 
 
@@ -241,7 +241,7 @@ class Server:
             return read_directly()
         if hit is not None:
             daemon.counters["hits"] += 1
-            return _cli_reply(hit, query.detail)
+            return _cli_reply(hit, query.detail, path)
         arrived = time.monotonic_ns()  # a read of the file begun after this will do
         daemon.counters["misses"] += 1
         daemon.auto_watch(path)
@@ -255,7 +255,7 @@ class Server:
                 return answers.run(query, default, self.engine.detect)  # in the CLI's words
             if query.detail:
                 line = answers.detail_line(result.envelope, result.findings, "direct",
-                                          result.unit)
+                                          result.unit, path)
                 return Output(0, line, tuple(result.warnings))
             return Output(0, result.line, tuple(result.warnings))
 

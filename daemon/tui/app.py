@@ -78,6 +78,8 @@ class TopApp(App[int]):
         self._timer = False  # a read waits for the gap
         self._last = 0.0  # when the last read started (monotonic)
         self._records: Any = None  # the watch of the hooks' records (storyd.tui.agents)
+        self._claims: Any = None  # the watch of the claims database (storyd.tui.agents)
+        self._lease_end = 0.0  # the next shown lease's end: read again then
         self._agents_due = False  # a read of the sessions is scheduled
         self.feed = feed
         on_event = lambda event: self._later(self.changed)  # noqa: E731
@@ -105,16 +107,19 @@ class TopApp(App[int]):
         if self._follower is not None:
             self._follower.start()
         if self.feed is None:
-            from storyd.tui.agents import RecordsWatch
+            from storyd.tui.agents import RecordsWatch, claims_watch
 
             self._records = RecordsWatch(lambda: self._later(self.agents_changed))
             self._records.start()
+            self._claims = claims_watch(lambda: self._later(self.changed))
+            self._claims.start()
 
     def on_unmount(self) -> None:
         if self._follower is not None:
             self._follower.stop()
-        if self._records is not None:
-            self._records.stop()
+        for watch in (self._records, self._claims):
+            if watch is not None:
+                watch.stop()
 
     def agents_changed(self) -> None:
         """A hook wrote a session's record: read the sessions again shortly (once for a
@@ -191,7 +196,9 @@ class TopApp(App[int]):
             self.call_from_thread(self.set_link, f"cannot read the units: {exc}")
             self.call_from_thread(self._read_done)
             return
-        made = rows(found.units)
+        from storyd.api.claimview import attach
+
+        made = rows(attach(found.units))
         agents = self._sessions({row.key[0] for row in made})
         made = waiting_first(made, agents)
         self.call_from_thread(self.show, made, found.source, agents)
@@ -207,6 +214,21 @@ class TopApp(App[int]):
         if agents is not None:
             self.show_agents(agents)
         self.redraw()
+        self._at_lease_end()
+
+    def _at_lease_end(self) -> None:
+        """A lease that ends unrenewed writes nothing: read again when the first shown
+        one ends, so its row says `abandoned`."""
+        import time
+
+        from storyd.api.claimview import lease_end
+
+        ends = [lease_end(r.unit.get("claim")) for r in self.rows]
+        first = min((e for e in ends if e is not None), default=None)
+        if first is None or first == self._lease_end:
+            return
+        self._lease_end = first
+        self.set_timer(max(0.0, first - time.time()) + 1.0, self.changed)
 
     def agents_read(self, agents: list[dict[str, object]]) -> None:
         """The sessions read again: shown above the table, and the units a session now
@@ -241,6 +263,7 @@ class TopApp(App[int]):
             cells = (
                 str(row.unit.get("format")), label(row, many), row.progress(),
                 age(now - row.changed) if row.changed else "-", row.point(), row.finding(),
+                row.claim(now),
             )  # fmt: skip
             wanted["\0".join(row.key)] = (_STYLE[row.rank], cells)
         self.sync.apply(wanted)

@@ -20,7 +20,7 @@ from textual.widgets import DataTable
 
 __all__ = ["COLUMNS", "Cells", "Sync"]
 
-COLUMNS = ("format", "unit", "progress", "age", "resume", "worst finding")
+COLUMNS = ("format", "unit", "progress", "age", "resume", "worst finding", "claim")
 Cells = tuple[str, tuple[str, ...]]  # (style, the cells' text)
 
 

@@ -23,6 +23,7 @@ def main(argv: list[str]) -> int:
     import time
 
     from storyd.api.claims import listing
+    from storyd.api.claimview import last_text
 
     flags = parse_prefixed(argv, FLAGS, USAGE)
     workspace = text(flags, "workspace")
@@ -35,8 +36,10 @@ def main(argv: list[str]) -> int:
             sys.stdout.write(json.dumps(shown, ensure_ascii=False) + "\n")
             continue
         left = f"{held.expires - now:.0f} s left" if held.live(now) else "ABANDONED"
+        seen = "" if held.live(now) else last_text(shown["last"])
         sys.stdout.write(f"{held.place.workspace}: {held.place.label()}: {held.owner} token "
-                         f"{held.token}, until {shown['expires']} ({left})\n")  # fmt: skip
+                         f"{held.token}, until {shown['expires']} ({left})"
+                         f"{'; last seen: ' + seen if seen else ''}\n")  # fmt: skip
     if not found and not flags.get("json"):
         sys.stdout.write("no claims\n")
     return 0

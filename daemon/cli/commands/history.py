@@ -1,5 +1,7 @@
 """`storyd history`: a unit's versions, newest last, each with what changed, and a bar
-of its tasks done per version. Reads the history database read-only (no daemon needed;
+of its tasks done per version; between them, in time order, its claims' grants,
+renewals, expiries, releases and forced writes (with --json, `{"claim": kind, ...}`
+lines). Reads the history database read-only (no daemon needed;
 `--busy SECONDS` bounds the wait for a lock). `--accept` takes the unit's current
 version as it is: its `regressed` findings resolve (docs/service.md, [history]).
 
@@ -74,7 +76,7 @@ def main(argv: list[str]) -> int:
         busy = float(text(flags, "busy") or "2")
     except ValueError:
         raise UsageError(f"--busy expects seconds\n{USAGE}") from None
-    found = history.versions(named, since, busy=busy)
+    found = history.timeline(named, since, busy=busy)
     if flags.get("json"):
         from storyd.core.jsonio import dumps
 
@@ -86,5 +88,5 @@ def main(argv: list[str]) -> int:
                          f"{' since then' if since else ''}\n")  # fmt: skip
         return 0
     sys.stdout.write(f"{named.state_file} {named.unit or ''}".rstrip() + "\n")
-    sys.stdout.write("\n".join(history.picture(found)) + "\n")
+    sys.stdout.write("\n".join(history.timeline_lines(found)) + "\n")
     return 0

@@ -1,4 +1,5 @@
-"""`storyd status`: every unit with a progress bar, its resume point and its findings."""
+"""`storyd status`: every unit with a progress bar, its resume point, its findings and
+its claim (who holds it, until when, or abandoned: storyd.api.claimview)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ def main(argv: list[str]) -> int:
     """Print every unit (from the daemon, or read here when none runs)."""
     flags = parse_prefixed(argv, FLAGS, USAGE)
     found = report_units(flags)
+    from storyd.api.claimview import attach
+
+    attach(found.units)  # each unit's claim, and its claim-lost findings
     if flags.get("json"):
         import orjson
 

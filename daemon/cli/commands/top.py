@@ -64,6 +64,9 @@ def _once(flags: dict[str, object]) -> int:
     height = _height(flags)
     flags["quiet"] = True  # a frame, not a progress line
     found = report_units(flags)
+    from storyd.api.claimview import attach
+
+    attach(found.units)
     if not found.units and not flags.get("workspace") and found.source == "direct":
         sys.stderr.write(
             "storyd top: no daemon answers and no --workspace was given: "
