@@ -64,7 +64,7 @@ class FleetFeed:
             machines = len(self._machines)
         for unit in units:
             unit.setdefault("error", None)
-        return units, f"fleet, {machines} machine{'s' * (machines != 1)}"
+        return units, source_line(machines)
 
     def _main(self) -> None:
         asyncio.run(self._run())
@@ -183,3 +183,8 @@ class FleetFeed:
                 return self._units.pop(key, None) is not None
             self._units[key] = value
             return True
+
+
+def source_line(machines: int) -> str:
+    """A fleet frame's source: 'fleet, 1 machine', 'fleet, 3 machines'."""
+    return f"fleet, {machines} machine{'s' * (machines != 1)}"

@@ -94,6 +94,7 @@ def _fleet_once(flags: dict[str, object]) -> int:
     from storyd.api.topview import frame
     from storyd.cli.commands.fleet import _fleet, _reader
     from storyd.cli.terminal import color_on
+    from storyd.fleet.feed import source_line
 
     height = _height(flags)
     reader = _reader()
@@ -105,7 +106,7 @@ def _fleet_once(flags: dict[str, object]) -> int:
         unit.setdefault("error", None)
     width = shutil.get_terminal_size((80, 24)).columns
     sys.stdout.write(frame(shown, width=width, height=height, color=color_on(sys.stdout),
-                           source=f"fleet, {len(snap.machines)} machines"))  # fmt: skip
+                           source=source_line(len(snap.machines))))  # fmt: skip
     return 0
 
 
