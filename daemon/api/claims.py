@@ -26,6 +26,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
 
+    from storyd.fleet.claims_kv import KvClaims
+
 __all__ = [
     "DEFAULT_TTL", "Claim", "Held", "Place", "claim", "default_owner", "fence", "held_by",
     "listing", "log", "lost", "place", "record_lost", "release", "release_owner", "renew_owner",
@@ -209,6 +211,13 @@ def _held_message(place: Place, holder: Claim) -> str:
             f"in {max(0, holder.expires - time.time()):.0f} s")  # fmt: skip
 
 
+def _fleet(workspace: str) -> tuple[KvClaims, str] | None:
+    """The fleet's bucket when `workspace`'s units are claimed across machines."""
+    from storyd.api.claims_fleet import backend
+
+    return backend(workspace)
+
+
 def held_by(others: list[Claim], owner: str, now: float) -> Claim | None:
     """The first live claim among `others` that another owner holds."""
     return next((c for c in others if c.owner != owner and c.live(now)), None)
@@ -218,6 +227,8 @@ def claim(place: Place, owner: str, ttl: float, *, last: str | None = None,
           conn: sqlite3.Connection | None = None) -> Claim:  # fmt: skip
     """Grant `place` to `owner` for `ttl` seconds (or renew the owner's own lease, same
     token); Held (75) when another owner holds an overlapping live claim."""
+    if (kv := _fleet(place.workspace)) is not None:  # a fleet unit: the bucket decides
+        return kv[0].claim(place, kv[1], owner, ttl, last)
     db = conn or connect()
     try:
         with transaction(db):
@@ -251,6 +262,8 @@ def release(place: Place, owner: str, *, force: bool = False,
             conn: sqlite3.Connection | None = None) -> Claim | None:  # fmt: skip
     """Give `place` back: the claim released, None when `owner` held nothing there; Held
     (75) when another owner holds it live (`force` releases it anyway, logged so)."""
+    if (kv := _fleet(place.workspace)) is not None:
+        return kv[0].release(place, kv[1], owner, force)
     if conn is None and not ever_claimed():
         return None
     db = conn or connect()
@@ -279,8 +292,11 @@ def listing(workspace: str | None = None, *, owner: str | None = None, abandoned
     """The claims (of one workspace, of one owner), live first then abandoned, each by
     place; `abandoned=False` leaves out the leases that ended. No database: none (and
     none is made: its existence tells the hooks that something was ever claimed)."""
+    from storyd.api.claims_fleet import listed
+
+    fleet = listed(workspace, owner)
     if conn is None and not ever_claimed():
-        return []
+        return fleet
     db = conn or connect()
     try:
         where, args = [], []
@@ -296,6 +312,7 @@ def listing(workspace: str | None = None, *, owner: str | None = None, abandoned
         if conn is None:
             db.close()
     now = time.time()
+    found = [*found, *fleet]
     found.sort(key=lambda c: not c.live(now))
     return [c for c in found if abandoned or c.live(now)]
 
@@ -304,6 +321,11 @@ def renew_owner(owner: str, ttl: float | None = None, *, last: dict[str, str] | 
                 conn: sqlite3.Connection | None = None) -> list[Claim]:  # fmt: skip
     """Renew every live lease `owner` holds (a hook after each tool call): each by its
     own length (`ttl` overrides); `last` maps a state file to what storyd saw of it."""
+    from storyd.api.claims_fleet import each_store
+
+    fleet = [c for kv in each_store() for c in kv.renew_owner(owner, ttl)]
+    if conn is None and fleet and not ever_claimed():
+        return fleet
     db = conn or connect()
     try:
         with transaction(db):
@@ -319,7 +341,7 @@ def renew_owner(owner: str, ttl: float | None = None, *, last: dict[str, str] | 
                            (now, now + length, seen, *held.place.key()))  # fmt: skip
                 renewed.append(Claim(held.place, owner, held.token, held.granted, now,
                                      now + length, seen))  # fmt: skip
-            return renewed
+            return renewed + fleet
     finally:
         if conn is None:
             db.close()
@@ -327,6 +349,9 @@ def renew_owner(owner: str, ttl: float | None = None, *, last: dict[str, str] | 
 
 def release_owner(owner: str, *, conn: sqlite3.Connection | None = None) -> list[Claim]:
     """Release every claim `owner` holds (a session's end)."""
+    from storyd.api.claims_fleet import each_store
+
+    fleet = [c for kv in each_store() for c in kv.release_owner(owner)]
     db = conn or connect()
     try:
         with transaction(db):
@@ -336,7 +361,7 @@ def release_owner(owner: str, *, conn: sqlite3.Connection | None = None) -> list
             db.execute("DELETE FROM claims WHERE owner=?", (owner,))
             for held in gone:
                 _log(db, now, held.place, owner, held.token, "released", "session ended")
-            return gone
+            return gone + fleet
     finally:
         if conn is None:
             db.close()
@@ -348,6 +373,10 @@ def fence(place: Place, owner: str, token: int | None = None, *, force: bool = F
     token there (None: it holds no claim there). Held (75) when another owner holds an
     overlapping live claim, or when `token` (the grant the owner started with) is no
     longer a live grant of its own; `force` writes anyway, logged as forced."""
+    kv = _fleet(place.workspace)
+    fleet = None if kv is None else kv[0].fence(place, kv[1], owner, token)
+    if fleet is not None and fleet[1] is None and (token is None or token in fleet[0]):
+        return max(fleet[0], default=None)  # a fleet unit's own grant: nothing to log
     db = conn or connect()
     try:
         with transaction(db):
@@ -355,6 +384,8 @@ def fence(place: Place, owner: str, token: int | None = None, *, force: bool = F
             found = _overlapping(db, Place(place.workspace, place.state_file, place.unit))
             mine = [c.token for c in found if c.owner == owner and c.live(now)]
             holder = held_by(found, owner, now)
+            if fleet is not None:  # a fleet unit: the bucket's holder, judged at server time
+                mine, holder = fleet
             stale = token is not None and token not in mine
             if (holder is not None or stale) and not force:
                 why = (_held_message(place, holder) if holder is not None else
