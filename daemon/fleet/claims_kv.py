@@ -176,6 +176,8 @@ class KvClaims:
             asyncio.run_coroutine_threadsafe(shut(), self._loop).result(3)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(3)
+        if not self._thread.is_alive():
+            self._loop.close()
 
     # -- the bucket ---------------------------------------------------------------------------
 

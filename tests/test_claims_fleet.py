@@ -1,0 +1,221 @@
+"""Claims across machines (issue 45, item 4), with a real `nats-server -js`.
+
+Two "machines" (configurations with different `[fleet] machine` names, each with its own
+clone of one repository) x 8 claimant processes race on the same units while the server
+is killed and started again on the same port and store: one winner per round, and every
+grant a claimant was told of is in the bucket. A machine that cannot reach the server
+refuses a fleet unit (75, one line) and still claims a workspace without a remote; a
+claim is seen from the other machine within a second; a stale token is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from daemon_harness import wait_for
+from nats_harness import NEEDS_NATS, NatsServer, fleet_config, free_port
+
+from storyd.core import switches
+
+RACER = str(Path(__file__).with_name("claims_fleet_racer.py"))
+REMOTE = "https://ci-token@example.com/team/app.git"
+ROUNDS = int(os.environ.get("STORYD_FLEET_RACE_ROUNDS", "40"))
+PER_MACHINE = 8
+
+pytestmark = NEEDS_NATS
+
+
+def _machine(root: Path, name: str, url: str, remote: str | None = REMOTE) -> dict[str, str]:
+    """A machine: its configuration home and its clone; the environment of its processes."""
+    home = root / name
+    (home / "config" / "storyd").mkdir(parents=True)
+    (home / "config" / "storyd" / "config.toml").write_text(fleet_config(url, name))
+    ws = home / "clone"
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    if remote:
+        subprocess.run(["git", "-C", str(ws), "remote", "add", "origin", remote], check=True)
+    (ws / "state.json").write_text("{}")
+    return {**os.environ, "XDG_CONFIG_HOME": str(home / "config"),
+            "XDG_STATE_HOME": str(home / "state"), "STORYD_CLAIMS": str(home / "claims.db"),
+            "WS": str(ws)}  # fmt: skip
+
+
+def _bucket(url: str) -> dict[str, dict[str, object]]:
+    """Every claim in the bucket by unit, read with nats-py."""
+    import nats
+
+    async def read() -> dict[str, dict[str, object]]:
+        nc = await nats.connect(url)
+        try:
+            kv = await nc.jetstream().key_value("storyd-claims")
+            found = {}
+            for key in await kv.keys():
+                if key.startswith("c."):
+                    for c in orjson.loads((await kv.get(key)).value)["claims"]:
+                        found[c["unit"]] = c
+            return found
+        finally:
+            await nc.close()
+
+    return asyncio.run(read())
+
+
+def _holder(stored: dict[str, object] | None) -> tuple[str, object] | None:
+    """`machine/owner` and token of a claim in the bucket."""
+    return None if stored is None else (f"{stored['machine']}/{stored['owner']}", stored["token"])
+
+
+def _claim(env: dict[str, str], *args: str, unit: str = "u") -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "storyd", "claim", "--workspace", env["WS"], "--state-file",
+            "state.json", "--unit", unit, "--json", *args]  # fmt: skip
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30,
+                          check=False)  # fmt: skip
+
+
+@pytest.fixture
+def in_process(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """This process as a machine: switch its configuration home; the bucket's connection
+    closed and the process state reset afterwards."""
+
+    def become(env: dict[str, str]) -> None:
+        for name in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "STORYD_CLAIMS"):
+            monkeypatch.setenv(name, env[name])
+
+    switches.reset()
+    yield become
+    kept = switches.CONFIG.fleet_claims or {}
+    for store in dict(kept.get("stores") or {}).values():  # type: ignore[call-overload]
+        store.close()
+    switches.reset()
+
+
+@pytest.mark.slow
+def test_two_machines_race_through_a_server_restart(tmp_path: Path) -> None:
+    server = NatsServer(tmp_path).start()
+    try:
+        machines = [_machine(tmp_path, name, server.url) for name in ("alpha", "beta")]
+        gate = tmp_path / "gate"
+        os.mkfifo(gate)
+        door = os.open(gate, os.O_RDWR)
+        racers = [
+            subprocess.Popen([sys.executable, RACER, str(gate), str(ROUNDS), f"p{i}", env["WS"]],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for env in machines for i in range(PER_MACHINE)
+        ]  # fmt: skip
+        try:
+            for racer in racers:
+                assert racer.stdout is not None
+                assert racer.stdout.readline() == b"ready\n", racer.stderr
+            os.write(door, b"g" * len(racers))
+            first = racers[0].stdout
+            assert first is not None
+            seen = [first.readline() for _ in range(ROUNDS // 3)]  # a third of the way
+            assert all(seen), "a racer ended early"
+            server.proc.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
+            server.proc.wait(10)  # type: ignore[union-attr]
+            server.start()  # same port, same store
+            outs = [racer.communicate(timeout=300) for racer in racers]
+        finally:
+            os.close(door)
+            for racer in racers:
+                racer.kill()
+                racer.communicate()
+        outs[0] = (b"".join(seen) + outs[0][0], outs[0][1])
+        wins: dict[int, list[tuple[str, int]]] = {}
+        offline = 0
+        for n, (racer, (out, err)) in enumerate(zip(racers, outs, strict=True)):
+            assert racer.returncode == 0, err.decode()
+            for line in out.decode().splitlines():
+                kind, *rest = line.split()
+                offline += kind == "offline"
+                if kind == "won":
+                    owner = f"{'alpha' if n < PER_MACHINE else 'beta'}/p{n % PER_MACHINE}"
+                    wins.setdefault(int(rest[0]), []).append((owner, int(rest[1])))
+        doubles = {n: w for n, w in wins.items() if len(w) > 1}
+        nobody = [n for n in range(ROUNDS) if n not in wins]
+        assert (doubles, nobody) == ({}, [])
+        assert offline > 0, "no racer met the restart: the test proved nothing about it"
+        stored = _bucket(server.url)
+        lost = {n: (w, stored.get(f"r{n}")) for n, [w] in wins.items()
+                if _holder(stored.get(f"r{n}")) != w}  # fmt: skip
+        assert lost == {}
+        tokens = [c["token"] for c in stored.values()]
+        assert len(set(tokens)) == len(tokens)  # one grant each, each its own token
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_offline_machine_refuses_fleet_units_and_keeps_local_ones(tmp_path: Path) -> None:
+    url = f"nats://127.0.0.1:{free_port()}"  # nothing listens there
+    env = _machine(tmp_path, "alpha", url)
+    refused = _claim(env)
+    assert refused.returncode == 75
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert "cannot reach nats://127.0.0.1" in refused.stderr
+    assert "fleet units are claimed only through the server" in refused.stderr
+    local = _machine(tmp_path, "solo", url, remote=None)  # no remote: this machine's only
+    env_local = {**env, "WS": local["WS"]}
+    granted = _claim(env_local)
+    assert granted.returncode == 0, granted.stderr
+    assert json.loads(granted.stdout)["token"] == 1
+
+
+@pytest.mark.slow
+def test_a_claim_is_seen_on_the_other_machine_within_a_second(tmp_path: Path, in_process,
+                                                              ) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    from storyd.api import claims
+
+    server = NatsServer(tmp_path).start()
+    try:
+        alpha, beta = (_machine(tmp_path, n, server.url) for n in ("alpha", "beta"))
+        in_process(beta)
+        assert claims.listing(beta["WS"]) == []  # connected, nothing claimed
+        got = _claim(alpha, "--owner", "ann")
+        done = time.monotonic()
+        assert got.returncode == 0, got.stderr
+        seen = wait_for(lambda: claims.listing(beta["WS"]), 1.0, "the claim on beta")
+        assert time.monotonic() - done < 1.0
+        assert (seen[0].owner, seen[0].token) == ("ann", json.loads(got.stdout)["token"])
+        assert seen[0].place.workspace == beta["WS"]  # the same repository, beta's clone
+        with pytest.raises(claims.Held, match="held by ann on alpha"):
+            claims.claim(claims.Place(beta["WS"], "state.json", "u"), "ann", 60)
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_stale_token_is_refused_across_machines(tmp_path: Path, in_process) -> None:  # type: ignore[no-untyped-def]
+    from storyd.api import claims
+
+    server = NatsServer(tmp_path).start()
+    try:
+        alpha, beta = (_machine(tmp_path, n, server.url) for n in ("alpha", "beta"))
+        old = json.loads(_claim(alpha, "--owner", "ann", "--ttl", "0.5").stdout)["token"]
+        in_process(beta)
+        place = claims.Place(beta["WS"], "state.json", "u")
+
+        def take() -> claims.Claim | None:
+            try:
+                return claims.claim(place, "bob", 60)
+            except claims.Held:
+                return None
+
+        newer = wait_for(take, 3.0, "ann's lease to end, by the server's clock")
+        assert newer.token > old
+        in_process(alpha)
+        alpha_place = claims.Place(alpha["WS"], "state.json", "u")
+        with pytest.raises(claims.Held, match=r"held by bob.*write refused"):
+            claims.fence(alpha_place, "ann", old)
+    finally:
+        server.stop()
