@@ -219,3 +219,41 @@ def test_stale_token_is_refused_across_machines(tmp_path: Path, in_process) -> N
             claims.fence(alpha_place, "ann", old)
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("skew", [3600.0, -3600.0])
+def test_a_skewed_clock_neither_takes_a_live_lease_nor_keeps_an_ended_one(
+        tmp_path: Path, in_process, monkeypatch: pytest.MonkeyPatch, skew: float,
+) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    """Beta's clock an hour ahead (or behind): leases are judged by the server's clock."""
+    from types import SimpleNamespace
+
+    from storyd.api import claims
+    from storyd.fleet import claims_kv
+
+    server = NatsServer(tmp_path).start()
+    try:
+        alpha, beta = (_machine(tmp_path, n, server.url) for n in ("alpha", "beta"))
+        fake = SimpleNamespace(time=lambda: time.time() + skew, monotonic=time.monotonic)
+        monkeypatch.setattr(claims_kv, "time", fake)
+        in_process(beta)
+        place = claims.Place(beta["WS"], "state.json", "u")
+        claims.listing(beta["WS"])  # beta has talked to the server: it knows its offset
+        assert _claim(alpha, "--owner", "ann", "--ttl", "30").returncode == 0
+        with pytest.raises(claims.Held, match="held by ann on alpha"):
+            claims.claim(place, "bob", 60)  # an hour ahead, ann's 30 s look long over
+        short = _claim(alpha, "--owner", "ann", "--ttl", "0.5", unit="v")
+        assert short.returncode == 0, short.stderr
+        started = time.monotonic()
+
+        def take() -> claims.Claim | None:
+            try:
+                return claims.claim(claims.Place(beta["WS"], "state.json", "v"), "bob", 60)
+            except claims.Held:
+                return None
+
+        wait_for(take, 3.0, "ann's 0.5 s lease to end on the server's clock")
+        assert time.monotonic() - started < 0.5 + 1.0  # an hour behind: not an hour late
+    finally:
+        server.stop()
