@@ -93,8 +93,7 @@ def in_process(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
 
     switches.reset()
     yield become
-    kept = switches.CONFIG.fleet_claims or {}
-    for store in dict(kept.get("stores") or {}).values():  # type: ignore[call-overload]
+    for store in getattr(switches.CONFIG.fleet_claims, "stores", {}).values():
         store.close()
     switches.reset()
 

@@ -233,7 +233,7 @@ class TestConfigureAndReset:
         CONFIG.warned_versions.add("9.9")
         CONFIG.disk_steps = 3
         CONFIG.claims_conns.conn = ("/claims", 1, None)  # this thread's kept connection
-        CONFIG.fleet_claims = {"config": None}  # the claims bucket's process state
+        CONFIG.fleet_claims = object()  # the claims bucket's process state
         registry.get()
         changed = [name for name in switches._Config.__slots__
                    if _state(getattr(CONFIG, name)) != _state(getattr(pristine, name))]

@@ -321,11 +321,6 @@ def renew_owner(owner: str, ttl: float | None = None, *, last: dict[str, str] | 
                 conn: sqlite3.Connection | None = None) -> list[Claim]:  # fmt: skip
     """Renew every live lease `owner` holds (a hook after each tool call): each by its
     own length (`ttl` overrides); `last` maps a state file to what storyd saw of it."""
-    from storyd.api.claims_fleet import each_store
-
-    fleet = [c for kv in each_store() for c in kv.renew_owner(owner, ttl)]
-    if conn is None and fleet and not ever_claimed():
-        return fleet
     db = conn or connect()
     try:
         with transaction(db):
@@ -341,7 +336,7 @@ def renew_owner(owner: str, ttl: float | None = None, *, last: dict[str, str] | 
                            (now, now + length, seen, *held.place.key()))  # fmt: skip
                 renewed.append(Claim(held.place, owner, held.token, held.granted, now,
                                      now + length, seen))  # fmt: skip
-            return renewed + fleet
+            return renewed
     finally:
         if conn is None:
             db.close()
@@ -349,9 +344,6 @@ def renew_owner(owner: str, ttl: float | None = None, *, last: dict[str, str] | 
 
 def release_owner(owner: str, *, conn: sqlite3.Connection | None = None) -> list[Claim]:
     """Release every claim `owner` holds (a session's end)."""
-    from storyd.api.claims_fleet import each_store
-
-    fleet = [c for kv in each_store() for c in kv.release_owner(owner)]
     db = conn or connect()
     try:
         with transaction(db):
@@ -361,7 +353,7 @@ def release_owner(owner: str, *, conn: sqlite3.Connection | None = None) -> list
             db.execute("DELETE FROM claims WHERE owner=?", (owner,))
             for held in gone:
                 _log(db, now, held.place, owner, held.token, "released", "session ended")
-            return gone + fleet
+            return gone
     finally:
         if conn is None:
             db.close()
@@ -377,6 +369,8 @@ def fence(place: Place, owner: str, token: int | None = None, *, force: bool = F
     fleet = None if kv is None else kv[0].fence(place, kv[1], owner, token)
     if fleet is not None and fleet[1] is None and (token is None or token in fleet[0]):
         return max(fleet[0], default=None)  # a fleet unit's own grant: nothing to log
+    if fleet is None and conn is None and not ever_claimed():
+        return None  # nothing was ever claimed on this machine (reconcile with [fleet])
     db = conn or connect()
     try:
         with transaction(db):

@@ -21,9 +21,10 @@ from storyd.core.switches import CONFIG
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from storyd.api.claims import Claim
+    from storyd.config.fleet import Fleet
     from storyd.fleet.claims_kv import KvClaims
 
-__all__ = ["backend", "each_store", "listed", "repository"]
+__all__ = ["backend", "configured", "each_store", "listed", "repository"]
 
 _REMOTE_TTL = 10.0
 
@@ -47,14 +48,26 @@ def repository(url: str | None) -> str | None:
     return name or None
 
 
-def _state() -> dict[str, object]:
+class _State:
+    """This process's: the [fleet] read (with the file's stamp), each workspace's
+    repository (with when it was read), the bucket of each [fleet]."""
+
+    __slots__ = ("config", "remotes", "stores")
+
+    def __init__(self) -> None:
+        self.config: tuple[tuple[object, ...], Fleet | None] | None = None
+        self.remotes: dict[str, tuple[float, str | None]] = {}
+        self.stores: dict[str, KvClaims] = {}
+
+
+def _state() -> _State:
     kept = CONFIG.fleet_claims
-    if kept is None:
-        kept = CONFIG.fleet_claims = {"config": None, "remotes": {}, "stores": {}}
+    if not isinstance(kept, _State):
+        kept = CONFIG.fleet_claims = _State()
     return kept
 
 
-def _fleet() -> object | None:
+def _fleet() -> Fleet | None:
     """The [fleet] table of the configuration file (None: not configured)."""
     from storyd.core.paths import config_path
 
@@ -65,28 +78,32 @@ def _fleet() -> object | None:
         return None
     state = _state()
     stamp = (path, st.st_mtime_ns, st.st_size, st.st_ino)
-    kept = state["config"]
-    if isinstance(kept, tuple) and kept[0] == stamp:
-        return kept[1]
+    if state.config is not None and state.config[0] == stamp:
+        return state.config[1]
     from storyd.config.loader import load
 
     fleet = load(path).fleet
-    state["config"] = (stamp, fleet)
+    state.config = (stamp, fleet)
     return fleet
 
 
 def _remote(workspace: str) -> str | None:
-    remotes = _state()["remotes"]
-    assert isinstance(remotes, dict)
+    remotes = _state().remotes
     kept = remotes.get(workspace)
     now = time.monotonic()
     if kept is not None and now - kept[0] < _REMOTE_TTL:
-        return kept[1]  # type: ignore[no-any-return]
+        return kept[1]
     from storyd.fleet.summary import Repos
 
     found = repository(Repos()(workspace)[0])
     remotes[workspace] = (now, found)
     return found
+
+
+def configured() -> bool:
+    """Whether claims may live in the fleet's bucket (reconcile's fence then checks even
+    without a local claims database)."""
+    return _fleet() is not None
 
 
 def each_store() -> list[KvClaims]:
@@ -125,17 +142,14 @@ def listed(workspace: str | None, owner: str | None) -> list[Claim]:
     return out
 
 
-def _store(fleet: object) -> KvClaims:
+def _store(fleet: Fleet) -> KvClaims:
     from storyd.fleet.claims_kv import KvClaims
-    from storyd.fleet.config import Fleet
 
-    assert isinstance(fleet, Fleet)
-    kept = _state()["stores"]
-    assert isinstance(kept, dict)
+    kept = _state().stores
     key = repr(fleet)
     if key not in kept:
         kept[key] = KvClaims(fleet)
-    return kept[key]  # type: ignore[no-any-return]
+    return kept[key]
 
 
 def backend(workspace: str) -> tuple[KvClaims, str] | None:

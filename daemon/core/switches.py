@@ -74,7 +74,7 @@ class _Config:
         ] = {}
         self.git_pins = _local()
         self.claims_conns = _local()  # per worker thread: (path, inode, claims connection)
-        self.fleet_claims: dict[str, object] | None = None  # api.claims_fleet: config, bucket
+        self.fleet_claims: object | None = None  # api.claims_fleet's _State: config, bucket
         self.fine_devices: set[int] = set()
         self.warned_versions: set[str] = set()
         self.disk_steps = 0

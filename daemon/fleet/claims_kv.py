@@ -107,8 +107,10 @@ class KvClaims:
                 return future.result(_TIMEOUT * 4 + 2)
             except TimeoutError:
                 future.cancel()
-                raise FleetOffline(f"{what}: {self.fleet.url} did not answer in time; a grant "
-                                   "may have been stored: claim again to learn") from None
+                raise FleetOffline(
+                    f"{what}: {self.fleet.url} did not answer in time; a grant "
+                    "may have been stored: claim again to learn"
+                ) from None
 
     async def _guard(self, coro: Any, what: str) -> Any:
         import nats.errors
@@ -167,6 +169,7 @@ class KvClaims:
 
     def close(self) -> None:
         """Close the connection and stop the thread."""
+
         async def shut() -> None:
             if self._nc is not None:
                 with contextlib.suppress(Exception):
@@ -260,8 +263,9 @@ class KvClaims:
         key = key_of(remote, place.state_file)
         while True:
             entry = await self._read(key)
-            live = [c for c in entry.claims if _overlaps(c, place) and not _mine(c, owner,
-                                                                                  self.machine)]
+            live = [
+                c for c in entry.claims if _overlaps(c, place) and not _mine(c, owner, self.machine)
+            ]
             if live:
                 now = await self._now_at_least(entry, min(_expires(c) for c in live))
                 live = [c for c in live if _expires(c) > now]
@@ -327,29 +331,6 @@ class KvClaims:
         entries = await asyncio.gather(*(self._read(k) for k in await self._keys()))
         return [c for e in entries for c in e.claims]
 
-    async def _each_own(self, owner: str, renew: float | None, release: bool,
-                        ) -> list[Claim]:  # fmt: skip
-        """Renew (by `renew` seconds, or each by its own length) or release every live
-        claim `owner` holds from this machine, key by key, each a compare-and-swap."""
-        done = []
-        for key in await self._keys():
-            while True:
-                entry = await self._read(key)
-                own = [c for c in entry.claims
-                       if _mine(c, owner, self.machine) and _expires(c) > entry.at]  # fmt: skip
-                if not own:
-                    break
-                rest = [c for c in entry.claims if c not in own]
-                if not release:
-                    rest += [{**c, "renewed": None, "ttl": renew or c["ttl"]} for c in own]
-                first = own[0]
-                place = Place(str(first["workspace"]), str(first["stateFile"]))
-                if await self._write(key, entry.revision, place, str(first["remote"]),
-                                     rest) is not None:  # fmt: skip
-                    done += [_claim_of(c) for c in own]
-                    break
-        return done
-
     # -- what daemon/api/claims.py calls -------------------------------------------------------
 
     def claim(self, place: Place, remote: str, owner: str, ttl: float,
@@ -376,23 +357,6 @@ class KvClaims:
         found = self._run(self._listing(), "cannot list the fleet's claims")
         return [(_claim_of(c), str(c["remote"])) for c in found]
 
-    def renew_owner(self, owner: str, ttl: float | None = None) -> list[Claim]:
-        """Renew the live leases `owner` holds from this machine (none when offline)."""
-        try:
-            return self._run(self._each_own(owner, ttl, False),  # type: ignore[no-any-return]
-                             f"cannot renew the claims of {owner}")  # fmt: skip
-        except FleetOffline:
-            return []  # a hook never fails for it; the leases run on, or out
-
-    def release_owner(self, owner: str) -> list[Claim]:
-        """Release what `owner` holds from this machine (none when offline: the leases
-        then end by themselves)."""
-        try:
-            return self._run(self._each_own(owner, None, True),  # type: ignore[no-any-return]
-                             f"cannot release the claims of {owner}")  # fmt: skip
-        except FleetOffline:
-            return []
-
 
 async def _bucket(js: Any) -> None:
     """Bind the bucket, or create it (file storage, history 1)."""
@@ -408,14 +372,14 @@ async def _bucket(js: Any) -> None:
 
 
 def _claim_of(c: dict[str, Any]) -> Claim:
-    place = Place(str(c["workspace"]), str(c.get("stateFile", "")), str(c["unit"]),
-                  str(c["task"]))
+    place = Place(str(c["workspace"]), str(c.get("stateFile", "")), str(c["unit"]), str(c["task"]))
     return Claim(place, str(c["owner"]), int(c["token"]), float(c["granted"]),
                  float(c["renewed"]), _expires(c), c.get("last"))  # fmt: skip
 
 
 def _held(place: Place, c: dict[str, Any], now: float) -> str:
-    from storyd.api.claims import _iso
-
-    return (f"{place.label()}: held by {c['owner']} on {c['machine']} (token {c['token']}) "
-            f"until {_iso(_expires(c))} (server time), in {max(0.0, _expires(c) - now):.0f} s")
+    ends = _claim_of(c).as_dict(now)["expires"]
+    return (
+        f"{place.label()}: held by {c['owner']} on {c['machine']} (token {c['token']}) "
+        f"until {ends} (server time), in {max(0.0, _expires(c) - now):.0f} s"
+    )
