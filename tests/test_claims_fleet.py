@@ -256,3 +256,45 @@ def test_a_skewed_clock_neither_takes_a_live_lease_nor_keeps_an_ended_one(
         assert time.monotonic() - started < 0.5 + 1.0  # an hour behind: not an hour late
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_a_stale_holders_reconcile_is_refused_by_the_fleet(tmp_path: Path) -> None:
+    """Ann's lease on alpha ended and bob took the story on beta: ann's `reconcile
+    --apply` on alpha is refused naming bob, nothing written; bob's own goes through."""
+    from cli_harness import run_storyd_cli
+    from daemon_harness import reconcile_env, write_config
+    from epic_state_harness import EPIC, STORY
+    from git_harness import GitWorkspace
+
+    server = NatsServer(tmp_path).start()
+    try:
+        repo = GitWorkspace(tmp_path / "ws").init()
+        repo.commit("base", {"README": "hello\n"})
+        subprocess.run(["git", "-C", str(repo.path), "remote", "add", "origin", REMOTE],
+                       check=True)  # fmt: skip
+        t1, _ = repo.tasks_commits(STORY, 2)
+        state = repo.record({STORY: [t1]}, pending=1)
+        alpha = reconcile_env(tmp_path / "alpha")
+        write_config(tmp_path / "alpha", fleet_config(server.url, "alpha"))
+        beta = reconcile_env(tmp_path / "beta")
+        write_config(tmp_path / "beta", fleet_config(server.url, "beta"))
+
+        def storyd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
+            return run_storyd_cli(*args, "--workspace", str(repo.path), env=env, cwd=repo.path)
+
+        story = ("--epic-id", EPIC, "--story-id", STORY)
+        got = storyd(alpha, "claim", *story, "--owner", "ann", "--ttl", "0.5")
+        assert got.returncode == 0, got.stderr
+        wait_for(lambda: storyd(beta, "claim", *story, "--owner", "bob").returncode == 0, 5.0,
+                 "ann's lease to end and bob to take the story on beta")  # fmt: skip
+        before = state.read_bytes()
+        refused = storyd(alpha, "reconcile", "--apply", "--owner", "ann")
+        assert refused.returncode == 75, refused.stderr
+        assert b"held by bob (token" in refused.stderr
+        assert state.read_bytes() == before
+        done = storyd(beta, "reconcile", "--apply", "--owner", "bob")
+        assert done.returncode == 0, done.stderr
+        assert state.read_bytes() != before
+    finally:
+        server.stop()

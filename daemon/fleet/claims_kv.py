@@ -192,7 +192,6 @@ class KvClaims:
         except nats.js.errors.NotFoundError:
             return _Entry(0, 0.0, [])
         at = msg.time.timestamp() if msg.time else 0.0
-        self._observe(at)
         headers = msg.headers or {}
         if headers.get("KV-Operation") in ("DEL", "PURGE") or not msg.data:
             return _Entry(int(msg.seq or 0), at, [])
@@ -221,7 +220,9 @@ class KvClaims:
         return int(ack.seq)
 
     async def _stamp(self, revision: int) -> float:
-        """The server's time of one revision (what the server stamped on it)."""
+        """The server's time of a revision this process just wrote (a fresh reading of
+        the server's clock: the only kind the offset learns from; an entry read may be
+        old, and would make the estimate late by its age)."""
         msg = await self._js.get_msg(STREAM, seq=revision)
         at = msg.time.timestamp() if msg.time else time.time()
         self._observe(at)
@@ -233,7 +234,8 @@ class KvClaims:
         return await self._stamp(int(ack.seq))
 
     def _observe(self, server_at: float) -> None:
-        """Learn (an upper bound of) how far this clock is ahead of the server's."""
+        """Learn (an upper bound of) how far this clock is ahead of the server's, from a
+        stamp of this process's own write just made."""
         if server_at:
             ahead = time.time() - server_at
             self._offset = ahead if self._offset is None else min(self._offset, ahead)
