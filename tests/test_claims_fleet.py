@@ -298,3 +298,30 @@ def test_a_stale_holders_reconcile_is_refused_by_the_fleet(tmp_path: Path) -> No
         assert state.read_bytes() != before
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_the_daemons_claim_op_uses_the_bucket_and_says_when_it_is_away(
+        tmp_path: Path, spawn_daemon) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    """A daemon with [fleet] grants through the bucket (another machine is refused), and
+    with the server gone answers FLEET_OFFLINE (75) while it serves everything else."""
+    from daemon_harness import write_config
+
+    server = NatsServer(tmp_path).start()
+    try:
+        write_config(tmp_path, fleet_config(server.url, "alpha"))
+        beta = _machine(tmp_path, "beta", server.url)
+        daemon = spawn_daemon([beta["WS"]])
+        ask = {"op": "claim", "workspace": beta["WS"], "stateFile": "state.json", "unit": "u",
+               "owner": "ann"}  # fmt: skip
+        granted = daemon.request(ask)
+        assert granted["ok"], granted
+        refused = _claim(beta, "--owner", "bob")
+        assert refused.returncode == 75 and "held by ann on alpha" in refused.stderr
+        server.stop()
+        away = daemon.request({**ask, "unit": "v"})
+        assert not away["ok"] and away["error"]["code"] == 75, away
+        assert away["error"]["name"] == "FLEET_OFFLINE", away
+        assert daemon.request({"op": "ping"})["ok"]
+    finally:
+        server.stop()
