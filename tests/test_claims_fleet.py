@@ -325,3 +325,31 @@ def test_the_daemons_claim_op_uses_the_bucket_and_says_when_it_is_away(
         assert daemon.request({"op": "ping"})["ok"]
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_a_key_that_is_not_storyds_is_one_line(tmp_path: Path) -> None:
+    """Someone else's value under a claim key: 78 naming the key and how to clear it."""
+    import nats
+
+    from storyd.fleet.claims_kv import key_of
+
+    server = NatsServer(tmp_path).start()
+    try:
+        alpha = _machine(tmp_path, "alpha", server.url)
+        assert _claim(alpha, "--owner", "ann").returncode == 0  # the bucket exists
+        key = key_of("example.com/team/app", "state.json")
+
+        async def spoil() -> None:
+            nc = await nats.connect(server.url)
+            try:
+                await (await nc.jetstream().key_value("storyd-claims")).put(key, b"oops")
+            finally:
+                await nc.close()
+
+        asyncio.run(spoil())
+        got = _claim(alpha, "--owner", "bob", unit="v")
+        assert got.returncode == 78, got.stderr
+        assert got.stderr.count("\n") == 1 and f"nats kv del storyd-claims {key}" in got.stderr
+    finally:
+        server.stop()

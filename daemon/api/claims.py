@@ -288,15 +288,17 @@ def release(place: Place, owner: str, *, force: bool = False,
 
 
 def listing(workspace: str | None = None, *, owner: str | None = None, abandoned: bool = True,
-            conn: sqlite3.Connection | None = None) -> list[Claim]:  # fmt: skip
+            conn: sqlite3.Connection | None = None, fleet: bool = True) -> list[Claim]:  # fmt: skip
     """The claims (of one workspace, of one owner), live first then abandoned, each by
     place; `abandoned=False` leaves out the leases that ended. No database: none (and
-    none is made: its existence tells the hooks that something was ever claimed)."""
+    none is made: its existence tells the hooks that something was ever claimed).
+    With [fleet], the bucket's too; `fleet=False` (the hooks: no `nats` on their path)
+    leaves them out."""
     from storyd.api.claims_fleet import listed
 
-    fleet = listed(workspace, owner)
+    across = listed(workspace, owner) if fleet else []
     if conn is None and not ever_claimed():
-        return fleet
+        return across
     db = conn or connect()
     try:
         where, args = [], []
@@ -312,7 +314,7 @@ def listing(workspace: str | None = None, *, owner: str | None = None, abandoned
         if conn is None:
             db.close()
     now = time.time()
-    found = [*found, *fleet]
+    found = [*found, *across]
     found.sort(key=lambda c: not c.live(now))
     return [c for c in found if abandoned or c.live(now)]
 

@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 
 from storyd.api.claims import Claim, Held, Place
-from storyd.core.errors import LockTimeout
+from storyd.core.errors import LockTimeout, SetupError
 from storyd.fleet.config import Fleet
 
 __all__ = ["BUCKET", "FleetOffline", "KvClaims", "key_of"]
@@ -44,6 +44,7 @@ STREAM = f"KV_{BUCKET}"
 _TIMEOUT = 2.0  # seconds for one request to the server
 _LAST = "Nats-Expected-Last-Subject-Sequence"
 _WRONG_LAST = (10071, 10164)
+_FIELDS = frozenset(("unit", "task", "owner", "machine", "workspace", "token", "ttl"))
 
 
 class FleetOffline(LockTimeout):
@@ -195,8 +196,14 @@ class KvClaims:
         headers = msg.headers or {}
         if headers.get("KV-Operation") in ("DEL", "PURGE") or not msg.data:
             return _Entry(int(msg.seq or 0), at, [])
-        body = orjson.loads(msg.data)
-        claims = body.get("claims", [])
+        try:
+            body = orjson.loads(msg.data)
+            claims = list(body["claims"])
+            if not all(c.keys() >= _FIELDS and float(c["ttl"]) >= 0 for c in claims):
+                raise KeyError("claims")  # a field every decision reads is missing
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise SetupError(f"bucket {BUCKET} key {key} does not hold storyd's claims: delete "
+                             f"it (nats kv del {BUCKET} {key})") from None  # fmt: skip
         for c in claims:  # null: the time of this entry
             c["stateFile"], c["remote"] = body.get("stateFile", ""), body.get("remote", "")
             c["granted"] = at if c.get("granted") is None else c["granted"]
