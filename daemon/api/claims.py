@@ -26,7 +26,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
 
-    from storyd.fleet.claims_kv import KvClaims
+    from storyd.api.claims_fleet import Backend
 
 __all__ = [
     "DEFAULT_TTL", "Claim", "Held", "Place", "claim", "default_owner", "fence", "held_by",
@@ -211,7 +211,7 @@ def _held_message(place: Place, holder: Claim) -> str:
             f"in {max(0, holder.expires - time.time()):.0f} s")  # fmt: skip
 
 
-def _fleet(workspace: str) -> tuple[KvClaims, str] | None:
+def _fleet(workspace: str) -> tuple[Backend, str] | None:
     """The fleet's bucket when `workspace`'s units are claimed across machines."""
     from storyd.api.claims_fleet import backend
 

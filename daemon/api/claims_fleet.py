@@ -3,61 +3,59 @@
 A fleet unit is a unit of a workspace whose git repository has a remote, on a machine
 whose configuration has a `[fleet]` table: the remote names the same repository on
 every machine (two clones in different folders are one place), so its claims go to the
-JetStream bucket (storyd.fleet.claims_kv). Every other claim stays in the local SQLite
-store: a workspace without a remote exists on this machine only.
+JetStream bucket. Every other claim stays in the local SQLite store: a workspace
+without a remote exists on this machine only.
 
-Nothing here imports `nats`: the bucket's module is loaded only for a fleet unit. The
-configuration is read from its usual path ($XDG_CONFIG_HOME/storyd/config.toml) and
-kept while the file is unchanged; a workspace's remote is kept 10 s.
+The bucket's code is the fleet extra's (storyd.fleet.claims_kv, the only module that
+imports `nats`). Imports run downward (tests/test_house.py: the fleet's layer is above
+this one), so it is loaded by its name, as the registry loads a plugin, and used
+through `Backend`'s methods; nothing is loaded without `[fleet]`. The configuration is
+read from its usual path ($XDG_CONFIG_HOME/storyd/config.toml), kept while the file is
+unchanged.
 """
 
 from __future__ import annotations
 
 import os
-import time
+import sys
 
 from storyd.core.switches import CONFIG
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from storyd.api.claims import Claim
+    from typing import Protocol
+
+    from storyd.api.claims import Claim, Place
     from storyd.config.fleet import Fleet
-    from storyd.fleet.claims_kv import KvClaims
 
-__all__ = ["backend", "configured", "each_store", "listed", "repository"]
+    class Backend(Protocol):
+        """What storyd.fleet.claims_kv.KvClaims gives this layer."""
 
-_REMOTE_TTL = 10.0
+        def remote(self, workspace: str) -> str | None: ...
+        def claim(self, place: Place, remote: str, owner: str, ttl: float,
+                  last: str | None = None) -> Claim: ...  # fmt: skip
+        def release(self, place: Place, remote: str, owner: str,
+                    force: bool = False) -> Claim | None: ...  # fmt: skip
+        def fence(self, place: Place, remote: str, owner: str,
+                  token: int | None) -> tuple[list[int], Claim | None]: ...  # fmt: skip
+        def listing(self) -> list[tuple[Claim, str]]: ...
+        def close(self) -> None: ...
 
 
-def repository(url: str | None) -> str | None:
-    """A remote as one name for every clone: host and path, without user, scheme or
-    `.git` (`git@host:team/app.git` and `https://tok@host/team/app` are `host/team/app`)."""
-    if not url:
-        return None
-    from urllib.parse import urlsplit
+__all__ = ["BACKEND", "backend", "configured", "listed"]
 
-    if "://" in url:
-        parts = urlsplit(url)
-        name = f"{parts.hostname or ''}{':' + str(parts.port) if parts.port else ''}{parts.path}"
-    elif ":" in url and not url.startswith("/"):
-        host, _, path = url.partition(":")
-        name = f"{host.rpartition('@')[2]}/{path}"
-    else:
-        name = url  # a local path: the same folder on every machine is the same repository
-    name = name.rstrip("/").removesuffix(".git")
-    return name or None
+BACKEND = "storyd.fleet.claims_kv"  # its class KvClaims(fleet) is the bucket
 
 
 class _State:
-    """This process's: the [fleet] read (with the file's stamp), each workspace's
-    repository (with when it was read), the bucket of each [fleet]."""
+    """This process's: the [fleet] read (with the file's stamp), the bucket of each
+    [fleet] (by its settings)."""
 
-    __slots__ = ("config", "remotes", "stores")
+    __slots__ = ("config", "stores")
 
     def __init__(self) -> None:
         self.config: tuple[tuple[object, ...], Fleet | None] | None = None
-        self.remotes: dict[str, tuple[float, str | None]] = {}
-        self.stores: dict[str, KvClaims] = {}
+        self.stores: dict[str, Backend] = {}
 
 
 def _state() -> _State:
@@ -87,17 +85,17 @@ def _fleet() -> Fleet | None:
     return fleet
 
 
-def _remote(workspace: str) -> str | None:
-    remotes = _state().remotes
-    kept = remotes.get(workspace)
-    now = time.monotonic()
-    if kept is not None and now - kept[0] < _REMOTE_TTL:
-        return kept[1]
-    from storyd.fleet.summary import Repos
-
-    found = repository(Repos()(workspace)[0])
-    remotes[workspace] = (now, found)
-    return found
+def _store() -> Backend | None:
+    """The configured fleet's bucket (None: no [fleet])."""
+    fleet = _fleet()
+    if fleet is None:
+        return None
+    kept = _state().stores
+    key = repr(fleet)
+    if key not in kept:
+        __import__(BACKEND)
+        kept[key] = sys.modules[BACKEND].KvClaims(fleet)
+    return kept[key]
 
 
 def configured() -> bool:
@@ -106,11 +104,12 @@ def configured() -> bool:
     return _fleet() is not None
 
 
-def each_store() -> list[KvClaims]:
-    """The bucket of the configured fleet when there is one (for renewing or releasing
-    every claim of an owner); empty otherwise."""
-    fleet = _fleet()
-    return [] if fleet is None else [_store(fleet)]
+def backend(workspace: str) -> tuple[Backend, str] | None:
+    """The bucket and the repository's name for a fleet unit of `workspace`; None: the
+    local store."""
+    store = _store()
+    remote = None if store is None else store.remote(workspace)
+    return None if store is None or remote is None else (store, remote)
 
 
 def listed(workspace: str | None, owner: str | None) -> list[Claim]:
@@ -119,15 +118,13 @@ def listed(workspace: str | None, owner: str | None) -> list[Claim]:
     why (the local claims are still listed)."""
     from storyd.core.errors import StorydError
 
-    stores = each_store()
-    remote = _remote(workspace) if stores and workspace is not None else None
-    if not stores or (workspace is not None and remote is None):
+    store = _store()
+    remote = store.remote(workspace) if store is not None and workspace is not None else None
+    if store is None or (workspace is not None and remote is None):
         return []
     try:
-        found = stores[0].listing()
+        found = store.listing()
     except StorydError as exc:
-        import sys
-
         sys.stderr.write(f"storyd: fleet claims not listed: {exc.message}\n")
         return []
     out = []
@@ -140,25 +137,3 @@ def listed(workspace: str | None, owner: str | None) -> list[Claim]:
             held.place.workspace = workspace
         out.append(held)
     return out
-
-
-def _store(fleet: Fleet) -> KvClaims:
-    from storyd.fleet.claims_kv import KvClaims
-
-    kept = _state().stores
-    key = repr(fleet)
-    if key not in kept:
-        kept[key] = KvClaims(fleet)
-    return kept[key]
-
-
-def backend(workspace: str) -> tuple[KvClaims, str] | None:
-    """The bucket and the repository's name for a fleet unit of `workspace`; None: the
-    local store."""
-    fleet = _fleet()
-    if fleet is None:
-        return None
-    remote = _remote(workspace)
-    if remote is None:
-        return None
-    return _store(fleet), remote

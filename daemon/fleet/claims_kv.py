@@ -35,6 +35,7 @@ import orjson
 
 from storyd.api.claims import Claim, Held, Place
 from storyd.core.errors import LockTimeout, SetupError
+from storyd.fleet.claims_repo import Repositories
 from storyd.fleet.config import Fleet
 
 __all__ = ["BUCKET", "FleetOffline", "KvClaims", "key_of"]
@@ -98,6 +99,7 @@ class KvClaims:
         self._js: Any = None
         self._offset: float | None = None  # local clock minus server clock, upper bound
         self._lock = threading.Lock()
+        self.remote = Repositories()  # a workspace's repository; None: not a fleet unit
 
     # -- plumbing ---------------------------------------------------------------------------
 
