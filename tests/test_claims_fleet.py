@@ -353,3 +353,42 @@ def test_a_key_that_is_not_storyds_is_one_line(tmp_path: Path) -> None:
         assert got.stderr.count("\n") == 1 and f"nats kv del storyd-claims {key}" in got.stderr
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_the_hooks_never_reach_the_fleet(tmp_path: Path) -> None:
+    """With [fleet] set and claims made on this machine, no hook imports `nats` or the
+    fleet's package (they list and renew local claims only: `listing(fleet=False)`)."""
+    from agents_harness import AgentsEnv, demo_workspace, hook_payload
+    from cli_harness import lean_pythonpath
+
+    from storyd.api.hooks.answer import EVENTS
+
+    ws = demo_workspace(tmp_path)
+    subprocess.run(["git", "-C", str(ws), "remote", "add", "origin", REMOTE], check=True)
+    agents = AgentsEnv(tmp_path)
+    unreachable = f"nats://127.0.0.1:{free_port()}"
+    agents.config(f"roots = [{str(tmp_path)!r}]\n", extra=fleet_config(unreachable, "alpha"))
+    env = dict(agents.env, PYTHONPATH=lean_pythonpath(), XDG_CACHE_HOME=str(tmp_path / "c"),
+               STORYD_CLAIMS=str(tmp_path / "claims.db"))  # fmt: skip
+    local = _machine(tmp_path, "solo", unreachable, remote=None)
+    made = _claim({**env, "WS": local["WS"]}, "--owner", "session:s1")
+    assert made.returncode == 0, made.stderr  # a local claim: the hooks look at claims now
+    launcher = str(Path(__file__).resolve().parents[1] / "bin" / "storyd")
+    payloads = {"session-start": hook_payload("SessionStart", ws, source="startup"),
+                "stop": hook_payload("Stop", ws, stop_hook_active=False),
+                "post-tool-use": hook_payload("PostToolUse", ws, tool_name="Edit",
+                                              tool_input={"file_path": str(ws / "x")}),
+                "session-end": hook_payload("SessionEnd", ws)}  # fmt: skip
+    for event, payload in payloads.items():
+        if event not in EVENTS:
+            continue  # a hook this tree does not have yet
+        done = subprocess.run([sys.executable, "-S", "-X", "importtime", launcher, "hook",
+                               event], input=orjson.dumps({**payload, "session_id": "s1"}),
+                              cwd="/", env=env, capture_output=True, timeout=60,
+                              check=False)  # fmt: skip
+        names = [line.rsplit("|", 1)[1].strip() for line in done.stderr.decode().splitlines()
+                 if line.startswith("import time:")]  # fmt: skip
+        assert "storyd.cli.commands.hook" in names, done.stderr.decode()[-2000:]
+        fleet = [n for n in names if n.split(".")[0] == "nats" or n.startswith("storyd.fleet")]
+        assert fleet == [], f"{event} imported {fleet}"
