@@ -234,6 +234,7 @@ class TestConfigureAndReset:
         CONFIG.disk_steps = 3
         CONFIG.bd_memo["/ws"] = ((), 0.0, None)
         CONFIG.claims_conns.conn = ("/claims", 1, None)  # this thread's kept connection
+        CONFIG.fleet_claims = object()  # the claims bucket's process state
         registry.get()
         changed = [name for name in switches._Config.__slots__
                    if _state(getattr(CONFIG, name)) != _state(getattr(pristine, name))]

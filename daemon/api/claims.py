@@ -26,6 +26,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
 
+    from storyd.api.claims_fleet import Backend
+
 __all__ = [
     "DEFAULT_TTL", "Claim", "Held", "Place", "claim", "default_owner", "fence", "held_by",
     "listing", "log", "lost", "place", "record_lost", "release", "release_owner", "renew_owner",
@@ -218,6 +220,13 @@ def _held_message(place: Place, holder: Claim) -> str:
             f"in {max(0, holder.expires - time.time()):.0f} s")  # fmt: skip
 
 
+def _fleet(workspace: str) -> tuple[Backend, str] | None:
+    """The fleet's bucket when `workspace`'s units are claimed across machines."""
+    from storyd.api.claims_fleet import backend
+
+    return backend(workspace)
+
+
 def held_by(others: list[Claim], owner: str, now: float) -> Claim | None:
     """The first live claim among `others` that another owner holds."""
     return next((c for c in others if c.owner != owner and c.live(now)), None)
@@ -232,6 +241,8 @@ def claim(place: Place, owner: str, ttl: float, *, last: str | None = None,
         from storyd.api.claims_last import last_state
 
         last = last_state(place.workspace, place.state_file, place.unit)
+    if (kv := _fleet(place.workspace)) is not None:  # a fleet unit: the bucket decides
+        return kv[0].claim(place, kv[1], owner, ttl, last)
     db = conn or connect()
     try:
         with transaction(db):
@@ -265,6 +276,8 @@ def release(place: Place, owner: str, *, force: bool = False,
             conn: sqlite3.Connection | None = None) -> Claim | None:  # fmt: skip
     """Give `place` back: the claim released, None when `owner` held nothing there; Held
     (75) when another owner holds it live (`force` releases it anyway, logged so)."""
+    if (kv := _fleet(place.workspace)) is not None:
+        return kv[0].release(place, kv[1], owner, force)
     if conn is None and not ever_claimed():
         return None
     db = conn or connect()
@@ -289,12 +302,17 @@ def release(place: Place, owner: str, *, force: bool = False,
 
 
 def listing(workspace: str | None = None, *, owner: str | None = None, abandoned: bool = True,
-            conn: sqlite3.Connection | None = None) -> list[Claim]:  # fmt: skip
+            conn: sqlite3.Connection | None = None, fleet: bool = True) -> list[Claim]:  # fmt: skip
     """The claims (of one workspace, of one owner), live first then abandoned, each by
     place; `abandoned=False` leaves out the leases that ended. No database: none (and
-    none is made: its existence tells the hooks that something was ever claimed)."""
+    none is made: its existence tells the hooks that something was ever claimed).
+    With [fleet], the bucket's too; `fleet=False` (the hooks: no `nats` on their path)
+    leaves them out."""
+    from storyd.api.claims_fleet import listed
+
+    across = listed(workspace, owner) if fleet else []
     if conn is None and not ever_claimed():
-        return []
+        return across
     db = conn or connect()
     try:
         where, args = [], []
@@ -310,6 +328,7 @@ def listing(workspace: str | None = None, *, owner: str | None = None, abandoned
         if conn is None:
             db.close()
     now = time.time()
+    found = [*found, *across]
     found.sort(key=lambda c: not c.live(now))
     return [c for c in found if abandoned or c.live(now)]
 
@@ -382,6 +401,12 @@ def fence(place: Place, owner: str, token: int | None = None, *, force: bool = F
     token there (None: it holds no claim there). Held (75) when another owner holds an
     overlapping live claim, or when `token` (the grant the owner started with) is no
     longer a live grant of its own; `force` writes anyway, logged as forced."""
+    kv = _fleet(place.workspace)
+    fleet = None if kv is None else kv[0].fence(place, kv[1], owner, token)
+    if fleet is not None and fleet[1] is None and (token is None or token in fleet[0]):
+        return max(fleet[0], default=None)  # a fleet unit's own grant: nothing to log
+    if fleet is None and conn is None and not ever_claimed():
+        return None  # nothing was ever claimed on this machine (reconcile with [fleet])
     db = conn or connect()
     try:
         with transaction(db):
@@ -389,6 +414,8 @@ def fence(place: Place, owner: str, token: int | None = None, *, force: bool = F
             found = _overlapping(db, Place(place.workspace, place.state_file, place.unit))
             mine = [c.token for c in found if c.owner == owner and c.live(now)]
             holder = held_by(found, owner, now)
+            if fleet is not None:  # a fleet unit: the bucket's holder, judged at server time
+                mine, holder = fleet
             stale = token is not None and token not in mine
             if (holder is not None or stale) and not force:
                 why = (_held_message(place, holder) if holder is not None else

@@ -21,7 +21,7 @@ def context_lines(workspace: str, session: str | None, shown: int = 10) -> list[
     from storyd.core.errors import StorydError
 
     try:
-        found = claims.listing(workspace)
+        found = claims.listing(workspace, fleet=False)  # a hook: no nats on its path
     except StorydError:
         return []
     mine = claims.default_owner(session) if session else None

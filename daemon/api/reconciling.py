@@ -41,9 +41,10 @@ class Fence:
 
     def check(self, workspace: str, places: list[tuple[str, str]], what: str) -> None:
         """Before writing these (state file, unit) places ('' the whole file)."""
+        from storyd.api.claims_fleet import configured
         from storyd.api.claims_path import ever_claimed
 
-        if not places or not ever_claimed():
+        if not places or not (ever_claimed() or configured()):
             return
         from storyd.api import claims
 

@@ -14,7 +14,8 @@
     │   │                             plan (made again, then this)
     │   ├── reconcile.apply.GitOperationUnderWay (75)  a rebase, merge, ... is stopped
     │   │                             mid-way: reconcile --apply waits for its end
-    │   └── api.claims.Held (75)  another owner holds the claim (or a newer grant exists)
+    │   ├── api.claims.Held (75)  another owner holds the claim (or a newer grant exists)
+    │   └── fleet.claims_kv.FleetOffline (75)  a fleet unit, and the server cannot be reached
     ├── GitError (70)             git failed or the repository cannot be read (detectors
     │                             turn it into a finding; it never reaches a client)
     │   └── storyd.detectors.gitview.proc.GitStuck (70)  git did not answer in time (killed), or

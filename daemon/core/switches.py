@@ -18,6 +18,7 @@ The memory a fresh process starts without, kept by the module named and emptied 
     git_pins         storytime: per thread, the repository stamp pinned for one pass
     fine_devices     pipeline: devices seen to keep sub-second timestamps (racy rule)
     warned_versions  api.client: daemon versions a mismatch warning was printed for
+    fleet_claims     api.claims_fleet: the [fleet] read, remotes, the claims bucket
     disk_steps       api.reconcile.atomic: disk-changing system calls so far (the
                      test hook `kill-at-N`)
     registry         core.registry: the process's one registry of plugins, once built
@@ -55,6 +56,7 @@ class _Config:
         "disk_steps",
         "fast_parse",
         "fine_devices",
+        "fleet_claims",
         "git_batching",
         "git_memo",
         "git_pins",
@@ -75,6 +77,7 @@ class _Config:
         ] = {}
         self.git_pins = _local()
         self.claims_conns = _local()  # per worker thread: (path, inode, claims connection)
+        self.fleet_claims: object | None = None  # api.claims_fleet's _State: config, bucket
         self.fine_devices: set[int] = set()
         self.warned_versions: set[str] = set()
         self.disk_steps = 0

@@ -13,6 +13,8 @@ the publisher's thread and the `storyd fleet` readers do.
     sink.py       attach(): the daemon's sink feeding the publisher, and its stats
     reader.py     what `storyd fleet status|events` read from the server
     view.py       `fleet status` rendering and the cross-machine flags
+    claims_kv.py  claims across machines: the `storyd-claims` bucket (issue 45)
+    claims_repo.py  a workspace's repository name, one for every clone (the claims' key)
 
 See docs/fleet.md.
 """

@@ -4,7 +4,7 @@ Exit codes: 0 granted (or the owner's own lease renewed: same token), 75 another
 holds it (one line naming the holder and when its lease ends), 64 bad flags. With
 `--json`, one line `{"token": N, "owner": ..., "expires": ...}`. --owner defaults to
 $STORYD_OWNER (the agent session, when a hook left it), else `user:<login>`; --ttl to
-$STORYD_CLAIM_TTL, else 900 s. See docs/claims.md.
+$STORYD_CLAIM_TTL, else config.toml's `[claims] ttl`, else 900 s. See docs/claims.md.
 """
 
 from __future__ import annotations
