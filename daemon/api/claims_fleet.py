@@ -10,8 +10,8 @@ The bucket's code is the fleet extra's (storyd.fleet.claims_kv, the only module 
 imports `nats`). Imports run downward (tests/test_house.py: the fleet's layer is above
 this one), so it is loaded by its name, as the registry loads a plugin, and used
 through `Backend`'s methods; nothing is loaded without `[fleet]`. The configuration is
-read from its usual path ($XDG_CONFIG_HOME/storyd/config.toml), kept while the file is
-unchanged.
+read from its usual path ($XDG_CONFIG_HOME/storyd/config.toml), or from the file a daemon
+was started with (`--config OTHER`: `pin`), kept while the file is unchanged.
 """
 
 from __future__ import annotations
@@ -42,20 +42,22 @@ if TYPE_CHECKING:
         def close(self) -> None: ...
 
 
-__all__ = ["BACKEND", "backend", "configured", "listed"]
+__all__ = ["BACKEND", "backend", "config_file", "configured", "listed", "pin",
+           "pinned"]
 
 BACKEND = "storyd.fleet.claims_kv"  # its class KvClaims(fleet) is the bucket
 
 
 class _State:
     """This process's: the [fleet] read (with the file's stamp), the bucket of each
-    [fleet] (by its settings)."""
+    [fleet] (by its settings), the configuration file pinned (a daemon's own)."""
 
-    __slots__ = ("config", "stores")
+    __slots__ = ("config", "pinned", "stores")
 
     def __init__(self) -> None:
         self.config: tuple[tuple[object, ...], Fleet | None] | None = None
         self.stores: dict[str, Backend] = {}
+        self.pinned: str | None = None
 
 
 def _state() -> _State:
@@ -65,11 +67,28 @@ def _state() -> _State:
     return kept
 
 
-def _fleet() -> Fleet | None:
-    """The [fleet] table of the configuration file (None: not configured)."""
+def pin(path: str | None) -> None:
+    """Claims in this process follow the configuration file `path` (a daemon started with
+    `--config OTHER`: its own [claims] and [fleet], not the usual path's); None: the usual
+    path again."""
+    _state().pinned = path
+
+
+def pinned() -> str | None:
+    """The configuration file pinned in this process (None: the usual path)."""
+    return _state().pinned
+
+
+def config_file() -> str:
+    """The configuration file claims follow here: the pinned one, else the usual path."""
     from storyd.core.paths import config_path
 
-    path = config_path()
+    return _state().pinned or config_path()
+
+
+def _fleet() -> Fleet | None:
+    """The [fleet] table of the configuration file (None: not configured)."""
+    path = config_file()
     try:
         st = os.stat(path)
     except OSError:

@@ -8,6 +8,9 @@ process runs as) and for a claim its `ttl` in seconds. `claim-next` takes the ta
 producer's own rule picks next (storyd.core.nextstep) among those nobody holds: the
 rule's pick first, then the unit's other tasks not done, in the file's order; each try
 is one atomic grant, so two racing callers never get the same task.
+
+A daemon answers with its own configuration (`use_config`, the file of `--config`): its
+`[claims] ttl` and its `[fleet]`, not the usual path's.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["ACTIONS", "answer"]
+__all__ = ["ACTIONS", "answer", "use_config"]
 
 ACTIONS = ("claim", "release", "claims", "claim-next")
 _TEXT = ("workspace", "epicId", "storyId", "stateFile", "unit", "task", "owner")
@@ -49,6 +52,28 @@ def _connection() -> sqlite3.Connection | None:
     conn = connect(path)
     CONFIG.claims_conns.conn = (path, os.stat(path).st_ino, conn)
     return conn
+
+
+def use_config(path: str | None) -> None:
+    """Answer (and claim, list, fence in this process) with the configuration file
+    `path` (a daemon's `--config`); None: the usual path."""
+    from storyd.api.claims_fleet import pin
+
+    pin(path)
+
+
+def _configured_ttl() -> float | None:
+    """The pinned configuration's `[claims] ttl` (the default lease when it has none);
+    None when nothing is pinned (storyd.api.claims reads the usual path)."""
+    from storyd.api.claims_fleet import pinned
+
+    path = pinned()
+    if path is None:
+        return None
+    from storyd import config
+
+    table = config.load_claims(path)
+    return claims.DEFAULT_TTL if table is None else table.ttl
 
 
 def _fields(request: dict[str, object]) -> dict[str, str | None]:
@@ -111,7 +136,7 @@ def answer(action: str, request: dict[str, object]) -> dict[str, object]:
         gone = claims.release(place, owner, conn=conn)
         return {"ok": True, "released": gone is not None,
                 "token": gone.token if gone else None}  # fmt: skip
-    ttl = claims.ttl_seconds(request.get("ttl"))
+    ttl = claims.ttl_seconds(request.get("ttl"), _configured_ttl())
     if action == "claim":
         return {"ok": True, "claim": claims.claim(place, owner, ttl, conn=conn).as_dict()}
     if action == "claim-next":

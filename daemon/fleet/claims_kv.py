@@ -60,6 +60,32 @@ def key_of(remote: str, state_file: str) -> str:
     return f"c.{digest}"
 
 
+_Rows = list[tuple[float, Place, str, int, str, "str | None"]]  # the claims log's rows
+
+
+def _record(rows: _Rows) -> None:
+    """Rows of this machine's claims log, written as the local store writes its own
+    (storyd.api.claims._log), so `storyd history` shows a fleet unit's grants, renewals,
+    releases and ended leases; a log that cannot be written now loses them, never the
+    grant (which the bucket holds)."""
+    from storyd.api.claims import _log
+    from storyd.api.claims_store import connect, transaction
+    from storyd.core.errors import StorydError
+
+    try:
+        db = connect()
+    except StorydError:
+        return
+    try:
+        with transaction(db):
+            for row in rows:
+                _log(db, *row)
+    except StorydError:
+        pass
+    finally:
+        db.close()
+
+
 class _Entry:
     """The key's newest message: revision (0: none), server time, claims."""
 
@@ -270,7 +296,7 @@ class KvClaims:
     # -- operations (on the loop) ------------------------------------------------------------
 
     async def _claim(self, place: Place, remote: str, owner: str, ttl: float,
-                     last: str | None) -> Claim:  # fmt: skip
+                     last: str | None) -> tuple[Claim, _Rows]:  # fmt: skip
         key = key_of(remote, place.state_file)
         while True:
             entry = await self._read(key)
@@ -300,7 +326,16 @@ class KvClaims:
                 continue
             at = await self._stamp(revision)
             granted = at if new["granted"] is None else float(new["granted"])
-            return Claim(place, owner, int(new["token"]), granted, at, at + ttl, new["last"])
+            held = Claim(place, owner, int(new["token"]), granted, at, at + ttl, new["last"])
+            ended = [c for c in entry.claims if c not in keep and c is not own]
+            if own is not None and new["granted"] is None:
+                ended.append(own)  # the owner's own lease ended: a new grant
+            rows: _Rows = [(_expires(c), Place(place.workspace, place.state_file, c["unit"],
+                            c["task"]), c["owner"], int(c["token"]), "expired", c.get("last"))
+                           for c in ended]  # fmt: skip
+            kind = "granted" if new["granted"] is None else "renewed"
+            rows.append((at, place, owner, held.token, kind, None))
+            return held, rows
 
     async def _release(self, place: Place, remote: str, owner: str, force: bool,
                        ) -> Claim | None:  # fmt: skip
@@ -346,15 +381,22 @@ class KvClaims:
 
     def claim(self, place: Place, remote: str, owner: str, ttl: float,
               last: str | None = None) -> Claim:  # fmt: skip
-        """Grant or renew (Held: 75 naming the holder; FleetOffline: 75 saying why)."""
-        return self._run(self._claim(place, remote, owner, ttl, last),  # type: ignore[no-any-return]
-                         f"cannot claim {place.label()}")  # fmt: skip
+        """Grant or renew (Held: 75 naming the holder; FleetOffline: 75 saying why);
+        the grant, renewal and leases it ended go to this machine's claims log."""
+        held, rows = self._run(self._claim(place, remote, owner, ttl, last),
+                               f"cannot claim {place.label()}")  # fmt: skip
+        _record(rows)
+        return held  # type: ignore[no-any-return]
 
     def release(self, place: Place, remote: str, owner: str, force: bool = False,
                 ) -> Claim | None:  # fmt: skip
-        """Give back (None: nothing held there)."""
-        return self._run(self._release(place, remote, owner, force),  # type: ignore[no-any-return]
+        """Give back (None: nothing held there); logged here as a local release is."""
+        gone = self._run(self._release(place, remote, owner, force),
                          f"cannot release {place.label()}")  # fmt: skip
+        if gone is not None:
+            kind = "released" if gone.owner == owner else "forced-release"
+            _record([(time.time(), place, owner, gone.token, kind, gone.owner)])
+        return gone  # type: ignore[no-any-return]
 
     def fence(self, place: Place, remote: str, owner: str, token: int | None,
               ) -> tuple[list[int], Claim | None]:  # fmt: skip

@@ -6,6 +6,10 @@ that touches the network happens here, so a slow or absent server never slows a 
 Summaries: the newest per unit goes to the KV bucket (puts in flight together). While
 the server is away nothing is kept per unit: on every (re)connect the current
 summaries are re-published from the engine and keys of units gone meanwhile deleted.
+Claims: each summary carries its unit's claim (storyd.api.claimview, read once per batch
+of puts); every second the claims are read again and a unit whose claim changed (a
+grant, a renewal, a release, a lease that ended) is put again. Nothing is read while
+nothing was ever claimed on this machine (claimview.seen is a stat then).
 Events: every one gets a message id `<machine>.<instance>.<seq>` and waits in the
 bounded backlog until the stream acknowledged it; re-sent after an outage, JetStream
 drops the copies it already stored (same id, within the stream's duplicate window).
@@ -29,10 +33,15 @@ from storyd.fleet.backlog import Backlog, Message
 from storyd.fleet.config import Fleet
 from storyd.fleet.summary import Repos, event_payload, now_iso, unit_summary
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from storyd.api.claimview import Seen
+
 __all__ = ["Publisher"]
 
 _BATCH = 256  # publishes in flight at once
 _RETRY = (1.0, 2.0, 5.0, 10.0, 30.0)  # seconds between attempts after a failure
+_CLAIMS_EVERY = 1.0  # seconds between two reads of the claims (a claim seen within ~1 s)
 Current = Callable[[], Sequence[Mapping[str, object]]]
 
 
@@ -64,6 +73,7 @@ class Publisher:
         self._latest: dict[str, Mapping[str, object]] = {}  # KV key -> summary or event
         self._pending: dict[str, bytes | None] = {}  # KV key -> value (None: delete)
         self._codes: dict[str, dict[str, int]] = {}  # KV key -> finding codes
+        self._claims: dict[str, object] = {}  # KV key -> the `claim` field put (None: none)
         self._seq = 0
         self._repos = Repos()
         self._resync = True
@@ -213,7 +223,7 @@ class Publisher:
             self.log.warning("fleet_disconnected", url=self.fleet.url)
 
     async def _serve(self, nc: Any, js: Any, kv: Any) -> None:
-        next_beat = 0.0
+        next_beat = next_claims = 0.0
         while not self._stopping or self._inbox:
             self._drain_inbox()
             if nc.is_closed:
@@ -230,6 +240,9 @@ class Publisher:
                 self.connected = True
                 self.last_error = None
                 self.log.info("fleet_connected", url=self.fleet.url, machine=self.machine)
+            if time.monotonic() >= next_claims:
+                await self._claims_changed()
+                next_claims = time.monotonic() + _CLAIMS_EVERY
             await self._put_pending(kv)
             await self._publish_backlog(js)
             if time.monotonic() >= next_beat:
@@ -238,7 +251,7 @@ class Publisher:
             if self._stopping:
                 break
             if not self._pending and not len(self.backlog) and not self._inbox:
-                await self._idle(max(0.05, next_beat - time.monotonic()))
+                await self._idle(max(0.05, min(next_beat, next_claims) - time.monotonic()))
 
     async def _idle(self, seconds: float) -> None:
         assert self._wake is not None
@@ -396,22 +409,36 @@ class Publisher:
 
         return set(await kv_entries(kv, f"u.{self.machine}.>", meta_only=True))
 
-    def _render(self, key: str) -> bytes | None:
+    async def _claims_changed(self) -> None:
+        """Mark for a put every unit whose claim is not the one last put."""
+        found = await asyncio.to_thread(_seen)
+        if found is None and not any(self._claims.values()):
+            return  # nothing claimed here, nothing put with a claim
+        for key, source in self._latest.items():
+            if key not in self._pending and _claim(found, source) != self._claims.get(key):
+                self._pending[key] = b""
+
+    def _render(self, key: str, found: Seen | None) -> bytes | None:
         source = self._latest.get(key)
         if source is None:
             return None
         codes = sorted(self._codes.get(key, {}))
         repo = self._repos(str(source.get("workspace")))
+        claim = _claim(found, source)
+        self._claims[key] = claim
+        if claim is not None or "claim" in source:
+            source = {**source, "claim": claim}
         return orjson.dumps(unit_summary(self.machine, source, codes, repo, now_iso()))
 
     async def _put_pending(self, kv: Any) -> None:
+        found = await asyncio.to_thread(_seen) if self._pending else None
         while self._pending:
             batch = []
             for _ in range(min(_BATCH, len(self._pending))):
                 key, value = self._pending.popitem()
                 batch.append((key, value))
             results = await asyncio.gather(
-                *(self._put_one(kv, key, value) for key, value in batch),
+                *(self._put_one(kv, key, value, found) for key, value in batch),
                 return_exceptions=True,
             )
             failed = [
@@ -422,12 +449,14 @@ class Publisher:
             if failed:
                 raise failed[0][1]
 
-    async def _put_one(self, kv: Any, key: str, value: bytes | None) -> None:
+    async def _put_one(self, kv: Any, key: str, value: bytes | None,
+                       found: Seen | None) -> None:  # fmt: skip
         if value is None:
             await kv.delete(key)
+            self._claims.pop(key, None)
             self.counters["deleted"] += 1
             return
-        rendered = self._render(key)
+        rendered = self._render(key, found)
         if rendered is None:
             return
         await kv.put(key, rendered)
@@ -484,6 +513,24 @@ class Publisher:
         if line != self.last_error:
             self.last_error = line
             self.log.error("fleet_unavailable", error=line, backlog=len(self.backlog))
+
+
+def _seen() -> Seen | None:
+    """The claims now (storyd.api.claimview.seen: None when nothing was ever claimed)."""
+    from storyd.api.claimview import seen
+
+    return seen()
+
+
+def _claim(found: Seen | None, source: Mapping[str, object]) -> dict[str, object] | None:
+    """The unit's `claim` field (storyd.api.claimview's), None when it has none."""
+    if found is None:
+        return None
+    from storyd.api.claimview import claim_field
+
+    held = found.claim_of(str(source.get("workspace")), str(source.get("stateFile")),
+                          str(source.get("unit")))  # fmt: skip
+    return None if held is None else claim_field(held, found.now)
 
 
 def _transport(exc: BaseException) -> bool:

@@ -2,7 +2,9 @@
 
 Only what `fleet status` shows goes out: machine, workspace, the repository's remote
 (without any user or token) and branch, the unit, its resume point, progress and
-findings (counts, worst severity, codes), and when. No file contents, no environment.
+findings (counts, worst severity, codes), its claim when it has one (holder, token,
+grant, lease end, live or abandoned: storyd.api.claimview's field, without what storyd
+last saw), and when. No file contents, no environment.
 """
 
 from __future__ import annotations
@@ -88,8 +90,9 @@ def _labels(source: Mapping[str, object], known: set[str]) -> dict[str, str]:
 _FIELDS = {
     "workspace", "format", "stateFile", "unit", "done", "total", "resumePoint",
     "findings", "worst", "generation", "error", "findingList", "event", "clock",
-    "finding", "source", "repairs",
+    "finding", "source", "repairs", "claim",
 }  # fmt: skip
+_CLAIM = ("owner", "token", "granted", "expires", "state", "task")  # of a `claim` field
 _DROP = {"error"}
 
 
@@ -100,8 +103,9 @@ def unit_summary(
     repo: tuple[str | None, str | None],
     when: str,
 ) -> dict[str, object]:
-    """The KV value of one unit, from an engine summary or a `changed` event."""
-    return {
+    """The KV value of one unit, from an engine summary or a `changed` event (with its
+    `claim` field when storyd.api.claimview attached one)."""
+    out: dict[str, object] = {
         "machine": machine,
         "workspace": source.get("workspace"),
         "remote": repo[0],
@@ -120,6 +124,10 @@ def unit_summary(
         "generation": source.get("generation"),
         "when": when,
     }
+    claim = source.get("claim")
+    if isinstance(claim, Mapping):
+        out["claim"] = {k: claim[k] for k in _CLAIM if k in claim}
+    return out
 
 
 def event_payload(

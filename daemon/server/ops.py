@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from storyd import __version__
 from storyd.api import answers
 from storyd.api.claims_requests import ACTIONS as CLAIM_ACTIONS
+from storyd.api.claims_requests import use_config
 from storyd.config import Config
 from storyd.core.errors import StorydError, StoryNotInState, UsageError
 from storyd.core.flags import HelpRequested
@@ -84,6 +85,8 @@ class Server:
         self.engine = daemon.engine
         self.settings = daemon.settings
         self.reconcile_config = cfg
+        if cfg is not None and cfg.path is not None:
+            use_config(cfg.path)  # issue 45: claims follow the daemon's own --config
         self.reports = dict(reports or {})
         self.ops: dict[str, Op] = {
             "ping": self.op_ping,

@@ -1,4 +1,5 @@
-"""`storyd list`: one JSON line per unit (the socket's `list` op, or a direct read).
+"""`storyd list`: one JSON line per unit (the socket's `list` op, or a direct read), with
+its `claim` and `claim-lost` findings as `storyd status` shows them (storyd.api.claimview).
 
 A state file that does not parse has no units to list: it is named on stderr, one
 `UNREADABLE <path>: <error>` line each (stdout stays one unit per line).
@@ -26,6 +27,9 @@ FLAGS = REPORT_FLAGS
 def main(argv: list[str]) -> int:
     """Print the units as JSON lines."""
     found = report_units(parse_prefixed(argv, FLAGS, USAGE))
+    from storyd.api.claimview import attach
+
+    attach(found.units)  # each unit's claim, and its claim-lost findings
     for unit in found.units:
         sys.stdout.write(orjson.dumps(unit).decode() + "\n")
     sys.stdout.flush()
