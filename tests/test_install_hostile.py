@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,9 @@ def _project_files() -> list[str]:
     return [*sorted(files), skill]
 
 
+Refuse = Callable[..., str]
+
+
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     """A private HOME and state folder: nothing reaches the real user's files."""
@@ -50,6 +54,17 @@ def project(tmp_path: Path) -> Path:
     folder = tmp_path / "project"
     (folder / ".claude").mkdir(parents=True)
     return folder
+
+
+@pytest.fixture
+def refuse(run_storyd: Run, env: dict[str, str]) -> Refuse:
+    """`refuse(*argv, words=...)`: storyd with the private HOME, refused in one line that
+    names `words` (_refused); returns the line."""
+
+    def run(*argv: str, words: tuple[str, ...]) -> str:
+        return _refused(run_storyd(*argv, env=env, timeout=QUICK), *words)
+
+    return run
 
 
 def _agent_flags(relative: str) -> list[str]:
@@ -86,18 +101,27 @@ def _tree(folder: Path) -> dict[str, bytes | str]:
     return out
 
 
+def _put(kind: str, path: Path, tmp_path: Path) -> None:
+    """Put at `path` a symlink to /dev/zero or to a FIFO elsewhere, a FIFO or a folder."""
+    if kind == "link to /dev/zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "link to a FIFO":
+        os.mkfifo(tmp_path / "pipe")
+        path.symlink_to(tmp_path / "pipe")
+    elif kind == "FIFO":
+        os.mkfifo(path)
+    else:
+        assert kind == "folder", kind
+        path.mkdir()
+
+
 @pytest.mark.slow
 class TestOutsideTheProject:
     """A project file that resolves outside the project is never read or written."""
 
     @pytest.mark.parametrize("relative", _project_files())
     def test_a_symlink_out_of_the_project_is_refused(
-        self,
-        run_storyd: Run,
-        env: dict[str, str],
-        project: Path,
-        tmp_path: Path,
-        relative: str,
+        self, refuse: Refuse, project: Path, tmp_path: Path, relative: str
     ) -> None:
         outside = tmp_path / "outside.json"
         outside.write_text(OUTSIDE)
@@ -105,18 +129,13 @@ class TestOutsideTheProject:
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(outside)
         before = _tree(project)
-        done = run_storyd("install", *_agent_flags(relative), "--project", str(project),
-                          env=env, timeout=QUICK)  # fmt: skip
-        _refused(done, str(link), "outside the project")
+        refuse("install", *_agent_flags(relative), "--project", str(project),
+               words=(str(link), "outside the project"))  # fmt: skip
         assert outside.read_text() == OUTSIDE
         assert _tree(project) == before
 
     def test_claude_settings_symlinked_out_leaves_every_file_alone(
-        self,
-        run_storyd: Run,
-        env: dict[str, str],
-        project: Path,
-        tmp_path: Path,
+        self, refuse: Refuse, project: Path, tmp_path: Path
     ) -> None:
         outside = tmp_path / "dotfiles" / "settings.json"
         outside.parent.mkdir()
@@ -125,94 +144,60 @@ class TestOutsideTheProject:
         (project / ".mcp.json").write_text('{"mcpServers": {}}\n')
         before = _tree(project)
         for verb in ("install", "uninstall"):
-            done = run_storyd(verb, "--claude", "--skill", "--project", str(project), env=env,
-                              timeout=QUICK)  # fmt: skip
-            _refused(done, "settings.json", "outside the project")
+            refuse(verb, "--claude", "--skill", "--project", str(project),
+                   words=("settings.json", "outside the project"))  # fmt: skip
         assert outside.read_bytes() == OUTSIDE.encode()
         assert _tree(project) == before  # .mcp.json and the skill untouched too
 
     def test_a_folder_symlinked_out_is_refused(
-        self,
-        run_storyd: Run,
-        env: dict[str, str],
-        project: Path,
-        tmp_path: Path,
+        self, refuse: Refuse, project: Path, tmp_path: Path
     ) -> None:
         elsewhere = tmp_path / "elsewhere"
         elsewhere.mkdir()
         (project / ".cursor").symlink_to(elsewhere)
-        done = run_storyd("install", "--cursor", "--project", str(project), env=env,
-                          timeout=QUICK)  # fmt: skip
-        _refused(done, "outside the project")
+        refuse("install", "--cursor", "--project", str(project), words=("outside the project",))
         assert list(elsewhere.iterdir()) == []
 
 
 @pytest.mark.slow
 class TestNotARegularFile:
-    """/dev/zero, a FIFO or a folder: refused at once, never read until memory runs out."""
+    """/dev/zero, a FIFO or a folder: refused at once, never read until memory runs out.
+    A project's symlink must stay in the project; a user's is followed (dotfiles live in
+    a repo), but only to a regular file."""
 
-    @pytest.mark.parametrize("kind", ["dev-zero", "fifo-outside"])
-    def test_a_project_symlink_to_a_device_or_fifo(
+    @pytest.mark.parametrize(("scope", "kind", "words"), [
+        ("project", "link to /dev/zero", ("outside the project", "/dev/zero")),
+        ("project", "link to a FIFO", ("outside the project",)),
+        ("project", "FIFO", ("not a regular file", "a FIFO")),
+        ("project", "folder", ("not a regular file", "a folder")),
+        ("user", "link to /dev/zero", ("not a regular file", "a character device")),
+        ("user", "link to a FIFO", ("not a regular file", "a FIFO")),
+    ])  # fmt: skip
+    def test_claude_settings(
         self,
-        run_storyd: Run,
+        refuse: Refuse,
         env: dict[str, str],
         project: Path,
         tmp_path: Path,
+        scope: str,
         kind: str,
+        words: tuple[str, ...],
     ) -> None:
-        target = Path("/dev/zero")
-        if kind == "fifo-outside":
-            target = tmp_path / "pipe"
-            os.mkfifo(target)
-        (project / ".claude" / "settings.json").symlink_to(target)
-        done = run_storyd("install", "--claude", "--project", str(project), env=env,
-                          timeout=QUICK)  # fmt: skip
-        _refused(done, "settings.json")
-        assert not (project / ".mcp.json").exists()
+        home = Path(env["HOME"])
+        root, where = (project, ["--project", str(project)]) if scope == "project" else (home, [])
+        path = root / ".claude" / "settings.json"
+        path.parent.mkdir(exist_ok=True)
+        _put(kind, path, tmp_path)
+        before = _tree(root)
+        refuse("install", "--claude", *where, words=(str(path), *words))
+        assert _tree(root) == before  # no .mcp.json, no ~/.claude.json, no skill
 
-    @pytest.mark.parametrize("kind", ["fifo", "folder"])
-    def test_a_fifo_or_folder_in_the_project(
-        self,
-        run_storyd: Run,
-        env: dict[str, str],
-        project: Path,
-        kind: str,
-    ) -> None:
-        path = project / ".claude" / "settings.json"
-        if kind == "fifo":
-            os.mkfifo(path)
-        else:
-            path.mkdir()
-        done = run_storyd("install", "--claude", "--project", str(project), env=env,
-                          timeout=QUICK)  # fmt: skip
-        _refused(done, str(path), "not a regular file", "a FIFO" if kind == "fifo" else "a folder")
-
-    @pytest.mark.parametrize("target", ["/dev/zero", "fifo"])
-    def test_a_user_dotfile_symlink_to_a_device_or_fifo(
-        self,
-        run_storyd: Run,
-        env: dict[str, str],
-        tmp_path: Path,
-        target: str,
-    ) -> None:
-        """A user's symlink is followed (dotfiles live in a repo), but only to a file."""
-        if target == "fifo":
-            target = str(tmp_path / "pipe")
-            os.mkfifo(target)
-        link = Path(env["HOME"]) / ".claude" / "settings.json"
-        link.parent.mkdir()
-        link.symlink_to(target)
-        done = run_storyd("install", "--claude", env=env, timeout=QUICK)
-        _refused(done, str(link), "not a regular file")
-        assert not (Path(env["HOME"]) / ".claude.json").exists()
-
-    def test_a_user_file_over_the_cap(self, run_storyd: Run, env: dict[str, str]) -> None:
+    def test_a_user_file_over_the_cap(self, refuse: Refuse, env: dict[str, str]) -> None:
         path = Path(env["HOME"]) / ".claude" / "settings.json"
         path.parent.mkdir()
         big = b'{"pad": "' + b"x" * (5 << 20) + b'"}\n'
         path.write_bytes(big)
-        done = run_storyd("install", "--claude", env=env, timeout=QUICK)
-        _refused(done, str(path), "larger than")
+        refuse("install", "--claude", words=(str(path), "larger than"))
         assert path.read_bytes() == big
 
 
@@ -220,34 +205,24 @@ class TestNotARegularFile:
 class TestDuplicateKeys:
     """A key twice in one object, at any depth, is refused by name, never half-dropped."""
 
-    @pytest.mark.parametrize(("text", "key"), [
-        ('{"hooks": {}, "model": "a", "hooks": {"Stop": []}}', "hooks"),
-        ('{"permissions": {"allow": ["Bash(ls)"], "allow": ["Bash(rm -rf /)"]}}', "allow"),
-        ('{"hooks": {"Stop": [{"hooks": [{"command": "a", "command": "b"}]}]}}', "command"),
+    @pytest.mark.parametrize(("verb", "relative", "text", "key"), [
+        ("install", ".claude/settings.json",
+         '{"hooks": {}, "model": "a", "hooks": {"Stop": []}}', "hooks"),
+        ("install", ".claude/settings.json",
+         '{"permissions": {"allow": ["Bash(ls)"], "allow": ["Bash(rm -rf /)"]}}', "allow"),
+        ("install", ".claude/settings.json",
+         '{"hooks": {"Stop": [{"hooks": [{"command": "a", "command": "b"}]}]}}', "command"),
+        ("uninstall", ".mcp.json", '{"mcpServers": {"x": {}, "x": {"command": "y"}}}', "x"),
     ])  # fmt: skip
     def test_refused_naming_the_key_and_file(
-        self,
-        run_storyd: Run,
-        env: dict[str, str],
-        project: Path,
-        text: str,
-        key: str,
+        self, refuse: Refuse, project: Path, verb: str, relative: str, text: str, key: str
     ) -> None:
-        path = project / ".claude" / "settings.json"
+        path = project / relative
         path.write_text(text)
-        done = run_storyd("install", "--claude", "--project", str(project), env=env,
-                          timeout=QUICK)  # fmt: skip
-        _refused(done, str(path), f'"{key}"', "twice")
+        before = _tree(project)
+        refuse(verb, "--claude", "--project", str(project), words=(str(path), f'"{key}"', "twice"))
         assert path.read_text() == text
-        assert not (project / ".mcp.json").exists()
-
-    def test_in_the_mcp_file_too(self, run_storyd: Run, env: dict[str, str],
-                                 project: Path) -> None:  # fmt: skip
-        path = project / ".mcp.json"
-        path.write_text('{"mcpServers": {"x": {}, "x": {"command": "y"}}}')
-        done = run_storyd("uninstall", "--claude", "--project", str(project), env=env,
-                          timeout=QUICK)  # fmt: skip
-        _refused(done, str(path), '"x"')
+        assert _tree(project) == before  # no .mcp.json written beside the settings
 
 
 @pytest.mark.slow

@@ -54,7 +54,8 @@ def _recording_hook(script: Path, record: Path) -> list[str]:
     script.write_text(
         "import json, os, sys\n"
         "lines = [json.loads(l) for l in sys.stdin.buffer.read().splitlines()]\n"
-        "env = {k: v for k, v in os.environ.items() if k.startswith('STORYD_')}\n"
+        "env = {k: v for k, v in os.environ.items() if k.startswith('STORYD_')\n"
+        "       and k != 'STORYD_MACOS_STANDIN'}  # the test run's own (tests/macos_standin)\n"
         f"with open({str(record)!r}, 'a') as out:\n"
         "    out.write(json.dumps({'cwd': os.getcwd(), 'env': env, 'events': lines}) + '\\n')\n",
         encoding="utf-8")

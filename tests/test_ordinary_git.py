@@ -372,7 +372,10 @@ def test_the_true_ones_are_still_found(day_of: Callable[[Kit], Day]) -> None:
     mate.git("push", "-q", "origin", "main")
     day.step("pull", "-q", "--rebase", "--autostash", "origin", "main")  # tasks 3-4's commits
     rebased = [("unreachable", task_id(STORY, 3)), ("unreachable", task_id(STORY, 4))]
-    assert [(f["code"], f["task"]) for f in day.drifted()] == rebased
+    # no state file changes, so no `changed` to wait for; a watcher that tells late
+    # (FSEvents, polling: the macOS stand-in) outlasts the settle's quiet 0.4 s
+    wait_for(lambda: [(f["code"], f["task"]) for f in day.drifted()] == rebased, 15,
+             "the rebased tasks' drift")  # fmt: skip
     plan = day.reconcile()
     assert _offered(plan) == rebased
     new = plan["files"][0]["repairs"][1]["changes"][0]["new"]  # type: ignore[index]

@@ -61,6 +61,11 @@ DEFAULT_MODE = GIT
 _GIT_TIMEOUT = 5.0
 _BATCH_TIMEOUT = 60.0
 _MEMO_SIZE = 65536
+# A file's ctime comes from the filesystem's clock, `started` from time.time(): Linux
+# stamps files from a coarse clock that lags the fine one by a tick (several ticks on a
+# loaded VM), HFS+ and SMB in whole seconds, FAT in two. A path changed this close
+# before a batched pass began is asked per file, not trusted to the pass.
+_CTIME_SLACK = 2.0
 # The memo, the batched passes, the pins and the batching switch are process-wide state:
 # storyd.core.switches holds them (CONFIG.git_*), `switches.reset()` empties them.
 
@@ -200,8 +205,8 @@ def _from_batch(workspace: str, relpath: str) -> object:
         changed = os.stat(os.path.join(workspace, relpath)).st_ctime
     except OSError:
         return _MISS
-    if changed >= started:
-        return _MISS  # touched since the status pass began: ask git again
+    if changed >= started - _CTIME_SLACK:
+        return _MISS  # touched since (or just before) the status pass began: ask git again
     return found
 
 
@@ -215,7 +220,7 @@ def prime(workspace: str) -> bool:
     stamp = _repo_stamp(workspace)
     if stamp is None:
         return False
-    started = time.time()
+    started = _now()
     status = _git(
         workspace,
         "-c",
@@ -252,6 +257,11 @@ def prime(workspace: str) -> bool:
             times.setdefault(line, current)
     CONFIG.git_primed[workspace] = (stamp, started, times, frozenset(dirty))
     return True
+
+
+def _now() -> float:
+    """The wall clock a batched pass's start is read from (file ctimes are wall time)."""
+    return time.time()
 
 
 _UNBATCHED = frozenset('*?[\\"')  # pathspec magic, or a name git prints quoted

@@ -134,6 +134,8 @@ def cached_units(daemon: Daemon, loop: asyncio.AbstractEventLoop,
         stale = _on_loop(loop, lambda: engine.stale_files(path))
         if stale:
             _on_loop(loop, lambda: daemon.sync(stale)).result(_WAIT)  # type: ignore[attr-defined, arg-type]
+        elif daemon.refresher.git_moved(path):  # a commit no watch has told yet
+            daemon.refresher.sync(path, []).result(_WAIT)
         found = _on_loop(loop, lambda: engine.summaries(path, detail=True, in_flight=True))
         copied: list[dict[str, object]] = orjson.loads(orjson.dumps(found))
         return copied  # as the client reads the list op's

@@ -138,11 +138,22 @@ class Installer:
         # workspaces whose detectors waited for git: the refresher rechecks them once
         # git settles (`take_deferred`)
         self._deferred: set[str] = set()
+        # files a git recheck found unreadable (no detector ran on their last good
+        # units): their next good read runs the detectors, even on the same bytes
+        self._unchecked: set[tuple[str, str]] = set()
 
     def take_deferred(self) -> set[str]:
         """The workspaces whose detectors waited for git since the last call (refresher)."""
         deferred, self._deferred = self._deferred, set()
         return deferred
+
+    def _git_missed(self, workspace: str, relpath: str, since: float | None) -> bool:
+        """Whether a good read of this file follows a git recheck that found it
+        unreadable (its detectors must run, even on the same bytes)."""
+        if since or (workspace, relpath) not in self._unchecked:
+            return False
+        self._unchecked.discard((workspace, relpath))
+        return True
 
     def use_detectors(self, detect: Detect | None, hold_tips: Callable[[bool], None]) -> None:
         """New detectors (a reload), from the next unit built (refresher)."""
@@ -198,6 +209,8 @@ class Installer:
                 if snap.error is not None:
                     continue
                 units = [snap.entries[k].unit for k in snap.keys]
+                if snap.unreadable_since is not None:
+                    self._unchecked.add((ws.path, relpath))
                 self._install(ws, relpath, snap.adapter, snap.proof, units, snap,
                               force=True, prints=snap.prints,
                               unreadable=(snap.unreadable_since, snap.unreadable_reason))
@@ -277,6 +290,8 @@ class Installer:
         `reuse` keeps the entry of a unit whose data is unchanged, untouched."""
         since, reason = unreadable
         extra = (unreadable_finding(relpath, str(reason), since),) if since else ()
+        if self._git_missed(ws.path, relpath, since):
+            force, reuse = True, False
         busy = self.detect is not None and self.git_busy(ws.path)
         under_way = operation_findings(ws.path) if busy else ()
         previous = old.entries if old is not None else {}

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from storyd.core import log
 from storyd.core.gitstate import operation_under_way
+from storyd.core.storytime import stamp_files
 from storyd.core.worker import Worker
 
 if TYPE_CHECKING:
@@ -73,6 +74,10 @@ class Refresher(Worker):
         self.busy_poll = _BUSY_POLL
         self._calls: list[Callable[[], None]] = []
         self._racy: dict[tuple[str, str], int] = {}  # racy re-reads in a row, per path
+        # git's stamp files (storytime.stamp_files) when each workspace was last checked
+        # against git: a sync finds a commit its file events have not told yet (macOS's
+        # FSEvents and the polling observers tell late; inotify's event may be queued)
+        self._git_seen: dict[str, object] = {}
         self._ticks = 0
         self.git_busy: Callable[[str], bool] = git_busy or (lambda _ws: False)
         self.on_git_change: Callable[[Workspace], None] = engine.recheck
@@ -148,8 +153,10 @@ class Refresher(Worker):
                     return
                 for relpath in relpaths:
                     self._touch(ws, relpath, early=False)
-                if self.engine.behind_git(ws):  # a git operation ended: check it now, as
-                    self._git_changed(ws)  # a direct read would (not once git settles)
+                # a git operation ended, or git moved (a commit) unseen by the watches:
+                # check it now, as a direct read would (not once git settles)
+                if self.engine.behind_git(ws) or self.git_moved(workspace):
+                    self._git_changed(ws)
             finally:
                 future.set_result(None)
 
@@ -312,7 +319,13 @@ class Refresher(Worker):
                 duration_ms=_ms(started),
             )
 
+    def git_moved(self, workspace: str) -> bool:
+        """Whether git's stamp files changed since the workspace was last checked
+        against git (any thread: a few stats)."""
+        return self._git_seen.get(workspace) != stamp_files(workspace)
+
     def _git_changed(self, ws: Workspace) -> None:
+        self._git_seen[ws.path] = stamp_files(ws.path)  # before: a change meanwhile counts
         started = time.perf_counter()
         self.on_git_change(ws)
         self.log.info("git_recheck", workspace=ws.path, duration_ms=_ms(started))

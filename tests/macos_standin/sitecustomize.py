@@ -1,6 +1,6 @@
 """A macOS stand-in for Linux CI: what macOS's CPython 3.11/3.12 lacks is taken away.
 
-Put on PYTHONPATH with STORYD_MACOS_STANDIN=1 (.ci/run does, for the quick suite);
+Put on PYTHONPATH with STORYD_MACOS_STANDIN=1 (.ci/run does, for the whole suite);
 every Python process of the run loads it, the daemons and CLIs the tests start too
 (its folder is made absolute in PYTHONPATH, so a child run elsewhere keeps it):
 
