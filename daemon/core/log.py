@@ -93,18 +93,21 @@ class _Sink:
             import traceback  # only when an exception is logged
 
             line["exception"] = traceback.format_exc()
-        data = self.render(line) + b"\n"
+        text = self.render(line).decode("utf-8", "replace") + "\n"
         with self.lock:
-            _write_all(data)
+            _write(text)
 
 
-def _write_all(data: bytes) -> None:
-    """All of `data` to stderr; a closed stderr must never stop the daemon."""
-    view = memoryview(data)
+def _write(text: str) -> None:
+    """One line to stderr as it is now (a test's capture too); a closed stderr must
+    never stop the daemon."""
+    stream = sys.stderr
+    if stream is None:
+        return
     try:
-        while view:
-            view = view[os.write(2, view):]
-    except OSError:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):
         return
 
 
