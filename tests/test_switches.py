@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from storyd.core import jsonio, pipeline, registry, storytime, switches
+from storyd.core import jsonio, log, pipeline, registry, storytime, switches
 from storyd.core.switches import CONFIG
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -232,6 +232,7 @@ class TestConfigureAndReset:
         CONFIG.fine_devices.add(1)
         CONFIG.warned_versions.add("9.9")
         CONFIG.disk_steps = 3
+        log.configure("debug")  # the daemon's log form
         CONFIG.claims_conns.conn = ("/claims", 1, None)  # this thread's kept connection
         registry.get()
         changed = [name for name in switches._Config.__slots__

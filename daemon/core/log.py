@@ -27,6 +27,8 @@ from typing import Any
 
 import orjson
 
+from storyd.core.switches import CONFIG
+
 __all__ = ["PRIORITIES", "Logger", "configure", "get", "to_journal"]
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
@@ -77,25 +79,28 @@ def _console(colours: bool) -> Any:
     return render
 
 
-class _Sink:
-    """Where lines go and in what form; one per process (`configure`)."""
+_LOCK = threading.Lock()  # one line at a time
 
-    def __init__(self) -> None:
-        self.level = _LEVELS["info"]
-        self.render: Any = _json
-        self.lock = threading.Lock()
 
-    def write(self, level: str, event: str, context: dict[str, Any],
-              fields: dict[str, Any], trace: bool) -> None:
-        line: dict[str, Any] = {"event": event, **context, **fields, "level": level,
-                                "timestamp": _timestamp()}
-        if trace:
-            import traceback  # only when an exception is logged
+def _form() -> tuple[int, Any]:
+    """The level and renderer in force (switches.CONFIG: process-wide state's owner)."""
+    return CONFIG.log_form or (_LEVELS["info"], _json)
 
-            line["exception"] = traceback.format_exc()
-        text = self.render(line).decode("utf-8", "replace") + "\n"
-        with self.lock:
-            _write(text)
+
+def _emit(level: str, event: str, context: dict[str, Any], fields: dict[str, Any],
+          trace: bool) -> None:
+    least, render = _form()
+    if _LEVELS[level] < least:
+        return
+    line: dict[str, Any] = {"event": event, **context, **fields, "level": level,
+                            "timestamp": _timestamp()}
+    if trace:
+        import traceback  # only when an exception is logged
+
+        line["exception"] = traceback.format_exc()
+    text = render(line).decode("utf-8", "replace") + "\n"
+    with _LOCK:
+        _write(text)
 
 
 def _write(text: str) -> None:
@@ -111,9 +116,6 @@ def _write(text: str) -> None:
         return
 
 
-_SINK = _Sink()
-
-
 class Logger:
     """A bound logger: `info("event", key=value)` writes one line with its context."""
 
@@ -127,8 +129,7 @@ class Logger:
         return Logger({**self._context, **context})
 
     def _log(self, level: str, event: str, fields: dict[str, Any], trace: bool = False) -> None:
-        if _LEVELS[level] >= _SINK.level:
-            _SINK.write(level, event, self._context, fields, trace)
+        _emit(level, event, self._context, fields, trace)
 
     def debug(self, event: str, **fields: Any) -> None:
         self._log("debug", event, fields)
@@ -152,14 +153,13 @@ class Logger:
 
 def configure(level: str = "info") -> None:
     """Lines to stderr at `level` (debug, info, warning, error), in the reader's form."""
-    _SINK.level = _LEVELS.get(level, _LEVELS["info"])
+    render: Any = _json
     if to_journal():
-        _SINK.render = _journal
+        render = _journal
     elif sys.stderr.isatty():
         colours = not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-        _SINK.render = _console(bool(colours))
-    else:
-        _SINK.render = _json
+        render = _console(bool(colours))
+    CONFIG.log_form = (_LEVELS.get(level, _LEVELS["info"]), render)
 
 
 def get(name: str) -> Logger:

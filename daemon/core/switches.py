@@ -56,6 +56,7 @@ class _Config:
         "git_memo",
         "git_pins",
         "git_primed",
+        "log_form",
         "max_state_bytes",
         "registry",
         "warned_versions",
@@ -76,6 +77,7 @@ class _Config:
         self.warned_versions: set[str] = set()
         self.disk_steps = 0
         self.registry: object | None = None  # a core.registry.Registry (no import here)
+        self.log_form: tuple[int, object] | None = None  # core.log: (level, renderer)
 
 
 CONFIG = _Config()
