@@ -43,8 +43,10 @@ def main(argv: list[str]) -> int:
     from storyd.config import Config
     from storyd.server.engine import Engine
 
-    with tempfile.TemporaryDirectory(prefix="storyd-bench-memory-") as tmp:
-        workspace, _ = make_epic_workspace(Path(tmp), args.stories, args.tasks)
+    scratch = tempfile.TemporaryDirectory(prefix="storyd-bench-memory-",
+                                          ignore_cleanup_errors=True)
+    with scratch as tmp:
+        workspace, _ = make_epic_workspace(Path(tmp), args.stories, args.tasks, compact=True)
         detect, _runner = build_detect(Config(), "mtime")
         engine = Engine(answers.Options(staleness="mtime"), detect=detect)
         gc.collect()

@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,7 +39,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import daemonkit  # noqa: E402
 from bench_resume import VENV, child_env, ensure_venv  # noqa: E402
+from daemonkit import ask, rss_kb  # noqa: E402
 from workloads import make_epic_workspace  # noqa: E402
 
 EPIC = "0049"
@@ -50,24 +51,6 @@ BOUNDED = (  # rows with an absolute target at 10,000 stories: row, key, unit, b
     ("daemon: write to visible", "visible", "ms", 150),
     ("daemon: RSS after", "rss", "MB", 80),
 )
-
-
-def ask(path: str, request: dict[str, object], timeout: float = 10.0) -> dict[str, object] | None:
-    """One request on a fresh connection; None when nothing answers."""
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout)
-            sock.connect(path)
-            sock.sendall(json.dumps(request).encode() + b"\n")
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = sock.recv(1 << 20)
-                if not chunk:
-                    return None
-                data += chunk
-            return json.loads(data)  # type: ignore[no-any-return]
-    except (OSError, ValueError):
-        return None
 
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
@@ -137,32 +120,25 @@ def daemon_run(size: Size, env: dict[str, str], scratch: Path, want: dict[str, o
                 break
         size.add("first", (first or float("nan")) * 1000)
         size.add("warming", slowest * 1000)
-        size.add("visible", write_to_visible(size, sock, request, text))
-        with open(f"/proc/{daemon.pid}/status", encoding="ascii") as status:
-            rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
-        size.add("rss", rss / 1024)
+        size.add("visible", write_to_visible(size, sock, request))
+        size.add("rss", rss_kb(daemon.pid) / 1024)
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)
         size.state.write_bytes(text)
 
 
-def write_to_visible(size: Size, sock: str, request: dict[str, object], text: bytes) -> float:
+def write_to_visible(size: Size, sock: str, request: dict[str, object]) -> float:
     """Rewrite the file (one task of the middle story done), ask until it shows: ms."""
-    state = json.loads(text)
-    tasks = state["stories"][size.story]["tasks"]
-    last = list(tasks)[-1]
-    tasks[last] = {"status": "DONE", "commitSha": "f" * 40,
-                   "completedAt": "2026-01-01T00:00:00Z"}
-    fresh = size.state.with_name(".bench.tmp")
-    fresh.write_text(json.dumps(state) + "\n")
-    written = time.perf_counter()
-    os.replace(fresh, size.state)
-    while time.perf_counter() - written < 30:
-        got = ask(sock, {**request, "story": size.story})
-        if got and "f" * 40 in json.dumps(got.get("envelope")):
-            break
-    return (time.perf_counter() - written) * 1000
+
+    def one_task_done(state: dict[str, object]) -> None:
+        tasks = state["stories"][size.story]["tasks"]  # type: ignore[index]
+        tasks[list(tasks)[-1]] = {"status": "DONE", "commitSha": "f" * 40,
+                                  "completedAt": "2026-01-01T00:00:00Z"}
+
+    seen = daemonkit.write_to_visible(sock, {**request, "story": size.story}, size.state,
+                                      one_task_done, limit=30.0)
+    return float("nan") if seen is None else seen * 1000
 
 
 def report(sizes: list[Size]) -> None:

@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,35 +36,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import daemonkit
+from daemonkit import ask, rss_kb
 from workloads import make_epic_workspace
 
 PYTHON = sys.executable
-
-
-def ask(path: str, request: dict[str, object], timeout: float = 1.0) -> dict[str, object] | None:
-    """One request on a fresh connection; None when nothing answers in time."""
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout)
-            sock.connect(path)
-            sock.sendall(json.dumps(request).encode() + b"\n")
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = sock.recv(1 << 20)
-                if not chunk:
-                    return None
-                data += chunk
-            return json.loads(data)  # type: ignore[no-any-return]
-    except (OSError, ValueError):
-        return None
-
-
-def rss_kb(pid: int) -> int:
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def measure(tree: Path, workspaces: list[Path], story: tuple[Path, str], scratch: Path,
@@ -128,31 +103,17 @@ def measure(tree: Path, workspaces: list[Path], story: tuple[Path, str], scratch
 def write_to_visible(sock: str, workspace: Path, sid: str) -> float | None:
     """Rewrite the state file with one story's node changed; seconds until resume shows it."""
     state_path = next((workspace / "plans").glob("epic-*/execution-state.json"))
-    data = json.loads(state_path.read_text())
-    node = data["stories"][sid]
-    node["tasks"].pop(next(reversed(node["tasks"])))  # one task fewer: the envelope changes
-    text = json.dumps(data, indent=2) + "\n"
-    request = {"op": "resume", "workspace": str(workspace), "epic": data["epicId"],
-               "story": sid}
-    before = None
-    for _ in range(3):  # a busy daemon (a 10,000-story file in git mode) may miss one
-        before = ask(sock, request, 5.0)
-        if before is not None:
-            break
-    if before is None:
-        return None
-    tmp = state_path.with_suffix(".tmp")
-    tmp.write_text(text)
-    began = time.monotonic()
-    os.replace(tmp, state_path)
-    answer = None
-    while time.monotonic() - began < 10:
-        answer = ask(sock, request, 5.0)
-        if answer and before and answer.get("envelope") != before.get("envelope"):
-            return time.monotonic() - began
-        time.sleep(0.001)
-    print(f"  write not seen in 10 s: before={before} last={answer}", file=sys.stderr)
-    return None
+    epic = json.loads(state_path.read_bytes())["epicId"]
+
+    def one_task_fewer(data: dict[str, object]) -> None:  # the envelope changes
+        tasks = data["stories"][sid]["tasks"]  # type: ignore[index]
+        tasks.pop(next(reversed(tasks)))
+
+    request = {"op": "resume", "workspace": str(workspace), "epic": epic, "story": sid}
+    seen = daemonkit.write_to_visible(sock, request, state_path, one_task_fewer, indent=2)
+    if seen is None:
+        print("  write not seen in 10 s", file=sys.stderr)
+    return seen
 
 
 def fmt(value: object, unit: str) -> str:

@@ -164,8 +164,11 @@ class Answer:
         self.asked_git = asked_git
 
 
-def answer(workspace: str, unit: Unit, options: Options) -> Answer:
-    """Compute one unit's envelope: the seed's Steps 3-6 (staleness included)."""
+def answer(workspace: str, unit: Unit, options: Options, *, prime_batch: bool = True) -> Answer:
+    """Compute one unit's envelope: the seed's Steps 3-6 (staleness included).
+
+    `prime_batch=False` (a daemon's miss, one unit): git is asked about this story file
+    alone unless the workspace's batch is primed already (storytime.git_commit_time)."""
     if unit.error:
         raise DataError(unit.error)
     done = [t for t in unit.tasks if t.bucket == DONE]
@@ -179,7 +182,8 @@ def answer(workspace: str, unit: Unit, options: Options) -> Answer:
 
             def commit_time() -> int | None:
                 asked.append(True)
-                return storytime.git_commit_time(workspace, story_file)
+                return storytime.git_commit_time(workspace, story_file,
+                                                 prime_batch=prime_batch)
 
     stale = envelope.stale_warnings(done, mtime, commit_time)
     got = Answer(unit, envelope.build(unit, stale), unit.findings, asked_git=bool(asked))

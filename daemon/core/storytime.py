@@ -96,14 +96,15 @@ def mtime_seconds(path: str) -> int | None:
         return None
 
 
-def git_commit_time(workspace: str, relpath: str) -> int | None:
+def git_commit_time(workspace: str, relpath: str, *, prime_batch: bool = True) -> int | None:
     """Committer time of the last commit touching `relpath`, if it is tracked and clean.
 
     None when git is absent, the workspace is not a repository, or the file is
-    untracked, staged or modified.
+    untracked, staged or modified. `prime_batch=False` (a daemon's miss for one unit):
+    a batch not primed yet is not primed for it, the file is asked alone.
     """
     if CONFIG.git_batching:
-        found = _from_batch(workspace, relpath)
+        found = _from_batch(workspace, relpath, prime_batch)
         if found is not _MISS:
             return found  # type: ignore[return-value]
     _settle(workspace)
@@ -182,15 +183,16 @@ def stamp_files(workspace: str) -> tuple[tuple[str, tuple[int, int, int, int, in
     return tuple(found)
 
 
-def _from_batch(workspace: str, relpath: str) -> object:
-    """The batched answer for one path, or _MISS when the batch cannot tell."""
+def _from_batch(workspace: str, relpath: str, prime_batch: bool = True) -> object:
+    """The batched answer for one path, or _MISS when the batch cannot tell (or is not
+    primed and `prime_batch` is False)."""
     pinned = CONFIG.git_pins.__dict__.get("stamps", {})
     stamp = pinned[workspace] if workspace in pinned else _repo_stamp(workspace)
     if stamp is None:
         return _MISS
     primed = CONFIG.git_primed.get(workspace)
     if primed is None or primed[0] != stamp:
-        if not prime(workspace):
+        if not prime_batch or not prime(workspace):
             return _MISS
         primed = CONFIG.git_primed.get(workspace)
         if primed is None:

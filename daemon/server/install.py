@@ -179,7 +179,8 @@ class Installer:
         old = ws.files.get(relpath)
         healthy = old is not None and old.error is None and old.unreadable_since is None
         prints: dict[str, bytes] = {}
-        reuse_unit = reuser(old, prints, reuse=reuse and healthy)
+        reuse_unit = reuser(old, prints, reuse=reuse and healthy,
+                            give_way=self.reads.priority.give_way)
         got = self.reads.read(ws.path, relpath, adapter, reuse_unit)
         if ws.moved or folder_identity(ws.path) != ws.identity:
             # another folder at the workspace's path (exchanged, moved away and replaced):
@@ -309,8 +310,10 @@ class Installer:
         # makes the proof fail, never an answer from before it pass for one after
         look = _pass_mark(ws.path, self.changes)
         storytime.pin(ws.path)  # one look at git for every unit of this file
+        give_way = self.reads.priority.give_way  # a query's read goes first
         try:
             for unit in units:
+                give_way()
                 prev = previous.get(unit.key)
                 if reuse and prev is not None and prev.error is None and not prev.racy and (
                     prev.unit is unit or same_data(prev.unit, unit)

@@ -403,7 +403,12 @@ class Daemon:
 
     def read_answer(self, path: str, query: Query, since: int | None = None) -> answers.Answer:
         """A cache miss, read now (on the pool): the file as it is, or while it is torn
-        its last good read, with a finding saying so. Detectors for --detail and `resume`."""
+        its last good read, with a finding saying so. Detectors for --detail and `resume`.
+        The background's passes give way while it reads (server/priority.py)."""
+        with self.engine.reads.priority.asking():
+            return self._read_answer(path, query, since)
+
+    def _read_answer(self, path: str, query: Query, since: int | None) -> answers.Answer:
         where = (target.for_epic(path, str(query.epic), str(query.story))  # the disk's view
                  if query.state_file is None
                  else target.for_state_file(path, query.state_file, query.unit))
@@ -417,7 +422,7 @@ class Daemon:
                 raise got.error
             assert got.units is not None
             unit = where.pick(got.units)
-        result = pipeline.answer(path, unit, self.options)
+        result = pipeline.answer(path, unit, self.options, prime_batch=False)  # one unit
         if query.detail:
             result = answers.with_detectors(path, result, self.engine.detect)
         if unreadable is not None:

@@ -478,7 +478,7 @@ class Watcher:
 
 
 class _WatchdogLog(logging.Handler):
-    """watchdog's own log lines, as JSON through structlog, never as plain text.
+    """watchdog's own log lines, as JSON through storyd.core.log, never as plain text.
 
     watchdog logs "Inotify queue overflowed" (stdlib logging, which without a handler
     printed plain text into the JSON log) each time the kernel drops events, then

@@ -1,0 +1,71 @@
+"""Queries first: the background's long passes give way while a query reads (issue 43).
+
+A warm-up's or a refresh's pass over a big file's units (their builds, their
+detectors) and a query's miss (one file parsed, one unit built) share the interpreter:
+side by side, each runs at half speed, so the miss waited on the pass's share. The
+pass calls `give_way()` between units; while a query is `asking()`, it waits, and the
+query runs alone. The wait is bounded: `MAX_WAIT` for the queries asking now, after
+which the pass goes on without waiting again until another query starts (a query that
+waits on the pass itself, a torn file's miss waiting for the file's lock, then costs
+`MAX_WAIT` once, never a wait per unit).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["MAX_WAIT", "Priority"]
+
+MAX_WAIT = 0.1  # seconds one `give_way` may wait for the queries in flight
+
+
+class Priority:
+    """How many queries read now; the background waits while any does."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.asking_now = 0
+        self._askers: dict[int, int] = {}  # threads asking now: never wait on themselves
+        self.gave_way = 0  # turns a pass waited (stats, tests)
+        self._started = 0  # queries started so far
+        self._outwaited = -1  # `_started` when a wait last ran out: no wait until it moves
+
+    @contextmanager
+    def asking(self) -> Iterator[None]:
+        """A query's read: the background gives way until it ends."""
+        me = threading.get_ident()
+        with self._cond:
+            self.asking_now += 1
+            self._started += 1
+            self._askers[me] = self._askers.get(me, 0) + 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.asking_now -= 1
+                left = self._askers.pop(me) - 1
+                if left:
+                    self._askers[me] = left
+                if not self.asking_now:
+                    self._cond.notify_all()
+
+    def give_way(self) -> None:
+        """Between two units of a background pass: wait while a query reads (bounded)."""
+        if not self.asking_now:  # one attribute read: the common case
+            return
+        if threading.get_ident() in self._askers:  # a query's own read
+            return
+        deadline = time.monotonic() + MAX_WAIT
+        with self._cond:
+            if self._outwaited == self._started:  # these queries were waited for once
+                return
+            self.gave_way += 1
+            while self.asking_now:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._outwaited = self._started
+                    return
+                self._cond.wait(left)

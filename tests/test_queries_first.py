@@ -1,0 +1,196 @@
+"""A query's read goes first (issue 43): the warm-up's pass over a file's units gives
+way while a miss reads, a miss asks git about its own story file alone (never the
+whole workspace's batch), the digests that let a write reuse unchanged units stay
+exact, and the daemon's log pulls in neither structlog nor rich at start-up.
+
+The daemon's core runs in process (assembly.build_daemon) on real epic workspaces.
+"""
+
+from __future__ import annotations
+
+import copy as copy_module
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from daemon_harness import wait_for
+from epic_state_harness import EPIC, STATE, story_id, task_id, write_epic
+
+from storyd.api import answers
+from storyd.core import switches
+from storyd.core.query import Query
+from storyd.server import misses, priority
+from storyd.server.assembly import build_daemon
+from storyd.server.priority import Priority
+from storyd.server.reads import node_digest
+from storyd.server.service import Daemon, Settings
+
+STORIES = 40
+ASKED = story_id(17)
+
+
+def _write(workspace: Path) -> None:
+    tasks = {story_id(n): {task_id(story_id(n), t): (
+        {"status": "DONE", "commitSha": f"{t:040x}", "completedAt": "2025-01-01T00:00:00Z"}
+        if t == 1 else {"status": "PENDING"}) for t in (1, 2, 3)}
+        for n in range(1, STORIES + 1)}
+    write_epic(workspace, EPIC, tasks=tasks)
+    for n in range(1, STORIES + 1):
+        (workspace / STATE).with_name(f"{story_id(n)}.md").write_text("# story\n")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    _write(ws)
+    return Path(os.path.realpath(ws))
+
+
+def _daemon(staleness: str) -> Iterator[Daemon]:
+    built = build_daemon(Settings(staleness=staleness))
+    try:
+        yield built
+    finally:
+        built.stop()
+
+
+@pytest.fixture
+def daemon() -> Iterator[Daemon]:
+    yield from _daemon("mtime")
+
+
+def _direct(workspace: Path, staleness: str = "mtime") -> bytes:
+    out = answers.run(Query(str(workspace), epic=EPIC, story=ASKED), staleness)
+    assert out.code == 0, out.stderr
+    return out.stdout
+
+
+class TestWarmUpGivesWay:
+    """While a miss reads, the warm-up's pass over the file's units waits for it."""
+
+    @pytest.mark.slow
+    def test_the_pass_waits_while_a_miss_reads(
+        self, workspace: Path, daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        reading, release = threading.Event(), threading.Event()
+        read_for = misses.read_for
+
+        def slow_read_for(*args, **kwargs):  # type: ignore[no-untyped-def]
+            reading.set()  # the miss is reading: hold it here until the test has looked
+            assert release.wait(20)
+            return read_for(*args, **kwargs)
+
+        monkeypatch.setattr(misses, "read_for", slow_read_for)
+        ask = Query(str(workspace), epic=EPIC, story=ASKED, detail=True)
+        asked = daemon.executor.submit(daemon.read_answer, str(workspace), ask,
+                                       time.monotonic_ns())
+        assert reading.wait(10)
+        daemon.start([str(workspace)])
+        prio = daemon.engine.reads.priority
+        # the warm-up reached the file's units and waits: it gave way, installed nothing
+        wait_for(lambda: prio.gave_way > 0, 10.0, "the warm-up giving way")
+        ws = daemon.engine.workspaces[str(workspace)]
+        assert STATE not in ws.files
+        release.set()
+        assert asked.result(timeout=10).line == _direct(workspace)
+        wait_for(lambda: daemon.warm.done, 20.0, "the warm-up")
+        assert STATE in ws.files  # and once the miss had its answer, the pass went on
+
+    def test_a_query_never_waits_on_itself(self) -> None:
+        prio = Priority()
+        with prio.asking():
+            began = time.monotonic()
+            prio.give_way()  # a miss's own read (read_now reuses units) must not wait
+            assert time.monotonic() - began < priority.MAX_WAIT / 2
+        assert prio.gave_way == 0
+
+    def test_the_wait_is_bounded(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(priority, "MAX_WAIT", 0.02)
+        prio = Priority()
+        entered, leave = threading.Event(), threading.Event()
+
+        def stuck() -> None:  # a query that never ends (it waits on the pass itself)
+            with prio.asking():
+                entered.set()
+                leave.wait(10)
+
+        thread = threading.Thread(target=stuck)
+        thread.start()
+        try:
+            assert entered.wait(5)
+            began = time.monotonic()
+            prio.give_way()
+            waited = time.monotonic() - began
+            assert 0.015 <= waited < 5 and prio.gave_way == 1
+            began = time.monotonic()
+            for _ in range(100):  # the rest of the pass: the same query is not waited for
+                prio.give_way()  # again (before: 100 units x the bound, a torn file's
+            assert time.monotonic() - began < 0.015  # miss stuck behind them for minutes)
+            assert prio.gave_way == 1
+        finally:
+            leave.set()
+            thread.join(5)
+        prio.give_way()  # nobody asks: no wait
+        assert prio.gave_way == 1
+
+
+def _git(workspace: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid", *args],
+                   cwd=workspace, check=True, capture_output=True)
+
+
+class TestMissAsksGitAlone:
+    """A miss in git mode asks git about its story file, not the workspace's batch."""
+
+    @pytest.mark.slow
+    def test_miss_does_not_prime_the_batch(self, workspace: Path) -> None:
+        _git(workspace, "init", "-q")
+        _git(workspace, "add", "-A")
+        _git(workspace, "commit", "-q", "-m", "stories")
+        for built in _daemon("git"):
+            built.start([])  # nothing watched: the query is a miss
+            assert switches.CONFIG.git_batching
+            ask = Query(str(workspace), epic=EPIC, story=ASKED)
+            got = built.read_answer(str(workspace), ask, time.monotonic_ns())
+            # before: the miss ran the whole workspace's `git status` + `git log` walk
+            assert str(workspace) not in switches.CONFIG.git_primed
+            assert got.line == _direct(workspace, "git")
+
+
+class TestDigest:
+    """A node's digest changes with any change a parser can tell apart."""
+
+    @pytest.mark.parametrize(("one", "other"), [
+        ({"a": 1}, {"a": 1.0}),
+        ({"a": 1}, {"a": True}),
+        ({"a": None}, {"a": float("inf")}),  # orjson writes both as null
+        ({"a": None}, {"a": float("nan")}),
+        ({"a": 2**64}, {"a": float(2**64)}),  # past 64 bits: orjson refuses
+        ({"a": "\ud800"}, {"a": "\ufffd"}),  # a lone surrogate: orjson refuses
+        ({"a": "x", "b": "y"}, {"b": "y", "a": "x"}),  # the order is the file's
+        ({"tasks": {"T1": {"status": "DONE"}}}, {"tasks": {"T1": {"status": "DONE "}}}),
+        ({"a": [1, 2]}, {"a": [2, 1]}),
+    ])
+    def test_different_nodes_differ(self, one: object, other: object) -> None:
+        assert node_digest(one) != node_digest(other)
+
+    def test_equal_nodes_agree(self) -> None:
+        big = {"tasks": {f"T{n}": {"status": "DONE"} for n in range(2000)}}  # sliced
+        for node in ({"a": 1, "b": [None, "null"]}, {"a": 2**70}, big):
+            copy = copy_module.deepcopy(node)  # a fresh object, equal
+            assert copy is not node and node_digest(copy) == node_digest(node)
+
+
+def test_daemon_log_imports_neither_structlog_nor_rich() -> None:
+    code = ("import sys; import storyd.server.assembly, storyd.server.service; "
+            "from storyd.core import log; log.configure(); log.get('t').info('x', n=1); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('structlog', 'rich')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
+    assert out.stdout.strip() == b"[]", out.stdout  # before: structlog.dev and rich, ~110 ms
+    assert b'"event":"x"' in out.stderr and b'"n":1' in out.stderr, out.stderr
