@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from storyd.core import jsonio, log, pipeline, registry, storytime, switches
+from storyd.core import jsonio, pipeline, registry, storytime, switches
 from storyd.core.switches import CONFIG
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -233,7 +233,6 @@ class TestConfigureAndReset:
         CONFIG.warned_versions.add("9.9")
         CONFIG.disk_steps = 3
         CONFIG.bd_memo["/ws"] = ((), 0.0, None)
-        log.configure("debug")  # the daemon's log form
         CONFIG.claims_conns.conn = ("/claims", 1, None)  # this thread's kept connection
         CONFIG.fleet_claims = object()  # the claims bucket's process state
         registry.get()

@@ -61,7 +61,6 @@ class _Config:
         "git_memo",
         "git_pins",
         "git_primed",
-        "log_form",
         "max_state_bytes",
         "registry",
         "warned_versions",
@@ -85,7 +84,6 @@ class _Config:
         self.registry: object | None = None  # a core.registry.Registry (no import here)
         # workspace -> (what the answer depends on, when it expires, the answer or failure)
         self.bd_memo: dict[str, tuple[tuple[object, ...], float, object]] = {}
-        self.log_form: tuple[int, object] | None = None  # core.log: (level, renderer)
 
 
 CONFIG = _Config()

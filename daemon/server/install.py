@@ -89,6 +89,17 @@ def _proof(got: FileRead) -> Proof:
     return Proof(got.deps, got.seq, got.started_ns)
 
 
+def _kept(prev: Entry, unit: Unit, draft: Draft) -> Entry:
+    """The entry kept for a unit whose new draft answers as before: its unit current (a
+    re-read), its proof and raciness the draft's."""
+    if prev.unit is not unit:  # same answer from a re-read: keep units current
+        prev.unit = unit
+    same = draft.proof.same_as(prev.proof) if draft.proof is not None else prev.proof is None
+    if not same or prev.racy != draft.racy:
+        prev = _with_proof(prev, draft.proof, draft.racy)
+    return prev
+
+
 def _with_proof(entry: Entry, proof: StoryProof | None, racy: bool) -> Entry:
     """The same entry (answer, findings, generation) read from files with new signatures."""
     fresh = Entry.__new__(Entry)
@@ -324,16 +335,7 @@ class Installer:
                                     under_way, stale=bool(since))
                 racy |= draft.racy
                 if prev is not None and draft.answers_as(prev):
-                    if prev.unit is not unit:  # same answer from a re-read: keep units current
-                        prev.unit = unit
-                    same = (
-                        draft.proof.same_as(prev.proof)
-                        if draft.proof is not None
-                        else prev.proof is None
-                    )
-                    if not same or prev.racy != draft.racy:
-                        prev = _with_proof(prev, draft.proof, draft.racy)
-                    entries[unit.key] = prev
+                    entries[unit.key] = _kept(prev, unit, draft)
                     continue
                 entry = Entry(ws.path, unit, draft.answer, draft.error, draft.findings,
                               self.log.advance(), draft.proof, draft.racy)

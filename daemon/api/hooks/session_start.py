@@ -138,8 +138,8 @@ def context(hook: Hook, trust: Trust, cfg: Config,
     broken = unreadable(workspace) if unreadable is not None else []
     _remember(hook.session, workspace, hook.agent, [u for u in found if not u.get("stale")])
     text = render(workspace, found, cfg.hooks.context_chars, storyd, broken)
-    from storyd.api.claude_ties import session_start as claude_list  # issue 44: its task list
     from storyd.api.claims_context import with_claims  # what it and the others hold
+    from storyd.api.claude_ties import session_start as claude_list  # issue 44: its task list
 
     line = claude_list(hook, workspace)
     text = text if line is None else line if text is None else f"{text}\n{line}"
