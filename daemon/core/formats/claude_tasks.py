@@ -24,7 +24,7 @@ from storyd.core.containment import resolve
 from storyd.core.formats.base import Adapter, Source, finding, make_task
 from storyd.core.formats.common import ALL_DONE, FRESH_START, progress_labels
 from storyd.core.jsonio import JSONError, loads
-from storyd.core.model import DONE, Finding, Task, Unit
+from storyd.core.model import DONE, PENDING, Finding, Task, Unit
 from storyd.core.regular import FileTooLarge, NotRegularFile
 
 __all__ = ["ADAPTER", "MAX_TASK_BYTES", "MAX_TASK_FILES", "ROOT", "ClaudeTasksAdapter",
@@ -32,11 +32,14 @@ __all__ = ["ADAPTER", "MAX_TASK_BYTES", "MAX_TASK_FILES", "ROOT", "ClaudeTasksAd
 
 ROOT = ".claude/tasks"
 KEY = "tasks"
+CHECKLIST = "tasks.md"  # a list's own checklist, committed beside it (haystack)
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 MAX_TASK_FILES = 2000  # a list this long is not Claude Code's; the rest are not read
 MAX_TASK_BYTES = 256 * 1024  # one task's file; Claude Code's are a few hundred bytes
 _DONE = frozenset(("completed",))
 _PENDING = frozenset(("pending", "in_progress"))
 _VOCABULARY = ("completed", "pending", "in_progress")
+_BUCKET = {"completed": DONE, "pending": PENDING, "in_progress": PENDING}
 _SHOWN = 20
 
 
@@ -47,8 +50,12 @@ def _id_order(ident: str) -> tuple[int, int, str]:
 
 def task_names(names: list[str]) -> list[str]:
     """The task files among a folder's names (`<id>.json`, not hidden), in id order."""
-    found = [n for n in names if n.endswith(".json") and not n.startswith(".")]
-    found.sort(key=lambda n: _id_order(n[:-5]))
+    found = [n for n in names if n.endswith(".json") and n[:1] != "."]
+    # Claude Code's names are `<number>.json`: by (length, text) is number order for them
+    if all(n[:-5].isdigit() and n.isascii() and n[:1] != "0" for n in found):
+        found.sort(key=lambda n: (len(n), n))
+    else:
+        found.sort(key=lambda n: _id_order(n[:-5]))
     return found[:MAX_TASK_FILES]
 
 
@@ -75,6 +82,8 @@ def read_task_file(path: str, *, dir_fd: int | None = None,
 
 
 def _ids(value: object) -> list[str]:
+    if type(value) is list and all(type(v) is str for v in value):
+        return value  # Claude Code's own: a list of strings, read as written
     if not isinstance(value, list):
         return []
     return [str(v) for v in value if isinstance(v, str | int) and not isinstance(v, bool)]
@@ -83,18 +92,35 @@ def _ids(value: object) -> list[str]:
 class _Entry:
     __slots__ = ("blocked_by", "id", "owner", "status", "subject")
 
-    def __init__(self, node: dict[str, object], ident: str, status: str) -> None:
+    def __init__(self, ident: str, status: str, blocked_by: list[str], owner: object,
+                 subject: object) -> None:  # fmt: skip
         self.id = ident
         self.status = status
-        self.blocked_by = _ids(node.get("blockedBy"))
-        owner = node.get("owner")
-        self.owner = owner.strip() if isinstance(owner, str) and owner.strip() else None
-        subject = node.get("subject")
+        self.blocked_by = blocked_by
+        self.owner = owner.strip() or None if isinstance(owner, str) else None
         self.subject = subject if isinstance(subject, str) else ""
 
 
-def _parse(files: list[tuple[str, bytes]], findings: list[Finding]) -> list[tuple[Task, _Entry]]:
+def _ident(name: str, node: dict[str, object], findings: list[Finding]) -> str | None:
+    """The task's id, when it is not a plain string (a number is read as its text)."""
+    raw = node.get("id")
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        message = (f"{name}: the id {raw} is a number, not a string; Claude Code's "
+                   "task tools may not see this task")
+        findings.append(finding("non-string-id", "warning", message, str(raw)))
+        raw = str(raw)
+    if not isinstance(raw, str) or not raw.strip():
+        message = f"{name} holds a task without a string id; skipped"
+        findings.append(finding("missing-task-id", "warning", message))
+        return None
+    return raw
+
+
+def _parse(files: list[tuple[str, bytes]], findings: list[Finding],
+           ordered: bool) -> list[tuple[Task, _Entry]]:  # fmt: skip
+    """The tasks in id order (`ordered`: the files come in task_names' order)."""
     got: dict[str, tuple[Task, _Entry]] = {}
+    named = ordered
     for name, data in files:
         try:
             node = loads(data)
@@ -105,68 +131,88 @@ def _parse(files: list[tuple[str, bytes]], findings: list[Finding]) -> list[tupl
             findings.append(finding("torn-task-file", "warning", message))
             continue
         raw = node.get("id")
-        if isinstance(raw, int) and not isinstance(raw, bool):
-            message = (f"{name}: the id {raw} is a number, not a string; Claude Code's "
-                       "task tools may not see this task")
-            findings.append(finding("non-string-id", "warning", message, str(raw)))
-            raw = str(raw)
-        if not isinstance(raw, str) or not raw.strip():
-            message = f"{name} holds a task without a string id; skipped"
-            findings.append(finding("missing-task-id", "warning", message))
-            continue
+        if type(raw) is not str or not raw or raw.isspace():
+            raw = _ident(name, node, findings)
+            if raw is None:
+                continue
+        if named and raw != name[:-5]:
+            named = False
         if raw in got:
             message = f"task {raw} appears again in {name}; the later file wins"
             findings.append(finding("duplicate-task-id", "warning", message, raw))
-        task, unknown = make_task(raw, node.get("status"), done=_DONE, pending=_PENDING,
-                                  default="pending", extra={"subject": node.get("subject"),
-                                                            "owner": node.get("owner")})
-        if unknown is not None:
-            findings.append(unknown)
-        got[raw] = (task, _Entry(node, raw, task.status.lower()))
+        status, subject, owner = node.get("status"), node.get("subject"), node.get("owner")
+        bucket = _BUCKET.get(status) if type(status) is str else None
+        if bucket is not None:  # Claude Code's own words, as make_task keeps them
+            task = Task(raw, status, bucket, extra={"subject": subject, "owner": owner})
+        else:
+            task, unknown = make_task(raw, status, done=_DONE, pending=_PENDING,
+                                      default="pending",
+                                      extra={"subject": subject, "owner": owner})
+            if unknown is not None:
+                findings.append(unknown)
+        got[raw] = (task, _Entry(raw, task.status.lower(), _ids(node.get("blockedBy")),
+                                 owner, subject))
+    if named and len(got) == len(files):
+        return list(got.values())  # each id its file's name, the names in id order
     return sorted(got.values(), key=lambda pair: _id_order(pair[0].id))
 
 
-def _open_blockers(entry: _Entry, status: dict[str, str]) -> list[str]:
-    """The entry's blockers not completed (a blocker whose file is gone blocks nothing)."""
-    return [b for b in entry.blocked_by if status.get(b, "completed") != "completed"]
+def _waiting(entries: list[_Entry], status: dict[str, str]) -> dict[str, list[str]]:
+    """Each task's blockers that are not completed (a blocker whose file is gone was
+    deleted: it blocks nothing), for the tasks that have any."""
+    waits = {}
+    for entry in entries:
+        if entry.blocked_by:
+            early = [b for b in entry.blocked_by if status.get(b, "completed") != "completed"]
+            if early:
+                waits[entry.id] = early
+    return waits
 
 
-def _next(entries: list[_Entry], status: dict[str, str]) -> dict[str, object] | None:
+def _next(entries: list[_Entry], waits: dict[str, list[str]]) -> tuple[dict[str, object] | None,
+                                                                       list[_Entry]]:
+    """The producer's next task, with the ready queue (pending, nothing open before it)."""
     working = [e for e in entries if e.status == "in_progress"]
-
-    def free(entry: _Entry) -> bool:
-        return not _open_blockers(entry, status)
-
-    ready = [e for e in entries if e.status == "pending" and free(e)]
+    ready = [e for e in entries if e.status == "pending" and e.id not in waits]
     chosen = working[0] if working else ready[0] if ready else None
     if chosen is None:
-        return None
+        return None, ready
     why = ("in progress (the first by id)" if working else
            "the first pending task, by id, whose blockedBy are all completed")
     nxt: dict[str, object] = {"task": chosen.id, "why": why, "status": chosen.status,
                               "subject": chosen.subject,
                               "ready": [e.id for e in ready[:_SHOWN]],
-                              "inProgress": [e.id for e in working[:_SHOWN]]}
+                              "inProgress": [e.id for e in working[:_SHOWN]],
+                              "blocked": [{"id": e.id, "waitingFor": waits[e.id]}
+                                          for e in entries if e.status != "completed"
+                                          and e.id in waits][:_SHOWN]}
     if chosen.owner is not None:
         nxt["owner"] = chosen.owner
-    return nxt
+    return nxt, ready
 
 
 def unit_of(files: list[tuple[str, bytes]], state_file: str,
-            findings: list[Finding] | None = None) -> Unit:  # fmt: skip
-    """The unit of one list folder from its task files' (name, bytes), in any order."""
+            findings: list[Finding] | None = None,
+            checklist: tuple[str, bytes] | None = None, ordered: bool = False) -> Unit:  # fmt: skip
+    """The unit of one list folder from its task files' (name, bytes), in any order
+    (`ordered`: in task_names' order); `checklist` the folder's own `tasks.md` (its
+    path, bytes) when it has one."""
     findings = [] if findings is None else findings
-    pairs = _parse(files, findings)
+    pairs = _parse(files, findings, ordered)
     tasks = [t for t, _ in pairs]
     entries = [e for _, e in pairs]
     status = {e.id: e.status for e in entries}
+    waits = _waiting(entries, status)
     for entry in entries:
-        early = _open_blockers(entry, status)
-        if entry.status == "completed" and early:
+        if entry.status == "completed" and entry.id in waits:
             message = (f"task {entry.id} is completed while its blocker(s) "
-                       f"{', '.join(early[:5])} are not")
+                       f"{', '.join(waits[entry.id][:5])} are not")
             findings.append(finding("done-before-blocker", "info", message, entry.id))
-    nxt = _next(entries, status)
+    if checklist is not None:
+        from storyd.core.formats.claude_checklist import disagreements
+
+        findings.extend(disagreements(tasks, state_file, *checklist))
+    nxt, ready = _next(entries, waits)
     if tasks and all(t.bucket == DONE for t in tasks):
         point = ALL_DONE
     elif nxt is None:
@@ -179,14 +225,15 @@ def unit_of(files: list[tuple[str, bytes]], state_file: str,
     else:
         point = f"task-{nxt['task']}"
     labels = progress_labels(tasks, _VOCABULARY)
+    labels["ready"] = str(len(ready))
     owners: dict[str, int] = {}
     for entry in entries:
         if entry.owner is not None:
             owners[entry.owner] = owners.get(entry.owner, 0) + 1
     if owners:
         labels["owners"] = ", ".join(f"{o}: {n}" for o, n in sorted(owners.items())[:_SHOWN])
-    waiting = [f"{e.id} on {', '.join(early[:5])}" for e in entries
-               if e.status != "completed" and (early := _open_blockers(e, status))]
+    waiting = [f"{e.id} on {', '.join(waits[e.id][:5])}" for e in entries
+               if e.status != "completed" and e.id in waits]
     if waiting:  # the open tasks' open blockers (blockedBy): what each waits on
         labels["waiting"] = "; ".join(waiting[:_SHOWN]) + (
             f"; and {len(waiting) - _SHOWN} more" if len(waiting) > _SHOWN else "")
@@ -211,7 +258,8 @@ class ClaudeTasksAdapter(Adapter):
     roots = (ROOT,)
     ordered = False  # ids, not the order work is done in
     records_commits = False
-    codes = ("done-before-blocker", "duplicate-task-id", "missing-task-id", "no-next-task",
+    codes = ("checklist-disagrees", "done-before-blocker", "duplicate-task-id", "missing-task-id",
+             "no-next-task",
              "non-string-id", "torn-task-file", "unknown-status")
 
     def matches(self, relpath: str) -> bool:
@@ -222,23 +270,40 @@ class ClaudeTasksAdapter(Adapter):
         folder = relpath.rpartition("/")[0]
         source.exists(folder)  # the folder's own signature: a task file added or removed
         try:
-            names = task_names(os.listdir(source.path(folder)))
-        except OSError:
-            names = []
-        if not names or f"{folder}/{names[0]}" != relpath:
-            return []  # the folder's unit is its first task file's
-        resolve(source.workspace, folder)  # Refused: the folder leads out of the workspace
-        files = []
-        for name in names:
-            rel = f"{folder}/{name}"
-            try:  # no link followed out of the folder; Claude Code takes no lock
-                data, st = read_task_file(source.path(rel))
-            except OSError:
-                source.seen[rel] = None
-                continue  # a link, a FIFO, too large, or gone since listed
-            source.seen[rel] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            files.append((name, data))
-        return [unit_of(files, relpath)]
+            dfd = os.open(source.path(folder), _FOLDER)
+        except (OSError, ValueError):
+            return []
+        try:
+            listed = os.listdir(dfd)
+            names = task_names(listed)
+            if not names or f"{folder}/{names[0]}" != relpath:
+                return []  # the folder's unit is its first task file's
+            resolve(source.workspace, folder)  # Refused: the folder leads out of the workspace
+            files, seen, prefix = [], source.seen, folder + "/"
+            for name in names:  # no link followed out of the folder; Claude Code takes no lock
+                data = _read(name, dfd, seen, prefix + name)
+                if data is not None:
+                    files.append((name, data))
+            checklist = None
+            if CHECKLIST in listed:  # the list's own markdown checklist (a second ledger)
+                data = _read(CHECKLIST, dfd, seen, prefix + CHECKLIST)
+                checklist = None if data is None else (f"{prefix}{CHECKLIST}", data)
+        finally:
+            os.close(dfd)
+        return [unit_of(files, relpath, checklist=checklist, ordered=True)]
+
+
+def _read(name: str, dfd: int, seen: dict[str, tuple[int, int, int, int, int] | None],
+          rel: str) -> bytes | None:  # fmt: skip
+    """A file of the folder open as `dfd`, its signature recorded; None when it is a
+    link, a FIFO, too large, or gone since listed."""
+    try:
+        data, st = read_task_file(name, dir_fd=dfd)
+    except OSError:
+        seen[rel] = None
+        return None
+    seen[rel] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return data
 
 
 ADAPTER = ClaudeTasksAdapter()
