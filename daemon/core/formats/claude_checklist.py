@@ -41,7 +41,9 @@ def disagreements(tasks: list[Task], folder_unit: str, path: str, data: bytes) -
         if box is None or box == task.done:
             continue
         said = "checked" if box else "unchecked"
-        message = (f"task {task.id} is {task.status} in {folder}/{task.id}.json but {said} in "
+        status = task.status if task.known else (
+            f"{task.status!r} (not a status Claude Code writes: not completed)")
+        message = (f"task {task.id} is {status} in {folder}/{task.id}.json but {said} in "
                    f"{path}: Claude Code's task tools trust the JSON (TaskList reads only "
                    "it); a session told to do \"the next unchecked task\" follows the "
                    "checklist")
