@@ -5,14 +5,13 @@ A repository that commits its list may keep a markdown checklist beside the task
 next unchecked task"). Claude Code's task tools read only the JSON files; the session told
 to do "the next unchecked task" follows the checklist, and the two drift (realworld3:
 the checklist and the commits say #1-#10 done while the JSON says #1, #5, #11). Where
-they disagree on a task, a `checklist-disagrees` finding names both files and says which
+they disagree on a task, claude_tasks' `checklist-disagrees` finding names both files and says which
 the producer trusts. docs/formats.md.
 """
 
 from __future__ import annotations
 
-from storyd.core.formats.base import finding
-from storyd.core.model import Finding, Task
+from storyd.core.model import Task
 
 __all__ = ["checked", "disagreements"]
 
@@ -31,25 +30,13 @@ def checked(text: str) -> dict[str, bool]:
     return boxes
 
 
-def disagreements(tasks: list[Task], folder_unit: str, path: str, data: bytes) -> list[Finding]:
-    """One finding per task whose JSON status and checklist box disagree."""
+def disagreements(tasks: list[Task], data: bytes) -> list[tuple[Task, str]]:
+    """The tasks whose JSON status and checklist box disagree, with what the box says
+    (`checked`, `unchecked`); at most 20."""
     boxes = checked(data.decode("utf-8", "replace"))
-    folder = folder_unit.rpartition("/")[0]
     found = []
     for task in tasks:
         box = boxes.get(task.id)
-        if box is None or box == task.done:
-            continue
-        said = "checked" if box else "unchecked"
-        status = task.status if task.known else (
-            f"{task.status!r} (not a status Claude Code writes: not completed)")
-        message = (f"task {task.id} is {status} in {folder}/{task.id}.json but {said} in "
-                   f"{path}: Claude Code's task tools trust the JSON (TaskList reads only "
-                   "it); a session told to do \"the next unchecked task\" follows the "
-                   "checklist")
-        found.append(finding("checklist-disagrees", "warning", message, task.id,
-                             {"json": f"{folder}/{task.id}.json", "checklist": path,
-                              "checklist_says": said, "json_says": task.status}))
-        if len(found) >= _SHOWN:
-            break
-    return found
+        if box is not None and box != task.done:
+            found.append((task, "checked" if box else "unchecked"))
+    return found[:_SHOWN]

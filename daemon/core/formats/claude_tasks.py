@@ -209,9 +209,7 @@ def unit_of(files: list[tuple[str, bytes]], state_file: str,
                        f"{', '.join(waits[entry.id][:5])} are not")
             findings.append(finding("done-before-blocker", "info", message, entry.id))
     if checklist is not None:
-        from storyd.core.formats.claude_checklist import disagreements
-
-        findings.extend(disagreements(tasks, state_file, *checklist))
+        findings.extend(_ledgers(tasks, state_file, *checklist))
     nxt, ready = _next(entries, waits)
     if tasks and all(t.bucket == DONE for t in tasks):
         point = ALL_DONE
@@ -239,6 +237,26 @@ def unit_of(files: list[tuple[str, bytes]], state_file: str,
             f"; and {len(waiting) - _SHOWN} more" if len(waiting) > _SHOWN else "")
     return Unit("claude-tasks", state_file, KEY, tuple(tasks), resume_point=point,
                 findings=tuple(findings), labels=labels, next=nxt)
+
+
+def _ledgers(tasks: list[Task], state_file: str, path: str, data: bytes) -> list[Finding]:
+    """A finding per task whose JSON and the list's own checklist (`tasks.md`) disagree,
+    naming both and which one Claude Code trusts."""
+    from storyd.core.formats.claude_checklist import disagreements
+
+    folder = state_file.rpartition("/")[0]
+    found = []
+    for task, said in disagreements(tasks, data):
+        status = task.status if task.known else (
+            f"{task.status!r} (not a status Claude Code writes: not completed)")
+        message = (f"task {task.id} is {status} in {folder}/{task.id}.json but {said} in "
+                   f"{path}: Claude Code's task tools trust the JSON (TaskList reads only "
+                   "it); a session told to do \"the next unchecked task\" follows the "
+                   "checklist")
+        found.append(finding("checklist-disagrees", "warning", message, task.id,
+                             {"json": f"{folder}/{task.id}.json", "checklist": path,
+                              "checklist_says": said, "json_says": task.status}))
+    return found
 
 
 def _list_folder(relpath: str) -> bool:
