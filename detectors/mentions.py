@@ -75,16 +75,16 @@ def _spec_number(task_id: str) -> tuple[int, str]:
 
 
 def named_ids(format: str, message: str, known: set[str],
-              keys: dict[str, str] | None = None) -> set[str]:  # fmt: skip
-    """The ids of `known` that a commit message names, in the format's own way (`keys`:
+              aliases: dict[str, str] | None = None) -> set[str]:  # fmt: skip
+    """The ids of `known` that a commit message names, in the format's own way (`aliases`:
     for Claude Code's lists, the upper-cased key each task's subject opens with -> id)."""
     import re  # here, not at the top: a hook that scans no such format imports none
 
     found: set[str] = set()
     if format == "claude-tasks":
-        if keys:
-            found.update(keys[k] for w in re.findall(_WORDS, message.upper())
-                         if (k := w.rstrip(".")) in keys)
+        if aliases:
+            found.update(aliases[a] for w in re.findall(_WORDS, message.upper())
+                         if (a := w.rstrip(".")) in aliases)
         format = "task-master"  # `(Task 10)`: the id is the number
     if format == "spec-kit":
         for first, last in re.findall(_SPEC_ID, message):
@@ -127,7 +127,7 @@ def subject_keys(tasks: tuple[Task, ...] | list[Task]) -> dict[str, str]:
     """Claude Code's tasks: the key a subject opens with (`F02: ...`), upper-cased -> id."""
     import re
 
-    keys = {}
+    keys: dict[str, str] = {}
     for task in tasks:
         subject = task.extra.get("subject")
         if isinstance(subject, str) and (m := re.match(_SUBJECT_KEY, subject)):
@@ -175,13 +175,13 @@ class MentionsDetector:
 
 def _findings(unit: Unit, commits: list[Commit], tip: str) -> list[Finding]:
     open_ids = {t.id for t in unit.tasks if not t.done}
-    keys = subject_keys(unit.tasks) if unit.format == "claude-tasks" else None
+    aliases = subject_keys(unit.tasks) if unit.format == "claude-tasks" else None
     claimed: dict[str, Commit] = {}
     named: dict[str, Commit] = {}
     for commit in commits:  # newest first: the first commit naming an id is its newest
         if unit.format == "openspec" and unit.key.lower() not in commit.message.lower():
             continue  # `task 1.2` of another change
-        ids = named_ids(unit.format, commit.message, open_ids, keys)
+        ids = named_ids(unit.format, commit.message, open_ids, aliases)
         into = claimed if claims_done(commit.message) else named
         for task_id in ids:
             into.setdefault(task_id, commit)

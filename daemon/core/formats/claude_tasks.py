@@ -34,11 +34,13 @@ ROOT = ".claude/tasks"
 KEY = "tasks"
 CHECKLIST = "tasks.md"  # a list's own checklist, committed beside it (haystack)
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 MAX_TASK_FILES = 2000  # a list this long is not Claude Code's; the rest are not read
 MAX_TASK_BYTES = 256 * 1024  # one task's file; Claude Code's are a few hundred bytes
 _DONE = frozenset(("completed",))
 _PENDING = frozenset(("pending", "in_progress"))
 _VOCABULARY = ("completed", "pending", "in_progress")
+_STR = {str}
 _BUCKET = {"completed": DONE, "pending": PENDING, "in_progress": PENDING}
 _SHOWN = 20
 
@@ -51,9 +53,13 @@ def _id_order(ident: str) -> tuple[int, int, str]:
 def task_names(names: list[str]) -> list[str]:
     """The task files among a folder's names (`<id>.json`, not hidden), in id order."""
     found = [n for n in names if n.endswith(".json") and n[:1] != "."]
-    # Claude Code's names are `<number>.json`: by (length, text) is number order for them
-    if all(n[:-5].isdigit() and n.isascii() and n[:1] != "0" for n in found):
-        found.sort(key=lambda n: (len(n), n))
+    text = "/".join(found)
+    if (text.isascii() and text.count(".") == len(found) and "/0" not in "/" + text
+            and text.replace(".json", "").replace("/", "").isdigit()):
+        # Claude Code's names, `<number>.json` without a leading zero: number order is
+        # text order then length order (two sorts in C, no key per name)
+        found.sort()
+        found.sort(key=len)
     else:
         found.sort(key=lambda n: _id_order(n[:-5]))
     return found[:MAX_TASK_FILES]
@@ -65,8 +71,7 @@ def read_task_file(path: str, *, dir_fd: int | None = None,
     `limit` bytes (OSError otherwise); `path` relative to the folder open as `dir_fd`."""
     # O_NONBLOCK: a FIFO opens at once (then refused); a regular file's read ignores it
     # (storyd.core.regular's rule, with O_NOFOLLOW and a folder's descriptor added)
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY,
-                 dir_fd=dir_fd)  # fmt: skip
+    fd = os.open(path, _FILE, dir_fd=dir_fd)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -82,23 +87,22 @@ def read_task_file(path: str, *, dir_fd: int | None = None,
 
 
 def _ids(value: object) -> list[str]:
-    if type(value) is list and all(type(v) is str for v in value):
+    if type(value) is list and (not value or set(map(type, value)) == _STR):
         return value  # Claude Code's own: a list of strings, read as written
     if not isinstance(value, list):
         return []
     return [str(v) for v in value if isinstance(v, str | int) and not isinstance(v, bool)]
 
 
-class _Entry:
-    __slots__ = ("blocked_by", "id", "owner", "status", "subject")
+def _owner(task: Task) -> str | None:
+    """The agent team member who owns the task (`owner`), if any."""
+    owner = task.extra.get("owner")
+    return owner.strip() or None if isinstance(owner, str) else None
 
-    def __init__(self, ident: str, status: str, blocked_by: list[str], owner: object,
-                 subject: object) -> None:  # fmt: skip
-        self.id = ident
-        self.status = status
-        self.blocked_by = blocked_by
-        self.owner = owner.strip() or None if isinstance(owner, str) else None
-        self.subject = subject if isinstance(subject, str) else ""
+
+def _subject(task: Task) -> str:
+    subject = task.extra.get("subject")
+    return subject if isinstance(subject, str) else ""
 
 
 def _ident(name: str, node: dict[str, object], findings: list[Finding]) -> str | None:
@@ -117,9 +121,11 @@ def _ident(name: str, node: dict[str, object], findings: list[Finding]) -> str |
 
 
 def _parse(files: list[tuple[str, bytes]], findings: list[Finding],
-           ordered: bool) -> list[tuple[Task, _Entry]]:  # fmt: skip
-    """The tasks in id order (`ordered`: the files come in task_names' order)."""
-    got: dict[str, tuple[Task, _Entry]] = {}
+           ordered: bool) -> tuple[list[Task], dict[str, list[str]]]:  # fmt: skip
+    """The tasks in id order (`ordered`: the files come in task_names' order), and each
+    task's `blockedBy` when it has any."""
+    got: dict[str, Task] = {}
+    blockers: dict[str, list[str]] = {}
     named = ordered
     for name, data in files:
         try:
@@ -140,54 +146,55 @@ def _parse(files: list[tuple[str, bytes]], findings: list[Finding],
         if raw in got:
             message = f"task {raw} appears again in {name}; the later file wins"
             findings.append(finding("duplicate-task-id", "warning", message, raw))
-        status, subject, owner = node.get("status"), node.get("subject"), node.get("owner")
-        bucket = _BUCKET.get(status) if type(status) is str else None
-        if bucket is not None:  # Claude Code's own words, as make_task keeps them
-            task = Task(raw, status, bucket, extra={"subject": subject, "owner": owner})
+            blockers.pop(raw, None)
+        status = node.get("status")
+        extra = {"subject": node.get("subject"), "owner": node.get("owner")}
+        if type(status) is str and (bucket := _BUCKET.get(status)) is not None:
+            got[raw] = Task(raw, status, bucket, extra=extra)  # Claude Code's own word
         else:
-            task, unknown = make_task(raw, status, done=_DONE, pending=_PENDING,
-                                      default="pending",
-                                      extra={"subject": subject, "owner": owner})
+            got[raw], unknown = make_task(raw, status, done=_DONE, pending=_PENDING,
+                                          default="pending", extra=extra)
             if unknown is not None:
                 findings.append(unknown)
-        got[raw] = (task, _Entry(raw, task.status.lower(), _ids(node.get("blockedBy")),
-                                 owner, subject))
+        deps = node.get("blockedBy")
+        if deps:
+            blockers[raw] = _ids(deps)
     if named and len(got) == len(files):
-        return list(got.values())  # each id its file's name, the names in id order
-    return sorted(got.values(), key=lambda pair: _id_order(pair[0].id))
+        return list(got.values()), blockers  # each id its file's name, the names in id order
+    return sorted(got.values(), key=lambda task: _id_order(task.id)), blockers
 
 
-def _waiting(entries: list[_Entry], status: dict[str, str]) -> dict[str, list[str]]:
+def _waiting(status: dict[str, str], blockers: dict[str, list[str]]) -> dict[str, list[str]]:
     """Each task's blockers that are not completed (a blocker whose file is gone was
     deleted: it blocks nothing), for the tasks that have any."""
     waits = {}
-    for entry in entries:
-        if entry.blocked_by:
-            early = [b for b in entry.blocked_by if status.get(b, "completed") != "completed"]
-            if early:
-                waits[entry.id] = early
+    for ident, deps in blockers.items():
+        early = [b for b in deps if status.get(b, "completed") != "completed"]
+        if early:
+            waits[ident] = early
     return waits
 
 
-def _next(entries: list[_Entry], waits: dict[str, list[str]]) -> tuple[dict[str, object] | None,
-                                                                       list[_Entry]]:
+def _next(tasks: list[Task], status: dict[str, str],
+          waits: dict[str, list[str]]) -> tuple[dict[str, object] | None, list[Task]]:  # fmt: skip
     """The producer's next task, with the ready queue (pending, nothing open before it)."""
-    working = [e for e in entries if e.status == "in_progress"]
-    ready = [e for e in entries if e.status == "pending" and e.id not in waits]
+    working = [t for t in tasks if status[t.id] == "in_progress"]
+    ready = [t for t in tasks if status[t.id] == "pending" and t.id not in waits]
     chosen = working[0] if working else ready[0] if ready else None
     if chosen is None:
         return None, ready
     why = ("in progress (the first by id)" if working else
            "the first pending task, by id, whose blockedBy are all completed")
-    nxt: dict[str, object] = {"task": chosen.id, "why": why, "status": chosen.status,
-                              "subject": chosen.subject,
-                              "ready": [e.id for e in ready[:_SHOWN]],
-                              "inProgress": [e.id for e in working[:_SHOWN]],
-                              "blocked": [{"id": e.id, "waitingFor": waits[e.id]}
-                                          for e in entries if e.status != "completed"
-                                          and e.id in waits][:_SHOWN]}
-    if chosen.owner is not None:
-        nxt["owner"] = chosen.owner
+    nxt: dict[str, object] = {"task": chosen.id, "why": why, "status": status[chosen.id],
+                              "subject": _subject(chosen),
+                              "ready": [t.id for t in ready[:_SHOWN]],
+                              "inProgress": [t.id for t in working[:_SHOWN]],
+                              "blocked": [{"id": t.id, "waitingFor": waits[t.id]}
+                                          for t in tasks if t.id in waits
+                                          and status[t.id] != "completed"][:_SHOWN]}
+    owner = _owner(chosen)
+    if owner is not None:
+        nxt["owner"] = owner
     return nxt, ready
 
 
@@ -198,19 +205,17 @@ def unit_of(files: list[tuple[str, bytes]], state_file: str,
     (`ordered`: in task_names' order); `checklist` the folder's own `tasks.md` (its
     path, bytes) when it has one."""
     findings = [] if findings is None else findings
-    pairs = _parse(files, findings, ordered)
-    tasks = [t for t, _ in pairs]
-    entries = [e for _, e in pairs]
-    status = {e.id: e.status for e in entries}
-    waits = _waiting(entries, status)
-    for entry in entries:
-        if entry.status == "completed" and entry.id in waits:
-            message = (f"task {entry.id} is completed while its blocker(s) "
-                       f"{', '.join(waits[entry.id][:5])} are not")
-            findings.append(finding("done-before-blocker", "info", message, entry.id))
+    tasks, blockers = _parse(files, findings, ordered)
+    status = {t.id: t.status.lower() for t in tasks}
+    waits = _waiting(status, blockers)
+    for task in tasks:
+        if task.id in waits and status[task.id] == "completed":
+            message = (f"task {task.id} is completed while its blocker(s) "
+                       f"{', '.join(waits[task.id][:5])} are not")
+            findings.append(finding("done-before-blocker", "info", message, task.id))
     if checklist is not None:
         findings.extend(_ledgers(tasks, state_file, *checklist))
-    nxt, ready = _next(entries, waits)
+    nxt, ready = _next(tasks, status, waits)
     if tasks and all(t.bucket == DONE for t in tasks):
         point = ALL_DONE
     elif nxt is None:
@@ -225,13 +230,13 @@ def unit_of(files: list[tuple[str, bytes]], state_file: str,
     labels = progress_labels(tasks, _VOCABULARY)
     labels["ready"] = str(len(ready))
     owners: dict[str, int] = {}
-    for entry in entries:
-        if entry.owner is not None:
-            owners[entry.owner] = owners.get(entry.owner, 0) + 1
+    for task in tasks:
+        if (owner := _owner(task)) is not None:
+            owners[owner] = owners.get(owner, 0) + 1
     if owners:
         labels["owners"] = ", ".join(f"{o}: {n}" for o, n in sorted(owners.items())[:_SHOWN])
-    waiting = [f"{e.id} on {', '.join(waits[e.id][:5])}" for e in entries
-               if e.status != "completed" and e.id in waits]
+    waiting = [f"{t.id} on {', '.join(waits[t.id][:5])}" for t in tasks
+               if t.id in waits and status[t.id] != "completed"]
     if waiting:  # the open tasks' open blockers (blockedBy): what each waits on
         labels["waiting"] = "; ".join(waiting[:_SHOWN]) + (
             f"; and {len(waiting) - _SHOWN} more" if len(waiting) > _SHOWN else "")
