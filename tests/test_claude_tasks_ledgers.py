@@ -213,3 +213,17 @@ class TestReadyView:
                 blocked = [{"id": i, "waitingFor": w} for i, w in
                            sorted(waits.items(), key=lambda iw: int(iw[0])) if w][:20]
                 assert unit.next["blocked"] == blocked, key  # type: ignore[attr-defined]
+
+    @pytest.mark.slow
+    def test_through_resume_detail(self, tmp_path: Path, run_storyd: Run) -> None:
+        """The view travels as the other formats' does: `next` in `storyd resume --detail`."""
+        repo = GitRepo(tmp_path / "ws").init()
+        repo.commit("tasks", {f"{ROOT}/1.json": _task("1", "in_progress").decode(),
+                              f"{ROOT}/2.json": _task("2", blocked_by=("1",)).decode(),
+                              f"{ROOT}/3.json": _task("3").decode()})
+        done = run_storyd("resume", "--state-file", f"{ROOT}/1.json", "--detail", "--direct",
+                          cwd=repo.path)
+        assert done.returncode == 0, done.stderr
+        nxt = json.loads(done.stdout)["next"]
+        assert (nxt["task"], nxt["ready"], nxt["inProgress"]) == ("1", ["3"], ["1"])
+        assert nxt["blocked"] == [{"id": "2", "waitingFor": ["1"]}]
