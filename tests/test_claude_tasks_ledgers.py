@@ -6,6 +6,7 @@ files (realworld3, read at run time) and on fixtures."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import orjson
@@ -227,3 +228,39 @@ class TestReadyView:
         nxt = json.loads(done.stdout)["next"]
         assert (nxt["task"], nxt["ready"], nxt["inProgress"]) == ("1", ["3"], ["1"])
         assert nxt["blocked"] == [{"id": "2", "waitingFor": ["1"]}]
+
+
+class TestFolderOnItsWay:
+    """The list folder is opened from the workspace one folder at a time without following
+    a link; a link on the way goes to containment's whole rule, as before."""
+
+    def test_a_folder_linked_out_of_the_workspace_is_refused(self, tmp_path: Path) -> None:
+        from storyd.core.containment import Refused
+
+        outside = tmp_path / "outside"
+        _lay_out({"1.json": _task("1")}, outside)
+        (tmp_path / "ws" / ".claude").mkdir(parents=True)
+        (tmp_path / "ws" / ROOT).symlink_to(outside / ROOT)
+        with pytest.raises(Refused, match="outside the workspace"):
+            builtin("claude-tasks").load(Source(str(tmp_path / "ws")), f"{ROOT}/1.json")
+
+    def test_a_link_inside_the_workspace_is_read(self, tmp_path: Path) -> None:
+        ws = tmp_path / "ws"
+        _lay_out({"1.json": _task("1"), "2.json": _task("2")}, ws / "config")
+        (ws / ".claude").symlink_to(ws / "config" / ".claude")
+        source = Source(str(ws))
+        [unit] = builtin("claude-tasks").load(source, f"{ROOT}/1.json")
+        assert [t.id for t in unit.tasks] == ["1", "2"]  # type: ignore[attr-defined]
+        assert source.seen[ROOT] is not None
+
+    def test_the_folder_is_a_dependency_and_a_missing_one_answers_nothing(
+            self, tmp_path: Path) -> None:
+        _lay_out({"1.json": _task("1")}, tmp_path)
+        source = Source(str(tmp_path))
+        builtin("claude-tasks").load(source, f"{ROOT}/1.json")
+        folder = os.stat(tmp_path / ROOT)
+        assert source.seen[ROOT] == (folder.st_dev, folder.st_ino, folder.st_size,
+                                     folder.st_mtime_ns, folder.st_ctime_ns)
+        gone = Source(str(tmp_path / "nothing"))
+        assert builtin("claude-tasks").load(gone, f"{ROOT}/1.json") == []
+        assert gone.seen[ROOT] is None

@@ -17,10 +17,11 @@ without following a link, bounded, and without a lock (Claude Code takes none). 
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
-from storyd.core.containment import resolve
+from storyd.core.containment import git_dirs, resolve
 from storyd.core.formats.base import Adapter, Source, finding, make_task
 from storyd.core.formats.common import ALL_DONE, FRESH_START, progress_labels
 from storyd.core.jsonio import JSONError, loads
@@ -291,17 +292,21 @@ class ClaudeTasksAdapter(Adapter):
 
     def load(self, source: Source, relpath: str) -> list[Unit]:
         folder = relpath.rpartition("/")[0]
-        source.exists(folder)  # the folder's own signature: a task file added or removed
         try:
-            dfd = os.open(source.path(folder), _FOLDER)
+            dfd, inside = _open_folder(source.workspace, folder)
         except (OSError, ValueError):
+            source.seen.setdefault(folder, None)
             return []
         try:
+            st = os.fstat(dfd)  # the folder's own signature: a task file added or removed
+            source.seen.setdefault(folder, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                                            st.st_ctime_ns))
             listed = os.listdir(dfd)
             names = task_names(listed)
             if not names or f"{folder}/{names[0]}" != relpath:
                 return []  # the folder's unit is its first task file's
-            resolve(source.workspace, folder)  # Refused: the folder leads out of the workspace
+            if not inside:  # Refused: the folder leads out of the workspace or into git's
+                resolve(source.workspace, folder)
             files, seen, prefix = [], source.seen, folder + "/"
             for name in names:  # no link followed out of the folder; Claude Code takes no lock
                 data = _read(name, dfd, seen, prefix + name)
@@ -314,6 +319,27 @@ class ClaudeTasksAdapter(Adapter):
         finally:
             os.close(dfd)
         return [unit_of(files, relpath, checklist=checklist, ordered=True)]
+
+
+def _open_folder(workspace: str, folder: str) -> tuple[int, bool]:
+    """The list folder open, and whether it is known to be inside the workspace: opened
+    from the workspace one folder at a time without following a link, it is (unless a
+    linked worktree's `.git` file names a gitdir, which containment's whole rule
+    judges); with a link on the way it is opened by path, for resolve to judge."""
+    if not git_dirs(workspace):
+        fd = os.open(workspace, _FOLDER)
+        try:
+            for part in folder.split("/"):
+                inner = os.open(part, _FOLDER | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise  # missing, unreadable
+        else:
+            return fd, True
+    return os.open(os.path.join(workspace, folder), _FOLDER), False
 
 
 def _read(name: str, dfd: int, seen: dict[str, tuple[int, int, int, int, int] | None],
