@@ -104,7 +104,7 @@ class TestRealFiles:
         adapter = builtin("claude-tasks")
         # parsing alone as bench/bench_md_formats.py defines it: json.loads of every file;
         # the direct read lists the folder, opens, fstats and reads each file (4 system
-        # calls, about as long as its parse), then parses: measured 2.3x-3x on a shared
+        # calls, about as long as its parse), then parses: measured 2.7x-3x on a shared
         # machine (docs/formats.md); the bound catches a return of the per-task Python
         parse = min(_timed(lambda: [json.loads(b) for b in blobs]) for _ in range(60))
         direct = min(_timed(lambda: adapter.load(Source(str(tmp_path)), f"{ROOT}/{first}"))
