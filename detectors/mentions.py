@@ -15,6 +15,8 @@ git's only evidence is the commit message, in each producer's own way of naming 
                  whose key has that number
     GSD          `phase 9`, `docs(phase-09)`: that phase; `feat(18-01)`, `complete plan
                  08-02`: that plan (zero padding aside; `2026-03-15` is a date, no plan)
+    Claude Code  `(Task 10)` as Task Master's; a key the task's subject opens with
+    task lists   (`F02: Lokale Datenbank` is named by `F02, F05, F16 implementiert`)
 
     claimed-in-commit  warning  a commit that says it completed the task (feat/fix,
                                 "complete", "done", "close", "implement", a range) while
@@ -35,11 +37,11 @@ from storyd.detectors.codes import CODES
 from storyd.detectors.common import git_failed, int_option, short, str_option, tip_name
 from storyd.detectors.gitview import Commit, GitError
 
-__all__ = ["DETECTOR", "FORMATS", "MentionsDetector", "claims_done", "named_ids"]
+__all__ = ["DETECTOR", "FORMATS", "MentionsDetector", "claims_done", "named_ids", "subject_keys"]
 
 NAME = "task-named"
 FORMATS = frozenset(("spec-kit", "kiro", "task-master", "beads", "openspec", "backlog-md",
-                     "bmad", "gsd"))
+                     "bmad", "gsd", "claude-tasks"))
 DEFAULT_SCAN_DEPTH = 200
 _SUBJECT = 72
 # Patterns as text: `re` compiles each on its first use and keeps it (its own cache), so
@@ -50,6 +52,7 @@ _SPEC_ID = (  # a hyphen, an en dash or an em dash between the two ends
 _NUMBERED = r"(?i)\btasks?\b[\s:#]*(\d+(?:\.\d+)*)((?:\s*(?:,|&|and|/)\s*#?\d+(?:\.\d+)*)*)"
 _MORE = r"\d+(?:\.\d+)*"
 _WORDS = r"[\w.-]+"
+_SUBJECT_KEY = r"^\s*([A-Za-z]{1,10}-?\d+[a-z]?)\s*[:\u2013\u2014]"  # `F02: ...`, `AUTH-3 — ...`
 _BACKLOG_ID = r"(?i)(?<![\w.-])([a-z][\w]*-\d+(?:\.\d+)*)(?![\w-])"
 _STORY = r"(?i)\bstor(?:y|ies)\b[\s:#]*(\d+)[.-](\d+[a-z]?)(?![\w.])"
 _STORY_KEY = r"(?<![\w.-])(\d+)-(\d+[a-z]?)-[^\W\d_]"
@@ -71,11 +74,18 @@ def _spec_number(task_id: str) -> tuple[int, str]:
     return int(digits or 0), task_id[1 + len(digits):]
 
 
-def named_ids(format: str, message: str, known: set[str]) -> set[str]:
-    """The ids of `known` that a commit message names, in the format's own way."""
+def named_ids(format: str, message: str, known: set[str],
+              aliases: dict[str, str] | None = None) -> set[str]:  # fmt: skip
+    """The ids of `known` that a commit message names, in the format's own way (`aliases`:
+    for Claude Code's lists, the upper-cased key each task's subject opens with -> id)."""
     import re  # here, not at the top: a hook that scans no such format imports none
 
     found: set[str] = set()
+    if format == "claude-tasks":
+        if aliases:
+            found.update(aliases[a] for w in re.findall(_WORDS, message.upper())
+                         if (a := w.rstrip(".")) in aliases)
+        format = "task-master"  # `(Task 10)`: the id is the number
     if format == "spec-kit":
         for first, last in re.findall(_SPEC_ID, message):
             if not last:
@@ -111,6 +121,18 @@ def named_ids(format: str, message: str, known: set[str]) -> set[str]:
     else:  # beads: the id itself, as a word (`bd-abc`, `agent-island-39w.1`)
         found.update(w.rstrip(".") for w in re.findall(_WORDS, message))
     return found & known
+
+
+def subject_keys(tasks: tuple[Task, ...] | list[Task]) -> dict[str, str]:
+    """Claude Code's tasks: the key a subject opens with (`F02: ...`), upper-cased -> id."""
+    import re
+
+    keys: dict[str, str] = {}
+    for task in tasks:
+        subject = task.extra.get("subject")
+        if isinstance(subject, str) and (m := re.match(_SUBJECT_KEY, subject)):
+            keys.setdefault(m.group(1).upper(), task.id)
+    return keys
 
 
 def claims_done(message: str) -> bool:
@@ -153,12 +175,13 @@ class MentionsDetector:
 
 def _findings(unit: Unit, commits: list[Commit], tip: str) -> list[Finding]:
     open_ids = {t.id for t in unit.tasks if not t.done}
+    aliases = subject_keys(unit.tasks) if unit.format == "claude-tasks" else None
     claimed: dict[str, Commit] = {}
     named: dict[str, Commit] = {}
     for commit in commits:  # newest first: the first commit naming an id is its newest
         if unit.format == "openspec" and unit.key.lower() not in commit.message.lower():
             continue  # `task 1.2` of another change
-        ids = named_ids(unit.format, commit.message, open_ids)
+        ids = named_ids(unit.format, commit.message, open_ids, aliases)
         into = claimed if claims_done(commit.message) else named
         for task_id in ids:
             into.setdefault(task_id, commit)

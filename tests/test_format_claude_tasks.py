@@ -3,6 +3,7 @@ read at run time) and on fixtures written here for every rule."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -15,7 +16,6 @@ from realworld3 import CORPUS, need_corpus
 from storyd.core.formats import builtin
 from storyd.core.formats.base import Source
 from storyd.core.formats.claude_lists import list_folder, read_list
-from storyd.core.formats.claude_tasks import unit_of
 
 ROOT = ".claude/tasks"
 
@@ -100,13 +100,16 @@ class TestRealFiles:
         paths = max(_real_lists().values(), key=len)
         _lay_out(paths, tmp_path)
         first = min((p.name.rsplit("__", 1)[1] for p in paths), key=lambda n: int(n[:-5]))
-        files = [(p.name, p.read_bytes()) for p in paths]
+        blobs = [p.read_bytes() for p in paths]
         adapter = builtin("claude-tasks")
-        parse = min(_timed(lambda: unit_of(files, "x")) for _ in range(30))
-        # the folder listed, every file read under its lock, then parsed
+        # parsing alone as bench/bench_md_formats.py defines it: json.loads of every file;
+        # the direct read lists the folder, opens, fstats and reads each file (4 system
+        # calls, about as long as its parse), then parses: measured 2.7x-3x on a shared
+        # machine (docs/formats.md); the bound catches a return of the per-task Python
+        parse = min(_timed(lambda: [json.loads(b) for b in blobs]) for _ in range(60))
         direct = min(_timed(lambda: adapter.load(Source(str(tmp_path)), f"{ROOT}/{first}"))
-                     for _ in range(30))
-        assert direct < 2 * parse, (direct, parse)
+                     for _ in range(60))
+        assert direct < 4 * parse, (direct, parse)
         envelope = direct_envelope(tmp_path, f"{ROOT}/{first}", "mtime")  # the whole answer
         listed = [*envelope["tasksCompleted"], *envelope["tasksPending"]]  # type: ignore[misc]
         assert len(listed) == len(paths)

@@ -17,14 +17,15 @@ without following a link, bounded, and without a lock (Claude Code takes none). 
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
-from storyd.core.containment import resolve
+from storyd.core.containment import git_dirs, resolve
 from storyd.core.formats.base import Adapter, Source, finding, make_task
 from storyd.core.formats.common import ALL_DONE, FRESH_START, progress_labels
 from storyd.core.jsonio import JSONError, loads
-from storyd.core.model import DONE, Finding, Task, Unit
+from storyd.core.model import DONE, PENDING, Finding, Task, Unit
 from storyd.core.regular import FileTooLarge, NotRegularFile
 
 __all__ = ["ADAPTER", "MAX_TASK_BYTES", "MAX_TASK_FILES", "ROOT", "ClaudeTasksAdapter",
@@ -32,11 +33,16 @@ __all__ = ["ADAPTER", "MAX_TASK_BYTES", "MAX_TASK_FILES", "ROOT", "ClaudeTasksAd
 
 ROOT = ".claude/tasks"
 KEY = "tasks"
+CHECKLIST = "tasks.md"  # a list's own checklist, committed beside it (haystack)
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 MAX_TASK_FILES = 2000  # a list this long is not Claude Code's; the rest are not read
 MAX_TASK_BYTES = 256 * 1024  # one task's file; Claude Code's are a few hundred bytes
 _DONE = frozenset(("completed",))
 _PENDING = frozenset(("pending", "in_progress"))
 _VOCABULARY = ("completed", "pending", "in_progress")
+_STR = {str}
+_BUCKET = {"completed": DONE, "pending": PENDING, "in_progress": PENDING}
 _SHOWN = 20
 
 
@@ -47,8 +53,16 @@ def _id_order(ident: str) -> tuple[int, int, str]:
 
 def task_names(names: list[str]) -> list[str]:
     """The task files among a folder's names (`<id>.json`, not hidden), in id order."""
-    found = [n for n in names if n.endswith(".json") and not n.startswith(".")]
-    found.sort(key=lambda n: _id_order(n[:-5]))
+    found = [n for n in names if n.endswith(".json") and n[:1] != "."]
+    text = "/".join(found)
+    if (text.isascii() and text.count(".") == len(found) and "/0" not in "/" + text
+            and text.replace(".json", "").replace("/", "").isdigit()):
+        # Claude Code's names, `<number>.json` without a leading zero: number order is
+        # text order then length order (two sorts in C, no key per name)
+        found.sort()
+        found.sort(key=len)
+    else:
+        found.sort(key=lambda n: _id_order(n[:-5]))
     return found[:MAX_TASK_FILES]
 
 
@@ -58,8 +72,7 @@ def read_task_file(path: str, *, dir_fd: int | None = None,
     `limit` bytes (OSError otherwise); `path` relative to the folder open as `dir_fd`."""
     # O_NONBLOCK: a FIFO opens at once (then refused); a regular file's read ignores it
     # (storyd.core.regular's rule, with O_NOFOLLOW and a folder's descriptor added)
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY,
-                 dir_fd=dir_fd)  # fmt: skip
+    fd = os.open(path, _FILE, dir_fd=dir_fd)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -75,26 +88,46 @@ def read_task_file(path: str, *, dir_fd: int | None = None,
 
 
 def _ids(value: object) -> list[str]:
+    if type(value) is list and (not value or set(map(type, value)) == _STR):
+        return value  # Claude Code's own: a list of strings, read as written
     if not isinstance(value, list):
         return []
     return [str(v) for v in value if isinstance(v, str | int) and not isinstance(v, bool)]
 
 
-class _Entry:
-    __slots__ = ("blocked_by", "id", "owner", "status", "subject")
-
-    def __init__(self, node: dict[str, object], ident: str, status: str) -> None:
-        self.id = ident
-        self.status = status
-        self.blocked_by = _ids(node.get("blockedBy"))
-        owner = node.get("owner")
-        self.owner = owner.strip() if isinstance(owner, str) and owner.strip() else None
-        subject = node.get("subject")
-        self.subject = subject if isinstance(subject, str) else ""
+def _owner(task: Task) -> str | None:
+    """The agent team member who owns the task (`owner`), if any."""
+    owner = task.extra.get("owner")
+    return owner.strip() or None if isinstance(owner, str) else None
 
 
-def _parse(files: list[tuple[str, bytes]], findings: list[Finding]) -> list[tuple[Task, _Entry]]:
-    got: dict[str, tuple[Task, _Entry]] = {}
+def _subject(task: Task) -> str:
+    subject = task.extra.get("subject")
+    return subject if isinstance(subject, str) else ""
+
+
+def _ident(name: str, node: dict[str, object], findings: list[Finding]) -> str | None:
+    """The task's id, when it is not a plain string (a number is read as its text)."""
+    raw = node.get("id")
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        message = (f"{name}: the id {raw} is a number, not a string; Claude Code's "
+                   "task tools may not see this task")
+        findings.append(finding("non-string-id", "warning", message, str(raw)))
+        raw = str(raw)
+    if not isinstance(raw, str) or not raw.strip():
+        message = f"{name} holds a task without a string id; skipped"
+        findings.append(finding("missing-task-id", "warning", message))
+        return None
+    return raw
+
+
+def _parse(files: list[tuple[str, bytes]], findings: list[Finding],
+           ordered: bool) -> tuple[list[Task], dict[str, list[str]]]:  # fmt: skip
+    """The tasks in id order (`ordered`: the files come in task_names' order), and each
+    task's `blockedBy` when it has any."""
+    got: dict[str, Task] = {}
+    blockers: dict[str, list[str]] = {}
+    named = ordered
     for name, data in files:
         try:
             node = loads(data)
@@ -105,68 +138,85 @@ def _parse(files: list[tuple[str, bytes]], findings: list[Finding]) -> list[tupl
             findings.append(finding("torn-task-file", "warning", message))
             continue
         raw = node.get("id")
-        if isinstance(raw, int) and not isinstance(raw, bool):
-            message = (f"{name}: the id {raw} is a number, not a string; Claude Code's "
-                       "task tools may not see this task")
-            findings.append(finding("non-string-id", "warning", message, str(raw)))
-            raw = str(raw)
-        if not isinstance(raw, str) or not raw.strip():
-            message = f"{name} holds a task without a string id; skipped"
-            findings.append(finding("missing-task-id", "warning", message))
-            continue
+        if type(raw) is not str or not raw or raw.isspace():
+            raw = _ident(name, node, findings)
+            if raw is None:
+                continue
+        if named and raw != name[:-5]:
+            named = False
         if raw in got:
             message = f"task {raw} appears again in {name}; the later file wins"
             findings.append(finding("duplicate-task-id", "warning", message, raw))
-        task, unknown = make_task(raw, node.get("status"), done=_DONE, pending=_PENDING,
-                                  default="pending", extra={"subject": node.get("subject"),
-                                                            "owner": node.get("owner")})
-        if unknown is not None:
-            findings.append(unknown)
-        got[raw] = (task, _Entry(node, raw, task.status.lower()))
-    return sorted(got.values(), key=lambda pair: _id_order(pair[0].id))
+            blockers.pop(raw, None)
+        status = node.get("status")
+        extra = {"subject": node.get("subject"), "owner": node.get("owner")}
+        if type(status) is str and (bucket := _BUCKET.get(status)) is not None:
+            got[raw] = Task(raw, status, bucket, extra=extra)  # Claude Code's own word
+        else:
+            got[raw], unknown = make_task(raw, status, done=_DONE, pending=_PENDING,
+                                          default="pending", extra=extra)
+            if unknown is not None:
+                findings.append(unknown)
+        deps = node.get("blockedBy")
+        if deps:
+            blockers[raw] = _ids(deps)
+    if named and len(got) == len(files):
+        return list(got.values()), blockers  # each id its file's name, the names in id order
+    return sorted(got.values(), key=lambda task: _id_order(task.id)), blockers
 
 
-def _open_blockers(entry: _Entry, status: dict[str, str]) -> list[str]:
-    """The entry's blockers not completed (a blocker whose file is gone blocks nothing)."""
-    return [b for b in entry.blocked_by if status.get(b, "completed") != "completed"]
+def _waiting(status: dict[str, str], blockers: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Each task's blockers that are not completed (a blocker whose file is gone was
+    deleted: it blocks nothing), for the tasks that have any."""
+    waits = {}
+    for ident, deps in blockers.items():
+        early = [b for b in deps if status.get(b, "completed") != "completed"]
+        if early:
+            waits[ident] = early
+    return waits
 
 
-def _next(entries: list[_Entry], status: dict[str, str]) -> dict[str, object] | None:
-    working = [e for e in entries if e.status == "in_progress"]
-
-    def free(entry: _Entry) -> bool:
-        return not _open_blockers(entry, status)
-
-    ready = [e for e in entries if e.status == "pending" and free(e)]
+def _next(tasks: list[Task], status: dict[str, str],
+          waits: dict[str, list[str]]) -> tuple[dict[str, object] | None, list[Task]]:  # fmt: skip
+    """The producer's next task, with the ready queue (pending, nothing open before it)."""
+    working = [t for t in tasks if status[t.id] == "in_progress"]
+    ready = [t for t in tasks if status[t.id] == "pending" and t.id not in waits]
     chosen = working[0] if working else ready[0] if ready else None
     if chosen is None:
-        return None
+        return None, ready
     why = ("in progress (the first by id)" if working else
            "the first pending task, by id, whose blockedBy are all completed")
-    nxt: dict[str, object] = {"task": chosen.id, "why": why, "status": chosen.status,
-                              "subject": chosen.subject,
-                              "ready": [e.id for e in ready[:_SHOWN]],
-                              "inProgress": [e.id for e in working[:_SHOWN]]}
-    if chosen.owner is not None:
-        nxt["owner"] = chosen.owner
-    return nxt
+    nxt: dict[str, object] = {"task": chosen.id, "why": why, "status": status[chosen.id],
+                              "subject": _subject(chosen),
+                              "ready": [t.id for t in ready[:_SHOWN]],
+                              "inProgress": [t.id for t in working[:_SHOWN]],
+                              "blocked": [{"id": t.id, "waitingFor": waits[t.id]}
+                                          for t in tasks if t.id in waits
+                                          and status[t.id] != "completed"][:_SHOWN]}
+    owner = _owner(chosen)
+    if owner is not None:
+        nxt["owner"] = owner
+    return nxt, ready
 
 
 def unit_of(files: list[tuple[str, bytes]], state_file: str,
-            findings: list[Finding] | None = None) -> Unit:  # fmt: skip
-    """The unit of one list folder from its task files' (name, bytes), in any order."""
+            findings: list[Finding] | None = None,
+            checklist: tuple[str, bytes] | None = None, ordered: bool = False) -> Unit:  # fmt: skip
+    """The unit of one list folder from its task files' (name, bytes), in any order
+    (`ordered`: in task_names' order); `checklist` the folder's own `tasks.md` (its
+    path, bytes) when it has one."""
     findings = [] if findings is None else findings
-    pairs = _parse(files, findings)
-    tasks = [t for t, _ in pairs]
-    entries = [e for _, e in pairs]
-    status = {e.id: e.status for e in entries}
-    for entry in entries:
-        early = _open_blockers(entry, status)
-        if entry.status == "completed" and early:
-            message = (f"task {entry.id} is completed while its blocker(s) "
-                       f"{', '.join(early[:5])} are not")
-            findings.append(finding("done-before-blocker", "info", message, entry.id))
-    nxt = _next(entries, status)
+    tasks, blockers = _parse(files, findings, ordered)
+    status = {t.id: t.status.lower() for t in tasks}
+    waits = _waiting(status, blockers)
+    for task in tasks:
+        if task.id in waits and status[task.id] == "completed":
+            message = (f"task {task.id} is completed while its blocker(s) "
+                       f"{', '.join(waits[task.id][:5])} are not")
+            findings.append(finding("done-before-blocker", "info", message, task.id))
+    if checklist is not None:
+        findings.extend(_ledgers(tasks, state_file, *checklist))
+    nxt, ready = _next(tasks, status, waits)
     if tasks and all(t.bucket == DONE for t in tasks):
         point = ALL_DONE
     elif nxt is None:
@@ -179,19 +229,40 @@ def unit_of(files: list[tuple[str, bytes]], state_file: str,
     else:
         point = f"task-{nxt['task']}"
     labels = progress_labels(tasks, _VOCABULARY)
+    labels["ready"] = str(len(ready))
     owners: dict[str, int] = {}
-    for entry in entries:
-        if entry.owner is not None:
-            owners[entry.owner] = owners.get(entry.owner, 0) + 1
+    for task in tasks:
+        if (owner := _owner(task)) is not None:
+            owners[owner] = owners.get(owner, 0) + 1
     if owners:
         labels["owners"] = ", ".join(f"{o}: {n}" for o, n in sorted(owners.items())[:_SHOWN])
-    waiting = [f"{e.id} on {', '.join(early[:5])}" for e in entries
-               if e.status != "completed" and (early := _open_blockers(e, status))]
+    waiting = [f"{t.id} on {', '.join(waits[t.id][:5])}" for t in tasks
+               if t.id in waits and status[t.id] != "completed"]
     if waiting:  # the open tasks' open blockers (blockedBy): what each waits on
         labels["waiting"] = "; ".join(waiting[:_SHOWN]) + (
             f"; and {len(waiting) - _SHOWN} more" if len(waiting) > _SHOWN else "")
     return Unit("claude-tasks", state_file, KEY, tuple(tasks), resume_point=point,
                 findings=tuple(findings), labels=labels, next=nxt)
+
+
+def _ledgers(tasks: list[Task], state_file: str, path: str, data: bytes) -> list[Finding]:
+    """A finding per task whose JSON and the list's own checklist (`tasks.md`) disagree,
+    naming both and which one Claude Code trusts."""
+    from storyd.core.formats.claude_checklist import disagreements
+
+    folder = state_file.rpartition("/")[0]
+    found = []
+    for task, said in disagreements(tasks, data):
+        status = task.status if task.known else (
+            f"{task.status!r} (not a status Claude Code writes: not completed)")
+        message = (f"task {task.id} is {status} in {folder}/{task.id}.json but {said} in "
+                   f"{path}: Claude Code's task tools trust the JSON (TaskList reads only "
+                   "it); a session told to do \"the next unchecked task\" follows the "
+                   "checklist")
+        found.append(finding("checklist-disagrees", "warning", message, task.id,
+                             {"json": f"{folder}/{task.id}.json", "checklist": path,
+                              "checklist_says": said, "json_says": task.status}))
+    return found
 
 
 def _list_folder(relpath: str) -> bool:
@@ -211,7 +282,8 @@ class ClaudeTasksAdapter(Adapter):
     roots = (ROOT,)
     ordered = False  # ids, not the order work is done in
     records_commits = False
-    codes = ("done-before-blocker", "duplicate-task-id", "missing-task-id", "no-next-task",
+    codes = ("checklist-disagrees", "done-before-blocker", "duplicate-task-id", "missing-task-id",
+             "no-next-task",
              "non-string-id", "torn-task-file", "unknown-status")
 
     def matches(self, relpath: str) -> bool:
@@ -220,25 +292,67 @@ class ClaudeTasksAdapter(Adapter):
 
     def load(self, source: Source, relpath: str) -> list[Unit]:
         folder = relpath.rpartition("/")[0]
-        source.exists(folder)  # the folder's own signature: a task file added or removed
         try:
-            names = task_names(os.listdir(source.path(folder)))
-        except OSError:
-            names = []
-        if not names or f"{folder}/{names[0]}" != relpath:
-            return []  # the folder's unit is its first task file's
-        resolve(source.workspace, folder)  # Refused: the folder leads out of the workspace
-        files = []
-        for name in names:
-            rel = f"{folder}/{name}"
-            try:  # no link followed out of the folder; Claude Code takes no lock
-                data, st = read_task_file(source.path(rel))
-            except OSError:
-                source.seen[rel] = None
-                continue  # a link, a FIFO, too large, or gone since listed
-            source.seen[rel] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            files.append((name, data))
-        return [unit_of(files, relpath)]
+            dfd, inside = _open_folder(source.workspace, folder)
+        except (OSError, ValueError):
+            source.seen.setdefault(folder, None)
+            return []
+        try:
+            st = os.fstat(dfd)  # the folder's own signature: a task file added or removed
+            source.seen.setdefault(folder, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                                            st.st_ctime_ns))
+            listed = os.listdir(dfd)
+            names = task_names(listed)
+            if not names or f"{folder}/{names[0]}" != relpath:
+                return []  # the folder's unit is its first task file's
+            if not inside:  # Refused: the folder leads out of the workspace or into git's
+                resolve(source.workspace, folder)
+            files, seen, prefix = [], source.seen, folder + "/"
+            for name in names:  # no link followed out of the folder; Claude Code takes no lock
+                data = _read(name, dfd, seen, prefix + name)
+                if data is not None:
+                    files.append((name, data))
+            checklist = None
+            if CHECKLIST in listed:  # the list's own markdown checklist (a second ledger)
+                data = _read(CHECKLIST, dfd, seen, prefix + CHECKLIST)
+                checklist = None if data is None else (f"{prefix}{CHECKLIST}", data)
+        finally:
+            os.close(dfd)
+        return [unit_of(files, relpath, checklist=checklist, ordered=True)]
+
+
+def _open_folder(workspace: str, folder: str) -> tuple[int, bool]:
+    """The list folder open, and whether it is known to be inside the workspace: opened
+    from the workspace one folder at a time without following a link, it is (unless a
+    linked worktree's `.git` file names a gitdir, which containment's whole rule
+    judges); with a link on the way it is opened by path, for resolve to judge."""
+    if not git_dirs(workspace):
+        fd = os.open(workspace, _FOLDER)
+        try:
+            for part in folder.split("/"):
+                inner = os.open(part, _FOLDER | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise  # missing, unreadable
+        else:
+            return fd, True
+    return os.open(os.path.join(workspace, folder), _FOLDER), False
+
+
+def _read(name: str, dfd: int, seen: dict[str, tuple[int, int, int, int, int] | None],
+          rel: str) -> bytes | None:  # fmt: skip
+    """A file of the folder open as `dfd`, its signature recorded; None when it is a
+    link, a FIFO, too large, or gone since listed."""
+    try:
+        data, st = read_task_file(name, dir_fd=dfd)
+    except OSError:
+        seen[rel] = None
+        return None
+    seen[rel] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return data
 
 
 ADAPTER = ClaudeTasksAdapter()
