@@ -18,6 +18,7 @@ another test module:
     users_harness       another local user for cross-user tests (fixtures `shared_dir`,
                         `other_user`)
     package_harness     the wheel `pip install .` builds, and its files unpacked
+    claims_harness      a claims database of the test's own (fixture `store`)
 
 epic_corpus.py (the real epic files) and consistency.py (the consistency checkers, also
 run by bench/soak_consistency.py) are plain modules the tests import.
@@ -37,6 +38,7 @@ pytest_plugins = [
     "nats_harness",
     "users_harness",
     "package_harness",
+    "claims_harness",
 ]
 
 

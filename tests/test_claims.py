@@ -9,12 +9,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
 from daemon_harness import wait_for
 from locks_harness import FlockWriter
+from race_gate import gated, rounds_won
 
 from storyd.api import claims
 from storyd.api.claims_store import connect
@@ -23,14 +23,6 @@ RACER = str(Path(__file__).with_name("claims_racer.py"))
 # 16 claimants x 200 rounds by default; STORYD_CLAIM_RACE_ROUNDS makes a CI run shorter
 ROUNDS = int(os.environ.get("STORYD_CLAIM_RACE_ROUNDS", "200"))
 CLAIMANTS = 16
-
-
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A claims database of the test's own ($STORYD_CLAIMS, which the racers inherit)."""
-    path = tmp_path / "claims.sqlite3"
-    monkeypatch.setenv("STORYD_CLAIMS", str(path))
-    return path
 
 
 def _place(unit: str = "u", task: str = "", ws: str = "/w") -> claims.Place:
@@ -161,31 +153,11 @@ class TestRace:
 
     def test_one_winner_per_round(self, store: Path, tmp_path: Path) -> None:
         gate = tmp_path / "gate"
-        os.mkfifo(gate)
-        door = os.open(gate, os.O_RDWR)  # held open: a racer's open never waits
-        racers = [
-            subprocess.Popen([sys.executable, RACER, str(gate), str(ROUNDS), f"p{i}", "/w"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for i in range(CLAIMANTS)
-        ]  # fmt: skip
-        try:
-            for racer in racers:
-                assert racer.stdout is not None
-                assert racer.stdout.readline() == b"ready\n"
-            os.write(door, b"g" * CLAIMANTS)  # one byte each: they start together
+        commands = [([sys.executable, RACER, str(gate), str(ROUNDS), f"p{i}", "/w"], None)
+                    for i in range(CLAIMANTS)]  # fmt: skip
+        with gated(gate, commands) as racers:
             outs = [racer.communicate(timeout=120) for racer in racers]
-        finally:
-            os.close(door)
-            for racer in racers:
-                racer.kill()
-                racer.communicate()
-        wins: Counter[int] = Counter()
-        for racer, (out, err) in zip(racers, outs, strict=True):
-            assert racer.returncode == 0, err.decode()
-            wins.update(int(line) for line in out.split())
-        doubles = [n for n, count in wins.items() if count > 1]
-        lost = [n for n in range(ROUNDS) if wins[n] == 0]
-        assert (doubles, lost) == ([], [])
+        assert rounds_won(racers, outs, ROUNDS) == ([], [])
         tokens = {c.token for c in claims.listing()}
         assert tokens == {1}  # each unit granted once, its first token
 

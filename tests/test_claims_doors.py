@@ -17,14 +17,6 @@ from mcp_harness import session
 UNIT = {"epicId": EPIC, "storyId": STORY}
 
 
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The claims database every process of the test shares."""
-    path = tmp_path / "claims.sqlite3"
-    monkeypatch.setenv("STORYD_CLAIMS", str(path))
-    return path
-
-
 @pytest.mark.slow
 class TestSocket:
     """The daemon's ops and the direct command on one store."""

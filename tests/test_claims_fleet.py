@@ -23,6 +23,7 @@ import orjson
 import pytest
 from daemon_harness import wait_for
 from nats_harness import NEEDS_NATS, NatsServer, fleet_config, free_port
+from race_gate import gated
 
 from storyd.core import switches
 
@@ -104,18 +105,9 @@ def test_two_machines_race_through_a_server_restart(tmp_path: Path) -> None:
     try:
         machines = [_machine(tmp_path, name, server.url) for name in ("alpha", "beta")]
         gate = tmp_path / "gate"
-        os.mkfifo(gate)
-        door = os.open(gate, os.O_RDWR)
-        racers = [
-            subprocess.Popen([sys.executable, RACER, str(gate), str(ROUNDS), f"p{i}", env["WS"]],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for env in machines for i in range(PER_MACHINE)
-        ]  # fmt: skip
-        try:
-            for racer in racers:
-                assert racer.stdout is not None
-                assert racer.stdout.readline() == b"ready\n", racer.stderr
-            os.write(door, b"g" * len(racers))
+        commands = [([sys.executable, RACER, str(gate), str(ROUNDS), f"p{i}", env["WS"]], env)
+                    for env in machines for i in range(PER_MACHINE)]  # fmt: skip
+        with gated(gate, commands) as racers:
             first = racers[0].stdout
             assert first is not None
             seen = [first.readline() for _ in range(ROUNDS // 3)]  # a third of the way
@@ -124,11 +116,6 @@ def test_two_machines_race_through_a_server_restart(tmp_path: Path) -> None:
             server.proc.wait(10)  # type: ignore[union-attr]
             server.start()  # same port, same store
             outs = [racer.communicate(timeout=300) for racer in racers]
-        finally:
-            os.close(door)
-            for racer in racers:
-                racer.kill()
-                racer.communicate()
         outs[0] = (b"".join(seen) + outs[0][0], outs[0][1])
         wins: dict[int, list[tuple[str, int]]] = {}
         offline = 0

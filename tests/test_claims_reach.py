@@ -17,14 +17,6 @@ from epic_state_harness import EPIC, STORY
 UNIT = {"epicId": EPIC, "storyId": STORY}
 
 
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The claims database every process of the test shares."""
-    path = tmp_path / "claims.sqlite3"
-    monkeypatch.setenv("STORYD_CLAIMS", str(path))
-    return path
-
-
 def _listed(env: dict[str, str] | None, ws: Path, *args: str) -> dict[str, dict[str, Any]]:
     done = subprocess.run([STORYD, "list", "--workspace", str(ws), *args], env=env,
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip

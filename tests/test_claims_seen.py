@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from agents_harness import demo_workspace
 from cli_harness import STORYD
 from daemon_harness import wait_for
 from epic_state_harness import EPIC, STORY
+from race_gate import gated, rounds_won
 
 from storyd.api import claims, claimview
 from storyd.api.topview import frame
@@ -31,14 +31,6 @@ RACER = str(Path(__file__).with_name("claims_door_racer.py"))
 # 16 claimants x 200 rounds by default; STORYD_CLAIM_RACE_ROUNDS makes a CI run shorter
 ROUNDS = int(os.environ.get("STORYD_CLAIM_RACE_ROUNDS", "200"))
 CLAIMANTS = 16
-
-
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The claims database every process of the test shares ($STORYD_CLAIMS)."""
-    path = tmp_path / "claims.sqlite3"
-    monkeypatch.setenv("STORYD_CLAIMS", str(path))
-    return path
 
 
 @pytest.fixture
@@ -273,32 +265,11 @@ def _race(tmp_path: Path, env: dict[str, str], doors: list[str], workspace: str)
     """CLAIMANTS racers through `doors` (one each, in turn) x ROUNDS rounds: every round
     has exactly one winner."""
     gate = tmp_path / "gate"
-    os.mkfifo(gate)
-    door = os.open(gate, os.O_RDWR)  # held open: a racer's open never waits
-    racers = [
-        subprocess.Popen([sys.executable, RACER, str(gate), str(ROUNDS), f"p{i}", workspace,
-                          doors[i % len(doors)]],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for i in range(CLAIMANTS)
-    ]  # fmt: skip
-    try:
-        for racer in racers:
-            assert racer.stdout is not None
-            assert racer.stdout.readline() == b"ready\n"
-        os.write(door, b"g" * CLAIMANTS)  # one byte each: they start together
+    commands = [([sys.executable, RACER, str(gate), str(ROUNDS), f"p{i}", workspace,
+                  doors[i % len(doors)]], env) for i in range(CLAIMANTS)]  # fmt: skip
+    with gated(gate, commands) as racers:
         outs = [racer.communicate(timeout=300) for racer in racers]
-    finally:
-        os.close(door)
-        for racer in racers:
-            racer.kill()
-            racer.communicate()
-    wins: Counter[int] = Counter()
-    for racer, (out, err) in zip(racers, outs, strict=True):
-        assert racer.returncode == 0, err.decode()
-        wins.update(int(line) for line in out.split())
-    doubles = [n for n, count in wins.items() if count > 1]
-    lost = [n for n in range(ROUNDS) if wins[n] == 0]
-    assert (doubles, lost) == ([], [])
+    assert rounds_won(racers, outs, ROUNDS) == ([], [])
     listed = claims.listing(workspace)
     assert len(listed) == ROUNDS and {c.token for c in listed} == {1}
 
