@@ -11,8 +11,6 @@ none, and tomllib is imported only when there is one. `load_claims()` reads only
 
 from __future__ import annotations
 
-import os
-
 from storyd.config.checker import Checker
 from storyd.config.values import DEFAULT_STALENESS, MAX_FILE_BYTES, Config, ConfigError, Problem
 from storyd.core.paths import config_path
@@ -94,11 +92,7 @@ def load_staleness(path: str | None = None) -> str:
     bad value) raise ConfigError; `storyd config check` reports the rest.
     """
     path = path or config_path()
-    try:
-        os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return DEFAULT_STALENESS
-    read = _read(path)
+    read = _read(path)  # None: no file
     if read is None:
         return DEFAULT_STALENESS
     document, text = read
@@ -115,11 +109,7 @@ def load_claims(path: str | None = None) -> Claims | None:
     unreadable file, a syntax error) raise ConfigError, `storyd config check` reports
     the rest."""
     path = path or config_path()
-    try:
-        os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    read = _read(path)
+    read = _read(path)  # None: no file
     if read is None or "claims" not in read[0]:
         return None
     document, text = read
