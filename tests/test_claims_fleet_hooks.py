@@ -25,7 +25,7 @@ SESSION = str(hook_payload("SessionStart", "/")["session_id"])
 OWNER = f"session:{SESSION}"
 TARGET = ("--epic-id", EPIC, "--story-id", STORY)
 
-pytestmark = [NEEDS_NATS, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def storyd(env: dict[str, str], ws: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -66,6 +66,7 @@ def fleet(tmp_path: Path, spawn_daemon: Callable[..., DaemonProcess],
         server.stop()
 
 
+@NEEDS_NATS
 def test_post_tool_use_renews_and_session_end_releases_the_sessions_fleet_lease(
     fleet: tuple[Path, dict[str, str], DaemonProcess],
 ) -> None:
@@ -87,6 +88,7 @@ def test_post_tool_use_renews_and_session_end_releases_the_sessions_fleet_lease(
     assert listed(env, ws) == []
 
 
+@NEEDS_NATS
 def test_a_write_under_another_owners_fleet_grant_is_claim_lost_and_stop_blocks(
     fleet: tuple[Path, dict[str, str], DaemonProcess],
 ) -> None:
@@ -112,3 +114,23 @@ def test_a_write_under_another_owners_fleet_grant_is_claim_lost_and_stop_blocks(
     assert mine.returncode == 0, mine.stderr
     again = launch("post-tool-use", edit, env)
     assert b"claim-lost" not in again.stderr, again.stderr
+
+
+def test_without_fleet_or_claims_the_daemons_hooks_make_no_claims_database(
+    tmp_path: Path, spawn_daemon: Callable[..., DaemonProcess],
+) -> None:
+    """The daemon's post-tool-use and session-end on a state file, with no [fleet] and
+    nothing ever claimed: silent, and no claims database is made (its absence tells
+    every hook that nothing was ever claimed)."""
+    ws, agents = demo_workspace(tmp_path), AgentsEnv(tmp_path)
+    daemon = spawn_daemon([ws], start=False)
+    daemon.env = agents.env
+    daemon.start()
+    edit = hook_payload("PostToolUse", ws, tool_name="Edit",
+                        tool_input={"file_path": str(ws / STATE)})  # fmt: skip
+    done = launch("post-tool-use", edit, agents.env)
+    assert (done.returncode, done.stderr) == (0, b""), done.stderr
+    end = launch("session-end", hook_payload("SessionEnd", ws, reason="other"), agents.env)
+    assert (end.returncode, end.stdout, end.stderr) == (0, b"", b"")
+    assert daemon.request({"op": "ping"})["ok"]
+    assert not (Path(agents.env["XDG_STATE_HOME"]) / "storyd" / "claims.sqlite3").exists()

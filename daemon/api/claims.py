@@ -474,6 +474,8 @@ def record_lost(place: Place, writer: str, *, conn: sqlite3.Connection | None = 
         finally:
             if conn is None:
                 db.close()
+    if conn is None and not ever_claimed():
+        return None  # nothing was ever claimed here: no database made
     db = conn or connect()
     try:
         with transaction(db):

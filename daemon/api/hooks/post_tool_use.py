@@ -87,12 +87,19 @@ def problems(hook: Hook, trust: Trust, *, fleet: bool = False) -> list[str]:
     return list(lines.values())
 
 
+def _fleet_configured() -> bool:
+    """Whether fleet claims may exist (the daemon's answer only: reads config.toml)."""
+    from storyd.api.claims_fleet import configured
+
+    return configured()
+
+
 def _claims(session: str, workspace: str, written: list[str], fleet: bool) -> dict[str, str]:
     """Renew the session's leases; `claim-lost` for a file it wrote under another's grant."""
     from storyd.api.claims_path import ever_claimed
 
-    if not fleet and not ever_claimed():
-        return {}  # nothing was ever claimed here: no sqlite3 import
+    if not ever_claimed() and not (fleet and _fleet_configured()):
+        return {}  # nothing was ever claimed here, no fleet: no sqlite3 import
     from storyd.api import claims
     from storyd.core.errors import StorydError
 
