@@ -334,10 +334,23 @@ def listing(workspace: str | None = None, *, owner: str | None = None, abandoned
 
 
 def renew_owner(owner: str, ttl: float | None = None, *, last: dict[str, str] | None = None,
-                conn: sqlite3.Connection | None = None) -> list[Claim]:  # fmt: skip
+                conn: sqlite3.Connection | None = None,
+                fleet: bool = False) -> list[Claim]:  # fmt: skip
     """Renew every live lease `owner` holds (a hook after each tool call): each by its
     own length (`ttl` overrides); `last` maps a state file to what storyd saw of it
-    (when not given, each unit is read again if its state file changed: claims_last)."""
+    (when not given, each unit is read again if its state file changed: claims_last).
+    `fleet` (the daemon answering a hook: a process that may reach the server) renews
+    the owner's fleet leases too (after the local ones)."""
+    done = _renew_local(owner, ttl, last, conn) if conn is not None or ever_claimed() else []
+    if fleet:
+        from storyd.api.claims_fleet import owned
+
+        done += owned(owner, ttl)
+    return done
+
+
+def _renew_local(owner: str, ttl: float | None, last: dict[str, str] | None,
+                 conn: sqlite3.Connection | None) -> list[Claim]:  # fmt: skip
     db = conn or connect()
     try:
         if last is None:
@@ -378,8 +391,19 @@ def _seen_now(db: sqlite3.Connection, owner: str) -> dict[str, str]:
     return found
 
 
-def release_owner(owner: str, *, conn: sqlite3.Connection | None = None) -> list[Claim]:
-    """Release every claim `owner` holds (a session's end)."""
+def release_owner(owner: str, *, conn: sqlite3.Connection | None = None,
+                  fleet: bool = False) -> list[Claim]:  # fmt: skip
+    """Release every claim `owner` holds (a session's end); `fleet` (the daemon
+    answering a hook) its fleet claims too."""
+    done = _release_local(owner, conn) if conn is not None or ever_claimed() else []
+    if fleet:
+        from storyd.api.claims_fleet import owned
+
+        done += owned(owner, drop=True)
+    return done
+
+
+def _release_local(owner: str, conn: sqlite3.Connection | None) -> list[Claim]:
     db = conn or connect()
     try:
         with transaction(db):
@@ -433,31 +457,54 @@ def fence(place: Place, owner: str, token: int | None = None, *, force: bool = F
 
 
 def record_lost(place: Place, writer: str, *, conn: sqlite3.Connection | None = None,
-                ) -> dict[str, object] | None:  # fmt: skip
+                fleet: bool = False) -> dict[str, object] | None:  # fmt: skip
     """A write to `place` by `writer`: when another owner holds a live overlapping claim,
-    the `claim-lost` record (both owners and tokens), kept once per holder's grant."""
+    the `claim-lost` record (both owners and tokens), kept once per holder's grant.
+    `fleet` (the daemon answering a hook) judges a fleet unit by the bucket's holder at
+    the server's time; the record is kept here, where stop and status read it."""
+    kv = _fleet(place.workspace) if fleet else None
+    if kv is not None:
+        mine_there, holder = kv[0].fence(place, kv[1], writer, None)
+        if holder is None or mine_there:
+            return None  # free, or the writer holds a unit of its own there
+        db = conn or connect()
+        try:
+            with transaction(db):
+                return _keep_lost(db, place, writer, holder, time.time())
+        finally:
+            if conn is None:
+                db.close()
+    if conn is None and not ever_claimed():
+        return None  # nothing was ever claimed here: no database made
     db = conn or connect()
     try:
         with transaction(db):
             now = time.time()
             found = _overlapping(db, Place(place.workspace, place.state_file, place.unit))
-            holder = held_by(found, writer, now)
-            if holder is None or any(c.owner == writer and c.live(now) for c in found):
+            holder_here = held_by(found, writer, now)
+            if holder_here is None or any(c.owner == writer and c.live(now) for c in found):
                 return None  # free, or the writer holds a unit of its own there
-            mine = db.execute("SELECT max(token) FROM log WHERE workspace=? AND state_file=? "
-                              "AND owner=? AND kind='granted' AND (unit=? OR unit='' OR ?='')",
-                              (place.workspace, place.state_file, writer, place.unit,
-                               place.unit)).fetchone()  # fmt: skip
-            token = None if mine is None or mine[0] is None else int(mine[0])
-            db.execute("INSERT OR IGNORE INTO lost(at, workspace, state_file, unit, owner, "
-                       "token, holder, current) VALUES(?,?,?,?,?,?,?,?)",
-                       (now, place.workspace, place.state_file, holder.place.unit, writer,
-                        token, holder.owner, holder.token))  # fmt: skip
-            return _lost_dict(place.workspace, place.state_file, holder.place.unit, writer,
-                              token, holder.owner, holder.token, now)  # fmt: skip
+            return _keep_lost(db, place, writer, holder_here, now)
     finally:
         if conn is None:
             db.close()
+
+
+def _keep_lost(db: sqlite3.Connection, place: Place, writer: str, holder: Claim,
+               now: float) -> dict[str, object]:  # fmt: skip
+    """Keep a `claim-lost` record (once per holder's grant), with the writer's last
+    granted token there (from the log): its dict."""
+    mine = db.execute("SELECT max(token) FROM log WHERE workspace=? AND state_file=? "
+                      "AND owner=? AND kind='granted' AND (unit=? OR unit='' OR ?='')",
+                      (place.workspace, place.state_file, writer, place.unit,
+                       place.unit)).fetchone()  # fmt: skip
+    token = None if mine is None or mine[0] is None else int(mine[0])
+    db.execute("INSERT OR IGNORE INTO lost(at, workspace, state_file, unit, owner, "
+               "token, holder, current) VALUES(?,?,?,?,?,?,?,?)",
+               (now, place.workspace, place.state_file, holder.place.unit, writer,
+                token, holder.owner, holder.token))  # fmt: skip
+    return _lost_dict(place.workspace, place.state_file, holder.place.unit, writer,
+                      token, holder.owner, holder.token, now)  # fmt: skip
 
 
 def _lost_dict(workspace: str, state_file: str, unit: str, owner: str, token: int | None,

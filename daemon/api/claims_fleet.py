@@ -38,11 +38,13 @@ if TYPE_CHECKING:
                     force: bool = False) -> Claim | None: ...  # fmt: skip
         def fence(self, place: Place, remote: str, owner: str,
                   token: int | None) -> tuple[list[int], Claim | None]: ...  # fmt: skip
+        def owned(self, owner: str, ttl: float | None = None, *,
+                  drop: bool = False) -> list[Claim]: ...  # fmt: skip
         def listing(self) -> list[tuple[Claim, str]]: ...
         def close(self) -> None: ...
 
 
-__all__ = ["BACKEND", "backend", "config_file", "configured", "listed", "pin",
+__all__ = ["BACKEND", "backend", "config_file", "configured", "listed", "owned", "pin",
            "pinned"]
 
 BACKEND = "storyd.fleet.claims_kv"  # its class KvClaims(fleet) is the bucket
@@ -129,6 +131,14 @@ def backend(workspace: str) -> tuple[Backend, str] | None:
     store = _store()
     remote = None if store is None else store.remote(workspace)
     return None if store is None or remote is None else (store, remote)
+
+
+def owned(owner: str, ttl: float | None = None, *, drop: bool = False) -> list[Claim]:
+    """Renew (`drop`: release) the fleet leases `owner` holds from this machine: those
+    claims (none without [fleet]). Only a process that may reach the server calls it (the
+    daemon answering a hook): the hooks' own path never does."""
+    store = _store()
+    return [] if store is None else store.owned(owner, ttl, drop=drop)
 
 
 def listed(workspace: str | None, owner: str | None) -> list[Claim]:

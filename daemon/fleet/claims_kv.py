@@ -357,12 +357,49 @@ class KvClaims:
     async def _fence(self, place: Place, remote: str, owner: str, token: int | None,
                      ) -> tuple[list[int], dict[str, Any] | None, float]:  # fmt: skip
         entry = await self._read(key_of(remote, place.state_file))
+        if not entry.claims:
+            return [], None, entry.at  # nobody holds anything there: no clock to read
         now = await self._server_now()  # a write is about to happen: judge it now
         whole = Place(place.workspace, place.state_file, place.unit)
         found = [c for c in entry.claims if _overlaps(c, whole) and _expires(c) > now]
         mine = [int(c["token"]) for c in found if _mine(c, owner, self.machine)]
         holder = next((c for c in found if not _mine(c, owner, self.machine)), None)
         return mine, holder, now
+
+    async def _owned(self, owner: str, ttl: float | None, drop: bool,
+                     ) -> tuple[list[Claim], _Rows]:  # fmt: skip
+        """Renew (`drop`: release) every claim `owner` holds from this machine, key by
+        key, each a compare-and-swap (read again when another writer came first). A
+        renewal keeps the token and stamps the server's time (`renewed` null); it renews
+        only a lease this machine's clock, corrected by the offset (which can only make
+        it late), does not see ended: an abandoned lease stays abandoned."""
+        rows: _Rows = []
+        done: list[Claim] = []
+        for key in await self._keys():
+            while True:
+                entry = await self._read(key)
+                ours = [c for c in entry.claims if _mine(c, owner, self.machine)]
+                if not drop:
+                    ahead = 0.0 if self._offset is None else self._offset
+                    ours = [c for c in ours if _expires(c) > max(entry.at, time.time() - ahead)]
+                if not ours:
+                    break
+                rest = [c for c in entry.claims if c not in ours]
+                new = [] if drop else [{**c, "renewed": None, "ttl": c["ttl"] if ttl is None
+                                        else ttl} for c in ours]  # fmt: skip
+                place = Place(str(ours[0]["workspace"]), str(ours[0]["stateFile"]))
+                revision = await self._write(key, entry.revision, place, str(ours[0]["remote"]),
+                                             [*rest, *new])  # fmt: skip
+                if revision is None:
+                    continue
+                at = time.time() if drop else await self._stamp(revision)
+                kind, why = ("released", "session ended") if drop else ("renewed", None)
+                for c in ours:
+                    held = _claim_of({**c, "renewed": at, "ttl": c["ttl"] if ttl is None else ttl})
+                    rows.append((at, held.place, owner, held.token, kind, why))
+                    done.append(held)
+                break
+        return done, rows
 
     async def _keys(self) -> list[str]:
         import nats.js.errors
@@ -404,6 +441,15 @@ class KvClaims:
         mine, holder, _ = self._run(self._fence(place, remote, owner, token),
                                     f"cannot check the claim on {place.label()}")  # fmt: skip
         return mine, None if holder is None else _claim_of(holder)
+
+    def owned(self, owner: str, ttl: float | None = None, *,
+              drop: bool = False) -> list[Claim]:  # fmt: skip
+        """Renew every lease `owner` holds from this machine (each by its own length, or
+        `ttl`), or with `drop` release them (a session's end): those claims; logged here."""
+        what = f"cannot {'release' if drop else 'renew'} the fleet claims of {owner}"
+        done, rows = self._run(self._owned(owner, ttl, drop), what)
+        _record(rows)
+        return done  # type: ignore[no-any-return]
 
     def listing(self) -> list[tuple[Claim, str]]:
         """Every fleet claim, with the repository it is in."""

@@ -10,6 +10,10 @@ answer: the launcher then runs `storyd hook`, which decides in its own words.
 The payload file is read on the worker (`run`), never on the event loop: a FIFO or a
 device named there is refused at once (storyd.core.regular), and a slow disk holds up
 only this hook, not every other client's answer.
+
+Unlike `storyd hook`, the daemon also renews and releases the session's fleet claims
+and judges a fleet unit's `claim-lost` by the bucket (`answer(..., fleet=True)`): it may
+hold the fleet's connection already, and `nats` stays off the hooks' own path.
 """
 
 from __future__ import annotations
@@ -170,7 +174,7 @@ def run(hook: Request, units: UnitsOf, unreadable: UnitsOf | None = None) -> byt
     try:
         cfg = config.load(None)
         out, code = answer(hook.event, payload, hook.agent, cfg, units, [hook.storyd],
-                           unreadable, hook.env_file)
+                           unreadable, hook.env_file, fleet=True)  # this process may reach it
     except Unanswered:
         raise
     except Exception as exc:  # `storyd hook` says nothing then: say it in its words

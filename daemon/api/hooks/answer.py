@@ -39,12 +39,15 @@ def answer(event: str, payload: dict[str, object], agent: str | None, cfg: Confi
            units: Callable[[str], list[dict[str, object]]],
            storyd: list[str],
            unreadable: Callable[[str], list[dict[str, object]]] | None = None,
-           env_file: str | None = None) -> tuple[str | None, int]:  # fmt: skip
+           env_file: str | None = None, *,
+           fleet: bool = False) -> tuple[str | None, int]:  # fmt: skip
     """(the JSON answer for stdout, or with exit code 2 the text for stderr; None: say
     nothing, the exit code). `units` gives a workspace's units in flight with their
     findings; `unreadable` (asked after `units`) the state files of that workspace that
     no longer parse (the `list` answer's entries); `storyd` is the argv a printed fix
-    names (storyd.api.hooks.selfpath); `env_file` is Claude Code's $CLAUDE_ENV_FILE."""
+    names (storyd.api.hooks.selfpath); `env_file` is Claude Code's $CLAUDE_ENV_FILE;
+    `fleet` (the daemon's `hook` op only) renews and releases the session's fleet leases
+    and judges a fleet unit's `claim-lost` by the bucket."""
     from storyd.api.hooks import hookio
     from storyd.api.hooks import payload as shapes
 
@@ -61,12 +64,12 @@ def answer(event: str, payload: dict[str, object], agent: str | None, cfg: Confi
     if event == "session-end":
         from storyd.api.hooks.session_end import release
 
-        release(hook)  # the session's claims given back; nothing to answer
+        release(hook, fleet=fleet)  # the session's claims given back; nothing to answer
         return None, 0
     if event == "post-tool-use":
         from storyd.api.hooks.post_tool_use import problems
 
-        lines = problems(hook, trust)
+        lines = problems(hook, trust, fleet=fleet)
         if not lines:
             return None, 0
         if hook.agent in EXIT_2 and hook.name != "PostToolUseFailure":

@@ -13,6 +13,9 @@ not change costs a walk of its format roots and a few stats.
 Claims (daemon/api/claims.py), only when a claims database exists: the session's leases
 are renewed, and a state file the tool wrote where another owner holds the current
 grant (and the session holds none there) is a `claim-lost` line, with both tokens.
+The daemon answering the hook (`fleet`: a process that may reach the NATS server) does
+the same for the session's fleet leases and a fleet unit's grant; this path alone never
+imports `nats` (tests/test_hook_imports.py), and says nothing of the fleet.
 """
 
 from __future__ import annotations
@@ -48,8 +51,9 @@ def _named(workspace: str, relpath: str) -> str | None:
     return None
 
 
-def problems(hook: Hook, trust: Trust) -> list[str]:
-    """One line per state file that got worse (empty: say nothing)."""
+def problems(hook: Hook, trust: Trust, *, fleet: bool = False) -> list[str]:
+    """One line per state file that got worse (empty: say nothing); `fleet`: the daemon
+    answers (the session's fleet leases and grants too)."""
     from storyd.api import sessions
     from storyd.api.hooks import hookio
 
@@ -78,27 +82,35 @@ def problems(hook: Hook, trust: Trust) -> list[str]:
     on = sessions.touched(before, record["files"], [rel for ws, rel in located if ws == workspace])
     moved = sessions.mark(record, "post-tool-use", on=[on, None] if on else None)
     sessions.keep(record, fresh or moved or record["files"] != before)  # else only touched
-    lines.update(_claims(hook.session, workspace, [r for w, r in located if w == workspace]))
+    written = [r for w, r in located if w == workspace]
+    lines.update(_claims(hook.session, workspace, written, fleet))
     return list(lines.values())
 
 
-def _claims(session: str, workspace: str, written: list[str]) -> dict[str, str]:
+def _fleet_configured() -> bool:
+    """Whether fleet claims may exist (the daemon's answer only: reads config.toml)."""
+    from storyd.api.claims_fleet import configured
+
+    return configured()
+
+
+def _claims(session: str, workspace: str, written: list[str], fleet: bool) -> dict[str, str]:
     """Renew the session's leases; `claim-lost` for a file it wrote under another's grant."""
     from storyd.api.claims_path import ever_claimed
 
-    if not ever_claimed():
-        return {}  # nothing was ever claimed here: no sqlite3 import
+    if not ever_claimed() and not (fleet and _fleet_configured()):
+        return {}  # nothing was ever claimed here, no fleet: no sqlite3 import
     from storyd.api import claims
     from storyd.core.errors import StorydError
 
     owner = claims.default_owner(session)
     found: dict[str, str] = {}
     try:
-        claims.renew_owner(owner)
+        claims.renew_owner(owner, fleet=fleet)
         for relpath in written:
-            lost = claims.record_lost(claims.Place(workspace, relpath), owner)
+            lost = claims.record_lost(claims.Place(workspace, relpath), owner, fleet=fleet)
             if lost is not None:
                 found[f"{relpath}\0claim-lost"] = f"storyd: claim-lost: {lost['message']}"
     except StorydError:
-        pass  # a locked or unreadable claims database: the hook says nothing
+        pass  # a locked or unreadable claims database, an unreachable server: say nothing
     return found
