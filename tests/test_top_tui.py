@@ -201,11 +201,13 @@ def test_a_write_touches_only_its_row_and_sessions_show_their_state(
             table = app.query_one(DataTable)
             keys = list(app.sync.order)
             before = {key: table.get_row(key) for key in keys}
-            reloads = app.reloads
+            reloads, touched = app.reloads, app.sync.touched_total
             _epic(repo.path, "0052", 3)  # story-0052-0001 done: it sinks to the bottom
             await _until(pilot, lambda: app.reloads > reloads and app.sync.order[-1].endswith(
                 "story-0052-0001"), timeout=5)  # fmt: skip
-            assert app.sync.touched == 1
+            # one row touched by the reloads since the write (a later one, e.g. after the
+            # detectors' pass, may touch none: the last apply alone is not the measure)
+            assert app.sync.touched_total - touched == 1
             changed = next(k for k in keys if k.endswith("story-0052-0001"))
             for key in keys:
                 after = table.get_row(key)

@@ -43,6 +43,9 @@ __all__ = ["BUCKET", "FleetOffline", "KvClaims", "key_of"]
 BUCKET = "storyd-claims"
 STREAM = f"KV_{BUCKET}"
 _TIMEOUT = 2.0  # seconds for one request to the server
+# after a failed connect, the seconds it is not tried again: a server that does not
+# answer (a dropped route) costs one connect timeout per interval, not per hook
+RETRY_AFTER = 5.0
 _LAST = "Nats-Expected-Last-Subject-Sequence"
 _WRONG_LAST = (10071, 10164)
 _FIELDS = frozenset(("unit", "task", "owner", "machine", "workspace", "token", "ttl"))
@@ -124,6 +127,7 @@ class KvClaims:
         self._nc: Any = None
         self._js: Any = None
         self._offset: float | None = None  # local clock minus server clock, upper bound
+        self._down: tuple[float, str] | None = None  # after a failed connect: (retry at, why)
         self._lock = threading.Lock()
         self.remote = Repositories()  # a workspace's repository; None: not a fleet unit
 
@@ -176,19 +180,28 @@ class KvClaims:
                 raise FleetOffline(f"cannot reach {self.fleet.url}: reconnecting; fleet units "
                                    "are claimed only through the server")  # fmt: skip
             return
+        if self._down is not None and time.monotonic() < self._down[0]:
+            raise FleetOffline(self._down[1])
         errors: list[Exception] = []
 
         async def error(exc: Exception) -> None:  # instead of nats-py's traceback
             errors.append(exc)
 
+        nc = nats.NATS()
         try:
-            nc = await nats.connect(**options(self.fleet, reconnect=False, timeout=1.0),
-                                    error_cb=error)  # fmt: skip
+            await nc.connect(**options(self.fleet, reconnect=False, timeout=1.0),
+                             error_cb=error)  # fmt: skip
         except Exception as exc:
             from storyd.fleet.connect import describe
 
-            raise FleetOffline(f"{describe(errors[-1] if errors else exc, self.fleet)}; fleet "
-                               "units are claimed only through the server") from None  # fmt: skip
+            with contextlib.suppress(Exception):  # a connect that timed out leaves its socket
+                await asyncio.wait_for(nc.close(), 1)
+
+            why = (f"{describe(errors[-1] if errors else exc, self.fleet)}; fleet units are "
+                   f"claimed only through the server (tried again after {RETRY_AFTER:g} s)")
+            self._down = (time.monotonic() + RETRY_AFTER, why)
+            raise FleetOffline(why) from None
+        self._down = None
         # from here on, ride out a restart (a first connect that retried would never end)
         nc.options.update(allow_reconnect=True, max_reconnect_attempts=-1,
                           reconnect_time_wait=0.25)  # fmt: skip

@@ -33,6 +33,7 @@ class Sync:
         self.drawn: dict[str, Cells] = {}  # what each row shows now
         self.order: list[str] = []  # the row keys, top to bottom
         self.touched = 0  # rows added or changed by the last apply (tests, bench)
+        self.touched_total = 0  # and by every apply so far (a later apply may touch none)
 
     def apply(self, wanted: dict[str, Cells]) -> None:
         """Show `wanted` (row key -> its cells), in its order."""
@@ -61,6 +62,7 @@ class Sync:
                                           update_width=wider)  # fmt: skip
             self.drawn[key] = (style, cells)
         self.touched = touched
+        self.touched_total += touched
         order = list(wanted)
         if order != self.order:
             place = {key: index for index, key in enumerate(order)}
@@ -78,3 +80,4 @@ class Sync:
         self.drawn = dict(wanted)
         self.order = list(wanted)
         self.touched = len(wanted)
+        self.touched_total += len(wanted)
