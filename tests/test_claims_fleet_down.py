@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("nats", reason="the fleet extra is not installed: pip install '.[fleet]'")
 
-from storyd.api.claims import Place  # noqa: E402
-from storyd.config.fleet import Fleet  # noqa: E402
-from storyd.fleet import claims_kv  # noqa: E402
-from storyd.fleet.claims_kv import FleetOffline, KvClaims  # noqa: E402
+from storyd.api.claims import Place
+from storyd.config.fleet import Fleet
+from storyd.fleet import claims_kv
+from storyd.fleet.claims_kv import FleetOffline, KvClaims
 
 
 @pytest.fixture
