@@ -23,8 +23,9 @@ from storyd.server.assembly import Assembly, assemble
 from storyd.server.bind import bind_socket
 
 if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
     from storyd.config import Config
-    from storyd.core.log import Logger
     from storyd.detectors.runner import Runner
     from storyd.server.ops import Server
     from storyd.server.service import Daemon, Settings
@@ -44,7 +45,7 @@ class Runtime:
         settings: Settings,
         cfg: Config,
         config_file: str | None,
-        logger: Logger,
+        logger: FilteringBoundLogger,
     ) -> None:
         self.settings = settings
         self.cfg = cfg

@@ -19,7 +19,8 @@ from storyd.core.errors import StorydError
 if TYPE_CHECKING:
     import asyncio
 
-    from storyd.core.log import Logger
+    from structlog.typing import FilteringBoundLogger
+
     from storyd.server.service import Settings
 
 __all__ = ["Subscribers", "Subscription", "TooManySubscribers"]
@@ -68,7 +69,7 @@ class Subscription:
 class Subscribers:
     """The subscriptions of one transport, keyed by connection (any hashable owner)."""
 
-    def __init__(self, settings: Settings, log: Logger) -> None:
+    def __init__(self, settings: Settings, log: FilteringBoundLogger) -> None:
         self.settings = settings
         self.log = log
         self._by_owner: dict[object, Subscription] = {}
