@@ -87,6 +87,9 @@ def test_the_socket_list_op_and_storyd_list_carry_the_list_once(
         [unit] = [u for u in answer["units"] if u["format"] == "claude-tasks"]
         assert unit["total"] - unit["done"] == _open(tasks) - 1
         assert "findingList" not in unit  # not asked for detail
+        bare = client.request("list", workspace=str(home.ws), claudeLists=False)  # the hooks'
+        assert bare["claudeLists"] is False
+        assert not [u for u in bare["units"] if u["format"] == "claude-tasks"]
     done = subprocess.run([STORYD, "list", "--workspace", str(home.ws)], env=home.env,
                           capture_output=True, timeout=60, check=False)  # fmt: skip
     assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr

@@ -118,7 +118,8 @@ def units(
                 tied = True  # the daemon's answers carry the tied lists (`claudeLists`)
                 asked: list[str | None] = list(folders) if folders else [None]
                 for ws in asked:
-                    fields: dict[str, object] = {"detail": True, "inFlight": in_flight}
+                    fields: dict[str, object] = {"detail": True, "inFlight": in_flight,
+                                                 "claudeLists": claude_lists}
                     if ws is not None:
                         watched = _watch(socket, ws, timeout, make)
                         if not watched.get("ok"):

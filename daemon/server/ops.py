@@ -275,9 +275,10 @@ class Server:
         workspace = self._workspace_filter(request)
         in_flight = bool(field(request, "inFlight", bool, default=False))
         detail = bool(field(request, "detail", bool, default=False))
+        lists = bool(field(request, "claudeLists", bool, default=True))  # the tied task lists
 
         def render(units: list[UnitSummary]) -> bytes:
-            body: dict[str, object] = {"ok": True, "units": units, "claudeLists": True}
+            body: dict[str, object] = {"ok": True, "units": units, "claudeLists": lists}
             unreadable = self.engine.unreadable(workspace)
             if unreadable:
                 body["unreadable"] = unreadable
@@ -288,8 +289,9 @@ class Server:
 
         def summaries(_synced: object = None) -> bytes:
             found = self.engine.summaries(workspace, detail=detail, in_flight=in_flight)
-            spaces = [workspace] if workspace else list(self.engine.workspaces)  # their task lists
-            return render(with_lists(found, spaces, in_flight=in_flight, detail=detail))
+            spaces = [workspace] if workspace else list(self.engine.workspaces)
+            return render(with_lists(found, spaces, in_flight=in_flight, detail=detail)
+                          if lists else found)
 
         stale = self.engine.stale_files(workspace)
         if not stale:
