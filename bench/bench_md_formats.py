@@ -15,7 +15,10 @@ largest sprint-status.yaml (alone), and of a sprint with its largest story file'
 `Status:` line; for GSD the largest STATE.md's front matter and Current Position with
 its commit's ROADMAP.md; for Claude Code's task lists `json.loads` of every file of the
 largest list. Interleaved, medians (and the ratio of minimums, steadier when the
-machine is shared).
+machine is shared). For Claude Code's list, its floor too: the four system calls per
+task file every read must make (open without following a link, fstat for the regular
+file check and the signature, a bounded read, close), then storyd's JSON parser
+(storyd.core.jsonio, the one the read uses), nothing built.
 Target: within 2x.
 """
 
@@ -122,6 +125,35 @@ def _claude_tasks(root: Path) -> tuple[str, str, str, Callable[[], object], int]
             lambda b=blobs: [json.loads(x) for x in b], sum(len(b) for b in blobs))
 
 
+def _claude_floor(ws: str) -> Callable[[], object]:
+    """The least a direct read of the list does: per task file the four system calls
+    with read_task_file's flags, then storyd's JSON parser; no unit built."""
+    import os
+
+    from storyd.core import jsonio
+    from storyd.core.formats import claude_tasks
+
+    folder = os.path.join(ws, ".claude", "tasks")
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+    def floor() -> object:
+        dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            found = []
+            for name in claude_tasks.task_names(os.listdir(dfd)):
+                fd = os.open(name, flags, dir_fd=dfd)
+                try:
+                    os.fstat(fd)
+                    found.append(jsonio.loads(os.read(fd, claude_tasks.MAX_TASK_BYTES + 1)))
+                finally:
+                    os.close(fd)
+            return found
+        finally:
+            os.close(dfd)
+
+    return floor
+
+
 def _bmad_gsd(root: Path) -> list[tuple[str, str, str, Callable[[], object], int]]:
     """BMAD's largest sprint-status.yaml alone and its largest story file with its sprint;
     GSD's largest STATE.md with its commit's ROADMAP.md."""
@@ -176,6 +208,8 @@ def main() -> int:
         cases = _cases(Path(root))
         options = Options()
         samples: dict[str, tuple[list[float], ...]] = {c[0]: ([], [], []) for c in cases}
+        claude = next(c for c in cases if c[0].startswith("claude-tasks"))
+        floor, floors = _claude_floor(claude[2]), []
         for _name, relpath, ws, alone, _ in cases:  # warm: imports, the registry
             resume_unit(ws, relpath, None, options)
             alone()
@@ -187,6 +221,8 @@ def main() -> int:
                 samples[name][1].append(_time(alone))
                 samples[name][2].append(_time(lambda w=ws, r=relpath:
                                               resume_unit(w, r, None, options)))
+                if name == claude[0]:
+                    floors.append(_time(floor))
     print(f"direct read vs parsing alone, {args.reads} interleaved reads, medians (and "
           "minimums, steadier on a shared machine)")
     print("| format | file | bytes | direct ms | parse alone ms | ratio | ratio of minimums "
@@ -197,6 +233,11 @@ def main() -> int:
         low = min(samples[name][0]) / min(samples[name][1])
         print(f"| {name} | {relpath} | {size:,} | {direct:.2f} | {alone:.2f} | "
               f"{direct / alone:.2f}x | {low:.2f}x | {whole:.2f} |")
+    alone = samples[claude[0]][1]
+    print(f"\nclaude-tasks floor (4 system calls per file + storyd's JSON parser): "
+          f"{statistics.median(floors) * 1000:.2f} ms, "
+          f"{statistics.median(floors) / statistics.median(alone):.2f}x "
+          f"(ratio of minimums {min(floors) / min(alone):.2f}x)")
     return 0
 
 

@@ -8,7 +8,10 @@ session id, so a new, empty list, and the old one is orphaned (anthropics/claude
 the list to the workspace, in storyd's private state:
 
     $XDG_STATE_HOME/storyd/claude-lists/<sha256(workspace)[:32]>.json   (mode 0600)
-    {"workspace": W, "ties": [{"list", "session", "source", "at"}, ...]}  newest first
+    {"workspace": W, "ties": [{"list", "session", "source", "at", "claude"}, ...]}
+
+newest first; `claude` is Claude Code's folder as the hook saw it (CLAUDE_CONFIG_DIR,
+else ~/.claude), so a daemon started without that variable reads the same lists
 
 written as the session records are (storyd.api.sessions.write_private: the folder
 opened without following a link, a new temporary file renamed over the record), at
@@ -34,11 +37,14 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
     from storyd.api.hooks.payload import Hook
     from storyd.core.model import Unit
 
-__all__ = ["MAX_TIES", "handover", "load", "record_path", "session_start", "summaries",
-           "tie", "tied_units"]
+__all__ = ["MAX_TIES", "STALE_AFTER", "handover", "load", "newest_change", "record_path",
+           "session_start", "summaries", "tie", "tied_units", "with_lists"]
 
 MAX_TIES = 32  # lists remembered per workspace, the newest kept
 MAX_WORKSPACES = 512  # records kept, the least recently written dropped
@@ -47,6 +53,10 @@ _MAX_BYTES = 1 << 20
 _TRANSCRIPTS = 64  # the newest transcripts of a project folder looked at
 _SUBJECT_CHARS = 120
 _SHOWN = 10
+# a list whose newest task file changed longer ago than this is not handed over to a new
+# session: work left that long is abandoned, not interrupted (a /compact or /clear hands
+# over within minutes; a two-week holiday still does). It stays in `storyd status`.
+STALE_AFTER = 14 * 86400.0
 
 
 def record_path(workspace: str) -> str:
@@ -64,7 +74,9 @@ def _tie_entry(value: object) -> dict[str, object] | None:
     if not isinstance(value, dict) or not plain(value.get("list")):
         return None
     session, source, at = value.get("session"), value.get("source"), value.get("at")
+    home = value.get("claude")
     return {"list": value["list"], "session": session if isinstance(session, str) else None,
+            "claude": home if isinstance(home, str) and os.path.isabs(home) else None,
             "source": source if isinstance(source, str) else None,
             "at": float(at) if isinstance(at, int | float) and not isinstance(at, bool) else 0.0}
 
@@ -88,14 +100,15 @@ def load(workspace: str) -> list[dict[str, object]]:
 def tie(session: str, workspace: str, source: str | None) -> list[dict[str, object]]:
     """Tie this session's list to `workspace` (newest first); the ties before it."""
     from storyd.api.sessions import write_private
-    from storyd.core.formats.claude_lists import list_name
+    from storyd.core.formats.claude_lists import config_dir, list_name
     from storyd.core.jsonio import dumps
 
     before = load(workspace)
     name = list_name(session)
     if name is None:
         return before
-    entry = {"list": name, "session": session, "source": source, "at": time.time()}
+    entry = {"list": name, "session": session, "source": source, "at": time.time(),
+             "claude": os.path.abspath(config_dir())}
     ties = [entry, *(t for t in before if t["list"] != name)][:MAX_TIES]
     write_private(record_path(workspace), dumps({"workspace": workspace, "ties": ties}),
                   keep=MAX_WORKSPACES, age=_MAX_AGE)
@@ -167,8 +180,9 @@ def handover(session: str, workspace: str, source: str | None,
         if list_id in seen:
             continue
         seen.add(list_id)
-        unit = read_list(os.path.join(base, list_id))
-        if unit is None or _open(unit) == 0:
+        folder = os.path.join(base, list_id)
+        unit = read_list(folder)
+        if unit is None or _open(unit) == 0 or time.time() - newest_change(folder) > STALE_AFTER:
             continue
         last = tied[:1] == [list_id]  # the session just before this one
         why = {"compact": "before /compact", "clear": "before /clear"}.get(str(source))
@@ -190,27 +204,52 @@ def session_start(hook: Hook, workspace: str) -> str | None:
     return handover(hook.session, workspace, hook.source, before, hook.transcript)
 
 
+def newest_change(folder: str) -> float:
+    """When a task file of the list `folder` last changed (its newest mtime, the folder's
+    own when it lists none; 0.0 when unreadable): lstat of at most MAX_NAMES names."""
+    from storyd.core.formats.claude_lists import MAX_NAMES
+
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return 0.0
+    try:
+        newest = os.fstat(fd).st_mtime
+        with os.scandir(fd) as entries:
+            for count, entry in enumerate(entries):
+                if count >= MAX_NAMES:
+                    break
+                if entry.name.endswith(".json"):
+                    newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+    except OSError:
+        return 0.0
+    finally:
+        os.close(fd)
+    return newest
+
+
 def _inside(path: object, workspace: str) -> bool:
     inside = workspace.rstrip("/") + "/"
     return isinstance(path, str) and (path == workspace or path.startswith(inside))
 
 
-def _team_units(workspace: str, sessions: set[str], seen: set[str]) -> list[Unit]:
-    """The agent teams working in `workspace`: their lists, with members and the lead."""
-    from storyd.core.formats.claude_lists import config_dir, read_list, team_config, teams
+def _team_units(workspace: str, sessions: set[str], seen: set[str], home: str) -> list[Unit]:
+    """The agent teams working in `workspace` (Claude Code's folder `home`): their lists,
+    with members and the lead."""
+    from storyd.core.formats.claude_lists import read_list, team_config, teams
 
     found = []
-    for team in teams():
+    for team in teams(home):
         if team in seen:
             continue
-        config = team_config(team)
+        config = team_config(team, home)
         if config is None:
             continue
         members = [m for m in config.get("members") or () if isinstance(m, dict)]  # type: ignore[attr-defined]
         lead = config.get("leadSessionId")
         if lead not in sessions and not any(_inside(m.get("cwd"), workspace) for m in members):
             continue
-        unit = read_list(os.path.join(config_dir(), "tasks", team))
+        unit = read_list(os.path.join(home, "tasks", team))
         if unit is None:
             continue
         names = [f"{m.get('name')} ({m.get('agentType') or 'agent'})" for m in members
@@ -232,7 +271,7 @@ def tied_units(workspace: str) -> list[Unit]:
     from storyd.core.formats.claude_lists import config_dir, read_list
 
     ties = load(workspace)
-    base = os.path.join(config_dir(), "tasks")
+    here = config_dir()
     units: list[Unit] = []
     seen: set[str] = set()
     for entry in ties:
@@ -240,7 +279,7 @@ def tied_units(workspace: str) -> list[Unit]:
         if list_id in seen:
             continue
         seen.add(list_id)
-        unit = read_list(os.path.join(base, list_id))
+        unit = read_list(os.path.join(str(entry["claude"] or here), "tasks", list_id))
         if unit is None:
             continue
         unit.key = list_id  # `storyd status` names the list, not the folder's generic key
@@ -251,12 +290,14 @@ def tied_units(workspace: str) -> list[Unit]:
             unit.labels["began"] = str(entry["source"])
         units.append(unit)
     sessions = {str(t["session"]) for t in ties if t.get("session")}
-    return units + _team_units(workspace, sessions, seen)
+    home = next((str(t["claude"]) for t in ties if t["claude"]), here)  # the newest tie's
+    return units + _team_units(workspace, sessions, seen, home)
 
 
-def summaries(workspace: str, *, in_flight: bool = False) -> list[dict[str, object]]:
-    """The tied lists of `workspace` as unit summaries with their findings (the `list`
-    answer's fields; `in_flight`: those with a task left)."""
+def summaries(workspace: str, *, in_flight: bool = False,
+              detail: bool = True) -> list[dict[str, object]]:  # fmt: skip
+    """The tied lists of `workspace` as unit summaries (the `list` answer's fields;
+    `detail`: with their findings; `in_flight`: those with a task left)."""
     from storyd.api.summaries import unit_summary
 
     out: list[dict[str, object]] = []
@@ -266,5 +307,19 @@ def summaries(workspace: str, *, in_flight: bool = False) -> list[dict[str, obje
         if unit.next and unit.next.get("task"):
             unit.labels["current"] = _current(unit).removeprefix("current task ")
         out.append(dict(unit_summary(workspace, unit, unit.resume_point, unit.findings, None,
-                                     0, detail=True)))
+                                     0, detail=detail)))
     return out
+
+
+def with_lists(found: list[Any], workspaces: Iterable[str], *, in_flight: bool = False,
+               detail: bool = True) -> list[Any]:  # fmt: skip
+    """Unit summaries `found` with the task lists tied to `workspaces` and to the
+    workspaces of `found`'s units added, in the `list` order (workspace, state file,
+    unit): the one way every door adds them (storyd.api.units, the daemon's `list`
+    op, the fleet's publisher)."""
+    spaces = dict.fromkeys([*workspaces, *(str(u.get("workspace")) for u in found)])
+    added = [s for ws in spaces for s in summaries(ws, in_flight=in_flight, detail=detail)]
+    if not added:
+        return found
+    return sorted([*found, *added],
+                  key=lambda u: (str(u["workspace"]), str(u["stateFile"]), str(u["unit"])))

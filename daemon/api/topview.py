@@ -202,10 +202,23 @@ def session_line(entry: dict[str, object], now: float, many: bool = True,
     unit = session_unit(entry, found)
     if unit:
         text += f" on {unit}"
+    text += _task_list(entry, found)
     note = entry.get("note")
     if state == "waiting" and isinstance(note, str) and note:
         text += f": {note}"
     return head + text
+
+
+def _task_list(entry: dict[str, object], found: list[Row] | None) -> str:
+    """`, list 3f2a91c0 (4 open)`: the Claude Code task list tied to this session
+    (storyd.api.claude_ties labels it with its session), or nothing."""
+    for row in found or ():
+        unit = row.unit
+        if unit.get("session") == entry.get("session") and unit.get("list"):
+            total, done = unit.get("total"), unit.get("done")
+            left = total - done if isinstance(total, int) and isinstance(done, int) else "?"
+            return f", list {str(unit['list'])[:8]} ({left} open)"
+    return ""
 
 
 def _fit(text: str, width: int) -> str:

@@ -91,7 +91,8 @@ def units(
     """The units of `workspaces` (None or empty: every workspace the daemon watches,
     else the current folder), from the daemon when one answers, else read here; with
     `claude_lists`, each workspace's Claude Code task lists outside it too, read here
-    on every answer (storyd.api.claude_ties: the daemon does not watch them).
+    on every answer (storyd.api.claude_ties: the daemon does not watch them; a daemon
+    whose answer says `claudeLists` has read them for its workspaces already).
 
     `timeout` (seconds) bounds each request to the daemon; `config` is the configuration
     file a direct read uses (SetupError when a named file does not exist); `codes`: the
@@ -114,9 +115,11 @@ def units(
                 broken: list[dict[str, object]] = []
                 declined: list[str] = []
                 clock = None
+                tied = True  # the daemon's answers carry the tied lists (`claudeLists`)
                 asked: list[str | None] = list(folders) if folders else [None]
                 for ws in asked:
-                    fields: dict[str, object] = {"detail": True, "inFlight": in_flight}
+                    fields: dict[str, object] = {"detail": True, "inFlight": in_flight,
+                                                 "claudeLists": claude_lists}
                     if ws is not None:
                         watched = _watch(socket, ws, timeout, make)
                         if not watched.get("ok"):
@@ -137,13 +140,17 @@ def units(
                     listed = answer["units"]
                     assert isinstance(listed, list), "the list op answers with a units array"
                     found.extend(listed)
+                    tied = tied and answer.get("claudeLists") is True
                     broken.extend(unreadable_of(answer))
                     clock = str(answer.get("clock"))
             if not declined:
-                return _lists(Units(found, "daemon", clock, broken, notes), folders, in_flight,
-                              claude_lists)  # fmt: skip
+                got = Units(found, "daemon", clock, broken, notes)
+                return got if tied else _lists(got, folders, in_flight, claude_lists)
             read, more = _scan(declined, config, staleness, in_flight, make, codes)
             source = "direct" if len(declined) == len(asked) else "daemon+direct"
+            if tied:  # the daemon's answer has its workspaces' lists; these are read here
+                read = _lists(Units(read, "direct", None), declined, in_flight, claude_lists).units
+                return Units(_ordered(found + read), source, clock, broken + more, notes)
             got = Units(_ordered(found + read), source, clock, broken + more, notes)
             return _lists(got, folders, in_flight, claude_lists)
         except DaemonUnavailable:
@@ -158,12 +165,9 @@ def _lists(found: Units, folders: list[str], in_flight: bool, wanted: bool) -> U
     those its units are in) added, read here (storyd.api.claude_ties)."""
     if not wanted:
         return found
-    from storyd.api.claude_ties import summaries
+    from storyd.api.claude_ties import with_lists
 
-    spaces = dict.fromkeys([*folders, *(str(u.get("workspace")) for u in found.units)])
-    added = [s for ws in spaces for s in summaries(ws, in_flight=in_flight)]
-    if added:
-        found.units = _ordered(found.units + added)
+    found.units = with_lists(found.units, folders, in_flight=in_flight)
     return found
 
 

@@ -42,6 +42,7 @@ __all__ = ["Publisher"]
 _BATCH = 256  # publishes in flight at once
 _RETRY = (1.0, 2.0, 5.0, 10.0, 30.0)  # seconds between attempts after a failure
 _CLAIMS_EVERY = 1.0  # seconds between two reads of the claims (a claim seen within ~1 s)
+_LISTS_EVERY = 5.0  # seconds between two reads of the Claude Code task lists (not watched)
 Current = Callable[[], Sequence[Mapping[str, object]]]
 
 
@@ -56,11 +57,13 @@ class Publisher:
         current: Current,
         log: Any,
         version: str,
+        spaces: Callable[[], Sequence[str]] | None = None,
     ) -> None:
         self.fleet = fleet
         self.machine = fleet.machine
         self.instance = instance
         self.current = current
+        self.spaces = spaces  # the watched workspaces (those without a unit too)
         self.log = log
         self.version = version
         self.backlog = Backlog(fleet.backlog)
@@ -74,6 +77,7 @@ class Publisher:
         self._pending: dict[str, bytes | None] = {}  # KV key -> value (None: delete)
         self._codes: dict[str, dict[str, int]] = {}  # KV key -> finding codes
         self._claims: dict[str, object] = {}  # KV key -> the `claim` field put (None: none)
+        self._lists: set[str] = set()  # KV keys of the tied task lists put
         self._seq = 0
         self._repos = Repos()
         self._resync = True
@@ -223,7 +227,7 @@ class Publisher:
             self.log.warning("fleet_disconnected", url=self.fleet.url)
 
     async def _serve(self, nc: Any, js: Any, kv: Any) -> None:
-        next_beat = next_claims = 0.0
+        next_beat = next_claims = next_lists = 0.0
         while not self._stopping or self._inbox:
             self._drain_inbox()
             if nc.is_closed:
@@ -243,6 +247,9 @@ class Publisher:
             if time.monotonic() >= next_claims:
                 await self._claims_changed()
                 next_claims = time.monotonic() + _CLAIMS_EVERY
+            if time.monotonic() >= next_lists:
+                await self._lists_changed()
+                next_lists = time.monotonic() + _LISTS_EVERY
             await self._put_pending(kv)
             await self._publish_backlog(js)
             if time.monotonic() >= next_beat:
@@ -251,7 +258,8 @@ class Publisher:
             if self._stopping:
                 break
             if not self._pending and not len(self.backlog) and not self._inbox:
-                await self._idle(max(0.05, min(next_beat, next_claims) - time.monotonic()))
+                wake = min(next_beat, next_claims, next_lists)
+                await self._idle(max(0.05, wake - time.monotonic()))
 
     async def _idle(self, seconds: float) -> None:
         assert self._wake is not None
@@ -380,16 +388,12 @@ class Publisher:
                 str(summary.get("unit")),
             )
             self._latest[key] = summary
-            found = summary.get("findingList")
-            codes: dict[str, int] = {}
-            if isinstance(found, list):
-                for f in found:
-                    code = f"{f.get('detector')}/{f.get('code')}"
-                    codes[code] = codes.get(code, 0) + 1
-            self._codes[key] = codes
+            self._codes[key] = _codes_of(summary)
         self._from_snapshot = set(self._latest)
         self._pending = {key: b"" for key in self._latest}
         self._drain_inbox()
+        self._lists = set()
+        await self._lists_changed()  # before the deletes: a tied list's key is current
         stored = await self._stored_keys(kv)
         for key in stored - set(self._latest):
             self._pending[key] = None
@@ -402,6 +406,36 @@ class Publisher:
             backlog=len(self.backlog),
             duration_ms=round((time.perf_counter() - started) * 1000, 1),
         )
+
+    async def _lists_changed(self) -> None:
+        """Read the task lists tied to the published workspaces again (nothing watches
+        them: storyd.api.claude_ties) and mark for a put each changed one, for a delete
+        each gone."""
+        found = await asyncio.to_thread(self._tied)
+        now: set[str] = set()
+        for summary in found:
+            key = names.unit_key(self.machine, str(summary.get("workspace")),
+                                 str(summary.get("stateFile")), str(summary.get("unit")))
+            now.add(key)
+            if self._latest.get(key) != summary:
+                self._latest[key] = summary
+                self._codes[key] = _codes_of(summary)
+                self._pending[key] = b""
+        for key in self._lists - now:
+            self._latest.pop(key, None)
+            self._codes.pop(key, None)
+            self._pending[key] = None
+        self._lists = now
+
+    def _tied(self) -> list[dict[str, object]]:
+        """The summaries of the task lists tied to the watched workspaces and to those of
+        the published units (storyd.api.claude_ties)."""
+        from storyd.api.claude_ties import with_lists
+
+        spaces = {str(s.get("workspace")) for s in list(self._latest.values())}
+        spaces.update(self.spaces() if self.spaces is not None else ())
+        found: list[dict[str, object]] = with_lists([], sorted(spaces))
+        return found
 
     async def _stored_keys(self, kv: Any) -> set[str]:
         """This machine's unit keys in the bucket."""
@@ -513,6 +547,16 @@ class Publisher:
         if line != self.last_error:
             self.last_error = line
             self.log.error("fleet_unavailable", error=line, backlog=len(self.backlog))
+
+
+def _codes_of(summary: Mapping[str, object]) -> dict[str, int]:
+    """A summary's finding codes (`detector/code`) with their counts."""
+    codes: dict[str, int] = {}
+    found = summary.get("findingList")
+    for f in found if isinstance(found, list) else ():
+        code = f"{f.get('detector')}/{f.get('code')}"
+        codes[code] = codes.get(code, 0) + 1
+    return codes
 
 
 def _seen() -> Seen | None:

@@ -65,6 +65,7 @@ def start(engine: Engine, cfg: Config) -> FleetSink | None:
         fleet,
         instance=engine.log.instance,
         current=lambda: engine.summaries(detail=True),
+        spaces=lambda: list(engine.workspaces),  # their Claude Code task lists (issue 44)
         log=logger,
         version=__version__,
     )

@@ -17,6 +17,7 @@ from storyd import __version__
 from storyd.api import answers
 from storyd.api.claims_requests import ACTIONS as CLAIM_ACTIONS
 from storyd.api.claims_requests import use_config
+from storyd.api.claude_ties import with_lists
 from storyd.config import Config
 from storyd.core.errors import StorydError, StoryNotInState, UsageError
 from storyd.core.flags import HelpRequested
@@ -274,9 +275,10 @@ class Server:
         workspace = self._workspace_filter(request)
         in_flight = bool(field(request, "inFlight", bool, default=False))
         detail = bool(field(request, "detail", bool, default=False))
+        lists = bool(field(request, "claudeLists", bool, default=True))  # the tied task lists
 
         def render(units: list[UnitSummary]) -> bytes:
-            body: dict[str, object] = {"ok": True, "units": units}
+            body: dict[str, object] = {"ok": True, "units": units, "claudeLists": lists}
             unreadable = self.engine.unreadable(workspace)
             if unreadable:
                 body["unreadable"] = unreadable
@@ -286,7 +288,10 @@ class Server:
             return reply(body, self.clock(), suffix)
 
         def summaries(_synced: object = None) -> bytes:
-            return render(self.engine.summaries(workspace, detail=detail, in_flight=in_flight))
+            found = self.engine.summaries(workspace, detail=detail, in_flight=in_flight)
+            spaces = [workspace] if workspace else list(self.engine.workspaces)
+            return render(with_lists(found, spaces, in_flight=in_flight, detail=detail)
+                          if lists else found)
 
         stale = self.engine.stale_files(workspace)
         if not stale:

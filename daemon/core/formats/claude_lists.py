@@ -83,10 +83,11 @@ def _names(dfd: int) -> list[str]:
 
 
 def team_of(folder: str) -> str | None:
-    """The agent team whose list this folder is (`teams/<name>/config.json` exists)."""
+    """The agent team whose list this folder (`<config>/tasks/<name>`) is:
+    `<config>/teams/<name>/config.json` exists."""
     name = os.path.basename(folder)
     try:
-        tfd = _open_below(os.path.join(config_dir(), "teams"), name)
+        tfd = _open_below(os.path.join(os.path.dirname(os.path.dirname(folder)), "teams"), name)
     except OSError:
         return None
     try:
@@ -98,14 +99,14 @@ def team_of(folder: str) -> str | None:
         os.close(tfd)
 
 
-def team_config(team: str) -> dict[str, object] | None:
-    """A team's `config.json` as a JSON object (not through a link, at most 1 MiB), or
-    None (absent, unreadable, not an object)."""
+def team_config(team: str, home: str | None = None) -> dict[str, object] | None:
+    """A team's `config.json` (in `home`, else config_dir()) as a JSON object (not
+    through a link, at most 1 MiB), or None (absent, unreadable, not an object)."""
     from storyd.core.formats.claude_tasks import read_task_file
     from storyd.core.jsonio import loads
 
     try:
-        tfd = _open_below(os.path.join(config_dir(), "teams"), team)
+        tfd = _open_below(os.path.join(home or config_dir(), "teams"), team)
     except OSError:
         return None
     try:
@@ -117,10 +118,11 @@ def team_config(team: str) -> dict[str, object] | None:
     return value if isinstance(value, dict) else None
 
 
-def teams() -> list[str]:
-    """The agent teams' names (at most MAX_TEAMS, plain names only), in name order."""
+def teams(home: str | None = None) -> list[str]:
+    """The agent teams' names in `home` (else config_dir()): at most MAX_TEAMS, plain
+    names only, in name order."""
     try:
-        fd = os.open(os.path.join(config_dir(), "teams"),
+        fd = os.open(os.path.join(home or config_dir(), "teams"),
                      os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return []
