@@ -248,9 +248,7 @@ class Recorder:
         self.lineage: dict[tuple[str, str], lineage.Stamp] = {}
         self._stamps: dict[str, lineage.Stamp] = {}
         self._moved: _Moved | None = None  # the pass's file: its lineage before and now
-        # the marks and lineages are read from the database at first use, not here: a
-        # daemon's socket listens before this read (one JSON parse per unit recorded)
-        self._loaded = threading.Event()
+        self._loaded = threading.Event()  # the marks read (by the writer: after listening)
         self._started = False
         self._seen: dict[store.Key, tuple[Task, ...]] = {}  # the tasks of a key's last build
         self._pass: Callable[[], object] = _held(None)  # the installer's pass `_seen` is of
@@ -287,14 +285,11 @@ class Recorder:
             self._loaded.set()
 
     def _marks_loaded(self) -> None:
-        """Wait for the writer's read of the marks (its first job: nothing else uses the
-        connection meanwhile); read them here when the writer was never started."""
-        if self._loaded.is_set():
-            return
-        if self._started:
-            self._loaded.wait()
-        else:
+        """Wait for the writer's read of the marks (its first job, alone on the connection);
+        read them here when the writer was never started."""
+        if not self._started and not self._loaded.is_set():
             self._load_marks()
+        self._loaded.wait()
 
     # -- the refresher's side ----------------------------------------------------------
 
