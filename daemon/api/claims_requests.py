@@ -18,12 +18,13 @@ from __future__ import annotations
 import os
 import time
 
-from storyd.api import claims
 from storyd.core.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
+
+    from storyd.api import claims  # imported at first use: a daemon's start-up skips it
 
 __all__ = ["ACTIONS", "answer", "use_config"]
 
@@ -71,6 +72,7 @@ def _configured_ttl() -> float | None:
     if path is None:
         return None
     from storyd import config
+    from storyd.api import claims
 
     table = config.load_claims(path)
     return claims.DEFAULT_TTL if table is None else table.ttl
@@ -87,6 +89,8 @@ def _fields(request: dict[str, object]) -> dict[str, str | None]:
 
 
 def _place(given: dict[str, str | None]) -> claims.Place:
+    from storyd.api import claims
+
     if given["workspace"] is None:
         raise UsageError("field 'workspace' is required")
     return claims.place(given["workspace"], epic_id=given["epicId"],
@@ -97,6 +101,7 @@ def _place(given: dict[str, str | None]) -> claims.Place:
 def _next(place: claims.Place, owner: str, ttl: float,
           conn: sqlite3.Connection | None) -> dict[str, object]:  # fmt: skip
     """Claim the first free task of the producer's order; `claim` null when none is."""
+    from storyd.api import claims
     from storyd.core import target
     from storyd.core.model import DONE
     from storyd.core.nextstep import next_of
@@ -122,6 +127,8 @@ def _next(place: claims.Place, owner: str, ttl: float,
 
 def answer(action: str, request: dict[str, object]) -> dict[str, object]:
     """The answer object for one request (StorydError for a refusal: Held is 75)."""
+    from storyd.api import claims
+
     given = _fields(request)
     owner = given["owner"] or claims.default_owner()
     conn = _connection()

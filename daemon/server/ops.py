@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 
@@ -24,7 +25,6 @@ from storyd.core.flags import HelpRequested
 from storyd.core.ids import normalize_epic_id
 from storyd.core.query import Output, Query, from_argv, from_request
 from storyd.core.wire import UnitSummary
-from storyd.server.epicviews import EpicViews
 from storyd.server.protocol import (
     answer_body,
     cli_frame,
@@ -41,6 +41,7 @@ from storyd.server.transport import Connection, Op, Transport
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from storyd.server.epicviews import EpicViews
     from storyd.server.recorder import Recorder
 
 __all__ = ["Server"]
@@ -106,12 +107,24 @@ class Server:
             **{action: self.claims_op(action) for action in CLAIM_ACTIONS},  # issue 45
         }
         self._queries: dict[tuple[object, ...], Query] = {}  # see _query
-        reads = daemon.engine.reads
-        self.epics = EpicViews(daemon.changes, reads.quiet.due, reads.file_lock)
+        self._epics: EpicViews | None = None  # built at the first `epic` or `stats` op
+        self._epics_lock = threading.Lock()
         self.transport = Transport(
             daemon.settings, self.ops, self.clock, max_connections=max_connections
         )
         self.later = self.transport.later
+
+    @property
+    def epics(self) -> EpicViews:
+        """The kept epic views, built (and their modules imported) at first use: the
+        daemon's start-up, before the socket listens, does not pay for them."""
+        with self._epics_lock:
+            if self._epics is None:
+                from storyd.server.epicviews import EpicViews
+
+                reads = self.engine.reads
+                self._epics = EpicViews(self.daemon.changes, reads.quiet.due, reads.file_lock)
+            return self._epics
 
     def clock(self) -> bytes:
         """The engine's clock as bytes."""

@@ -248,10 +248,8 @@ class Recorder:
         self.lineage: dict[tuple[str, str], lineage.Stamp] = {}
         self._stamps: dict[str, lineage.Stamp] = {}
         self._moved: _Moved | None = None  # the pass's file: its lineage before and now
-        for key, _uid, marks, stamp in store.load_marks(writer.conn):
-            self._set_marks(key, rules.pack(marks))
-            if stamp is not None:
-                self.lineage[key[:2]] = self._shared(key[0], stamp)
+        self._loaded = threading.Event()  # the marks read (by the writer: after listening)
+        self._started = False
         self._seen: dict[store.Key, tuple[Task, ...]] = {}  # the tasks of a key's last build
         self._pass: Callable[[], object] = _held(None)  # the installer's pass `_seen` is of
         self._now = (0, 0.0)  # the second marks are seen at, and its one float
@@ -270,9 +268,28 @@ class Recorder:
             self.log.warning("history_corrupt", moved_to=writer.moved, path=writer.path)
 
     def start(self) -> None:
-        """Start the writer thread (it prunes first)."""
+        """Start the writer thread: it reads the marks, then prunes."""
+        self._started = True
         self.worker.start()
+        self.worker.put(("marks",))
         self.worker.put(("prune",))
+
+    def _load_marks(self) -> None:
+        """The marks and lineages the database holds (once, before any is read or set)."""
+        try:
+            for key, _uid, marks, stamp in store.load_marks(self.writer.conn):
+                self._set_marks(key, rules.pack(marks))
+                if stamp is not None:
+                    self.lineage[key[:2]] = self._shared(key[0], stamp)
+        finally:
+            self._loaded.set()
+
+    def _marks_loaded(self) -> None:
+        """Wait for the writer's read of the marks (its first job, alone on the connection);
+        read them here when the writer was never started."""
+        if not self._started and not self._loaded.is_set():
+            self._load_marks()
+        self._loaded.wait()
 
     # -- the refresher's side ----------------------------------------------------------
 
@@ -282,6 +299,7 @@ class Recorder:
         """The unit's `regressed` findings against its marks, which then move forward,
         and those of the units with finished tasks gone from its file (`present`: the
         keys the file holds now)."""
+        self._marks_loaded()
         key = (workspace, unit.state_file, unit.key)
         if present is not self._pass():  # a new pass: the last one's events are all out
             self._passed()
@@ -386,6 +404,7 @@ class Recorder:
     def accept(self, workspace: str, unit: Unit) -> None:
         """The user accepts `unit` as it is: its marks restart from it (refresher
         thread; the caller then rechecks the workspace so the findings go)."""
+        self._marks_loaded()
         key = (workspace, unit.state_file, unit.key)
         marks = rules.pack(rules.advance({}, unit, time.time(), set()) or {}, unit)
         self._set_marks(key, marks)
@@ -395,6 +414,7 @@ class Recorder:
     def accept_gone(self, key: store.Key, fmt: str) -> bool:
         """The user accepts that unit `key` is gone: its marks go (refresher thread;
         the caller rechecks). False when history holds no progress of it."""
+        self._marks_loaded()
         if not self._marks_of(key):
             return False
         self._set_marks(key, ())
@@ -414,6 +434,7 @@ class Recorder:
             self._seen = {}  # an emptied dict keeps its table: 10,000 slots after a warm-up
         if kind == "changed" and tasks is None:
             return
+        self._marks_loaded()
         # the packed marks are a tuple: the writer may hold it, nothing changes it
         marks = self._marks_of(key) if key in self._dirty else None
         self._dirty.discard(key)
@@ -448,6 +469,9 @@ class Recorder:
     # -- the writer thread -------------------------------------------------------------
 
     def _write(self, job: tuple[object, ...]) -> None:
+        if job[0] == "marks":
+            self._load_marks()
+            return
         if job[0] == "prune":
             if self.recording:
                 self._prune()
