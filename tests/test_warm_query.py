@@ -116,3 +116,26 @@ class TestUncheckedCache:
         second = daemon.read_answer(str(workspace), _query(workspace), time.monotonic_ns())
         assert second.line == _direct(workspace) != first.line
         assert parsed == ["one"]  # the file parsed again, the asked unit alone built
+
+
+class TestNeverOlderThanServed:
+    """A miss's answer (read_one: the asked unit from bytes the cache has not installed)
+    is never followed, once the file tears, by an older one from the cache's last good
+    whole read (the soak's violation: version 2 served, then version 0)."""
+
+    @pytest.mark.slow
+    def test_a_torn_file_answers_no_older_than_a_miss_served(
+        self, workspace: Path, daemon: Daemon
+    ) -> None:
+        daemon.start([])
+        ws = daemon.engine.add_workspace(str(workspace), checked=False)
+        daemon.engine.scan(ws)  # the whole read: one task done
+        _write(workspace, 2)
+        served = daemon.read_answer(str(workspace), _query(workspace), time.monotonic_ns())
+        assert served.line == _direct(workspace)  # a miss: two tasks done, not installed
+        state = workspace / STATE
+        state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])  # torn
+        adapter = ws.files[STATE].adapter
+        daemon.engine.refresh(ws, STATE, adapter)  # the cache learns the file is torn
+        after = daemon.read_answer(str(workspace), _query(workspace), time.monotonic_ns())
+        assert after.line == served.line
