@@ -171,7 +171,7 @@ class KvClaims:
             coro.close()
 
     async def _connect(self) -> None:
-        import nats
+        from nats.aio.client import Client
 
         from storyd.fleet.connect import options
 
@@ -187,7 +187,7 @@ class KvClaims:
         async def error(exc: Exception) -> None:  # instead of nats-py's traceback
             errors.append(exc)
 
-        nc = nats.NATS()
+        nc = Client()
         try:
             await nc.connect(**options(self.fleet, reconnect=False, timeout=1.0),
                              error_cb=error)  # fmt: skip
