@@ -307,14 +307,10 @@ class Server:
                           if lists else found)
 
         stale = self.engine.stale_files(workspace)
-        # a commit no watch has told yet (FSEvents and polling tell late): git first
-        spaces = [workspace] if workspace else list(self.engine.workspaces)
-        moved = [path for path in spaces if path in self.engine.workspaces
-                 and self.daemon.refresher.git_moved(path)]  # fmt: skip
-        if not stale and not moved:
+        if not stale:
             return summaries()
         # read your writes: the files changed since their read are read again first
-        return self.later(self.daemon.sync(stale, moved), summaries, suffix)
+        return self.later(self.daemon.sync(stale), summaries, suffix)
 
     def _declines(self, path: str) -> str | None:
         """Why a query may not start watching `path` (the auto_watch rules), or None."""

@@ -430,12 +430,9 @@ class Daemon:
             result.findings += (self.engine.unreadable_finding(relpath, unreadable, torn_since),)
         return result
 
-    def sync(self, stale: list[tuple[str, Snapshot]],
-             moved: list[str] | tuple[str, ...] = ()) -> Future[None]:  # fmt: skip
-        """Have the refresher read these files again now, and check the `moved`
-        workspaces (git moved, no watch has told yet) against git; resolves when all
-        are in."""
-        by_workspace: dict[str, list[str]] = {path: [] for path in moved}
+    def sync(self, stale: list[tuple[str, Snapshot]]) -> Future[None]:
+        """Have the refresher read these files again now; resolves when all are in."""
+        by_workspace: dict[str, list[str]] = {}
         for path, snap in stale:
             by_workspace.setdefault(path, []).append(snap.relpath)
         futures = [self.refresher.sync(path, rels) for path, rels in by_workspace.items()]
