@@ -22,6 +22,7 @@ import asyncio
 import base64
 import binascii
 import os
+import time
 from collections.abc import Callable
 
 import orjson
@@ -135,11 +136,10 @@ def cached_units(daemon: Daemon, loop: asyncio.AbstractEventLoop,
         _on_loop(loop, lambda: daemon.watch(path, auto=True)).result(_WAIT)  # type: ignore[attr-defined]
         if _on_loop(loop, lambda: daemon.warm_progress()["warming"]):
             raise Unanswered("the daemon's cache is still warming")
+        arrived = time.time_ns()
         stale = _on_loop(loop, lambda: engine.stale_files(path))
-        if stale:
-            _on_loop(loop, lambda: daemon.sync(stale)).result(_WAIT)  # type: ignore[attr-defined, arg-type]
-        elif daemon.refresher.git_moved(path):  # a commit no watch has told yet
-            daemon.refresher.sync(path, []).result(_WAIT)
+        if stale or daemon.refresher.git_moved(path):  # or a commit no watch has told yet
+            _on_loop(loop, lambda: daemon.sync(stale, [path], arrived)).result(_WAIT)  # type: ignore[attr-defined]
         found = _on_loop(loop, lambda: engine.summaries(path, detail=True, in_flight=True))
         copied: list[dict[str, object]] = orjson.loads(orjson.dumps(found))
         return copied  # as the client reads the list op's

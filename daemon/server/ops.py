@@ -306,11 +306,16 @@ class Server:
             return render(with_lists(found, spaces, in_flight=in_flight, detail=detail)
                           if lists else found)
 
+        arrived = time.time_ns()
         stale = self.engine.stale_files(workspace)
-        if not stale:
+        spaces = [path for path in ([workspace] if workspace else list(self.engine.workspaces))
+                  if path in self.engine.workspaces]  # fmt: skip
+        # a commit no watch has told yet (FSEvents and polling tell late): git first
+        moved = any(self.daemon.refresher.git_moved(path) for path in spaces)
+        if not stale and not moved:
             return summaries()
         # read your writes: the files changed since their read are read again first
-        return self.later(self.daemon.sync(stale), summaries, suffix)
+        return self.later(self.daemon.sync(stale, spaces, arrived), summaries, suffix)
 
     def _declines(self, path: str) -> str | None:
         """Why a query may not start watching `path` (the auto_watch rules), or None."""

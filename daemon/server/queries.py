@@ -175,6 +175,14 @@ class Queries:
                         found.append((ws.path, snap))
         return found
 
+    def read_before(self, ws: Workspace, arrived: int) -> list[str]:
+        """A workspace's state files read before `arrived` (wall-clock ns) and changed
+        since (a query's `sync` reads them again)."""
+        if self.changes is not None:
+            self.changes.drain()
+        return [snap.relpath for snap in list(ws.files.values())
+                if snap.proof.started < arrived and not snap.fresh(self.changes)]  # fmt: skip
+
     def behind_git(self, ws: Workspace) -> bool:
         """Whether some of a workspace's entries were built under a git operation that
         has ended (check it again: `Refresher.sync`)."""

@@ -140,10 +140,16 @@ class Refresher(Worker):
                 self._calls.append(func)
             self._cond.notify()
 
-    def sync(self, workspace: str, relpaths: list[str]) -> Future[None]:
+    def sync(self, workspace: str, relpaths: list[str],
+             arrived: int | None = None) -> Future[None]:  # fmt: skip
         """Read these state files again now, before anything else queued, and check the
         workspace again if a git operation its answers were built under has ended; the
-        future resolves once their new snapshots are installed (watchman's sync, by stat)."""
+        future resolves once their new snapshots are installed (watchman's sync, by stat).
+
+        With `arrived` (a query's arrival, wall-clock ns), any other file of the
+        workspace whose snapshot was read before it and has changed since is read again
+        too: a watch's first read that began before a write and was installed after the
+        query looked (its workspace had no files then) never answers it."""
         future: Future[None] = Future()
 
         def run() -> None:
@@ -153,6 +159,9 @@ class Refresher(Worker):
                     return
                 for relpath in relpaths:
                     self._touch(ws, relpath, early=False)
+                if arrived is not None:
+                    for relpath in self.engine.queries.read_before(ws, arrived):
+                        self._touch(ws, relpath, early=False)
                 # a git operation ended, or git moved (a commit) unseen by the watches:
                 # check it now, as a direct read would (not once git settles)
                 if self.engine.behind_git(ws) or self.git_moved(workspace):

@@ -32,6 +32,8 @@ from storyd.server.quietgc import give_back_freed_memory
 from storyd.server.store import folder_identity
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from storyd.core.query import Query
     from storyd.server.engine import Engine
     from storyd.server.refresher import Refresher
@@ -430,12 +432,18 @@ class Daemon:
             result.findings += (self.engine.unreadable_finding(relpath, unreadable, torn_since),)
         return result
 
-    def sync(self, stale: list[tuple[str, Snapshot]]) -> Future[None]:
-        """Have the refresher read these files again now; resolves when all are in."""
-        by_workspace: dict[str, list[str]] = {}
+    def sync(self, stale: list[tuple[str, Snapshot]], also: Iterable[str] = (),
+             arrived: int | None = None) -> Future[None]:  # fmt: skip
+        """Have the refresher read these files again now, and the workspaces `also`
+        (nothing stale in them, but git may have moved unseen) checked too; resolves
+        when all are in. With `arrived` (a query's arrival, wall-clock ns), every file of
+        those workspaces read before it and changed since is read again as well
+        (Refresher.sync): what a watch installed meanwhile is as new as the query."""
+        by_workspace: dict[str, list[str]] = {path: [] for path in also}
         for path, snap in stale:
             by_workspace.setdefault(path, []).append(snap.relpath)
-        futures = [self.refresher.sync(path, rels) for path, rels in by_workspace.items()]
+        futures = [self.refresher.sync(path, rels, arrived)
+                   for path, rels in by_workspace.items()]  # fmt: skip
         if len(futures) == 1:
             return futures[0]
         joined: Future[None] = Future()
