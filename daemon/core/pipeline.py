@@ -230,12 +230,15 @@ def read_file(
     relpath: str,
     options: Options,
     reuse: Reuse | None = None,
+    source: Source | None = None,
 ) -> FileRead:
     """Read one state file under the writers' lock into units; a bad file gives a FileRead
     with `error` (DataError, LockTimeout, StateFileMissing, or a link out of the
-    workspace), never an exception of its own."""
+    workspace), never an exception of its own. `source`: what to read through (the
+    daemon replays bytes a one-unit read kept: Reads.newest_good)."""
     if reuse is None:
-        return _read(workspace, relpath, options, lambda s: adapter.load(s, relpath))
+        return _read(workspace, relpath, options, lambda s: adapter.load(s, relpath),
+                     source=source)
     return _read(workspace, relpath, options,
                  lambda s: adapter.load_reusing(s, relpath, reuse), reusing=True)
 

@@ -379,7 +379,7 @@ class Installer:
         saying since when (or, never read well, nothing: queries read it and get the error)."""
         self.counters["unreadable"] += 1
         assert got.error is not None
-        good = self.reads.last_good(ws.path, relpath)
+        good = self.reads.newest_good(ws.path, relpath, adapter)
         if good is None or good.units is None:
             snap = Snapshot(relpath, adapter, _proof(got), {}, error=got.error)
             with self.lock:

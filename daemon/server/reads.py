@@ -294,6 +294,27 @@ class Reads:
         """A file's last good read, if one is remembered."""
         return self._last_good.get((workspace, relpath))
 
+    def newest_good(self, workspace: str, relpath: str, adapter: Adapter) -> FileRead | None:
+        """What a torn file's cached units come from: its last good whole read, or, when
+        a one-unit read since kept newer bytes (a miss served them), the whole file built
+        from those bytes, which then becomes the last good read. A torn file's cache
+        never answers older than a miss did (the soak's version 2, then version 1)."""
+        file = (workspace, relpath)
+        with self.file_lock(workspace, relpath):
+            good = self._last_good.get(file)
+            kept = self._newer.get(file)
+            if kept is None or (good is not None and good.started_ns >= kept[2]):
+                return good
+            data, sig, started = kept
+            source = _Replay(workspace, self.options.lock_timeout, relpath, data, sig)
+            got = pipeline.read_file(workspace, adapter, relpath, self.options, source=source)
+            if got.error is not None:
+                return good
+            got.started_ns = started  # as new as the bytes, not as the replay
+            self._last_good[file] = got
+            del self._newer[file]
+            return got
+
     def forget(self, workspace: str, relpath: str) -> None:
         """A file left the cache: forget its reads."""
         self._last_good.pop((workspace, relpath), None)
