@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 from daemon_harness import wait_for
 from epic_state_harness import EPIC, STATE, story_id, task_id, write_epic
@@ -118,24 +119,63 @@ class TestUncheckedCache:
         assert parsed == ["one"]  # the file parsed again, the asked unit alone built
 
 
+def _served_then_torn(workspace: Path, daemon: Daemon, *, checked: bool) -> bytes:
+    """Version 2 served by a miss (not installed), then the file torn in place and the
+    cache told: what was served."""
+    daemon.start([])
+    ws = daemon.engine.add_workspace(str(workspace), checked=checked)
+    daemon.engine.scan(ws)  # the whole read: one task done
+    _write(workspace, 2)
+    served = daemon.read_answer(str(workspace), _query(workspace), time.monotonic_ns())
+    assert served.line == _direct(workspace)  # a miss: two tasks done, not installed
+    state = workspace / STATE
+    state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])  # torn
+    daemon.engine.refresh(ws, STATE, ws.files[STATE].adapter)  # the cache learns it
+    return served.line
+
+
+def _point(line: bytes | None) -> str:
+    assert line is not None
+    return str(orjson.loads(line)["resumePoint"])
+
+
+@pytest.mark.slow
 class TestNeverOlderThanServed:
     """A miss's answer (read_one: the asked unit from bytes the cache has not installed)
     is never followed, once the file tears, by an older one from the cache's last good
-    whole read (the soak's violation: version 2 served, then version 0)."""
+    whole read (the soak's violation, round seed 3 op 869: version 2 served, then
+    version 1). Every door: the miss path, a cached hit, the list, a git recheck (the
+    last three took the last good whole read's units before Reads.newest_good)."""
 
-    @pytest.mark.slow
-    def test_a_torn_file_answers_no_older_than_a_miss_served(
-        self, workspace: Path, daemon: Daemon
-    ) -> None:
-        daemon.start([])
-        ws = daemon.engine.add_workspace(str(workspace), checked=False)
-        daemon.engine.scan(ws)  # the whole read: one task done
-        _write(workspace, 2)
-        served = daemon.read_answer(str(workspace), _query(workspace), time.monotonic_ns())
-        assert served.line == _direct(workspace)  # a miss: two tasks done, not installed
-        state = workspace / STATE
-        state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])  # torn
-        adapter = ws.files[STATE].adapter
-        daemon.engine.refresh(ws, STATE, adapter)  # the cache learns the file is torn
+    def test_a_miss(self, workspace: Path, daemon: Daemon) -> None:
+        served = _served_then_torn(workspace, daemon, checked=False)
         after = daemon.read_answer(str(workspace), _query(workspace), time.monotonic_ns())
-        assert after.line == served.line
+        assert after.line == served
+
+    def test_a_cached_hit(self, workspace: Path, daemon: Daemon) -> None:
+        served = _served_then_torn(workspace, daemon, checked=True)
+        key = _key(daemon, workspace)
+        entry = daemon.engine.serve(str(workspace), STATE, key, checked=False)
+        assert entry is not None
+        assert _point(entry.line) == _point(served)
+
+    def test_the_list(self, workspace: Path, daemon: Daemon) -> None:
+        served = _served_then_torn(workspace, daemon, checked=True)
+        key = _key(daemon, workspace)
+        [unit] = [u for u in daemon.engine.summaries(str(workspace)) if u["unit"] == key]
+        assert unit["resumePoint"] == _point(served)
+        assert unit["stale"] == "file unreadable"  # still said to be a last good read's
+
+    def test_a_git_recheck(self, workspace: Path, daemon: Daemon) -> None:
+        served = _served_then_torn(workspace, daemon, checked=True)
+        daemon.engine.recheck(daemon.engine.workspaces[str(workspace)])
+        entry = daemon.engine.serve(str(workspace), STATE, _key(daemon, workspace),
+                                    checked=False)
+        assert entry is not None
+        assert _point(entry.line) == _point(served)
+
+
+def _key(daemon: Daemon, workspace: Path) -> str:
+    [key] = [k for k in daemon.engine.workspaces[str(workspace)].files[STATE].keys
+             if ASKED in k]
+    return key

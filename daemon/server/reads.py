@@ -250,15 +250,23 @@ class Reads:
                    key: str) -> FileRead | None:
         """The asked unit from the bytes `read_one` kept, when they are newer than the
         file's last good whole read (None: they are not, or there are none)."""
+        kept = self._kept_newer(workspace, relpath)
+        if kept is None:
+            return None
+        source, _started = kept
+        got = pipeline.read_one(workspace, adapter, relpath, key, self.options, source)
+        return got if got.error is None else None
+
+    def _kept_newer(self, workspace: str, relpath: str) -> tuple[_Replay, int] | None:
+        """A Source replaying the bytes `read_one` kept, with their read's start, when
+        they are newer than the file's last good whole read (None: they are not)."""
         file = (workspace, relpath)
         kept = self._newer.get(file)
         good = self._last_good.get(file)
         if kept is None or (good is not None and good.started_ns >= kept[2]):
             return None
-        data, sig, _started = kept
-        source = _Replay(workspace, self.options.lock_timeout, relpath, data, sig)
-        got = pipeline.read_one(workspace, adapter, relpath, key, self.options, source)
-        return got if got.error is None else None
+        data, sig, started = kept
+        return _Replay(workspace, self.options.lock_timeout, relpath, data, sig), started
 
     def _still(self, got: FileRead) -> bool:
         """Whether nothing a read read has changed since it began (the change queue
@@ -302,11 +310,10 @@ class Reads:
         file = (workspace, relpath)
         with self.file_lock(workspace, relpath):
             good = self._last_good.get(file)
-            kept = self._newer.get(file)
-            if kept is None or (good is not None and good.started_ns >= kept[2]):
+            kept = self._kept_newer(workspace, relpath)
+            if kept is None:
                 return good
-            data, sig, started = kept
-            source = _Replay(workspace, self.options.lock_timeout, relpath, data, sig)
+            source, started = kept
             got = pipeline.read_file(workspace, adapter, relpath, self.options, source=source)
             if got.error is not None:
                 return good
