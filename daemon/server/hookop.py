@@ -139,7 +139,7 @@ def cached_units(daemon: Daemon, loop: asyncio.AbstractEventLoop,
         arrived = time.time_ns()
         stale = _on_loop(loop, lambda: engine.stale_files(path))
         if stale or daemon.refresher.git_moved(path):  # or a commit no watch has told yet
-            _on_loop(loop, lambda: daemon.sync(stale, [path], arrived)).result(_WAIT)  # type: ignore[attr-defined]
+            _on_loop(loop, lambda: daemon.sync(stale, [path], arrived)).result(_WAIT)  # type: ignore[attr-defined, arg-type]
         found = _on_loop(loop, lambda: engine.summaries(path, detail=True, in_flight=True))
         copied: list[dict[str, object]] = orjson.loads(orjson.dumps(found))
         return copied  # as the client reads the list op's
