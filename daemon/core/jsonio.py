@@ -199,6 +199,14 @@ def loads(data: bytes) -> object:
         value = fast(data)
         if value is not UNSURE:
             return value
+    try:  # the usual document: UTF-8 without a mark, its value first, nothing after
+        text = data.decode()
+        value, end = _scan(text, 0)
+    except (StopIteration, ValueError, RecursionError, SystemError):
+        pass  # the whole path below parses it again, and names the failure
+    else:
+        if end == len(text) or not text[end:].strip(_WHITESPACE):
+            return value
     try:
         text = decode_text(data)
     except UnicodeDecodeError as exc:
