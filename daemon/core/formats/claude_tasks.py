@@ -23,7 +23,7 @@ import os
 from storyd.core.containment import git_dirs, resolve
 from storyd.core.formats.base import Adapter, Source, finding, make_task
 from storyd.core.formats.common import ALL_DONE, FRESH_START, progress_labels
-from storyd.core.jsonio import JSONError, loads
+from storyd.core.jsonio import loads_each
 from storyd.core.model import DONE, PENDING, Finding, Task, Unit
 
 __all__ = ["ADAPTER", "MAX_TASK_BYTES", "MAX_TASK_FILES", "ROOT", "ClaudeTasksAdapter",
@@ -159,11 +159,7 @@ def _parse(files: list[tuple[str, bytes]], findings: list[Finding], ordered: boo
     status_of: dict[str, str] = {}
     named = ordered
     bucket_of = _BUCKET.get
-    for name, data in files:
-        try:
-            node = loads(data)
-        except (JSONError, ValueError, RecursionError):
-            node = None
+    for (name, _), node in zip(files, loads_each([data for _, data in files]), strict=True):
         if not isinstance(node, dict):
             message = f"{name} is not a JSON object (a torn or hand-edited write); skipped"
             findings.append(finding("torn-task-file", "warning", message))
@@ -283,9 +279,9 @@ def unit_of(files: list[tuple[str, bytes]], state_file: str,
     if owners:
         labels["owners"] = ", ".join(f"{o}: {n}" for o, n in sorted(owners.items())[:_SHOWN])
     if blocked:  # the open tasks' open blockers (blockedBy): what each waits on
-        waiting = [f"{t.id} on {', '.join(waits[t.id][:5])}" for t in blocked]
-        labels["waiting"] = "; ".join(waiting[:_SHOWN]) + (
-            f"; and {len(waiting) - _SHOWN} more" if len(waiting) > _SHOWN else "")
+        waiting = [f"{t.id} on {', '.join(waits[t.id][:5])}" for t in blocked[:_SHOWN]]
+        labels["waiting"] = "; ".join(waiting) + (
+            f"; and {len(blocked) - _SHOWN} more" if len(blocked) > _SHOWN else "")
     return Unit("claude-tasks", state_file, KEY, tuple(tasks), resume_point=point,
                 findings=tuple(findings), labels=labels, next=nxt)
 
