@@ -13,6 +13,7 @@ TRICKY = [
     b'\xef\xbb\xbf{"id": "2"}',  # a UTF-8 byte-order mark
     b'\xff\xfe{\x00}\x00',  # UTF-16-LE with its mark
     b'{"id": "3\x00"}',  # a NUL inside: not JSON, and the joined parts shift
+    b'{"x": 1}\x00{"y": 2}',  # two documents split by a NUL: not one document
     b'\xc3',  # half a character
     b'  \n{"id": "4"}\n\t',
     b'{"id": "5"} x',
@@ -34,10 +35,20 @@ def _one(data: bytes) -> object:
         return None
 
 
-@pytest.mark.parametrize("start", range(len(TRICKY)))
-def test_each_document_parses_as_loads_parses_it(start: int) -> None:
-    datas = TRICKY[start:] + TRICKY[:start]
-    assert jsonio.loads_each(datas) == [_one(d) for d in datas]
+USUAL = [b'{"id": "7", "blockedBy": ["6"]}', b'{"id": "8"}\n']
+
+
+@pytest.mark.parametrize("tricky", TRICKY)
+def test_each_document_parses_as_loads_parses_it(tricky: bytes) -> None:
+    for datas in ([tricky, *USUAL], [USUAL[0], tricky, USUAL[1]], [*USUAL, tricky],
+                  [tricky, tricky, *USUAL]):
+        assert jsonio.loads_each(datas) == [_one(d) for d in datas]
+
+
+def test_all_the_tricky_documents_together() -> None:
+    for start in range(len(TRICKY)):
+        datas = TRICKY[start:] + TRICKY[:start]
+        assert jsonio.loads_each(datas) == [_one(d) for d in datas]
 
 
 def test_the_usual_documents_parse_in_one_go() -> None:
