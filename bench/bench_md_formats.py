@@ -127,7 +127,8 @@ def _claude_tasks(root: Path) -> tuple[str, str, str, Callable[[], object], int]
 
 def _claude_floor(ws: str) -> Callable[[], object]:
     """The least a direct read of the list does: per task file the four system calls
-    with read_task_file's flags, then storyd's JSON parser; no unit built."""
+    with read_task_files' flags, then storyd's JSON parser (`loads` per file); no unit
+    built."""
     import os
 
     from storyd.core import jsonio
@@ -142,9 +143,8 @@ def _claude_floor(ws: str) -> Callable[[], object]:
             found = []
             for name in claude_tasks.task_names(os.listdir(dfd)):
                 fd = os.open(name, flags, dir_fd=dfd)
-                try:
-                    os.fstat(fd)
-                    found.append(jsonio.loads(os.read(fd, claude_tasks.MAX_TASK_BYTES + 1)))
+                try:  # read_task_files' read: the size fstat gave and one byte more
+                    found.append(jsonio.loads(os.read(fd, os.fstat(fd).st_size + 1)))
                 finally:
                     os.close(fd)
             return found

@@ -26,6 +26,7 @@ __all__ = [
     "dumps",
     "kind",
     "loads",
+    "loads_each",
     "utf16_without_bom",
     "value_start",
 ]
@@ -199,6 +200,14 @@ def loads(data: bytes) -> object:
         value = fast(data)
         if value is not UNSURE:
             return value
+    try:  # the usual document: UTF-8 without a mark, its value first, nothing after
+        text = data.decode()
+        value, end = _scan(text, 0)
+    except (StopIteration, ValueError, RecursionError, SystemError):
+        pass  # the whole path below parses it again, and names the failure
+    else:
+        if end == len(text) or not text[end:].strip(_WHITESPACE):
+            return value
     try:
         text = decode_text(data)
     except UnicodeDecodeError as exc:
@@ -221,6 +230,37 @@ def loads(data: bytes) -> object:
     if end != length:
         raise _explain(data, text, end, "extra data after the document")
     return value
+
+
+def loads_each(datas: list[bytes]) -> list[object]:
+    """Each document's value as `loads` gives it, None for one that does not parse (as
+    for `null`): the documents decoded in one go, each scanned in C, any unusual one
+    (a byte-order mark, a NUL, leading space, invalid) by `loads` itself."""
+    parts: list[str] | None = None
+    if CONFIG.fast_parse is None:
+        try:
+            parts = b"\0".join(datas).decode().split("\0")
+        except UnicodeDecodeError:
+            parts = None
+        if parts is not None and len(parts) != len(datas):
+            parts = None  # a document holds a NUL: the parts are not the documents
+    values: list[object] = []
+    for index, data in enumerate(datas):
+        if parts is not None:
+            text = parts[index]
+            try:
+                value, end = _scan(text, 0)
+            except (StopIteration, ValueError, RecursionError, SystemError):
+                pass
+            else:
+                if end == len(text) or not text[end:].strip(_WHITESPACE):
+                    values.append(value)
+                    continue
+        try:
+            values.append(loads(data))
+        except (ValueError, RecursionError):  # JSONError is a ValueError
+            values.append(None)
+    return values
 
 
 def value_start(data: bytes) -> tuple[int, int]:

@@ -8,7 +8,7 @@ the workspace recorded is read (storyd.api.claude_ties). Claude Code writes thes
 but they are still hostile input: a list id is one plain name (no separator, not
 hidden), the list folder is opened in `tasks/` without following a link (O_NOFOLLOW),
 its names are listed up to MAX_NAMES and its task files opened in that folder without
-following a link, regular files only, each bounded (claude_tasks.read_task_file) and at
+following a link, regular files only, each bounded (claude_tasks.read_task_files) and at
 most MAX_LIST_BYTES in all. The daemon does not watch these folders: each answer reads
 the list again (a stat and a few small files).
 
@@ -102,7 +102,7 @@ def team_of(folder: str) -> str | None:
 def team_config(team: str, home: str | None = None) -> dict[str, object] | None:
     """A team's `config.json` (in `home`, else config_dir()) as a JSON object (not
     through a link, at most 1 MiB), or None (absent, unreadable, not an object)."""
-    from storyd.core.formats.claude_tasks import read_task_file
+    from storyd.core.formats.claude_tasks import read_task_files
     from storyd.core.jsonio import loads
 
     try:
@@ -110,11 +110,13 @@ def team_config(team: str, home: str | None = None) -> dict[str, object] | None:
     except OSError:
         return None
     try:
-        value = loads(read_task_file("config.json", dir_fd=tfd, limit=_MAX_CONFIG)[0])
-    except (OSError, ValueError, RecursionError):
-        return None
+        got = read_task_files(["config.json"], tfd, {}, limit=_MAX_CONFIG)
     finally:
         os.close(tfd)
+    try:
+        value = loads(got[0][1]) if got else None
+    except (ValueError, RecursionError):
+        return None
     return value if isinstance(value, dict) else None
 
 
@@ -136,34 +138,25 @@ def teams(home: str | None = None) -> list[str]:
 
 def read_list(folder: str) -> Unit | None:
     """The list's unit, or None when the folder is absent, a link, or holds no task."""
-    from storyd.core.formats.claude_tasks import read_task_file, task_names, unit_of
+    from storyd.core.formats.claude_tasks import read_task_files, task_names, unit_of
 
     parent, name = os.path.split(folder)
     try:
         lfd = _open_below(parent, name)
     except OSError:
         return None
-    files: list[tuple[str, bytes]] = []
     try:
         try:
             names = task_names(_names(lfd))
         except OSError:
             return None
-        total = 0
-        for task in names:
-            try:  # no link followed out of the folder; Claude Code takes no lock
-                data, _ = read_task_file(task, dir_fd=lfd)
-            except OSError:
-                continue  # a link, a FIFO, too large, or gone since listed
-            total += len(data)
-            if total > MAX_LIST_BYTES:
-                break
-            files.append((task, data))
+        # no link followed out of the folder; Claude Code takes no lock
+        files = read_task_files(names, lfd, {}, budget=MAX_LIST_BYTES)
     finally:
         os.close(lfd)
     if not files:
         return None
-    unit = unit_of(files, folder)
+    unit = unit_of(files, folder, ordered=True)
     team = team_of(folder)
     if team is not None:
         unit.labels["team"] = team

@@ -19,29 +19,28 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 
 from storyd.core.containment import git_dirs, resolve
 from storyd.core.formats.base import Adapter, Source, finding, make_task
 from storyd.core.formats.common import ALL_DONE, FRESH_START, progress_labels
-from storyd.core.jsonio import JSONError, loads
+from storyd.core.jsonio import loads_each
 from storyd.core.model import DONE, PENDING, Finding, Task, Unit
-from storyd.core.regular import FileTooLarge, NotRegularFile
 
 __all__ = ["ADAPTER", "MAX_TASK_BYTES", "MAX_TASK_FILES", "ROOT", "ClaudeTasksAdapter",
-           "read_task_file", "task_names", "unit_of"]
+           "read_task_files", "task_names", "unit_of"]
 
 ROOT = ".claude/tasks"
 KEY = "tasks"
 CHECKLIST = "tasks.md"  # a list's own checklist, committed beside it (haystack)
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_TYPE, _REGULAR = 0o170000, 0o100000  # stat.S_IFMT, S_IFREG (without a call)
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+Signature = tuple[int, int, int, int, int]  # Source.seen's: dev, ino, size, mtime, ctime
 MAX_TASK_FILES = 2000  # a list this long is not Claude Code's; the rest are not read
 MAX_TASK_BYTES = 256 * 1024  # one task's file; Claude Code's are a few hundred bytes
 _DONE = frozenset(("completed",))
 _PENDING = frozenset(("pending", "in_progress"))
 _VOCABULARY = ("completed", "pending", "in_progress")
-_STR = {str}
 _BUCKET = {"completed": DONE, "pending": PENDING, "in_progress": PENDING}
 _SHOWN = 20
 
@@ -66,30 +65,60 @@ def task_names(names: list[str]) -> list[str]:
     return found[:MAX_TASK_FILES]
 
 
-def read_task_file(path: str, *, dir_fd: int | None = None,
-                   limit: int = MAX_TASK_BYTES) -> tuple[bytes, os.stat_result]:  # fmt: skip
-    """A task file's bytes and status: a regular file, not a link (O_NOFOLLOW), at most
-    `limit` bytes (OSError otherwise); `path` relative to the folder open as `dir_fd`."""
-    # O_NONBLOCK: a FIFO opens at once (then refused); a regular file's read ignores it
-    # (storyd.core.regular's rule, with O_NOFOLLOW and a folder's descriptor added)
-    fd = os.open(path, _FILE, dir_fd=dir_fd)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise NotRegularFile(path, st.st_mode)
-        if st.st_size > limit:
-            raise FileTooLarge(path, limit)
-        data = os.read(fd, limit + 1)
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise FileTooLarge(path, limit)
-    return data, st
+def read_task_files(names: list[str], dir_fd: int, seen: dict[str, Signature | None], *,
+                    prefix: str = "", limit: int = MAX_TASK_BYTES,
+                    budget: int | None = None) -> list[tuple[str, bytes]]:  # fmt: skip
+    """The (name, bytes) of each named file of the folder open as `dir_fd` that is a
+    regular file, not a link (O_NOFOLLOW), and at most `limit` bytes; the others (a
+    link, a FIFO, too large, gone since listed) are left out. Each file's signature is
+    recorded in `seen` under `prefix + name` (None when left out). `budget`: the files
+    stop before the one that takes their total past it."""
+    opener, fstat, read, close = os.open, os.fstat, os.read, os.close
+    found, total = [], 0
+    for name in names:
+        # O_NONBLOCK: a FIFO opens at once (then refused); a regular file's read ignores
+        # it (storyd.core.regular's rule, with O_NOFOLLOW and a folder's descriptor added)
+        try:
+            fd = opener(name, _FILE, dir_fd=dir_fd)
+        except OSError:
+            seen[prefix + name] = None
+            continue
+        try:
+            st = fstat(fd)
+            size = st.st_size
+            if st.st_mode & _TYPE != _REGULAR or size > limit:
+                data = None
+            else:  # the size fstat gave, and one byte more: a read of `limit` bytes
+                # would allocate them (256 KiB: an mmap, mremap and munmap for a 400-byte
+                # file, in a process whose allocator has not grown, 5x the four calls)
+                data = read(fd, size + 1)
+                if len(data) > size:  # it grew since fstat: read on, to the bound
+                    data += read(fd, limit - size)
+                    if len(data) > limit:
+                        data = None
+        except OSError:
+            data = None
+        finally:
+            close(fd)
+        if data is None:
+            seen[prefix + name] = None
+            continue
+        seen[prefix + name] = (st.st_dev, st.st_ino, size, st.st_mtime_ns, st.st_ctime_ns)
+        if budget is not None:
+            total += len(data)
+            if total > budget:
+                break
+        found.append((name, data))
+    return found
 
 
 def _ids(value: object) -> list[str]:
-    if type(value) is list and (not value or set(map(type, value)) == _STR):
-        return value  # Claude Code's own: a list of strings, read as written
+    if type(value) is list:
+        for v in value:
+            if type(v) is not str:
+                break
+        else:
+            return value  # Claude Code's own: a list of strings, read as written
     if not isinstance(value, list):
         return []
     return [str(v) for v in value if isinstance(v, str | int) and not isinstance(v, bool)]
@@ -121,23 +150,22 @@ def _ident(name: str, node: dict[str, object], findings: list[Finding]) -> str |
     return raw
 
 
-def _parse(files: list[tuple[str, bytes]], findings: list[Finding],
-           ordered: bool) -> tuple[list[Task], dict[str, list[str]]]:  # fmt: skip
-    """The tasks in id order (`ordered`: the files come in task_names' order), and each
-    task's `blockedBy` when it has any."""
+def _parse(files: list[tuple[str, bytes]], findings: list[Finding], ordered: bool,
+           ) -> tuple[list[Task], dict[str, list[str]], dict[str, str]]:  # fmt: skip
+    """The tasks in id order (`ordered`: the files come in task_names' order), each
+    task's `blockedBy` when it has any, and each task's status in lower case."""
     got: dict[str, Task] = {}
     blockers: dict[str, list[str]] = {}
+    status_of: dict[str, str] = {}
     named = ordered
-    for name, data in files:
-        try:
-            node = loads(data)
-        except (JSONError, ValueError, RecursionError):
-            node = None
+    bucket_of = _BUCKET.get
+    for (name, _), node in zip(files, loads_each([data for _, data in files]), strict=True):
         if not isinstance(node, dict):
             message = f"{name} is not a JSON object (a torn or hand-edited write); skipped"
             findings.append(finding("torn-task-file", "warning", message))
             continue
-        raw = node.get("id")
+        get = node.get
+        raw = get("id")
         if type(raw) is not str or not raw or raw.isspace():
             raw = _ident(name, node, findings)
             if raw is None:
@@ -148,39 +176,48 @@ def _parse(files: list[tuple[str, bytes]], findings: list[Finding],
             message = f"task {raw} appears again in {name}; the later file wins"
             findings.append(finding("duplicate-task-id", "warning", message, raw))
             blockers.pop(raw, None)
-        status = node.get("status")
-        extra = {"subject": node.get("subject"), "owner": node.get("owner")}
-        if type(status) is str and (bucket := _BUCKET.get(status)) is not None:
+        status = get("status")
+        extra = {"subject": get("subject"), "owner": get("owner")}
+        if type(status) is str and (bucket := bucket_of(status)) is not None:
             got[raw] = Task(raw, status, bucket, extra=extra)  # Claude Code's own word
+            status_of[raw] = status
         else:
             got[raw], unknown = make_task(raw, status, done=_DONE, pending=_PENDING,
                                           default="pending", extra=extra)
+            status_of[raw] = got[raw].status.lower()
             if unknown is not None:
                 findings.append(unknown)
-        deps = node.get("blockedBy")
+        deps = get("blockedBy")
         if deps:
             blockers[raw] = _ids(deps)
-    if named and len(got) == len(files):
-        return list(got.values()), blockers  # each id its file's name, the names in id order
-    return sorted(got.values(), key=lambda task: _id_order(task.id)), blockers
+    if named and len(got) == len(files):  # each id its file's name, the names in id order
+        return list(got.values()), blockers, status_of
+    return sorted(got.values(), key=lambda task: _id_order(task.id)), blockers, status_of
 
 
 def _waiting(status: dict[str, str], blockers: dict[str, list[str]]) -> dict[str, list[str]]:
     """Each task's blockers that are not completed (a blocker whose file is gone was
     deleted: it blocks nothing), for the tasks that have any."""
     waits = {}
+    get = status.get
     for ident, deps in blockers.items():
-        early = [b for b in deps if status.get(b, "completed") != "completed"]
+        early = [b for b in deps if get(b, "completed") != "completed"]
         if early:
             waits[ident] = early
     return waits
 
 
-def _next(tasks: list[Task], status: dict[str, str],
-          waits: dict[str, list[str]]) -> tuple[dict[str, object] | None, list[Task]]:  # fmt: skip
-    """The producer's next task, with the ready queue (pending, nothing open before it)."""
-    working = [t for t in tasks if status[t.id] == "in_progress"]
-    ready = [t for t in tasks if status[t.id] == "pending" and t.id not in waits]
+def _next(tasks: list[Task], status: dict[str, str], waits: dict[str, list[str]],
+          blocked: list[Task]) -> tuple[dict[str, object] | None, list[Task]]:  # fmt: skip
+    """The producer's next task, with the ready queue (pending, nothing open before it);
+    `blocked` the open tasks that wait on a blocker, in id order."""
+    working, ready = [], []
+    for t in tasks:
+        word = status[t.id]
+        if word == "in_progress":
+            working.append(t)
+        elif word == "pending" and t.id not in waits:
+            ready.append(t)
     chosen = working[0] if working else ready[0] if ready else None
     if chosen is None:
         return None, ready
@@ -191,8 +228,7 @@ def _next(tasks: list[Task], status: dict[str, str],
                               "ready": [t.id for t in ready[:_SHOWN]],
                               "inProgress": [t.id for t in working[:_SHOWN]],
                               "blocked": [{"id": t.id, "waitingFor": waits[t.id]}
-                                          for t in tasks if t.id in waits
-                                          and status[t.id] != "completed"][:_SHOWN]}
+                                          for t in blocked[:_SHOWN]]}
     owner = _owner(chosen)
     if owner is not None:
         nxt["owner"] = owner
@@ -206,41 +242,46 @@ def unit_of(files: list[tuple[str, bytes]], state_file: str,
     (`ordered`: in task_names' order); `checklist` the folder's own `tasks.md` (its
     path, bytes) when it has one."""
     findings = [] if findings is None else findings
-    tasks, blockers = _parse(files, findings, ordered)
-    status = {t.id: t.status.lower() for t in tasks}
+    tasks, blockers, status = _parse(files, findings, ordered)
     waits = _waiting(status, blockers)
-    for task in tasks:
-        if task.id in waits and status[task.id] == "completed":
-            message = (f"task {task.id} is completed while its blocker(s) "
-                       f"{', '.join(waits[task.id][:5])} are not")
-            findings.append(finding("done-before-blocker", "info", message, task.id))
+    blocked = []  # the open tasks waiting on a blocker, in id order
+    if waits:
+        for task in tasks:
+            if task.id in waits:
+                if status[task.id] != "completed":
+                    blocked.append(task)
+                    continue
+                message = (f"task {task.id} is completed while its blocker(s) "
+                           f"{', '.join(waits[task.id][:5])} are not")
+                findings.append(finding("done-before-blocker", "info", message, task.id))
     if checklist is not None:
         findings.extend(_ledgers(tasks, state_file, *checklist))
-    nxt, ready = _next(tasks, status, waits)
-    if tasks and all(t.bucket == DONE for t in tasks):
+    nxt, ready = _next(tasks, status, waits, blocked)
+    labels = progress_labels(tasks, _VOCABULARY)
+    done = int(labels["completed"])  # Claude Code's one done status
+    if tasks and done == len(tasks):
         point = ALL_DONE
     elif nxt is None:
         point = "blocked" if tasks else FRESH_START
         if tasks:
             message = "no task is in progress and every pending task waits on a blocker"
             findings.append(finding("no-next-task", "warning", message))
-    elif not any(t.bucket == DONE for t in tasks) and not nxt["inProgress"]:
+    elif not done and not nxt["inProgress"]:
         point = FRESH_START
     else:
         point = f"task-{nxt['task']}"
-    labels = progress_labels(tasks, _VOCABULARY)
     labels["ready"] = str(len(ready))
     owners: dict[str, int] = {}
     for task in tasks:
-        if (owner := _owner(task)) is not None:
+        owner = task.extra["owner"]  # _owner's rule, without a call per task
+        if isinstance(owner, str) and (owner := owner.strip()):
             owners[owner] = owners.get(owner, 0) + 1
     if owners:
         labels["owners"] = ", ".join(f"{o}: {n}" for o, n in sorted(owners.items())[:_SHOWN])
-    waiting = [f"{t.id} on {', '.join(waits[t.id][:5])}" for t in tasks
-               if t.id in waits and status[t.id] != "completed"]
-    if waiting:  # the open tasks' open blockers (blockedBy): what each waits on
-        labels["waiting"] = "; ".join(waiting[:_SHOWN]) + (
-            f"; and {len(waiting) - _SHOWN} more" if len(waiting) > _SHOWN else "")
+    if blocked:  # the open tasks' open blockers (blockedBy): what each waits on
+        waiting = [f"{t.id} on {', '.join(waits[t.id][:5])}" for t in blocked[:_SHOWN]]
+        labels["waiting"] = "; ".join(waiting) + (
+            f"; and {len(blocked) - _SHOWN} more" if len(blocked) > _SHOWN else "")
     return Unit("claude-tasks", state_file, KEY, tuple(tasks), resume_point=point,
                 findings=tuple(findings), labels=labels, next=nxt)
 
@@ -307,15 +348,13 @@ class ClaudeTasksAdapter(Adapter):
                 return []  # the folder's unit is its first task file's
             if not inside:  # Refused: the folder leads out of the workspace or into git's
                 resolve(source.workspace, folder)
-            files, seen, prefix = [], source.seen, folder + "/"
-            for name in names:  # no link followed out of the folder; Claude Code takes no lock
-                data = _read(name, dfd, seen, prefix + name)
-                if data is not None:
-                    files.append((name, data))
+            # no link followed out of the folder; Claude Code takes no lock
+            prefix = folder + "/"
+            files = read_task_files(names, dfd, source.seen, prefix=prefix)
             checklist = None
             if CHECKLIST in listed:  # the list's own markdown checklist (a second ledger)
-                data = _read(CHECKLIST, dfd, seen, prefix + CHECKLIST)
-                checklist = None if data is None else (f"{prefix}{CHECKLIST}", data)
+                got = read_task_files([CHECKLIST], dfd, source.seen, prefix=prefix)
+                checklist = (prefix + CHECKLIST, got[0][1]) if got else None
         finally:
             os.close(dfd)
         return [unit_of(files, relpath, checklist=checklist, ordered=True)]
@@ -340,19 +379,6 @@ def _open_folder(workspace: str, folder: str) -> tuple[int, bool]:
         else:
             return fd, True
     return os.open(os.path.join(workspace, folder), _FOLDER), False
-
-
-def _read(name: str, dfd: int, seen: dict[str, tuple[int, int, int, int, int] | None],
-          rel: str) -> bytes | None:  # fmt: skip
-    """A file of the folder open as `dfd`, its signature recorded; None when it is a
-    link, a FIFO, too large, or gone since listed."""
-    try:
-        data, st = read_task_file(name, dir_fd=dfd)
-    except OSError:
-        seen[rel] = None
-        return None
-    seen[rel] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    return data
 
 
 ADAPTER = ClaudeTasksAdapter()
