@@ -66,16 +66,14 @@ def node_digest(node: object) -> bytes:
     digested from repr, tagged apart, so the two kinds never compare equal. A container
     of more than `_SLICE` items is digested from repr a slice at a time: one repr of a
     100,000-task story held the interpreter 33 ms, every other client waiting."""
-    hasher = blake2b(digest_size=16)
     if _small(node):
         try:
             data = _dumps(node)
         except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
             data = None
         if data is not None and b"null" not in data:
-            hasher.update(b"o")
-            hasher.update(data)
-            return hasher.digest()
+            return blake2b(b"o" + data, digest_size=16).digest()  # one call: 10,000 a read
+    hasher = blake2b(digest_size=16)
     hasher.update(b"r")
     _feed(hasher, node, 0)
     return hasher.digest()

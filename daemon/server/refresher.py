@@ -307,7 +307,9 @@ class Refresher(Worker):
         started = time.perf_counter()
         generation = self.engine.log.generation
         complete = self.engine.touch(ws, relpath, tentative=early)
-        self.engine.reads.quiet.trim()  # a big read's freed heap (server/quietgc.py)
+        quiet = self.engine.reads.quiet
+        quiet.forget_parses()  # read: its tree is not held while nothing parses it
+        quiet.trim()  # a big read's freed heap (server/quietgc.py)
         if not complete:
             self.request(ws.path, relpath)  # torn at a write's end: again once it settles
         elif self.engine.racy(ws, relpath):
