@@ -173,6 +173,7 @@ class Reads:
         self.keeps = keeps
         self.quiet = QuietGC()  # a big file is parsed with the collector held off
         self.priority = Priority()  # a query's read first, the background's passes after
+        self.priority.on_stretch = self.quiet.freeze  # a long pass's survivors (quietgc.py)
         self._file_locks = [threading.Lock() for _ in range(_FILE_LOCKS)]
         self._last_good: dict[tuple[str, str], FileRead] = {}
         # each file's latest read and when it began (monotonic ns): shared by queries
