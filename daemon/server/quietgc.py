@@ -14,8 +14,9 @@ hold costs nothing there.
 `gc.disable()` is process-wide: holders are counted, so the first one in turns the
 collector off and the last one out turns it back on (when it was on before), on error
 too. Cycles are not lost, only collected once the parse is over; refcounting frees
-everything else meanwhile. (`gc.freeze()` was the other way: it would keep the frozen
-heap's cyclic garbage for good in a process that never forks.)
+everything else meanwhile. (`gc.freeze()` alone, for the parse, would keep the frozen
+heap's cyclic garbage for good in a process that never forks: the freeze below comes
+with a full collection once idle.)
 
 glibc keeps the heap a big read freed (the file's bytes, the old snapshot's objects)
 until asked: `trim` asks (`malloc_trim(0)`, as the warm-up does), at most once a
