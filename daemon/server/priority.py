@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["MAX_WAIT", "Priority"]
+__all__ = ["FREEZE_EVERY", "MAX_WAIT", "Priority"]
 
 MAX_WAIT = 0.1  # seconds one `give_way` may wait for the queries in flight
+FREEZE_EVERY = 2048  # units of a pass between two calls of `on_stretch`
 
 
 class Priority:
@@ -32,6 +33,15 @@ class Priority:
         self.gave_way = 0  # turns a pass waited (stats, tests)
         self._started = 0  # queries started so far
         self._outwaited = -1  # `_started` when a wait last ran out: no wait until it moves
+        self._passed = 0  # units passed since `on_stretch` last ran
+        # called every FREEZE_EVERY units of the background's passes (Reads binds the
+        # collector's freeze: a long build's survivors leave the collector's view)
+        self.on_stretch: Callable[[], None] = lambda: None
+
+    @property
+    def started(self) -> int:
+        """Queries that read so far (misses): a count that moves while clients ask."""
+        return self._started
 
     @contextmanager
     def asking(self) -> Iterator[None]:
@@ -54,6 +64,10 @@ class Priority:
 
     def give_way(self) -> None:
         """Between two units of a background pass: wait while a query reads (bounded)."""
+        self._passed += 1
+        if self._passed >= FREEZE_EVERY:
+            self._passed = 0
+            self.on_stretch()
         if not self.asking_now:  # one attribute read: the common case
             return
         if threading.get_ident() in self._askers:  # a query's own read

@@ -79,6 +79,7 @@ class Refresher(Worker):
         # FSEvents and the polling observers tell late; inotify's event may be queued)
         self._git_seen: dict[str, object] = {}
         self._ticks = 0
+        self._busy_mark: tuple[int, int] = (-1, -1)  # misses and big parses at the last tick
         self.git_busy: Callable[[str], bool] = git_busy or (lambda _ws: False)
         self.on_git_change: Callable[[Workspace], None] = engine.recheck
         # The daemon's upkeep, bound once by assembly.assemble (it runs on this thread
@@ -307,7 +308,10 @@ class Refresher(Worker):
         started = time.perf_counter()
         generation = self.engine.log.generation
         complete = self.engine.touch(ws, relpath, tentative=early)
-        self.engine.reads.quiet.trim()  # a big read's freed heap (server/quietgc.py)
+        quiet = self.engine.reads.quiet
+        quiet.forget_parses()  # read: its tree is not held while nothing parses it
+        quiet.freeze()  # what the read left alive leaves the collector's view
+        quiet.trim()  # a big read's freed heap (server/quietgc.py)
         if not complete:
             self.request(ws.path, relpath)  # torn at a write's end: again once it settles
         elif self.engine.racy(ws, relpath):
@@ -347,7 +351,11 @@ class Refresher(Worker):
                 self.engine.scan(ws, reread=False)
             elif self.engine.verify(ws):
                 self.log.info("verify_caught_change", workspace=ws.path)
-        self.engine.reads.quiet.trim(force=True)  # the big reads since the last trim
+        reads = self.engine.reads
+        reads.quiet.trim(force=True)  # the big reads since the last trim
+        mark = (reads.priority.started, reads.quiet.held)
+        reads.quiet.collect_idle(idle=mark == self._busy_mark)  # quietgc.py
+        self._busy_mark = mark
         self.on_tick()
 
 
