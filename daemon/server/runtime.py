@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from storyd.server.ops import Server
     from storyd.server.service import Daemon, Settings
 
-__all__ = ["Runtime"]
+__all__ = ["FIRST_QUERY_GRACE", "Runtime"]
+
+FIRST_QUERY_GRACE = 0.05  # seconds after serving before the warm-up's reads are queued
 
 
 class Runtime:
@@ -73,7 +75,7 @@ class Runtime:
             )
             daemon = parts.daemon
             try:
-                daemon.start(workspaces)
+                daemon.start(workspaces, warm=False)  # warm_up: once serving (`ready`)
                 # said once the socket accepts and SIGTERM is handled (`ready` below): a
                 # supervisor that stops the daemon on seeing this line gets a clean stop
                 self._serving = {
@@ -102,6 +104,10 @@ class Runtime:
         tasks = []
 
         def ready() -> None:
+            assert self.daemon is not None
+            # the warm-up's whole-file reads start a moment after the socket serves: the
+            # first queries (a client waiting in the backlog) read their unit alone first
+            loop.call_later(FIRST_QUERY_GRACE, self.daemon.warm_up)
             self.log.info("serving", **self._serving)
             self.notifier.ready()
             self._status()
