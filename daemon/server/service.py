@@ -30,6 +30,7 @@ from storyd.core.gitstate import is_work_tree
 from storyd.server import misses
 from storyd.server.quietgc import give_back_freed_memory
 from storyd.server.store import folder_identity
+from storyd.server.warmup import Warmup
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -116,21 +117,6 @@ class Settings:
 
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
-
-
-class Warmup:
-    """Progress of the start-up warm-up: workspaces read, then checked by detectors."""
-
-    __slots__ = ("checked", "done", "read", "total")
-
-    def __init__(self) -> None:
-        self.total = self.read = self.checked = 0
-        self.done = False
-
-    def begin(self, total: int) -> None:
-        """A warm-up of `total` workspaces starts (done at once when there are none)."""
-        self.total = total
-        self.done = total == 0
 
 
 class Daemon:
