@@ -48,7 +48,12 @@ class Detectors:
                     raise RuntimeError("the daemon is stopping: its detectors are closed")
                 from storyd.api.detection import build_detect, tips_held_by
 
-                detect, runner = build_detect(self._cfg, self._staleness)
+                try:
+                    detect, runner = build_detect(self._cfg, self._staleness)
+                except SystemExit as exc:  # a plugin's import: on the refresher thread,
+                    # SystemExit would end the thread unseen; a call's error is logged
+                    msg = f"a detector plugin called exit({exc.code}) on import"
+                    raise RuntimeError(msg) from None
                 self._built = (detect, tips_held_by(runner), runner)
             return self._built
 
