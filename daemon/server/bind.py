@@ -16,9 +16,9 @@ import stat
 import fasteners
 
 from storyd.core.errors import StorydError, UsageError
-from storyd.core.paths import check_socket_path
+from storyd.core.paths import check_socket_path, socket_path
 
-__all__ = ["AlreadyRunning", "bind_socket"]
+__all__ = ["AlreadyRunning", "Bound", "bind_socket", "take_socket"]
 
 
 class AlreadyRunning(StorydError):
@@ -115,3 +115,51 @@ def bind_socket(path: str) -> tuple[socket.socket, fasteners.InterProcessLock, t
         lock.release()
         raise
     return sock, lock, (st.st_dev, st.st_ino)
+
+
+class Bound:
+    """The daemon's listening socket: inherited (systemd, launchd) or bound here, in
+    which case the single-instance lock and the inode to unlink at the end come with it."""
+
+    __slots__ = ("identity", "inherited", "lock", "path", "sock")
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        path: str,
+        lock: fasteners.InterProcessLock | None,
+        identity: tuple[int, int] | None,
+    ) -> None:
+        self.sock, self.path, self.lock, self.identity = sock, path, lock, identity
+        self.inherited = lock is None
+
+    def close(self) -> None:
+        """Close the socket, unlink it if it is still the one bound here, free the lock."""
+        self.sock.close()
+        if self.identity is not None:
+            _unlink_if_ours(self.path, self.identity)
+        if self.lock is not None:
+            self.lock.release()
+
+
+def take_socket(socket_flag: str) -> Bound:
+    """systemd's socket (LISTEN_FDS), launchd's, or ours bound at `socket_flag` (empty:
+    the default path)."""
+    from storyd.server import launchd, systemd
+
+    inherited = systemd.listen_socket() or launchd.listen_socket()
+    if inherited is not None:
+        return Bound(inherited, str(inherited.getsockname()), None, None)
+    path = socket_path(socket_flag or None)
+    sock, lock, identity = bind_socket(path)
+    return Bound(sock, path, lock, identity)
+
+
+def _unlink_if_ours(path: str, identity: tuple[int, int]) -> None:
+    """Unlink the socket only if it is still the one we bound (a successor's stays)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if (st.st_dev, st.st_ino) == identity:
+        os.unlink(path)

@@ -17,20 +17,21 @@ import signal
 import socket
 from typing import TYPE_CHECKING
 
-from storyd.core.paths import socket_path
-from storyd.server import launchd, systemd
+from storyd.server import systemd
 from storyd.server.assembly import Assembly, assemble
-from storyd.server.bind import bind_socket
+from storyd.server.bind import Bound, take_socket
+from storyd.server.lazydetect import Detectors
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
     from storyd.config import Config
-    from storyd.detectors.runner import Runner
     from storyd.server.ops import Server
     from storyd.server.service import Daemon, Settings
 
-__all__ = ["Runtime"]
+__all__ = ["FIRST_QUERY_GRACE", "Runtime"]
+
+FIRST_QUERY_GRACE = 0.05  # seconds after serving before the warm-up's reads are queued
 
 
 class Runtime:
@@ -54,58 +55,43 @@ class Runtime:
         self.notifier = systemd.Notifier()
         self._serving: dict[str, object] = {}  # what the "serving" line says, once ready
         self.parts: Assembly | None = None
-        self.runner: Runner | None = None
+        self.detectors: Detectors | None = None
 
     @property
     def daemon(self) -> Daemon | None:
         """The assembled daemon (None before `run` builds it)."""
         return self.parts.daemon if self.parts is not None else None
 
-    def run(self, socket_flag: str, workspaces: list[str]) -> int:
-        """Serve until stopped; the exit code."""
-        from storyd.api.detection import build_detect, tips_held_by
-
-        # Plugins load before the socket is touched: a broken one leaves nothing behind.
-        detect, runner = build_detect(self.cfg, self.settings.staleness)
-        self.runner = runner
-        try:
-            inherited = systemd.listen_socket() or launchd.listen_socket()
-            lock = identity = None
-            if inherited is not None:
-                sock, path = inherited, inherited.getsockname()
-            else:
-                path = socket_path(socket_flag or None)
-                sock, lock, identity = bind_socket(path)
-        except BaseException:
-            runner.close()
-            raise
+    def run(self, socket_flag: str | Bound, workspaces: list[str]) -> int:
+        """Serve until stopped; the exit code. `socket_flag`: the socket `storyd serve`
+        took already (bind.take_socket), or the path to take it at."""
+        bound = socket_flag if isinstance(socket_flag, Bound) else take_socket(socket_flag)
+        # the detectors and their plugins load at their first use, after the socket serves
+        # (lazydetect.py); a plugin that fails to load is skipped then, as before
+        self.detectors = detectors = Detectors(self.cfg, self.settings.staleness)
         try:
             self.parts = parts = assemble(
-                self.settings, self.cfg, detect, tips_held_by(runner), str(path)
+                self.settings, self.cfg, detectors.detect, detectors.hold_tips, bound.path
             )
             daemon = parts.daemon
             try:
-                daemon.start(workspaces)
+                daemon.start(workspaces, warm=False)  # warm_up: once serving (`ready`)
                 # said once the socket accepts and SIGTERM is handled (`ready` below): a
                 # supervisor that stops the daemon on seeing this line gets a clean stop
                 self._serving = {
-                    "socket": path,
+                    "socket": bound.path,
                     "workspaces": len(daemon.engine.workspaces),
-                    "activated": inherited is not None,
+                    "activated": bound.inherited,
                     "pid": os.getpid(),
                 }
-                asyncio.run(self._serve(parts.server, sock))
+                asyncio.run(self._serve(parts.server, bound.sock))
             finally:
                 self.notifier.stopping()
                 daemon.stop()
                 parts.close_optional_parts()
         finally:
-            self.runner.close()  # the one _swap_detectors may have put in its place
-            sock.close()
-            if identity is not None:
-                _unlink_if_ours(str(path), identity)
-            if lock is not None:
-                lock.release()
+            self.detectors.close()  # the one _swap_detectors may have put in its place
+            bound.close()
             self.log.info("stopped")
         return 0
 
@@ -118,6 +104,10 @@ class Runtime:
         tasks = []
 
         def ready() -> None:
+            assert self.daemon is not None
+            # the warm-up's whole-file reads start a moment after the socket serves: the
+            # first queries (a client waiting in the backlog) read their unit alone first
+            loop.call_later(FIRST_QUERY_GRACE, self.daemon.warm_up)
             self.log.info("serving", **self._serving)
             self.notifier.ready()
             self._status()
@@ -198,23 +188,22 @@ class Runtime:
 
     def _swap_detectors(self, cfg: Config) -> None:
         """New detector settings: rebuild the runner, recheck every unit, keep the files cached."""
-        from storyd.api.detection import build_detect, tips_held_by
-
         assert self.daemon is not None
         engine = self.daemon.engine
+        detectors = Detectors(cfg, self.settings.staleness)
         try:
-            detect, runner = build_detect(cfg, self.settings.staleness)
+            detectors.build()  # a reload's failure is said now, the old ones kept
         except Exception as exc:
             self.log.error("detectors_reload_failed", error=getattr(exc, "message", str(exc)))
             return
-        old_runner, self.runner = self.runner, runner
+        old, self.detectors = self.detectors, detectors
 
         def swap() -> None:
-            engine.use_detectors(detect, tips_held_by(runner))
+            engine.use_detectors(detectors.detect, detectors.hold_tips)
             for ws in list(engine.workspaces.values()):
                 engine.recheck(ws)
-            if old_runner is not None:
-                old_runner.close()
+            if old is not None:
+                old.close()
 
         self.daemon.refresher.call(swap)
 
@@ -225,12 +214,3 @@ class Runtime:
         assert self.daemon is not None and self.parts is not None
         self.daemon.use_limits(cfg.limits, auto_watch=cfg.auto_watch)
         self.parts.notifications.configure(**notify.settings_of(cfg))
-
-
-def _unlink_if_ours(path: str, identity: tuple[int, int]) -> None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return
-    if (st.st_dev, st.st_ino) == identity:
-        os.unlink(path)

@@ -30,6 +30,7 @@ from storyd.core.gitstate import is_work_tree
 from storyd.server import misses
 from storyd.server.quietgc import give_back_freed_memory
 from storyd.server.store import folder_identity
+from storyd.server.warmup import Warmup
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -118,21 +119,6 @@ def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
 
-class Warmup:
-    """Progress of the start-up warm-up: workspaces read, then checked by detectors."""
-
-    __slots__ = ("checked", "done", "read", "total")
-
-    def __init__(self) -> None:
-        self.total = self.read = self.checked = 0
-        self.done = False
-
-    def begin(self, total: int) -> None:
-        """A warm-up of `total` workspaces starts (done at once when there are none)."""
-        self.total = total
-        self.done = total == 0
-
-
 class Daemon:
     """Everything the daemon knows and does, minus the socket."""
 
@@ -171,11 +157,14 @@ class Daemon:
         self.forgotten = {"gone": 0, "expired": 0}
         # watches queued on the refresher, by workspace: a second ask joins the first
         self._pending_watches: dict[str, Future[int]] = {}
+        self._warm_paths: list[str] | None = None  # registered, warm-up not queued yet
 
     # -- lifecycle -----------------------------------------------------------
 
-    def start(self, workspaces: list[str]) -> None:
-        """Register the configured workspaces and start the threads; warming runs behind.
+    def start(self, workspaces: list[str], *, warm: bool = True) -> None:
+        """Register the configured workspaces and start the threads; warming runs behind
+        (queued now, or with `warm=False` when `warm_up` is called: `storyd serve` calls
+        it a moment after its socket serves, so the first queries read alone).
 
         Nothing here reads a state file: the socket serves at once, and queries that
         the cache cannot answer yet are read directly on the pool (see `Warmup`).
@@ -192,8 +181,16 @@ class Daemon:
                 self.engine.add_workspace(canonical, checked=False)
                 paths.append(canonical)
         self.warm.begin(len(paths))
-        self._warm(paths)
+        self._warm_paths = paths
+        if warm:
+            self.warm_up()
         self.refresher.start()
+
+    def warm_up(self) -> None:
+        """Queue the start-up warm-up on the refresher (once; later calls do nothing)."""
+        paths, self._warm_paths = self._warm_paths, None
+        if paths is not None:
+            self._warm(paths)
 
     def _warm(self, paths: list[str]) -> None:
         """Queue the start-up on the refresher thread: read every workspace, then run the
@@ -223,6 +220,7 @@ class Daemon:
         self.refresher.call(done)
 
     def _warm_read(self, path: str) -> None:
+        self.engine.reads.priority.give_way()  # a query reading now goes first (bounded)
         if self.refresher.should_keep_running() and path in self.engine.workspaces:
             try:
                 self._watch_now(path)

@@ -12,6 +12,8 @@ from storyd.core.flags import MANY, SWITCH, VALUE, parse, text
 from storyd.core.storytime import MODES
 
 if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
     from storyd.config import Config
     from storyd.server.service import Settings
 
@@ -56,6 +58,26 @@ def _workspaces(flags: dict[str, object], cfg: Config) -> list[str]:
     return given + [w for w in cfg.workspaces if w not in given]
 
 
+def _serve(
+    settings: Settings,
+    cfg: Config,
+    given: str | None,
+    logger: FilteringBoundLogger,
+    flags: dict[str, object],
+) -> int:
+    """Take the socket first, then import and build the daemon behind it (issue 43): a
+    client's connect waits in the backlog meanwhile rather than being refused."""
+    from storyd.server.bind import take_socket
+
+    bound = take_socket(str(flags.get("socket") or cfg.socket or ""))
+    try:
+        from storyd.server.runtime import Runtime
+    except BaseException:
+        bound.close()
+        raise
+    return Runtime(settings, cfg, given, logger).run(bound, _workspaces(flags, cfg))
+
+
 def main(argv: list[str]) -> int:
     """Bind (or take systemd's socket), scan, signal READY, serve until SIGTERM."""
     flags = parse(argv, FLAGS, USAGE)
@@ -71,11 +93,8 @@ def main(argv: list[str]) -> int:
     given = config_file(flags)
     cfg = config.load(given)
     settings = _settings(flags, cfg)
-    from storyd.server.runtime import Runtime
-
-    runtime = Runtime(settings, cfg, given, logger)
     try:
-        code = runtime.run(str(flags.get("socket") or cfg.socket or ""), _workspaces(flags, cfg))
+        code = _serve(settings, cfg, given, logger, flags)
     except StorydError as exc:  # printed here, before the log line that records it
         sys.stderr.write(f"storyd serve: {exc.message}\n")
         logger.error("serve_failed", error=exc.message, code=exc.code)
