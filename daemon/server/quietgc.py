@@ -42,7 +42,8 @@ for that one's tree, and a finished tree answers equal bytes for `LINGER` second
 its last use (or until `forget_parses`). Equal bytes give an equal tree, so whoever
 read the bytes, whenever, gets what its own parse would give: sharing never serves
 older data than the caller read. The tree is shared read-only (no format changes the
-document it parsed; each builds its units from it).
+document it parsed; each builds its units from it: tests/test_parse_untouched.py holds
+every adapter to it over the corpora and the seed epic).
 The survivors frozen (issue 43): at 10,000 stories the daemon keeps ~1.5 million
 objects, and a full collection over them held the lock 50-270 ms, from whichever
 thread allocated last, in the middle of a warm-up's build or right after a write's
