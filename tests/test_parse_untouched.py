@@ -1,8 +1,8 @@
 """No format changes the JSON tree it parsed.
 
-The daemon shares one parse of a big document between readers of equal bytes (a query's
-miss and the refresher's read: server/quietgc.py), which is right only while every
-adapter treats the tree as read-only. Each real JSON state file of the corpora, and the
+Any reuse of a parsed document (a tree shared between a query's miss and the
+refresher's read of equal bytes was tried for issue 43: server/quietgc.py) is right only
+while every adapter treats the tree as read-only. Each real JSON state file of the corpora, and the
 seed convention's epic, is read through the daemon's engine with a parser that keeps
 every tree it hands out; after the reads each tree must still equal a fresh parse of its
 bytes.

@@ -32,18 +32,11 @@ and unmapped on its own. bench_probe: RSS after the rewrite load 150 -> 94 MB (a
 the warm-up 105 -> 89). Parsing big files with the `_json` scanner instead of orjson
 (no key cache: see fastjson.py) held the lock 10 ms longer a parse: 26-28 probes over
 50 ms, not kept.
-One parse of the same bytes, shared (issue 43): a write makes the refresher read the
-file whole while the query that follows it misses and parses the file too, and a
-warm-up's misses each parsed the file again beside the warm-up's read. Each parse holds
-the interpreter lock ~70 ms at 10,000 stories, so every one waited on the others', and
-two trees side by side raised the heap's high-water by ~40 MB. A big document's parse
-is now shared by the bytes: a parse of bytes equal to those of a parse under way waits
-for that one's tree, and a finished tree answers equal bytes for `LINGER` seconds after
-its last use (or until `forget_parses`). Equal bytes give an equal tree, so whoever
-read the bytes, whenever, gets what its own parse would give: sharing never serves
-older data than the caller read. The tree is shared read-only (no format changes the
-document it parsed; each builds its units from it: tests/test_parse_untouched.py holds
-every adapter to it over the corpora and the seed epic).
+Sharing one big parse between readers of equal bytes (a write's miss and the
+refresher's read) was tried for issue 43 (write to visible 276 -> 171 ms at 10,000
+stories under load) and taken out: trees kept alive across threads' allocations left
+the heap fragmented, and RSS after 12 rereads of a 2.8 MB file grew 12-18 MB instead of
+7-10 (tests/test_memory_bigread.py, bound 14 MB).
 The survivors frozen (issue 43): at 10,000 stories the daemon keeps ~1.5 million
 objects, and a full collection over them held the lock 50-270 ms, from whichever
 thread allocated last, in the middle of a warm-up's build or right after a write's
@@ -68,7 +61,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-__all__ = ["BIG_BYTES", "LINGER", "MMAP_BYTES", "TRIM_EVERY", "QuietGC", "fix_malloc_thresholds"]
+__all__ = ["BIG_BYTES", "MMAP_BYTES", "TRIM_EVERY", "QuietGC", "fix_malloc_thresholds"]
 
 BIG_BYTES = 1024 * 1024
 """A document at least this big is parsed with the collector held off (1 MiB parses in
@@ -81,24 +74,6 @@ TRIM_EVERY = 1.0
 REFREEZE_GROWTH = 3
 """The frozen heap may grow to this many times its size after the last full collection
 before one runs, idle or not (see the module docstring)."""
-LINGER = 1.0
-"""Seconds a finished big parse answers equal bytes after its last use."""
-_SHARED = 2  # big parses kept at once (under way or lingering)
-_WAIT = 10.0  # seconds a parse waits for another's tree before parsing on its own
-
-
-class _Parse:
-    """One big parse: its bytes, and its tree once `done` (None: it failed)."""
-
-    __slots__ = ("data", "done", "ok", "used", "value")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.done = threading.Event()
-        self.ok = False
-        self.value: object = None
-        self.used = time.monotonic()
-
 
 class QuietGC:
     """The collector's holders and the heap trims due after big reads."""
@@ -112,10 +87,8 @@ class QuietGC:
         self._trimmed = 0.0  # monotonic time of the last trim
         self.held = 0  # parses held so far (tests)
         self.trims = 0
-        self.shared = 0  # big parses answered by another's tree (stats, tests)
         self.full = 0  # full collections `collect_idle` ran (stats, tests)
         self._frozen_base = 0  # frozen objects after the last full collection
-        self._parses: list[_Parse] = []  # big parses under way or lingering, oldest first
 
     def parsing(
         self, loads: Callable[[bytes], object], big: Callable[[bytes], object] | None = None
@@ -127,47 +100,10 @@ class QuietGC:
         def parse(data: bytes) -> object:
             if len(data) < self.big_bytes:
                 return loads(data)
-            return self._shared_parse(data, big_loads)
-
-        return parse
-
-    def _shared_parse(self, data: bytes, big_loads: Callable[[bytes], object]) -> object:
-        """A big document's tree: another parse's of equal bytes, or parsed now and
-        offered to the others (see the module docstring)."""
-        with self._lock:
-            self._expire(time.monotonic())
-            found = next((p for p in self._parses if p.data == data), None)
-            if found is None:
-                mine = _Parse(data)
-                self._parses.append(mine)
-                del self._parses[:-_SHARED]
-        if found is not None and found.done.wait(_WAIT) and found.ok:
-            found.used = time.monotonic()
-            self.shared += 1
-            return found.value
-        if found is not None:  # it failed or is late: parse on our own, unshared
             with self.hold():
                 return big_loads(data)
-        try:
-            with self.hold():
-                mine.value = big_loads(data)
-            mine.ok = True
-            return mine.value
-        finally:
-            mine.used = time.monotonic()
-            mine.done.set()
-            if not mine.ok:
-                self._drop(mine)
 
-    def _expire(self, now: float) -> None:
-        """Drop the finished parses unused for `LINGER` seconds (under `_lock`)."""
-        self._parses = [p for p in self._parses
-                        if not p.done.is_set() or now - p.used < LINGER]
-
-    def _drop(self, parse: _Parse) -> None:
-        with self._lock:
-            if parse in self._parses:
-                self._parses.remove(parse)
+        return parse
 
     def freeze(self) -> None:
         """Move every object alive now out of the collector's view (see the docstring)."""
@@ -188,11 +124,6 @@ class QuietGC:
         self._frozen_base = gc.get_freeze_count()
         self.full += 1
         return True
-
-    def forget_parses(self) -> None:
-        """Drop every finished parse (their trees are freed once their readers are done)."""
-        with self._lock:
-            self._parses = [p for p in self._parses if not p.done.is_set()]
 
     def due(self) -> None:
         """A big answer was served: its freed heap is trimmed with the next trim."""
@@ -219,7 +150,7 @@ class QuietGC:
 
     def stats(self) -> dict[str, object]:
         """For `stats`: big parses held so far, heap trims so far, whether one is due."""
-        return {"bigParses": self.held, "sharedParses": self.shared, "trims": self.trims,
+        return {"bigParses": self.held, "trims": self.trims,
                 "trimDue": self._trim_due, "frozen": gc.get_freeze_count(),
                 "fullCollections": self.full}
 
@@ -228,7 +159,6 @@ class QuietGC:
         the last trim is `TRIM_EVERY` seconds old (now, with `force`); True if it did."""
         now = time.monotonic()
         with self._lock:
-            self._expire(now)
             if not self._trim_due or (not force and now - self._trimmed < TRIM_EVERY):
                 return False
             self._trim_due = False

@@ -309,7 +309,6 @@ class Refresher(Worker):
         generation = self.engine.log.generation
         complete = self.engine.touch(ws, relpath, tentative=early)
         quiet = self.engine.reads.quiet
-        quiet.forget_parses()  # read: its tree is not held while nothing parses it
         quiet.freeze()  # what the read left alive leaves the collector's view
         quiet.trim()  # a big read's freed heap (server/quietgc.py)
         if not complete:
