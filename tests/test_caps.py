@@ -136,3 +136,40 @@ def test_a_cached_answer_over_the_cap_is_refused(tmp_path: Path, spawn_daemon: S
         error = answer["error"]
         assert isinstance(error, dict) and error["code"] == 65
         assert "65,536-byte answer cap" in error["message"], error
+
+
+@pytest.mark.parametrize(("grown", "cap"), [(b"", 1 << 20), (b"x" * 3000, 1 << 20),
+                                            (b"x" * 3000, 2048)])
+def test_a_file_read_whole_in_one_call_still_sees_growth_and_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grown: bytes, cap: int
+) -> None:
+    """The read is one system call at fstat's size + 1; a file that grew after fstat
+    is read on to its end, and refused once past the cap."""
+    import os
+
+    from storyd.core import locking
+
+    path = tmp_path / "state.json"
+    path.write_bytes(b"y" * 1000)
+    real_fstat = os.fstat
+
+    def fstat_then_grow(fd: int) -> os.stat_result:
+        st = real_fstat(fd)
+        with open(path, "ab") as out:  # a writer appends between fstat and the read
+            out.write(grown)
+        return st
+
+    monkeypatch.setattr(locking.os, "fstat", fstat_then_grow)
+    try:
+        switches.configure(max_state_bytes=cap)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if 1000 + len(grown) > cap:
+                with pytest.raises(DataError, match="state-file cap"):
+                    locking._read_all(fd, str(path))
+            else:
+                assert locking._read_all(fd, str(path)) == b"y" * 1000 + grown
+        finally:
+            os.close(fd)
+    finally:
+        switches.reset()

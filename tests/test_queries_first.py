@@ -109,6 +109,37 @@ class TestWarmUpGivesWay:
             assert time.monotonic() - began < priority.MAX_WAIT / 2
         assert prio.gave_way == 0
 
+    def test_a_query_waiting_for_the_files_lock_does_not_hold_the_pass(self) -> None:
+        """The pass holds the file's lock (a whole read, giving way between units) and
+        a torn file's miss needs it: the pass must not give way to the miss that waits
+        on it (before `waiting`, every such miss cost the pass MAX_WAIT)."""
+        from storyd.core.pipeline import Options
+        from storyd.server.reads import Reads
+
+        reads = Reads(Options(1.0, "mtime", 1 << 20), None, lambda _ws: True)
+        prio = reads.priority
+        asked, got = threading.Event(), threading.Event()
+
+        def miss() -> None:
+            with prio.asking():
+                asked.set()
+                with reads._locked("/ws", "state.json"):  # blocks: the pass holds it
+                    got.set()
+                assert prio.asking_now == 1  # asking again once it holds the lock
+
+        lock = reads.file_lock("/ws", "state.json")
+        with lock:  # the pass's whole read
+            thread = threading.Thread(target=miss)
+            thread.start()
+            assert asked.wait(5)
+            wait_for(lambda: prio.asking_now == 0, 5.0, "the miss waiting as not asking")
+            began = time.monotonic()
+            prio.give_way()  # between two units of the pass
+            assert time.monotonic() - began < priority.MAX_WAIT / 2
+            assert prio.gave_way == 0
+        thread.join(5)
+        assert got.is_set() and prio.asking_now == 0
+
     def test_the_wait_is_bounded(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(priority, "MAX_WAIT", 0.02)
         prio = Priority()

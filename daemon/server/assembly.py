@@ -112,6 +112,7 @@ def assemble(
         events.sinks.append(fleet)
     if history is not None:
         events.sinks.append(history)
+        history.give_way = engine.reads.priority.give_way  # queries' reads first
         history.start()
     events.sinks.freeze()
     engine.looks.freeze()

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from hashlib import blake2b
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -187,6 +188,20 @@ class Reads:
         """The lock every read of one state file runs under (one read of it at a time)."""
         return self._file_locks[hash((workspace, relpath)) % _FILE_LOCKS]
 
+    @contextmanager
+    def _locked(self, workspace: str, relpath: str) -> Iterator[None]:
+        """Hold the file's lock. A query that must wait for it waits as not asking
+        (Priority.waiting): the pass holding it then goes on, instead of giving way
+        to the query that waits on it."""
+        lock = self.file_lock(workspace, relpath)
+        if not lock.acquire(blocking=False):
+            with self.priority.waiting():
+                lock.acquire()
+        try:
+            yield
+        finally:
+            lock.release()
+
     def read(
         self,
         workspace: str,
@@ -205,7 +220,11 @@ class Reads:
         """
         changes = self.changes
         key = (workspace, relpath)
-        with self.file_lock(workspace, relpath):
+        # a background read waits (bounded) while a query reads: its parse would hold
+        # the interpreter lock for the whole of a big file (~70 ms at 5 MB), in the middle
+        # of the query's (a query's own read passes: priority.py)
+        self.priority.give_way()
+        with self._locked(workspace, relpath):
             if since is not None:
                 began, latest = self._latest.get(key, (-1, None))
                 if latest is not None and (began >= since or self._still(latest)):
@@ -215,7 +234,10 @@ class Reads:
             if changes is not None:
                 changes.watch(os.path.dirname(os.path.join(workspace, relpath)))
                 seq = changes.drain()
-            got = pipeline.read_file(workspace, adapter, relpath, self.options, reuse)
+            # a background read offers its parse to the misses meanwhile (offered.py)
+            offer = nullcontext() if self.priority.asking_here() else self.quiet.offers.offering()
+            with offer:
+                got = pipeline.read_file(workspace, adapter, relpath, self.options, reuse)
             got.seq = seq
             if changes is not None:  # the next read of what it read is covered
                 for path, _sig in got.deps:
@@ -237,7 +259,8 @@ class Reads:
         bytes are kept while newer than the last good whole read, so that a torn file's
         answer is never older than one this read gave (`replay_one`)."""
         source = _Keeping(workspace, self.options.lock_timeout, relpath)
-        got = pipeline.read_one(workspace, adapter, relpath, key, self.options, source)
+        with self.quiet.offers.taking():  # a background read's parse of equal bytes
+            got = pipeline.read_one(workspace, adapter, relpath, key, self.options, source)
         if got.error is None and source.data is not None and self.keeps(workspace):
             file = (workspace, relpath)
             kept = self._newer.get(file)
@@ -307,7 +330,7 @@ class Reads:
         from those bytes, which then becomes the last good read. A torn file's cache
         never answers older than a miss did (the soak's version 2, then version 1)."""
         file = (workspace, relpath)
-        with self.file_lock(workspace, relpath):
+        with self._locked(workspace, relpath):
             good = self._last_good.get(file)
             kept = self._kept_newer(workspace, relpath)
             if kept is None:

@@ -3,25 +3,25 @@ thread of its own (storyd-history), and the `regressed` findings of a new versio
 
 Two sides, both fed by the refresher thread, never by a query:
 
-- `regressed(workspace, unit)`, called by the installer for each unit it builds
-  (install.py), compares the unit with its held progress (api/history_rules.py: every
-  task some version had finished) and gives one `regressed` warning per task lost. The
-  marks move forward with the unit, but a lost task's mark stays until its progress
-  comes back or the version is accepted (`accept`).
+- `regressed(workspace, unit)`, called by the installer for each unit it builds (install.py),
+  compares the unit with its held progress (api/history_rules.py: every task some version
+  had finished) and gives one `regressed` warning per task lost. The marks move forward
+  with the unit, but a lost task's mark stays until its progress comes back or the
+  version is accepted (`accept`).
 - `__call__(event, line)`, a sink of the event log: a `changed` or `removed` unit event
   queues that version (the tasks `regressed` last saw) and the event's line, for the
-  writer thread, which works out the rows and the envelope. The writer prunes in the
-  background ([history] limits).
+  writer thread, which works out the rows and the envelope, prunes in the background
+  ([history] limits) and gives way to queries' reads between versions.
 
-What it holds is bounded per unit and small (issue 33's memory gap: 10,000 stories
-cost ~43 MB with history on): the marks, nested per state file; between a build and its
-event, the build's tasks (the engine's own tuple, no copy), held only while the installer
-holds its pass's keys (a weak reference: when it lets go, its events are all out); a
-queued version holds the tasks and the event's line, never the Unit or the event's
-dict. Unit ids are asked of the database when a version is written, not cached.
+What it holds is bounded per unit and small (issue 33's memory gap: 10,000 stories cost
+~43 MB with history on): the marks, nested per state file; between a build and its event,
+the build's tasks (the engine's own tuple, no copy), held only while the installer holds
+its pass's keys (a weak reference: when it lets go, its events are all out); a queued
+version holds the tasks and the event's line, never the Unit or the event's dict. Unit
+ids are asked of the database when a version is written, not cached.
 
-A failure to write (a full disk, a database gone bad) stops recording, with one log
-line, and never stops serving: the findings go on from the marks in memory.
+A failure to write (a full disk, a database gone bad) stops recording, with one log line,
+and never stops serving: the findings go on from the marks in memory.
 """
 
 from __future__ import annotations
@@ -243,8 +243,7 @@ class Recorder:
         # the marks per (workspace, state file), then per unit key, packed
         self.marks: dict[tuple[str, str], dict[str, rules.Packed]] = {}
         self._gone_memo: tuple[object, tuple[Finding, ...]] = (None, ())  # the pass's file
-        # per state file, the lineage its marks belong to (history_lineage.py); one
-        # tuple shared by the files of a workspace while it stays the same
+        # per state file, its marks' lineage (history_lineage.py), shared in a workspace
         self.lineage: dict[tuple[str, str], lineage.Stamp] = {}
         self._stamps: dict[str, lineage.Stamp] = {}
         self._moved: _Moved | None = None  # the pass's file: its lineage before and now
@@ -261,6 +260,7 @@ class Recorder:
         self._settle = threading.Event()  # never set: the batch's short wait
         self._dirty: set[store.Key] = set()
         self._pruned = 0.0
+        self.give_way: Callable[[], None] = lambda: None  # queries first (priority.py)
         self.worker: QueueWorker[tuple[object, ...]] = QueueWorker(
             "history", self._write, self._failed
         )
@@ -500,6 +500,7 @@ class Recorder:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for version in batch:
+                self.give_way()
                 key, fmt, event = version.event()
                 if key[:2] not in self._backfilled:
                     conn.execute("COMMIT")
