@@ -148,6 +148,23 @@ class TestRules:
         _write(tmp_path / "b" / ROOT, _task("1", "completed"), _task("2", "completed"))
         assert _unit(tmp_path / "b").resume_point == "all-done"  # type: ignore[attr-defined]
 
+    def test_blocked_by_of_other_shapes_and_the_labels(self, tmp_path: Path) -> None:
+        """A `blockedBy` Claude Code does not write (a string, numbers among the ids) is
+        read for its ids; the counts, owners and waits are the labels."""
+        _write(tmp_path / ROOT, _task("1", "completed", owner="ann"), _task("2", owner=" bo "),
+               {**_task("3", owner="ann"), "blockedBy": "2"},
+               {**_task("4"), "blockedBy": [2, "1", True, None]},
+               _task("5", "in_progress", ["4"]), {**_task("6"), "status": "Blocked"})
+        unit = _unit(tmp_path)
+        assert unit.next["task"] == "5"  # type: ignore[attr-defined]
+        assert unit.next["ready"] == ["2", "3"]  # type: ignore[attr-defined]  # "2": not a list
+        assert unit.next["blocked"] == [{"id": "4", "waitingFor": ["2"]},  # type: ignore[attr-defined]
+                                        {"id": "5", "waitingFor": ["4"]}]
+        assert unit.labels == {"progress": "1/6 (16%)", "completed": "1", "pending": "3",  # type: ignore[attr-defined]
+                               "in_progress": "1", "other": "1", "ready": "2",
+                               "owners": "ann: 2, bo: 1", "waiting": "4 on 2; 5 on 4"}
+        assert codes(unit) == ["unknown-status"]  # type: ignore[arg-type]
+
     def test_findings_torn_numeric_id_unknown_status_early_done(self, tmp_path: Path) -> None:
         _write(tmp_path / ROOT, _task("1"), _task("2", "done"), _task("3", "completed", ["1"]))
         (tmp_path / ROOT / "4.json").write_bytes(b'{"id": "4", "sta')

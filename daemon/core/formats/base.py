@@ -13,7 +13,7 @@ from storyd.core.containment import Refused, resolve
 from storyd.core.errors import DataError, StateFileMissing
 from storyd.core.jsonio import JSONError, dumps, kind, loads, value_start
 from storyd.core.locking import DEFAULT_LOCK_TIMEOUT, read_locked
-from storyd.core.model import DONE, PENDING, Finding, Task, Unit
+from storyd.core.model import DONE, PENDING, Finding, Task, Unit, new_task
 
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
@@ -206,15 +206,8 @@ def make_task(
     lowered = status.lower()
     bucket = DONE if lowered in done else PENDING
     known = lowered in done or lowered in pending
-    task = Task(
-        task_id,
-        status if known else written,
-        bucket,
-        known=known,
-        commit_sha=commit_sha,
-        completed_at=completed_at if isinstance(completed_at, str) else None,
-        extra=extra,
-    )
+    task = new_task(task_id, status if known else written, bucket, known, commit_sha,
+                    completed_at if isinstance(completed_at, str) else None, extra)
     if known:
         return task, None
     message = f"unknown status {written!r} for task {task_id}; treated as PENDING"

@@ -22,9 +22,9 @@ import os
 
 from storyd.core.containment import git_dirs, resolve
 from storyd.core.formats.base import Adapter, Source, finding, make_task
-from storyd.core.formats.common import ALL_DONE, FRESH_START, progress_labels
+from storyd.core.formats.common import ALL_DONE, FRESH_START, progress_text
 from storyd.core.jsonio import loads_each
-from storyd.core.model import DONE, PENDING, Finding, Task, Unit
+from storyd.core.model import DONE, PENDING, Finding, Task, Unit, new_task
 
 __all__ = ["ADAPTER", "MAX_TASK_BYTES", "MAX_TASK_FILES", "ROOT", "ClaudeTasksAdapter",
            "read_task_files", "task_names", "unit_of"]
@@ -113,12 +113,7 @@ def read_task_files(names: list[str], dir_fd: int, seen: dict[str, Signature | N
 
 
 def _ids(value: object) -> list[str]:
-    if type(value) is list:
-        for v in value:
-            if type(v) is not str:
-                break
-        else:
-            return value  # Claude Code's own: a list of strings, read as written
+    """The ids of a `blockedBy` that is not a list of strings: its strings and numbers."""
     if not isinstance(value, list):
         return []
     return [str(v) for v in value if isinstance(v, str | int) and not isinstance(v, bool)]
@@ -179,7 +174,7 @@ def _parse(files: list[tuple[str, bytes]], findings: list[Finding], ordered: boo
         status = get("status")
         extra = {"subject": get("subject"), "owner": get("owner")}
         if type(status) is str and (bucket := bucket_of(status)) is not None:
-            got[raw] = Task(raw, status, bucket, extra=extra)  # Claude Code's own word
+            got[raw] = new_task(raw, status, bucket, True, None, None, extra)  # its own word
             status_of[raw] = status
         else:
             got[raw], unknown = make_task(raw, status, done=_DONE, pending=_PENDING,
@@ -188,8 +183,15 @@ def _parse(files: list[tuple[str, bytes]], findings: list[Finding], ordered: boo
             if unknown is not None:
                 findings.append(unknown)
         deps = get("blockedBy")
-        if deps:
-            blockers[raw] = _ids(deps)
+        if deps:  # Claude Code's own, a list of strings, kept as read without a call
+            if type(deps) is list:
+                for v in deps:
+                    if type(v) is not str:
+                        deps = _ids(deps)
+                        break
+            else:
+                deps = _ids(deps)
+            blockers[raw] = deps
     if named and len(got) == len(files):  # each id its file's name, the names in id order
         return list(got.values()), blockers, status_of
     return sorted(got.values(), key=lambda task: _id_order(task.id)), blockers, status_of
@@ -201,38 +203,81 @@ def _waiting(status: dict[str, str], blockers: dict[str, list[str]]) -> dict[str
     waits = {}
     get = status.get
     for ident, deps in blockers.items():
-        early = [b for b in deps if get(b, "completed") != "completed"]
-        if early:
-            waits[ident] = early
+        early = None  # a loop, not a comprehension: no frame made per task
+        for b in deps:
+            if get(b, "completed") != "completed":
+                if early is None:
+                    early = waits[ident] = [b]
+                else:
+                    early.append(b)
     return waits
 
 
-def _next(tasks: list[Task], status: dict[str, str], waits: dict[str, list[str]],
-          blocked: list[Task]) -> tuple[dict[str, object] | None, list[Task]]:  # fmt: skip
-    """The producer's next task, with the ready queue (pending, nothing open before it);
-    `blocked` the open tasks that wait on a blocker, in id order."""
-    working, ready = [], []
-    for t in tasks:
-        word = status[t.id]
-        if word == "in_progress":
-            working.append(t)
-        elif word == "pending" and t.id not in waits:
-            ready.append(t)
-    chosen = working[0] if working else ready[0] if ready else None
-    if chosen is None:
-        return None, ready
-    why = ("in progress (the first by id)" if working else
-           "the first pending task, by id, whose blockedBy are all completed")
-    nxt: dict[str, object] = {"task": chosen.id, "why": why, "status": status[chosen.id],
-                              "subject": _subject(chosen),
-                              "ready": [t.id for t in ready[:_SHOWN]],
-                              "inProgress": [t.id for t in working[:_SHOWN]],
-                              "blocked": [{"id": t.id, "waitingFor": waits[t.id]}
-                                          for t in blocked[:_SHOWN]]}
-    owner = _owner(chosen)
-    if owner is not None:
-        nxt["owner"] = owner
-    return nxt, ready
+class _Queue:
+    """One pass over the tasks in id order: the producer's queues (in progress, ready:
+    pending with nothing open before it, blocked: open and waiting on a blocker), the
+    count of each status word and of each owner's tasks."""
+
+    __slots__ = ("blocked", "counts", "early", "other", "owners", "ready", "working")
+
+    def __init__(self, tasks: list[Task], status: dict[str, str],
+                 waits: dict[str, list[str]]) -> None:  # fmt: skip
+        self.working: list[Task] = []
+        self.ready: list[Task] = []
+        self.blocked: list[Task] = []
+        self.early: list[Task] = []  # completed while a blocker is not
+        counts = self.counts = dict.fromkeys(_VOCABULARY, 0)
+        owners: dict[str, int] = {}
+        other = 0
+        working, ready, owner_count = self.working.append, self.ready.append, owners.get
+        for task in tasks:
+            ident = task.id
+            word = status[ident]
+            if word in counts:
+                counts[word] += 1
+            else:
+                other += 1
+            if word == "in_progress":
+                working(task)
+            elif word == "pending" and ident not in waits:
+                ready(task)
+            if waits and ident in waits:
+                (self.early if word == "completed" else self.blocked).append(task)
+            owner = task.extra["owner"]  # _owner's rule, without a call per task
+            if type(owner) is str and (owner := owner.strip()):
+                owners[owner] = owner_count(owner, 0) + 1
+        self.other = other
+        self.owners = owners
+
+    def next(self, status: dict[str, str], waits: dict[str, list[str]],
+             ) -> dict[str, object] | None:  # fmt: skip
+        """The producer's next task and why: the first in progress, else the first ready."""
+        working, ready = self.working, self.ready
+        chosen = working[0] if working else ready[0] if ready else None
+        if chosen is None:
+            return None
+        why = ("in progress (the first by id)" if working else
+               "the first pending task, by id, whose blockedBy are all completed")
+        nxt: dict[str, object] = {"task": chosen.id, "why": why, "status": status[chosen.id],
+                                  "subject": _subject(chosen),
+                                  "ready": [t.id for t in ready[:_SHOWN]],
+                                  "inProgress": [t.id for t in working[:_SHOWN]],
+                                  "blocked": [{"id": t.id, "waitingFor": waits[t.id]}
+                                              for t in self.blocked[:_SHOWN]]}
+        owner = _owner(chosen)
+        if owner is not None:
+            nxt["owner"] = owner
+        return nxt
+
+    def labels(self, total: int) -> dict[str, str]:
+        """progress_labels' labels, from the counts: progress, each status word's, other."""
+        counts = self.counts
+        labels = {"progress": progress_text(counts["completed"], total)}
+        for word, n in counts.items():
+            labels[word] = str(n)
+        if self.other:
+            labels["other"] = str(self.other)
+        return labels
 
 
 def unit_of(files: list[tuple[str, bytes]], state_file: str,
@@ -243,22 +288,17 @@ def unit_of(files: list[tuple[str, bytes]], state_file: str,
     path, bytes) when it has one."""
     findings = [] if findings is None else findings
     tasks, blockers, status = _parse(files, findings, ordered)
-    waits = _waiting(status, blockers)
-    blocked = []  # the open tasks waiting on a blocker, in id order
-    if waits:
-        for task in tasks:
-            if task.id in waits:
-                if status[task.id] != "completed":
-                    blocked.append(task)
-                    continue
-                message = (f"task {task.id} is completed while its blocker(s) "
-                           f"{', '.join(waits[task.id][:5])} are not")
-                findings.append(finding("done-before-blocker", "info", message, task.id))
+    waits = _waiting(status, blockers) if blockers else {}
+    queue = _Queue(tasks, status, waits)
+    for task in queue.early:
+        message = (f"task {task.id} is completed while its blocker(s) "
+                   f"{', '.join(waits[task.id][:5])} are not")
+        findings.append(finding("done-before-blocker", "info", message, task.id))
     if checklist is not None:
         findings.extend(_ledgers(tasks, state_file, *checklist))
-    nxt, ready = _next(tasks, status, waits, blocked)
-    labels = progress_labels(tasks, _VOCABULARY)
-    done = int(labels["completed"])  # Claude Code's one done status
+    nxt = queue.next(status, waits)
+    labels = queue.labels(len(tasks))
+    done = queue.counts["completed"]  # Claude Code's one done status
     if tasks and done == len(tasks):
         point = ALL_DONE
     elif nxt is None:
@@ -266,18 +306,14 @@ def unit_of(files: list[tuple[str, bytes]], state_file: str,
         if tasks:
             message = "no task is in progress and every pending task waits on a blocker"
             findings.append(finding("no-next-task", "warning", message))
-    elif not done and not nxt["inProgress"]:
+    elif not done and not queue.working:
         point = FRESH_START
     else:
         point = f"task-{nxt['task']}"
-    labels["ready"] = str(len(ready))
-    owners: dict[str, int] = {}
-    for task in tasks:
-        owner = task.extra["owner"]  # _owner's rule, without a call per task
-        if isinstance(owner, str) and (owner := owner.strip()):
-            owners[owner] = owners.get(owner, 0) + 1
-    if owners:
-        labels["owners"] = ", ".join(f"{o}: {n}" for o, n in sorted(owners.items())[:_SHOWN])
+    labels["ready"] = str(len(queue.ready))
+    if queue.owners:
+        labels["owners"] = ", ".join(f"{o}: {n}" for o, n in sorted(queue.owners.items())[:_SHOWN])
+    blocked = queue.blocked
     if blocked:  # the open tasks' open blockers (blockedBy): what each waits on
         waiting = [f"{t.id} on {', '.join(waits[t.id][:5])}" for t in blocked[:_SHOWN]]
         labels["waiting"] = "; ".join(waiting) + (

@@ -29,6 +29,7 @@ __all__ = [
     "one_line",
     "progress",
     "progress_labels",
+    "progress_text",
     "read_text",
     "resume_point",
     "status_counts",
@@ -134,8 +135,11 @@ def stray_tmp(source: Source, relpath: str) -> Finding | None:
 
 def progress(tasks: Sequence[Task]) -> str:
     """`done/total (percent%)`, the percentage floored as the seeds' shell arithmetic does."""
-    total = len(tasks)
-    done = sum(1 for t in tasks if t.bucket == DONE)
+    return progress_text(sum(1 for t in tasks if t.bucket == DONE), len(tasks))
+
+
+def progress_text(done: int, total: int) -> str:
+    """`done/total (percent%)` from the two counts (progress' text)."""
     percent = done * 100 // total if total else 0
     return f"{done}/{total} ({percent}%)"
 
