@@ -140,6 +140,58 @@ class TestWarmUpGivesWay:
         thread.join(5)
         assert got.is_set() and prio.asking_now == 0
 
+    def test_a_sync_a_query_waits_on_is_not_held_by_a_miss(
+        self, workspace: Path, daemon: Daemon
+    ) -> None:
+        """The refresher's sync (a cached answer whose file changed waits on it) reads as
+        a query, and the pass before it on the refresher's thread (the watch's read of
+        the same write) stops giving way: a miss in flight holds neither (before: the
+        sync came MAX_WAIT late, 1 s)."""
+        daemon.start([str(workspace)])
+        wait_for(lambda: daemon.warm.done, 30.0, "the warm-up")
+        prio = daemon.engine.reads.priority
+        asking, leave = threading.Event(), threading.Event()
+
+        def miss() -> None:  # a miss reading for as long as the test looks
+            with prio.asking():
+                asking.set()
+                leave.wait(10)
+
+        thread = threading.Thread(target=miss)
+        thread.start()
+        try:
+            assert asking.wait(5)
+            _write(workspace)  # the same bytes again: a new signature, read again by sync
+            ws = daemon.engine.workspaces[str(workspace)]
+            before = ws.files[STATE]
+            began = time.monotonic()
+            daemon.refresher.sync(str(workspace), [STATE]).result(timeout=10)
+            assert time.monotonic() - began < priority.MAX_WAIT / 2
+            assert ws.files[STATE] is not before  # read again, not held behind the miss
+        finally:
+            leave.set()
+            thread.join(5)
+
+    def test_a_pass_waiting_goes_on_once_a_query_awaits_its_end(self) -> None:
+        prio = Priority()
+        passed = threading.Event()
+
+        def pass_() -> None:
+            prio.give_way()  # waits: a miss asks
+            passed.set()
+
+        with prio.asking():  # the miss, on this thread
+            thread = threading.Thread(target=pass_)
+            thread.start()
+            wait_for(lambda: prio.gave_way == 1, 5.0, "the pass giving way")
+            began = time.monotonic()
+            prio.awaited(+1)  # a sync is queued behind the pass
+            assert passed.wait(priority.MAX_WAIT / 2)
+            assert time.monotonic() - began < priority.MAX_WAIT / 2
+            prio.give_way()  # and the pass's next units do not wait either
+            prio.awaited(-1)
+        thread.join(5)
+
     def test_the_wait_is_bounded(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(priority, "MAX_WAIT", 0.02)
         prio = Priority()

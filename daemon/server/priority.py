@@ -41,6 +41,7 @@ class Priority:
         self._started = 0  # queries started so far
         self._outwaited = -1  # `_started` when a wait last ran out: no wait until it moves
         self._passed = 0  # units passed since `on_stretch` last ran
+        self._awaited = 0  # queries waiting for a turn of the background's thread
         # called every FREEZE_EVERY units of the background's passes (Reads binds the
         # collector's freeze: a long build's survivors leave the collector's view)
         self.on_stretch: Callable[[], None] = lambda: None
@@ -91,6 +92,15 @@ class Priority:
                     self.asking_now += mine
                     self._askers[me] = self._askers.get(me, 0) + mine
 
+    def awaited(self, change: int) -> None:
+        """+1: a query waits for a turn of the background's own thread (Refresher.sync),
+        which comes only once the pass on it ends, so no pass gives way meanwhile (nor
+        goes on waiting); -1 when that turn begins."""
+        with self._cond:
+            self._awaited += change
+            if change > 0:
+                self._cond.notify_all()
+
     def give_way(self) -> None:
         """Between two units of a background pass: wait while a query reads (bounded)."""
         self._passed += 1
@@ -99,14 +109,14 @@ class Priority:
             self.on_stretch()
         if not self.asking_now:  # one attribute read: the common case
             return
-        if threading.get_ident() in self._askers:  # a query's own read
-            return
+        if threading.get_ident() in self._askers or self._awaited:  # a query's own read,
+            return  # or a query waits for the pass to end (`awaited`)
         deadline = time.monotonic() + MAX_WAIT
         with self._cond:
             if self._outwaited == self._started:  # these queries were waited for once
                 return
             self.gave_way += 1
-            while self.asking_now:
+            while self.asking_now and not self._awaited:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self._outwaited = self._started

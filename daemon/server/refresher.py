@@ -152,26 +152,36 @@ class Refresher(Worker):
         too: a watch's first read that began before a write and was installed after the
         query looked (its workspace had no files then) never answers it."""
         future: Future[None] = Future()
+        priority = self.engine.reads.priority
 
         def run() -> None:
+            # a query waits on these reads, so they read as one: a miss in flight does
+            # not hold them back (up to priority.MAX_WAIT), and passes give way to them
             try:
-                ws = self.engine.workspaces.get(workspace)
-                if ws is None:
-                    return
-                for relpath in relpaths:
-                    self._touch(ws, relpath, early=False)
-                if arrived is not None:
-                    for relpath in self.engine.queries.read_before(ws, arrived):
-                        self._touch(ws, relpath, early=False)
-                # a git operation ended, or git moved (a commit) unseen by the watches:
-                # check it now, as a direct read would (not once git settles)
-                if self.engine.behind_git(ws) or self.git_moved(workspace):
-                    self._git_changed(ws)
+                priority.awaited(-1)
+                with priority.asking():
+                    self._sync_now(workspace, relpaths, arrived)
             finally:
                 future.set_result(None)
 
+        priority.awaited(+1)  # the pass this thread runs now gives way no more
         self.call(run, urgent=True)
         return future
+
+    def _sync_now(self, workspace: str, relpaths: list[str], arrived: int | None) -> None:
+        """sync's reads, on this thread."""
+        ws = self.engine.workspaces.get(workspace)
+        if ws is None:
+            return
+        for relpath in relpaths:
+            self._touch(ws, relpath, early=False)
+        if arrived is not None:
+            for relpath in self.engine.queries.read_before(ws, arrived):
+                self._touch(ws, relpath, early=False)
+        # a git operation ended, or git moved (a commit) unseen by the watches: check it
+        # now, as a direct read would (not once git settles)
+        if self.engine.behind_git(ws) or self.git_moved(workspace):
+            self._git_changed(ws)
 
     def configure(self, *, settle: float, verify_interval: float) -> None:
         """New settle window and verification interval (SIGHUP), in force from the next
