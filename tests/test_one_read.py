@@ -77,6 +77,8 @@ def test_queries_wait_for_the_read_in_flight(
             results.append(got)
 
     reads.read(ws, relpath, adapter)  # an earlier read: the folders it reads are watched
+    # and a change since (its time): the first query cannot share that read, it reads
+    os.utime(tmp_path / relpath, ns=(1_000_000_000, 1_000_000_000))
     counted.clear()
     writer = _held(tmp_path / relpath, os.O_RDWR if written else os.O_RDONLY)
     try:

@@ -196,7 +196,7 @@ class FileRead:
     (absolute paths and signatures, the state file first), when the read began, and
     `seq`, a caller's mark taken just before it (daemon/server/changes.py)."""
 
-    __slots__ = ("deps", "error", "relpath", "seq", "started_ns", "units")
+    __slots__ = ("deps", "error", "folders", "relpath", "seq", "started_ns", "units", "unseen")
 
     def __init__(
         self,
@@ -212,6 +212,9 @@ class FileRead:
         self.deps = deps
         self.started_ns = started_ns
         self.seq = 0
+        # the deps' folders, and those of them none of whose deps existed (a caller's)
+        self.folders: frozenset[str] | None = None
+        self.unseen: frozenset[str] = frozenset()
 
     @property
     def racy(self) -> bool:

@@ -29,6 +29,8 @@ import os
 import select
 import struct
 import threading
+from collections import deque
+from collections.abc import Collection
 
 from storyd.core.mounts import Table
 
@@ -52,6 +54,7 @@ _IN_Q_OVERFLOW = 0x00004000
 _IN_IGNORED = 0x00008000
 _SELF = 0x00000400 | 0x00000800
 _HEADER = struct.Struct("iIII")
+_RECENT = 1024  # the last events kept in order, for `quiet_since`
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -79,6 +82,10 @@ class Changes:
         self._dirty: dict[str, int] = {}  # absolute path -> seq of its last event
         self._folders: dict[str, tuple[int, int]] = {}  # folder -> (wd, seq it was watched)
         self._by_wd: dict[int, str] = {}
+        # the last events (seq, path or folder + "/"), oldest first, and the newest seq
+        # of those dropped from it: `quiet_since` sees every event after a seq it covers
+        self._recent: deque[tuple[int, str]] = deque(maxlen=_RECENT)
+        self._dropped = 0
         libc = _libc()
         self._libc = libc
         self.fd = -1
@@ -119,6 +126,10 @@ class Changes:
                 if ctypes.get_errno() not in (errno.ENOENT, errno.ENOTDIR):
                     self.failed.add(folder)  # ENOSPC (the watch limit), EACCES: say no more
                 return None
+            # a seq of its own: a mark taken before this watch (a read's, whose files in
+            # this folder may have changed before it, with no event) is below it, so
+            # `changed` says None (stat) for it, never False; later marks are covered
+            self.seq += 1
             since = self.seq
             self._folders[folder] = (wd, since)
             self._by_wd[wd] = folder
@@ -160,18 +171,52 @@ class Changes:
             if folder is None:
                 continue
             if mask & (_SELF | _IN_IGNORED):  # the folder itself moved or went away
-                self._dirty[folder + "/"] = self.seq
+                self._mark(folder + "/")
                 if mask & _IN_IGNORED:
                     self._folders.pop(folder, None)
                     self._by_wd.pop(wd, None)
                 continue
             if not name:
                 continue  # the folder's own attributes: no file in it changed
-            self._dirty[os.path.join(folder, os.fsdecode(name))] = self.seq
+            self._mark(os.path.join(folder, os.fsdecode(name)))
         if len(self._dirty) > 65536:  # old marks no read predates; keep the newest half
             keep = sorted(self._dirty.items(), key=lambda kv: kv[1])[len(self._dirty) // 2 :]
             self._overflow = max(self._overflow, keep[0][1] - 1)
             self._dirty = dict(keep)
+
+    def _mark(self, key: str) -> None:
+        """Record the current event for `key` (a path, or a folder + "/")."""
+        self._dirty[key] = self.seq
+        recent = self._recent
+        if len(recent) == _RECENT:
+            self._dropped = recent[0][0]
+        recent.append((self.seq, key))
+
+    def quiet_since(self, folders: Collection[str], since: int) -> bool | None:
+        """For a read of many files in few folders (a 10,000-story epic's story files):
+        True when every folder was watched from before seq `since` and no event after
+        it touched any of them (then `changed(path, since)` is False for each of their
+        files), in one look per folder and per recent event; False when one is not
+        watched from before it, or events were lost after it (`changed` would say
+        None); None when an event after it came in one of them (ask `changed` per file)."""
+        with self._lock:
+            if self._overflow > since:
+                return False
+            known = self._folders
+            for folder in folders:
+                got = known.get(folder)
+                if got is None or got[1] > since:
+                    return False
+            if self.seq <= since:
+                return True
+            if self._dropped > since:
+                return None  # events after `since` left the recent ones
+            for seq, key in reversed(self._recent):
+                if seq <= since:
+                    break
+                if (key[:-1] if key[-1:] == "/" else os.path.dirname(key)) in folders:
+                    return None
+            return True
 
     def changed(self, path: str, since: int, folder: str | None = None) -> bool | None:
         """Whether `path` (in `folder`) may have changed after seq `since`; None when its

@@ -159,6 +159,34 @@ class _Replay(Source):
         return self.data
 
 
+def _keep_folders(got: FileRead) -> None:
+    """Note the folders of a read's dependencies, and those none of whose dependencies
+    existed (an epic's second place for story files, a folder nobody made)."""
+    folders, present = set(), set()
+    dirname = os.path.dirname
+    for path, sig in got.deps:
+        folder = dirname(path)
+        folders.add(folder)
+        if sig is not None:
+            present.add(folder)
+    got.folders = frozenset(folders)
+    got.unseen = frozenset(folders - present)
+
+
+def _quiet(changes: Changes, got: FileRead) -> bool | None:
+    """Whether nothing `got` read has changed since it began, in one look per folder
+    (20,001 dependencies at 10,000 stories, in two folders): no event after its mark in
+    a folder watched from before it, and a folder that is not watched is not one now
+    and none of its files existed then (absent then, absent now). None: ask per file."""
+    watched = []
+    for folder in got.folders or ():
+        if changes.watched_since(folder) is not None:
+            watched.append(folder)
+        elif folder not in got.unseen or os.path.isdir(folder):
+            return None
+    return changes.quiet_since(watched, got.seq)
+
+
 class Reads:
     """The per-file read layer: locks, each file's latest read and its last good one.
 
@@ -240,8 +268,9 @@ class Reads:
                 got = pipeline.read_file(workspace, adapter, relpath, self.options, reuse)
             got.seq = seq
             if changes is not None:  # the next read of what it read is covered
-                for path, _sig in got.deps:
-                    changes.watch(os.path.dirname(path))
+                _keep_folders(got)
+                for folder in got.folders or ():
+                    changes.watch(folder)
             if self.keeps(workspace):
                 self._latest[key] = (began, got)
                 if got.error is None:
@@ -257,7 +286,14 @@ class Reads:
         """A miss's read (pipeline.read_one): the file parsed now, the asked unit alone
         built, without the file's lock (never behind a whole read of it). A good read's
         bytes are kept while newer than the last good whole read, so that a torn file's
-        answer is never older than one this read gave (`replay_one`)."""
+        answer is never older than one this read gave (`replay_one`).
+
+        A whole read of the file that nothing it read has changed since (the change
+        queue says so, as for a query sharing a read in `read`) answers instead, with
+        no parse: a warm-up's read, while its units are installed, or a refresh's."""
+        latest = self._latest.get((workspace, relpath))
+        if latest is not None and latest[1].error is None and self._still(latest[1]):
+            return latest[1]
         source = _Keeping(workspace, self.options.lock_timeout, relpath)
         with self.quiet.offers.taking():  # a background read's parse of equal bytes
             got = pipeline.read_one(workspace, adapter, relpath, key, self.options, source)
@@ -297,6 +333,9 @@ class Reads:
         if changes is None or not got.deps:
             return False
         changes.drain()
+        quiet = _quiet(changes, got) if got.folders is not None else None
+        if quiet is not None:
+            return quiet
         return all(changes.changed(path, got.seq) is False for path, _sig in got.deps)
 
     def read_now(
