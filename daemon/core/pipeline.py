@@ -196,7 +196,8 @@ class FileRead:
     (absolute paths and signatures, the state file first), when the read began, and
     `seq`, a caller's mark taken just before it (daemon/server/changes.py)."""
 
-    __slots__ = ("deps", "error", "folders", "relpath", "seq", "started_ns", "units", "unseen")
+    __slots__ = ("deps", "error", "folders", "home", "relpath", "seq", "started_ns", "units",
+                 "unseen")
 
     def __init__(
         self,
@@ -215,6 +216,8 @@ class FileRead:
         # the deps' folders, and those of them none of whose deps existed (a caller's)
         self.folders: frozenset[str] | None = None
         self.unseen: frozenset[str] = frozenset()
+        # the workspace and its folder's (st_dev, st_ino) when the read began (a caller's)
+        self.home: tuple[str, tuple[int, int] | None] | None = None
 
     @property
     def racy(self) -> bool:

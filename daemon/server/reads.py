@@ -27,6 +27,7 @@ from storyd.core.model import Finding
 from storyd.core.pipeline import FileRead, Options
 from storyd.server.priority import Priority
 from storyd.server.quietgc import QuietGC
+from storyd.server.store import folder_identity
 
 if TYPE_CHECKING:
     from storyd.core.formats import Adapter
@@ -264,9 +265,11 @@ class Reads:
                 seq = changes.drain()
             # a background read offers its parse to the misses meanwhile (offered.py)
             offer = nullcontext() if self.priority.asking_here() else self.quiet.offers.offering()
+            home = (workspace, folder_identity(workspace))
             with offer:
                 got = pipeline.read_file(workspace, adapter, relpath, self.options, reuse)
             got.seq = seq
+            got.home = home
             if changes is not None:  # the next read of what it read is covered
                 _keep_folders(got)
                 for folder in got.folders or ():
@@ -331,6 +334,10 @@ class Reads:
         says so; never by stat alone, whose racy window a fresh read avoids)."""
         changes = self.changes
         if changes is None or not got.deps:
+            return False
+        # the workspace's folder exchanged or replaced since: the paths name other files,
+        # and the queue watches the old folders (their events are not these files')
+        if got.home is None or folder_identity(got.home[0]) != got.home[1]:
             return False
         changes.drain()
         quiet = _quiet(changes, got) if got.folders is not None else None
