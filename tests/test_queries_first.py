@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,26 @@ def _write(workspace: Path) -> None:
     write_epic(workspace, EPIC, tasks=tasks)
     for n in range(1, STORIES + 1):
         (workspace / STATE).with_name(f"{story_id(n)}.md").write_text("# story\n")
+
+
+@contextmanager
+def _asking_elsewhere(prio: Priority) -> Iterator[None]:
+    """A query asking on another thread for as long as the block lasts."""
+    asking, leave = threading.Event(), threading.Event()
+
+    def query() -> None:
+        with prio.asking():
+            asking.set()
+            leave.wait(10)
+
+    thread = threading.Thread(target=query)
+    thread.start()
+    try:
+        assert asking.wait(5)
+        yield
+    finally:
+        leave.set()
+        thread.join(5)
 
 
 @pytest.fixture
@@ -149,18 +170,7 @@ class TestWarmUpGivesWay:
         sync came MAX_WAIT late, 1 s)."""
         daemon.start([str(workspace)])
         wait_for(lambda: daemon.warm.done, 30.0, "the warm-up")
-        prio = daemon.engine.reads.priority
-        asking, leave = threading.Event(), threading.Event()
-
-        def miss() -> None:  # a miss reading for as long as the test looks
-            with prio.asking():
-                asking.set()
-                leave.wait(10)
-
-        thread = threading.Thread(target=miss)
-        thread.start()
-        try:
-            assert asking.wait(5)
+        with _asking_elsewhere(daemon.engine.reads.priority):  # a miss reading meanwhile
             _write(workspace)  # the same bytes again: a new signature, read again by sync
             ws = daemon.engine.workspaces[str(workspace)]
             before = ws.files[STATE]
@@ -168,9 +178,6 @@ class TestWarmUpGivesWay:
             daemon.refresher.sync(str(workspace), [STATE]).result(timeout=10)
             assert time.monotonic() - began < priority.MAX_WAIT / 2
             assert ws.files[STATE] is not before  # read again, not held behind the miss
-        finally:
-            leave.set()
-            thread.join(5)
 
     def test_a_pass_waiting_goes_on_once_a_query_awaits_its_end(self) -> None:
         prio = Priority()
@@ -195,17 +202,7 @@ class TestWarmUpGivesWay:
     def test_the_wait_is_bounded(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(priority, "MAX_WAIT", 0.02)
         prio = Priority()
-        entered, leave = threading.Event(), threading.Event()
-
-        def stuck() -> None:  # a query that never ends (it waits on the pass itself)
-            with prio.asking():
-                entered.set()
-                leave.wait(10)
-
-        thread = threading.Thread(target=stuck)
-        thread.start()
-        try:
-            assert entered.wait(5)
+        with _asking_elsewhere(prio):  # a query that never ends (it waits on the pass)
             began = time.monotonic()
             prio.give_way()
             waited = time.monotonic() - began
@@ -215,9 +212,6 @@ class TestWarmUpGivesWay:
                 prio.give_way()  # again (before: 100 units x the bound, a torn file's
             assert time.monotonic() - began < 0.015  # miss stuck behind them for minutes)
             assert prio.gave_way == 1
-        finally:
-            leave.set()
-            thread.join(5)
         prio.give_way()  # nobody asks: no wait
         assert prio.gave_way == 1
 
