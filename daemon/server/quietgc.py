@@ -4,12 +4,14 @@ CPython 3.11 collects from inside whichever allocation crosses a threshold, even
 the middle of a C call: orjson's parse of a 4.6 MB state file (43-52 ms, one call,
 the interpreter lock held) made some 285 collections, among them generation-2 passes
 over the whole heap (34-84 ms of CPU), so every other client waited for both at once,
-over 100 ms (issue 29). Held off for the parse, the parse is one pause and the one
-collection after it (a generation-0 pass over the parsed tree, 13-25 ms) is another,
-the lock handed over in between (`time.sleep(0)`). Only the parse: held over the
-units' build and install as well, that one deferred pass walked every object they made
-(worse maxima, measured). From 3.12 collections wait for the evaluation loop, so the
-hold costs nothing there.
+over 100 ms (issue 29). Held off for the parse, the parse is one pause. The collection
+the first allocation after it would then make (a generation-0 pass over the whole
+parsed tree: 9-12 ms at 10,000 stories, 13-25 ms under load, in a miss's answer when a
+query parsed) is not made: the last holder out freezes what is alive (`freeze`, below),
+which leaves the tree out of every collection; refcounting frees it as before, and a
+JSON tree holds no cycles. Only the parse: held over the units' build and install as
+well, the deferred pass walked every object they made (worse maxima, measured). From
+3.12 collections wait for the evaluation loop, so the hold costs nothing there.
 
 `gc.disable()` is process-wide: holders are counted, so the first one in turns the
 collector off and the last one out turns it back on (when it was on before), on error
@@ -159,10 +161,11 @@ class QuietGC:
         finally:
             with self._lock:
                 self._holders -= 1
-                if self._holders == 0 and self._restore:
-                    gc.enable()
+                if self._holders == 0:
+                    self.freeze()  # the parsed tree: no collection pass over it (below)
+                    if self._restore:
+                        gc.enable()
                 self._trim_due = True
-            time.sleep(0)  # hand the interpreter lock over before the deferred collection
 
     def stats(self) -> dict[str, object]:
         """For `stats`: big parses held so far, heap trims so far, whether one is due."""
