@@ -18,8 +18,11 @@ __all__ = [
     "FOUND",
     "INVALID",
     "MISSING",
+    "Kept",
     "ObjectInfo",
     "is_object_name",
+    "kept",
+    "unkept",
 ]
 
 FOUND = "found"
@@ -58,6 +61,37 @@ class ObjectInfo:
 
     def __repr__(self) -> str:
         return f"ObjectInfo({self.name!r}, {self.state!r}, {self.sha!r}, {self.kind!r})"
+
+    def __eq__(self, other: object) -> bool:
+        """Equal answers about the same name (the stamp is when, not what)."""
+        if not isinstance(other, ObjectInfo):
+            return NotImplemented
+        return (self.name, self.state, self.sha, self.kind) == (
+            other.name, other.state, other.sha, other.kind)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.state, self.sha, self.kind))
+
+
+Kept = ObjectInfo | tuple[int, int]
+"""An answer as a cache keeps it: a missing object as its stamp alone (a daemon asks
+about tens of thousands of shas, most of them missing in a repository that never had
+them: 2.1 MB of answers at 10,000 stories)."""
+
+
+def kept(info: ObjectInfo) -> Kept:
+    """What a cache keeps of an answer that has its stamp."""
+    return info.stamp if info.state == MISSING and info.stamp is not None else info
+
+
+def unkept(name: str, cached: Kept | None, stamp: tuple[int, int] | None) -> ObjectInfo | None:
+    """The cached answer about `name` while the object folders' stamp is `stamp` (None:
+    nothing cached, or cached under another stamp)."""
+    if cached is None or stamp is None:
+        return None
+    if isinstance(cached, tuple):
+        return ObjectInfo(name, MISSING) if cached == stamp else None
+    return cached if cached.stamp == stamp else None
 
 
 class _CatFile:

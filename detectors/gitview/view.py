@@ -21,6 +21,8 @@ from storyd.detectors.gitview.objects import (
     _parse_answer,
     _Stamps,
     is_object_name,
+    kept,
+    unkept,
 )
 from storyd.detectors.gitview.proc import check_git_files, finish, piped, piped_all
 from storyd.detectors.gitview.proc import run as run_git
@@ -81,7 +83,7 @@ class GitView:
             ("full_walks", "incremental_walks", "walked", "lookups", "patch_ids", "probes"), 0
         )
         self._cat: _CatFile | None = None
-        self._objects: dict[str, ObjectInfo] = {}  # by lower-case name, each with its stamp
+        self._objects: dict[str, ObjectInfo | tuple[int, int]] = {}  # by name, with stamps
         self._stamps: dict[tuple[int, int], tuple[int, int]] = {}
         self._walks: dict[str, Walk] = {}  # oldest first (an LRU without collections)
         self._verdicts: dict[tuple[str, str], bool] = {}
@@ -180,8 +182,8 @@ class GitView:
         ask: list[tuple[str, str, tuple[int, int] | None]] = []
         for name in dict.fromkeys(names):
             key = name if name.islower() else name.lower()  # the caller's string, if it can
-            cached = self._objects.get(key)
-            if cached is not None and cached.stamp == stamps.of(key):
+            cached = unkept(name, self._objects.get(key), stamps.of(key))
+            if cached is not None:
                 result[name] = cached
             elif not is_object_name(name):
                 result[name] = ObjectInfo(name, INVALID)
@@ -193,7 +195,10 @@ class GitView:
             result[name] = info
             if stamp is not None:  # found ones too: `git gc --prune` deletes objects
                 info.stamp = stamp
-                self._remember(key, info)
+                if len(self._objects) >= _MAX_OBJECTS:
+                    self._objects.clear()
+                    self._stamps.clear()
+                self._objects[key] = kept(info)
         return result
 
     def _ask(self, names: list[str]) -> list[str]:
@@ -209,12 +214,6 @@ class GitView:
             broken, self._cat = self._cat, None
             broken.kill()
             raise
-
-    def _remember(self, key: str, info: ObjectInfo) -> None:
-        if len(self._objects) >= _MAX_OBJECTS:
-            self._objects.clear()
-            self._stamps.clear()
-        self._objects[key] = info
 
     def exists(self, name: str) -> bool:
         """Whether `name` names exactly one object in the repository."""
