@@ -24,9 +24,10 @@ from epic_state_harness import EPIC, STATE, story_id, task_id, write_epic
 
 from storyd.api import answers
 from storyd.core import switches
-from storyd.core.query import Query
+from storyd.core.query import Query, from_request
 from storyd.server import misses, priority
 from storyd.server.assembly import build_daemon
+from storyd.server.ops import Server
 from storyd.server.priority import Priority
 from storyd.server.reads import node_digest
 from storyd.server.service import Daemon, Settings
@@ -121,6 +122,24 @@ class TestWarmUpGivesWay:
         assert asked.result(timeout=10).line == _direct(workspace)
         wait_for(lambda: daemon.warm.done, 20.0, "the warm-up")
         assert STATE in ws.files  # and once the miss had its answer, the pass went on
+
+    def test_a_pass_pauses_for_a_thread_waiting_on_the_interpreter_lock(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Every PAUSE_EVERY units a pass lets the interpreter lock go for PAUSE: its
+        units' fast system calls alone never hand it to a thread waiting for it (the
+        event loop held 100-400 ms during a warm-up, priority.py); a query's own read
+        never pauses."""
+        prio = Priority()
+        slept: list[float] = []
+        monkeypatch.setattr(priority.time, "sleep", slept.append)
+        for _ in range(priority.PAUSE_EVERY * 3):
+            prio.give_way()
+        assert slept == [priority.PAUSE] * 3
+        with prio.asking():
+            for _ in range(priority.PAUSE_EVERY * 2):
+                prio.give_way()
+        assert slept == [priority.PAUSE] * 3
 
     def test_a_query_never_waits_on_itself(self) -> None:
         prio = Priority()
@@ -273,3 +292,37 @@ def test_daemon_log_does_not_import_rich() -> None:
     # before: structlog.dev imported rich, ~110 ms; the marker is gone after the import
     assert out.stdout.strip() == b"[] True 0", out.stdout
     assert b'"event":"x"' in out.stderr and b'"n":1' in out.stderr, out.stderr
+
+
+def test_an_unread_workspace_is_a_miss_without_touching_the_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a workspace has not been read (the warm-up under way), a query is a miss
+    at once: its epic's file is found on disk by the miss, on the pool, where the
+    background gives way, not on the event loop, where every system call waited for the
+    interpreter lock behind the warm-up's build (a listdir held an answer 155 ms)."""
+    write_epic(tmp_path, EPIC, tasks={story_id(1): {task_id(story_id(1), 1): {"status": "DONE"}}})
+    daemon = build_daemon(Settings(staleness="mtime", verify_interval=3600.0))
+    daemon.start([])  # no workspace watched: the query's is read by nothing but the test
+    try:
+        server = Server(daemon)
+        query = from_request({"op": "resume", "workspace": str(tmp_path), "epic": EPIC,
+                              "story": story_id(1)}, str(tmp_path))
+        listed: list[str] = []
+        real = os.listdir
+
+        def listdir(path: str) -> list[str]:
+            listed.append(path)
+            return real(path)
+
+        monkeypatch.setattr(os, "listdir", listdir)
+        assert server._hit(str(tmp_path), query) is None
+        assert listed == []
+        monkeypatch.setattr(os, "listdir", real)
+        ws = daemon.engine.add_workspace(str(tmp_path))
+        daemon.engine.scan(ws)  # read: now the cache answers, from what it knows
+        monkeypatch.setattr(os, "listdir", listdir)
+        hit = server._hit(str(tmp_path), query)
+        assert hit is not None and not isinstance(hit, Exception) and listed == []
+    finally:
+        daemon.stop()

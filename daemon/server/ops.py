@@ -145,6 +145,10 @@ class Server:
         your writes); an absent unit only while its file is (`known_absent`).
         """
         engine = self.engine
+        if query.state_file is None and engine.epic_file(path, str(query.epic)) is None:
+            return None  # the workspace not read yet: its epic is found on disk by the miss,
+            # on the pool while the background gives way, not by the event loop racing the
+            # warm-up's build for the interpreter lock (155 ms for a listdir, profiled)
         target = self.daemon.target(path, query)
         if target.key is None:
             return None
