@@ -15,6 +15,8 @@ from epic_state_harness import EPIC, story_id, task_id
 from git_harness import GitRepo
 
 from storyd.core import storytime, switches
+from storyd.server.assembly import build_daemon
+from storyd.server.service import Settings
 
 STORIES = 3000
 Spawn = Callable[..., DaemonProcess]
@@ -213,3 +215,25 @@ def test_warm_up_events_are_not_kept_for_replay(spawn_daemon: Spawn, tmp_path: P
         assert later["freshInstance"] is False and "units" not in later
         replayed = sub.read()
     assert (replayed["event"], replayed["unit"], replayed["done"]) == ("changed", sid, 2)
+
+
+def test_a_stop_during_a_warm_up_step_is_no_error(tmp_path: Path,
+                                                  capfd: pytest.CaptureFixture[str]) -> None:
+    """A stop that closes the detectors under the warm-up's check (a real stop's race)
+    ends the step with one info line, not an error with a traceback; while the daemon
+    runs, a failing step is still logged as the error it is."""
+    daemon = build_daemon(Settings(staleness="mtime", verify_interval=3600.0))
+    daemon.start([])
+
+    def closed() -> None:
+        raise RuntimeError("the daemon is stopping: its detectors are closed")
+
+    try:
+        daemon._warm_step("warm_check_failed", str(tmp_path), closed)
+        assert "warm_check_failed" in capfd.readouterr().out  # running: an error
+    finally:
+        daemon.stop()
+    daemon._warm_step("warm_check_failed", str(tmp_path), closed)
+    logged = capfd.readouterr().out  # in process, the log is written to stdout
+    assert "warm_check_failed" not in logged and "Traceback" not in logged
+    assert "warm_stopped" in logged

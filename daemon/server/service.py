@@ -33,7 +33,7 @@ from storyd.server.store import folder_identity
 from storyd.server.warmup import Warmup
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from storyd.core.query import Query
     from storyd.server.engine import Engine
@@ -222,20 +222,25 @@ class Daemon:
     def _warm_read(self, path: str) -> None:
         self.engine.reads.priority.give_way()  # a query reading now goes first (bounded)
         if self.refresher.should_keep_running() and path in self.engine.workspaces:
-            try:
-                self._watch_now(path)
-            except Exception:
-                self.log.exception("warm_failed", workspace=path)
+            self._warm_step("warm_failed", path, lambda: self._watch_now(path))
         self.warm.read += 1
 
     def _warm_check(self, path: str) -> None:
         ws = self.engine.workspaces.get(path)
         if ws is not None and self.refresher.should_keep_running():
-            try:
-                self.engine.check(ws)
-            except Exception:
-                self.log.exception("warm_check_failed", workspace=path)
+            self._warm_step("warm_check_failed", path, lambda: self.engine.check(ws))
         self.warm.checked += 1
+
+    def _warm_step(self, failed: str, path: str, step: Callable[[], object]) -> None:
+        """One warm-up step: an error is logged as `failed`, unless the daemon began to
+        stop meanwhile (its detectors closed under the step): then it ends, and says so."""
+        try:
+            step()
+        except Exception:
+            if self.refresher.should_keep_running():
+                self.log.exception(failed, workspace=path)
+            else:
+                self.log.info("warm_stopped", workspace=path)
 
     def stop(self, grace: float = STOP_GRACE) -> None:
         """Stop the threads (the socket is the server's business), within `grace` seconds.
