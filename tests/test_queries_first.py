@@ -301,7 +301,10 @@ def test_an_unread_workspace_is_a_miss_without_touching_the_disk(
     at once: its epic's file is found on disk by the miss, on the pool, where the
     background gives way, not on the event loop, where every system call waited for the
     interpreter lock behind the warm-up's build (a listdir held an answer 155 ms)."""
-    write_epic(tmp_path, EPIC, tasks={story_id(1): {task_id(story_id(1), 1): {"status": "DONE"}}})
+    state = write_epic(tmp_path, EPIC,
+                       tasks={story_id(1): {task_id(story_id(1), 1): {"status": "DONE"}}})
+    past = time.time() - 60  # not racy: served by stat where nothing watches (macOS)
+    os.utime(state, (past, past))
     daemon = build_daemon(Settings(staleness="mtime", verify_interval=3600.0))
     daemon.start([])  # no workspace watched: the query's is read by nothing but the test
     try:
