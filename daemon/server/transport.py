@@ -508,8 +508,8 @@ class Transport:
         The loop is woken once for the events that arrive before it runs, not once an
         event, and not at all while nobody subscribes (a subscriber's first answer is
         read from the cache and the event log, which hold these events already). A
-        warm-up's 10,000 first sights woke it 10,000 times: each wake-up took the
-        interpreter lock from the warm-up's build and back (pings of 100-400 ms).
+        warm-up's 10,000 first sights woke it 10,000 times, each wake-up taking the
+        interpreter lock from the warm-up's build and handing it back.
         """
         loop = self.loop
         if loop is None or loop.is_closed() or not len(self.subscribers):
