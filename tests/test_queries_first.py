@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -323,7 +324,8 @@ def test_an_unread_workspace_is_a_miss_without_touching_the_disk(
         assert listed == []
         monkeypatch.setattr(os, "listdir", real)
         ws = daemon.engine.add_workspace(str(tmp_path))
-        daemon.engine.scan(ws)  # read: now the cache answers, from what it knows
+        # read as a watch reads it (checked against git): now the cache answers
+        daemon.refresher.against_git(ws, partial(daemon.engine.scan, ws))
         monkeypatch.setattr(os, "listdir", listdir)
         hit = server._hit(str(tmp_path), query)
         assert hit is not None and not isinstance(hit, Exception) and listed == []

@@ -27,8 +27,9 @@ the git views' branch, the registry's work-tree roots, doctor.
     operation_findings(ws)             the warning that says so (git-operation/
                                        operation-in-progress), or ()
     GitLocation.lock_age()             (path, seconds since last written) of index.lock
-    git_operation_in_progress(ws, w)   an operation under way, or an index.lock written
-                                       less than `w` seconds ago
+    git_operation_in_progress(ws, w, j) an operation under way, or an index.lock written
+                                       less than `w` seconds ago (or the index less
+                                       than `j`: a work tree git has just written)
     git_lock_age(ws)                   GitLocation.lock_age() of a workspace
     held_lock_findings(ws, w)          the warning that a lock older than `w` is there
 
@@ -352,16 +353,28 @@ def git_lock_age(workspace: str) -> tuple[str, float] | None:
     return None if where is None else where.lock_age()
 
 
-def git_operation_in_progress(workspace: str, lock_wait: float = GIT_LOCK_WAIT) -> bool:
+def git_operation_in_progress(workspace: str, lock_wait: float = GIT_LOCK_WAIT,
+                              just_written: float = 0.0) -> bool:  # fmt: skip
     """Whether a git operation is mid-way (rebase, merge, cherry-pick, bisect), or git
-    wrote its index.lock less than `lock_wait` seconds ago."""
+    wrote its index.lock less than `lock_wait` seconds ago, or (`just_written`) the
+    index itself less than that many seconds ago: a work tree git has just written while
+    its ref may not have moved yet (a switch moves HEAD after the index; a cherry-pick
+    leaves CHERRY_PICK_HEAD a moment after it)."""
     where = locate(workspace)
     if where is None:
         return False
     if where.operation() is not None:
         return True
     lock = where.lock_age()
-    return lock is not None and lock[1] < lock_wait
+    if lock is not None and lock[1] < lock_wait:
+        return True
+    if just_written <= 0.0:
+        return False
+    try:
+        written = os.stat(os.path.join(where.gitdir, "index")).st_mtime
+    except OSError:
+        return False
+    return time.time() - written < just_written
 
 
 def operation_under_way(workspace: str) -> tuple[str, str] | None:

@@ -36,7 +36,7 @@ from storyd.server.engine import Engine
 from storyd.server.events import EventLog
 from storyd.server.ops import Server
 from storyd.server.quietgc import fix_malloc_thresholds
-from storyd.server.refresher import Refresher
+from storyd.server.refresher import GIT_SETTLE, Refresher
 from storyd.server.service import Daemon, Settings
 from storyd.server.watcher import Watcher
 
@@ -131,11 +131,18 @@ def build_daemon(
     def git_busy(workspace: str) -> bool:  # limits.git_lock_wait as a reload leaves it
         return git_operation_in_progress(workspace, settings.limits.git_lock_wait)
 
+    def git_writing(workspace: str) -> bool:
+        """git_busy, or a work tree git wrote within the git settle window: a state file
+        git has just written is checked once git settles (its refs may not have moved
+        yet), not in between (the recheck itself comes a settle window later)."""
+        return git_operation_in_progress(workspace, settings.limits.git_lock_wait,
+                                         GIT_SETTLE)  # fmt: skip
+
     options = Options(settings.limits.lock_timeout, settings.staleness,
                       settings.limits.max_answer_bytes)
     engine = Engine(
         options, detect=detect, changes=Changes(), events=EventLog(),
-        git_busy=git_busy, hold_tips=hold_tips, regressed=regressed,
+        git_busy=git_writing, hold_tips=hold_tips, regressed=regressed,
     )  # fmt: skip
     # the two process-wide switches, thrown here and nowhere else: state files parse
     # with orjson (never in the CLI; a big one with the collector held off,

@@ -154,6 +154,8 @@ class Server:
             return None
         entry = engine.serve(path, target.relpath, target.key, checked=query.detail)
         if entry is not None:
+            if query.detail and self.daemon.refresher.git_moved(path):
+                return None  # its findings are of before a commit no pass checked yet
             return entry
         if engine.known_absent(path, target.relpath, target.key):
             return target.not_there()

@@ -21,18 +21,19 @@ from typing import TYPE_CHECKING
 
 from storyd.core import log
 from storyd.core.gitstate import operation_under_way
-from storyd.core.storytime import stamp_files
 from storyd.core.worker import Worker
+from storyd.server.gitseen import GitSeen
 
 if TYPE_CHECKING:
     from storyd.server.engine import Engine
     from storyd.server.store import Workspace
 
-__all__ = ["Refresher"]
+__all__ = ["GIT_SETTLE", "Refresher"]
 
 # how often to look whether a git operation has finished: a fallback, as the end is an
 # event (the marker's removal) that watchdog delivers
 _BUSY_POLL = 1.0
+GIT_SETTLE = 0.05  # seconds of quiet in git's files before a workspace is checked again
 _OPERATION_NOTE = 2.0  # seconds an operation is under way before its answers say so
 _RACY_RETRIES = 5  # re-reads of a racy file before the verification tick takes over
 # due paths (workspace, relpath, early), scans, git rechecks, calls, verify
@@ -51,7 +52,7 @@ class Refresher(Worker):
         settle: float = 0.02,
         verify_interval: float = 2.0,
         rescan_every: int = 15,
-        git_settle: float = 0.05,
+        git_settle: float = GIT_SETTLE,
         git_busy: Callable[[str], bool] | None = None,
     ) -> None:
         """`git_busy` says a workspace's git is mid-operation: its recheck waits."""
@@ -74,10 +75,12 @@ class Refresher(Worker):
         self.busy_poll = _BUSY_POLL
         self._calls: list[Callable[[], None]] = []
         self._racy: dict[tuple[str, str], int] = {}  # racy re-reads in a row, per path
-        # git's stamp files (storytime.stamp_files) when each workspace was last checked
-        # against git: a sync finds a commit its file events have not told yet (macOS's
-        # FSEvents and the polling observers tell late; inotify's event may be queued)
-        self._git_seen: dict[str, object] = {}
+        # git as each workspace's last check against it found it: a sync finds a commit
+        # its file events have not told yet (macOS's FSEvents and the polling observers
+        # tell late; inotify's event may be queued or settling)
+        self.git_seen = GitSeen(engine.changes)
+        self.git_moved = self.git_seen.moved
+        self.against_git = self.git_seen.against
         self._ticks = 0
         self._busy_mark: tuple[int, int] = (-1, -1)  # misses and big parses at the last tick
         self.git_busy: Callable[[str], bool] = git_busy or (lambda _ws: False)
@@ -341,15 +344,9 @@ class Refresher(Worker):
                 duration_ms=_ms(started),
             )
 
-    def git_moved(self, workspace: str) -> bool:
-        """Whether git's stamp files changed since the workspace was last checked
-        against git (any thread: a few stats)."""
-        return self._git_seen.get(workspace) != stamp_files(workspace)
-
     def _git_changed(self, ws: Workspace) -> None:
-        self._git_seen[ws.path] = stamp_files(ws.path)  # before: a change meanwhile counts
         started = time.perf_counter()
-        self.on_git_change(ws)
+        self.git_seen.against(ws, partial(self.on_git_change, ws))
         self.log.info("git_recheck", workspace=ws.path, duration_ms=_ms(started))
 
     def _verify(self) -> None:

@@ -228,7 +228,8 @@ class Daemon:
     def _warm_check(self, path: str) -> None:
         ws = self.engine.workspaces.get(path)
         if ws is not None and self.refresher.should_keep_running():
-            self._warm_step("warm_check_failed", path, lambda: self.engine.check(ws))
+            check = partial(self.refresher.against_git, ws, partial(self.engine.check, ws))
+            self._warm_step("warm_check_failed", path, check)
         self.warm.checked += 1
 
     def _warm_step(self, failed: str, path: str, step: Callable[[], object]) -> None:
@@ -477,16 +478,11 @@ class Daemon:
         started = time.perf_counter()
         ws = self.engine.add_workspace(path)  # takes the folder's identity first
         self.watcher.watch(path)
-        files = self.engine.scan(ws)
+        files = self.refresher.against_git(ws, partial(self.engine.scan, ws))
         if folder_identity(path) != ws.identity:  # swapped while it was read
             self._moved(path)
-        self.log.info(
-            "watch",
-            workspace=path,
-            files=files,
-            units=ws.units,
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
-        )
+        self.log.info("watch", workspace=path, files=files, units=ws.units,
+                      duration_ms=_ms(started))
         return ws.units
 
     def not_a_workspace(self, path: str) -> str | None:
