@@ -13,7 +13,7 @@ import pytest
 from format_harness import codes, direct_envelope
 from realworld3 import CORPUS, need_corpus
 
-from storyd.core.formats import builtin
+from storyd.core.formats import builtin, claude_tasks
 from storyd.core.formats.base import Source
 from storyd.core.formats.claude_lists import list_folder, read_list
 
@@ -229,3 +229,20 @@ class TestOutsideLists:
         unit = read_list(str(tmp_path / "tasks" / "red"))
         assert unit is not None and unit.labels["team"] == "red"
         assert unit.labels["owners"] == "researcher: 1"
+
+
+@pytest.mark.parametrize(("names", "order"), [
+    (["10.json", "2.json", "1.json"], ["1.json", "2.json", "10.json"]),  # number order
+    ([".lock", ".highwatermark", "3.json", "1.json"], ["1.json", "3.json"]),  # Claude's own
+    (["1.json", ".json", "x.json", "3.json"], ["1.json", "3.json", "x.json"]),  # hidden
+    (["-a.json", ".lock", "2.json"], ["2.json", "-a.json"]),  # a name before the dots
+    (["01.json", "1.json", "b.json", "a.json"], ["01.json", "1.json", "a.json", "b.json"]),
+    (["notes.md", "2.json", "tasks.md"], ["2.json"]),
+    ([".lock"], []),
+    ([], []),
+])  # fmt: skip
+def test_task_files_are_named_ids_in_id_order(names: list[str], order: list[str]) -> None:
+    """The fast way (every name `<number>.json` once the hidden ones are set aside) and
+    the slow one give the same order, whatever order the folder lists them in."""
+    assert claude_tasks.task_names(names) == order
+    assert claude_tasks.task_names(list(reversed(names))) == order

@@ -52,17 +52,26 @@ def _id_order(ident: str) -> tuple[int, int, str]:
 
 def task_names(names: list[str]) -> list[str]:
     """The task files among a folder's names (`<id>.json`, not hidden), in id order."""
-    found = [n for n in names if n.endswith(".json") and n[:1] != "."]
-    text = "/".join(found)
-    if (text.isascii() and text.count(".") == len(found) and "/0" not in "/" + text
-            and text.replace(".json", "").replace("/", "").isdigit()):
+    found = sorted(names)
+    hidden = 0  # `.lock`, `.highwatermark`: before every digit (unless a name has a
+    while hidden < len(found) and found[hidden][:1] == ".":  # `-`: then the slow way)
+        hidden += 1
+    del found[:hidden]
+    if _numbered("/".join(found), len(found)):
         # Claude Code's names, `<number>.json` without a leading zero: number order is
-        # text order then length order (two sorts in C, no key per name)
-        found.sort()
+        # text order then length order (two sorts in C, no key nor test per name)
         found.sort(key=len)
-    else:
-        found.sort(key=lambda n: _id_order(n[:-5]))
+        return found[:MAX_TASK_FILES]
+    found = [n for n in found if n.endswith(".json") and n[:1] != "."]
+    found.sort(key=lambda n: _id_order(n[:-5]))
     return found[:MAX_TASK_FILES]
+
+
+def _numbered(text: str, count: int) -> bool:
+    """Whether `count` names joined by `/` are each `<number>.json`, no leading zero."""
+    return (text.isascii() and text.count(".") == count and text.count(".json") == count
+            and "/0" not in "/" + text and "/." not in "/" + text
+            and text.replace(".json", "").replace("/", "").isdigit())
 
 
 def read_task_files(names: list[str], dir_fd: int, seen: dict[str, Signature | None], *,
