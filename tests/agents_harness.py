@@ -23,7 +23,8 @@ from daemon_harness import daemon_env, write_config
 from storyd.cli.commands.demo import prepare
 from storyd.core.paths import which
 
-__all__ = ["REPO", "AgentsEnv", "LoggingGit", "demo_workspace", "hook_payload", "run_hook"]
+__all__ = ["REPO", "AgentsEnv", "LoggingGit", "demo_workspace", "hook_payload", "no_python",
+           "run_hook"]
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -48,6 +49,16 @@ class AgentsEnv:
     def config(self, hooks_table: str, extra: str = "") -> Path:
         """Write config.toml with this [hooks] table body."""
         return write_config(self.root, f"{extra}[hooks]\n{hooks_table}")
+
+
+def no_python(env: dict[str, str], root: Path) -> dict[str, str]:
+    """`env` where any Python storyd that starts fails: SHADOW on stderr and exit 97 (a
+    hook answered by the daemon through storyd-hook must start none)."""
+    shadow = root / "no-python" / "storyd"
+    (shadow / "cli").mkdir(parents=True, exist_ok=True)
+    (shadow / "__init__.py").write_text("import sys\nsys.stderr.write('SHADOW\\n')\nsys.exit(97)\n")
+    (shadow / "cli" / "__init__.py").write_text("")
+    return dict(env, PYTHONPATH=str(shadow.parent))
 
 
 def hook_payload(event: str, cwd: Path | str, **fields: object) -> dict[str, object]:

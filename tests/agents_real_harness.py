@@ -26,7 +26,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from agents_harness import AgentsEnv, demo_workspace
+from agents_harness import AgentsEnv, demo_workspace, no_python
 from cli_harness import STORYD
 from mock_models import MockModel, Step
 
@@ -112,14 +112,6 @@ def _npm_install(agent: Agent) -> str | None:
             return f"{spec}: npm install failed: {last[0].strip()}"
         partial.rename(agent.folder)
     return None
-
-
-def no_python(env: dict[str, str], root: Path) -> dict[str, str]:
-    """`env` where a Python storyd, should one start, writes SHADOW and exits 97."""
-    shadow = root / "no-python" / "storyd"
-    shadow.mkdir(parents=True, exist_ok=True)
-    (shadow / "__init__.py").write_text("import sys\nsys.stderr.write('SHADOW\\n')\nsys.exit(97)\n")
-    return dict(env, PYTHONPATH=str(shadow.parent))
 
 
 @dataclass(frozen=True, slots=True)

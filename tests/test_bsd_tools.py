@@ -20,7 +20,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from agents_harness import AgentsEnv, demo_workspace, hook_payload, run_hook
+from agents_harness import AgentsEnv, demo_workspace, hook_payload, no_python, run_hook
 from cli_harness import STORYD, run_storyd_cli
 from daemon_harness import DaemonProcess
 
@@ -109,15 +109,6 @@ def installed(tmp_path: Path) -> Path:
     return folder
 
 
-def _no_python(env: dict[str, str], root: Path) -> dict[str, str]:
-    """`env` where a Python storyd start fails: exit 97 and SHADOW on stderr."""
-    shadow = root / "shadow" / "storyd"
-    (shadow / "cli").mkdir(parents=True, exist_ok=True)
-    (shadow / "__init__.py").write_text("import sys\nsys.stderr.write('SHADOW\\n')\nsys.exit(97)\n")
-    (shadow / "cli" / "__init__.py").write_text("")
-    return dict(env, PYTHONPATH=str(root / "shadow"))
-
-
 @pytest.fixture
 def up(tmp_path: Path, spawn_daemon: Callable[..., DaemonProcess]
        ) -> tuple[Path, AgentsEnv, DaemonProcess]:
@@ -141,7 +132,7 @@ class TestMacTools:
         ws, agents, daemon = up
         want = run_storyd_cli("resume", "--direct", *RESUME, env=agents.env, cwd=ws)
         assert want.returncode == 0 and want.stdout
-        env = _no_python(dict(agents.env, PATH=mac_path), tmp_path)
+        env = no_python(dict(agents.env, PATH=mac_path), tmp_path)
         before = daemon.stats()["queries"]
         done = subprocess.run(["/bin/sh", str(installed / "storyd-resume"), "--timeout", "5000",
                                *RESUME], cwd=ws, env=env, capture_output=True, timeout=60,
@@ -157,7 +148,7 @@ class TestMacTools:
         payload = hook_payload("SessionStart", ws, source="startup", padding="x" * padding)
         want = run_hook("session-start", payload, agents.env)
         assert want.returncode == 0 and want.stdout
-        env = _no_python(dict(agents.env, PATH=mac_path, STORYD_HOOK_TIMEOUT_MS="10000"),
+        env = no_python(dict(agents.env, PATH=mac_path, STORYD_HOOK_TIMEOUT_MS="10000"),
                          tmp_path)
         done = subprocess.run([str(installed / "storyd-hook"), "session-start"],
                               input=orjson.dumps(payload), env=env, cwd="/",

@@ -22,9 +22,11 @@ from git_harness import GitWorkspace
 
 from storyd.api.answers import Options
 from storyd.server import gitseen
+from storyd.server.assembly import build_daemon
 from storyd.server.changes import Changes
 from storyd.server.engine import Engine
 from storyd.server.refresher import Refresher
+from storyd.server.service import Settings
 from storyd.server.store import Workspace
 
 T3 = task_id(STORY, 3)
@@ -149,3 +151,18 @@ def test_a_detailed_resume_right_after_a_commit_has_its_finding(
     assert "unrecorded" in codes, after
     assert codes["unrecorded"]["evidence"]["commit"] == sha  # type: ignore[index]
     assert proc.request(request)["findings"] == after["findings"]  # and so it stays
+
+
+def test_an_unwatch_forgets_the_note(tmp_path: Path) -> None:
+    """A workspace unwatched is no longer known to have been checked against git."""
+    repo = _repo(tmp_path)
+    daemon = build_daemon(Settings(staleness="mtime", verify_interval=3600.0))
+    daemon.start([])
+    try:
+        path = daemon.canonical(str(repo.path))
+        assert daemon.watch(path).result(10) >= 1
+        assert not daemon.refresher.git_moved(path)  # the watch's read checked it
+        assert daemon.unwatch(path).result(10) is True
+        assert daemon.refresher.git_moved(path)
+    finally:
+        daemon.stop()

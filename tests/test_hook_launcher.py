@@ -20,7 +20,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from agents_harness import AgentsEnv, demo_workspace, hook_payload, run_hook
+from agents_harness import AgentsEnv, demo_workspace, hook_payload, no_python, run_hook
 from cli_harness import BIN, path_without
 from daemon_harness import DaemonProcess, wait_for
 
@@ -38,16 +38,6 @@ def launch(event: str, payload: bytes | dict[str, object], env: dict[str, str],
     data = orjson.dumps(payload) if isinstance(payload, dict) else payload
     return subprocess.run([LAUNCHER, event, *args], input=data, env=env, cwd="/",
                           capture_output=True, timeout=60, check=False)  # fmt: skip
-
-
-def no_python(env: dict[str, str], root: Path) -> dict[str, str]:
-    """`env` where any Python storyd started fails: exit 97 and SHADOW on stderr."""
-    shadow = root / "shadow" / "storyd"
-    shadow.mkdir(parents=True, exist_ok=True)
-    (shadow / "__init__.py").write_text("import sys\nsys.stderr.write('SHADOW\\n')\nsys.exit(97)\n")
-    (shadow / "cli").mkdir(exist_ok=True)
-    (shadow / "cli" / "__init__.py").write_text("")
-    return dict(env, PYTHONPATH=str(root / "shadow"))
 
 
 def _agent_payload(agent: str, event: str, ws: Path,

@@ -209,7 +209,8 @@ def test_the_daemon_records_a_notification_through_the_launcher(
 ) -> None:
     """bin/storyd-hook sends the notification to the daemon's `hook` op: no Python
     starts (a shadowed storyd package would exit 97), the record says waiting."""
-    from test_hook_launcher import launch, no_python
+    from agents_harness import no_python
+    from test_hook_launcher import launch
 
     agents = AgentsEnv(tmp_path)
     ws = _workspace(tmp_path)

@@ -65,6 +65,10 @@ class GitSeen:
                 return False
         return note.stamp != stamp_files(workspace)
 
+    def forget(self, workspace: str) -> None:
+        """An unwatched workspace's note goes (a watch again notes it afresh)."""
+        self._notes.pop(workspace, None)
+
     def against(self, ws: Workspace, check: Callable[[], _T]) -> _T:
         """Run `check`, a pass that checks `ws`'s units against git, then note git's stamp
         files as taken before it (a change meanwhile counts as a move); only when the

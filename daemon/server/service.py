@@ -560,6 +560,7 @@ class Daemon:
         """Stop watching and forget (on the refresher thread); True if it was watched."""
         self.watcher.unwatch(path)
         removed = self.engine.remove_workspace(path)
+        self.refresher.git_seen.forget(path)
         self._forget_aliases(path)
         self.auto_watched.discard(path)
         self.last_asked.pop(path, None)
