@@ -124,6 +124,44 @@ class TestWarmUpGivesWay:
         wait_for(lambda: daemon.warm.done, 20.0, "the warm-up")
         assert STATE in ws.files  # and once the miss had its answer, the pass went on
 
+    def test_a_pass_publishes_its_events_giving_way_between_them(self, workspace: Path) -> None:
+        """A warm-up's detectors change every unit's findings: its 10,000 events took
+        half a second after the install, in which a miss waited behind them."""
+        from storyd.server.engine import Engine
+
+        engine = Engine(answers.Options(staleness="mtime"))
+        ws = engine.add_workspace(str(workspace))
+        engine.scan(ws)
+        prio = engine.reads.priority
+        seen: list[object] = []
+        asking, leave = threading.Event(), threading.Event()
+
+        def query() -> None:
+            with prio.asking():
+                asking.set()
+                leave.wait(10)
+
+        def sink(event: object, _line: bytes) -> None:
+            seen.append(event)
+            if len(seen) == 1:  # a query begins to read while the pass publishes
+                threading.Thread(target=query).start()
+                assert asking.wait(5)
+
+        engine.log.sinks.append(sink)
+        stories = {story_id(n): {task_id(story_id(n), 1): {"status": "PENDING"}}
+                   for n in range(1, STORIES + 1)}
+        write_epic(workspace, EPIC, tasks=stories)  # every unit changes
+        before = prio.gave_way
+        refresh = threading.Thread(target=engine.touch, args=(ws, STATE))
+        refresh.start()
+        try:
+            wait_for(lambda: prio.gave_way > before, 10.0, "the pass giving way")
+            assert len(seen) == 1  # the next event waits for the query
+        finally:
+            leave.set()
+            refresh.join(10)
+        assert len(seen) == STORIES
+
     def test_a_pass_pauses_for_a_thread_waiting_on_the_interpreter_lock(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -4,7 +4,7 @@ A write's read parses the whole file again and digests every node to find the un
 that did not change. What the new snapshot keeps for those (each unit's key and digest)
 must be the old read's objects, not the new parse's: at 10,000 stories, 10,000 new
 keys and digests scattered through the arenas the new tree filled kept 24 MB of them
-from going back to the system after each write (daemon/server/reads.py, `reuser`).
+from going back to the system after each write (daemon/server/reads.py, `Reuser`).
 """
 
 from __future__ import annotations

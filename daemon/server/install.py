@@ -25,7 +25,7 @@ from storyd.core.errors import DataError, StateFileMissing, StorydError
 from storyd.core.gitstate import OPERATION_DETECTOR, operation_findings
 from storyd.core.model import OWN_DETECTORS, Finding, Unit, same_data
 from storyd.core.pipeline import Answer, FileRead, Options
-from storyd.server.reads import Reads, reuser, unreadable_finding
+from storyd.server.reads import Reads, Reuser, unreadable_finding
 from storyd.server.store import (
     Entry,
     PassMark,
@@ -190,7 +190,7 @@ class Installer:
         old = ws.files.get(relpath)
         healthy = old is not None and old.error is None and old.unreadable_since is None
         prints: dict[str, bytes] = {}
-        reuse_unit = reuser(old, prints, reuse=reuse and healthy,
+        reuse_unit = Reuser(old, prints, reuse=reuse and healthy,
                             give_way=self.reads.priority.give_way)
         got = self.reads.read(ws.path, relpath, adapter, reuse_unit)
         if ws.moved or folder_identity(ws.path) != ws.identity:
@@ -355,7 +355,8 @@ class Installer:
                 ws.files_version += 1
             ws.files[relpath] = snap  # the one assignment: old units or new, never half
             _index(ws, relpath, [e for e, _ in changed], gone)
-        for entry, prev in changed:
+        for entry, prev in changed:  # 10,000 events after a warm-up's detectors: half
+            give_way()  # a second in which a query waited for the lock 5 ms a system call
             self.forward.changed(entry, prev)
         for entry in gone:
             self.forward.removed(entry)

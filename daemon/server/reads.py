@@ -25,19 +25,19 @@ from storyd.core.errors import DataError, StateFileMissing
 from storyd.core.formats.base import Source
 from storyd.core.model import Finding
 from storyd.core.pipeline import FileRead, Options
+from storyd.server.compact import compact
 from storyd.server.priority import Priority
 from storyd.server.quietgc import QuietGC
 from storyd.server.store import folder_identity
 
 if TYPE_CHECKING:
     from storyd.core.formats import Adapter
-    from storyd.core.formats.base import Reuse
     from storyd.core.model import Unit
     from storyd.core.pipeline import Signature
     from storyd.server.changes import Changes
     from storyd.server.store import Snapshot
 
-__all__ = ["Reads", "iso_utc", "node_digest", "reuser", "unreadable_finding"]
+__all__ = ["Reads", "Reuser", "iso_utc", "node_digest", "unreadable_finding"]
 
 _dumps = orjson.dumps
 _FILE_LOCKS = 64
@@ -109,30 +109,55 @@ def _feed(hasher: blake2b, value: object, depth: int) -> None:
     hasher.update(repr(value).encode("utf-8", "surrogatepass"))
 
 
-def reuser(old: Snapshot | None, prints: dict[str, bytes], *, reuse: bool,
-           give_way: Callable[[], None] | None = None) -> Reuse:
-    """The `reuse` callback of one read: record each node's digest in `prints` and,
-    with `reuse`, hand back the cached unit of a node that has not changed.
-    `give_way`: called before each node (a background read gives way to queries)."""
-    known = old.prints if old is not None else {}
-    entries = old.entries if old is not None else {}
+class Reuser:
+    """The `reuse` callback of one read (Adapter.load_reusing): records each node's
+    digest in `prints` and, with `reuse`, hands back the cached unit of a node that has
+    not changed, noting which units it handed back. `give_way`: called before each
+    node (a background read gives way to queries)."""
 
-    def reuse_unit(key: str, node: dict[str, object]) -> Unit | None:
-        if give_way is not None:
-            give_way()
+    __slots__ = ("_entries", "_give_way", "_known", "_reuse", "handed", "prints")
+
+    def __init__(self, old: Snapshot | None, prints: dict[str, bytes], *, reuse: bool,
+                 give_way: Callable[[], None] | None = None) -> None:  # fmt: skip
+        self._known = old.prints if old is not None else {}
+        self._entries = old.entries if old is not None else {}
+        self._reuse = reuse
+        self._give_way = give_way
+        self.prints = prints
+        self.handed: set[int] = set()  # ids of the units handed back
+
+    def __call__(self, key: str, node: dict[str, object]) -> Unit | None:
+        if self._give_way is not None:
+            self._give_way()
         digest = node_digest(node)
-        before = known.get(key)
+        before = self._known.get(key)
         if before != digest:
-            prints[key] = digest
+            self.prints[key] = digest
             return None
         # unchanged: the old read's key and digest are kept, not this parse's, so that
         # nothing of a rewrite's tree outlives it and pins the heap it was parsed into
         # (10,000 keys and digests kept 24 MB of arenas after one write at 10,000 units)
-        entry = entries.get(key)
-        prints[entry.key if entry is not None else key] = before
-        return entry.unit if reuse and entry is not None else None
+        entry = self._entries.get(key)
+        self.prints[entry.key if entry is not None else key] = before
+        if not self._reuse or entry is None:
+            return None
+        self.handed.add(id(entry.unit))
+        return entry.unit
 
-    return reuse_unit
+    def built(self, units: list[Unit]) -> list[Unit]:
+        """The units of this read that were built, not handed back."""
+        handed = self.handed
+        return [u for u in units if id(u) not in handed] if handed else units
+
+    def rekey(self, units: list[Unit]) -> None:
+        """`prints` keyed by the units' own key objects (their copies, after compact),
+        in the same order, the same dict (the installer holds it)."""
+        prints = self.prints
+        own = {u.key: u.key for u in units if u.key in prints}
+        if own:
+            rekeyed = {own.get(key, key): digest for key, digest in prints.items()}
+            prints.clear()
+            prints.update(rekeyed)
 
 
 class _Keeping(Source):
@@ -241,7 +266,7 @@ class Reads:
         workspace: str,
         relpath: str,
         adapter: Adapter,
-        reuse: Reuse | None = None,
+        reuse: Reuser | None = None,
         *,
         since: int | None = None,
     ) -> FileRead:
@@ -271,8 +296,13 @@ class Reads:
             # a background read offers its parse to the misses meanwhile (offered.py)
             offer = nullcontext() if self.priority.asking_here() else self.quiet.offers.offering()
             home = (workspace, folder_identity(workspace))
-            with offer:
+            with offer as made:
                 got = pipeline.read_file(workspace, adapter, relpath, self.options, reuse)
+                if made and got.units:  # while the big parse's tree lives (compact.py)
+                    built = got.units if reuse is None else reuse.built(got.units)
+                    compact(built)
+                    if reuse is not None:
+                        reuse.rekey(built)
             got.seq = seq
             got.home = home
             if changes is not None:  # the next read of what it read is covered
@@ -303,7 +333,10 @@ class Reads:
         if latest is not None and latest[1].error is None and self._still(latest[1]):
             return latest[1]
         source = _Keeping(workspace, self.options.lock_timeout, relpath)
-        with self.quiet.offers.taking():  # a background read's parse of equal bytes
+        # a background read's parse of equal bytes; before any whole read of the file,
+        # this one's is kept for the misses after it and that read (offered.py)
+        keep = latest is None and self.keeps(workspace)
+        with self.quiet.offers.taking(keep=keep):
             got = pipeline.read_one(workspace, adapter, relpath, key, self.options, source)
         if got.error is None and source.data is not None and self.keeps(workspace):
             file = (workspace, relpath)
@@ -363,7 +396,7 @@ class Reads:
         last good read and why (None: read well). Units unchanged since `snap`, the
         cached snapshot, are that snapshot's, not built again."""
         healthy = snap is not None and snap.error is None and snap.unreadable_since is None
-        reuse = reuser(snap, {}, reuse=True) if healthy else None
+        reuse = Reuser(snap, {}, reuse=True) if healthy else None
         got = self.read(workspace, relpath, adapter, reuse, since=since)
         if isinstance(got.error, DataError) or (got.error is not None and got.error.code == 75):
             good = self._last_good.get((workspace, relpath))

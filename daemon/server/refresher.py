@@ -358,6 +358,7 @@ class Refresher(Worker):
             elif self.engine.verify(ws):
                 self.log.info("verify_caught_change", workspace=ws.path)
         reads = self.engine.reads
+        reads.quiet.offers.expire()  # a miss's tree kept too long (offered.py)
         reads.quiet.trim(force=True)  # the big reads since the last trim
         mark = (reads.priority.started, reads.quiet.held)
         reads.quiet.collect_idle(idle=mark == self._busy_mark)  # quietgc.py
