@@ -143,11 +143,14 @@ def settled_rss(sock: str, pid: int) -> float:
     """RSS in MB once the daemon has given back the heap the write's read freed: it
     trims after the answer (at most once a second, and at every verification tick), so
     a trim made after the answer was seen, and none due since (or SETTLE_LIMIT passed:
-    NaN)."""
+    NaN). A daemon that never read a big file (quietgc.BIG_BYTES) has none to give back:
+    its RSS as it is."""
     trims = _heap(sock).get("trims", 0)
     deadline = time.perf_counter() + SETTLE_LIMIT
     while time.perf_counter() < deadline:
         heap = _heap(sock)
+        if heap.get("bigParses") == 0 and heap.get("trimDue") is False:
+            return rss_kb(pid) / 1024  # no big read ever: no heap to give back
         if heap.get("trimDue") is False and heap.get("trims", 0) > trims:  # type: ignore[operator]
             return rss_kb(pid) / 1024
         time.sleep(0.05)  # the trim comes with the next verification tick
