@@ -139,3 +139,15 @@ def test_a_big_background_read_compacts_the_units_it_built_not_those_it_reused(
             assert second.entries[key].unit is first.entries[key].unit
     assert next(k for k in second.prints if k == changed.key) is changed.key
     assert list(second.prints) == list(first.prints)  # in the file's order still
+
+
+def test_a_value_that_is_not_a_plain_string_is_left_as_it_is() -> None:
+    class Name(str):
+        pass
+
+    odd = Name("s-1")
+    units = [Unit("epic", STATE, odd, (Task(7, "DONE", "done"),)),  # type: ignore[arg-type]
+             Unit("epic", STATE, "s-2", (Task("t2", "DONE", "done", commit_sha="a" * 40),))]
+    assert compact(units) == 3  # s-2, t2 and its sha
+    assert units[0].key is odd and units[0].tasks[0].id == 7
+    assert (units[1].key, units[1].tasks[0].id) == ("s-2", "t2")

@@ -29,10 +29,12 @@ def _strings(units: Iterable[Unit]) -> list[str]:
     """Every string the units keep that a parse may have made, in `_put_back`'s order."""
     found: list[str] = []
     add = found.append
-    for unit in units:
-        add(unit.key)  # a label that is the key (a story's) takes the key's copy
+    for unit in units:  # `type(...) is str` throughout: what a str subclass or a
+        if type(unit.key) is str:  # stray value holds is left as it is, never joined
+            add(unit.key)  # a label that is the key (a story's) takes the key's copy
         for task in unit.tasks:
-            add(task.id)
+            if type(task.id) is str:
+                add(task.id)
             sha, when = task.commit_sha, task.completed_at
             if type(sha) is str:
                 add(sha)
@@ -47,13 +49,16 @@ def _put_back(units: Iterable[Unit], copies: Iterable[str]) -> None:
     """Each string `_strings` found replaced by its copy, in the same order."""
     take = iter(copies).__next__
     for unit in units:
-        key, unit.key = unit.key, take()
-        labels = unit.labels
-        for name, value in labels.items():  # in place: no new dict; other labels are
-            if value is key:  # the format's own strings (interned, formatted)
-                labels[name] = unit.key
+        key = unit.key
+        if type(key) is str:
+            unit.key = take()
+            labels = unit.labels
+            for name, value in labels.items():  # in place: no new dict; other labels
+                if value is key:  # are the format's own strings (interned, formatted)
+                    labels[name] = unit.key
         for task in unit.tasks:  # inline: a call per task is a tenth of the whole
-            task.id = take()
+            if type(task.id) is str:
+                task.id = take()
             if type(task.commit_sha) is str:
                 task.commit_sha = take()
             if type(task.completed_at) is str:
