@@ -61,7 +61,7 @@ class Offers:
         self._lock = threading.Lock()
         self._offered: list[_Parse] = []
         self._kept: tuple[bytes, object, float] | None = None  # a miss's: bytes, tree, when
-        self._role = threading.local()  # "offer", "take" or absent, per thread
+        self._role = threading.local()  # "offer", "take", "keep" or absent, per thread
         self.taken = 0  # misses answered from an offered parse (stats, tests)
 
     @contextmanager
