@@ -11,7 +11,7 @@ load on the shared machine falls on all of them alike):
   yardstick `python -c "import orjson; orjson.loads(open(F, 'rb').read())"` in the same
   interpreter. Targets: within 1.5x at 10,000 stories, 1.2x at 20.
 - daemon: `storyd serve` spawned with the workspace; the client pings until it listens
-  (the daemon's own start-up, reported beside), then asks the middle story
+  (the socket bound and the early door open, server/door.py), then asks the middle story
   until the answer is the direct read's (first right, from spawn; target 250 ms at
   10,000 and within 1.3x of the direct read at every size), then asks other stories
   until the warm-up ends (slowest resume while warming; target 100 ms), then rewrites

@@ -7,8 +7,9 @@ spawned as `storyd serve`, interleaved round by round.
 
 For each venv and size (one epic of N stories x 5 tasks, compact JSON, git mode):
 the direct read (`storyd resume --direct` for the middle story, whole process), and a
-daemon spawned on the workspace: spawn to listening (the first `ping` answered; the
-client retries every 2 ms while nothing accepts) and spawn to the first right
+daemon spawned on the workspace: spawn to listening (the first `ping` answered, by the
+early door once the socket is bound, server/door.py; the client retries every 2 ms
+while nothing accepts) and spawn to the first right
 `resume` (the answer equal to the direct read's). Targets: first right answer within
 250 ms at 10,000 stories, and within 1.3x of the direct read at every size.
 """

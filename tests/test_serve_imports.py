@@ -41,6 +41,8 @@ def test_first_answer_does_not_import_claims_or_epic_views(tmp_path: Path) -> No
         answer = daemon.request({"op": "resume", "workspace": str(workspace),
                                  "epic": EPIC, "story": STORY})
         assert answer["ok"] is True, answer
+        # the early door may have answered (server/door.py): the daemon serves first
+        wait_for(lambda: '"serving"' in daemon.log_text(), 10.0, "the daemon to serve")
         before = _imported(daemon.log_text())
         assert "storyd.server.ops" in before  # the report is there: the daemon's own modules
         assert not before & set(DEFERRED), sorted(before & set(DEFERRED))

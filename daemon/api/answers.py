@@ -18,6 +18,7 @@ from storyd.core.query import Output, Query
 
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
+    from storyd.core.formats.base import Source
     from storyd.core.model import Unit
     from storyd.core.pipeline import Detect
     from storyd.core.wire import Envelope
@@ -47,10 +48,12 @@ def resume_unit(workspace: str, state_file: str, key: str | None, options: Optio
     return resume(workspace, target.for_state_file(workspace, state_file, key), options)
 
 
-def resume(workspace: str, where: target.Target, options: Options) -> Answer:
+def resume(workspace: str, where: target.Target, options: Options,
+           source: Source | None = None) -> Answer:
     """The answer for a target, read now under the writers' lock: only the asked unit
-    is built (pipeline.read_one)."""
-    read = read_one(workspace, where.adapter, where.relpath, where.key, options)
+    is built (pipeline.read_one). `source`: what to read through (the early door keeps
+    the bytes it read: server/kept.py)."""
+    read = read_one(workspace, where.adapter, where.relpath, where.key, options, source)
     if read.error is not None:
         raise read.error
     return answer(workspace, where.pick(read.units or []), options)

@@ -14,7 +14,9 @@ from storyd.core.ids import normalize_epic_id, normalize_story_id
 from storyd.core.locking import DEFAULT_LOCK_TIMEOUT
 from storyd.core.storytime import MODES
 
-__all__ = ["ABOUT", "FLAGS", "USAGE", "Output", "Query", "from_argv", "from_request"]
+__all__ = [
+    "ABOUT", "FLAGS", "USAGE", "Output", "Query", "checked_workspace", "from_argv", "from_request",
+]
 
 USAGE = (
     "usage: --story-id <id> --epic-id <id> [--workspace <dir>] [--detail] [--direct]\n"
@@ -159,6 +161,18 @@ def _text(request: dict[str, object], name: str, *, required: bool = False) -> s
     if "\0" in value:
         raise UsageError(f"field {name!r} may not contain a NUL byte")
     return value
+
+
+def checked_workspace(raw: object) -> str:
+    """A request's `workspace` field as given, once it is a non-empty absolute path
+    without a NUL byte (UsageError naming what is wrong)."""
+    if not isinstance(raw, str) or not raw:
+        raise UsageError("field 'workspace' must be a non-empty string")
+    if "\0" in raw:
+        raise UsageError("field 'workspace' may not contain a NUL byte")
+    if not os.path.isabs(raw):
+        raise UsageError(f"workspace {raw!r} must be an absolute path")
+    return raw
 
 
 def from_request(request: dict[str, object], workspace: str) -> Query:

@@ -17,9 +17,11 @@ TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
     from storyd.core.formats.base import Adapter
     from storyd.core.model import Unit
+    from storyd.core.query import Query
 
 __all__ = [
-    "STORY_MISSING", "Target", "current_unit", "for_epic", "for_state_file", "resolve_state_file"
+    "STORY_MISSING", "Target", "current_unit", "for_epic", "for_query", "for_state_file",
+    "resolve_state_file",
 ]
 
 # the seed skill's own words for exit 2, byte for byte
@@ -100,6 +102,13 @@ def for_state_file(workspace: str, state_file: str, unit: str | None, *,
     if relpath is None:
         relpath = resolve_state_file(workspace, state_file)
     return Target(relpath, unit, f"unit {unit!r} not in {relpath}", None)
+
+
+def for_query(workspace: str, query: Query) -> Target:
+    """A query's target as the disk has it: its epic's story, or its state file's unit."""
+    if query.state_file is None:
+        return for_epic(workspace, str(query.epic), str(query.story))
+    return for_state_file(workspace, query.state_file, query.unit)
 
 
 def resolve_state_file(workspace: str, state_file: str) -> str:

@@ -81,15 +81,16 @@ def assemble(
     detect: Detect | None,
     hold_tips: Callable[[bool], None],
     socket: str,
+    instance: str | None = None,
 ) -> Assembly:
     """Build the daemon for `settings` and `cfg`: `detect` checks a unit (None: no
     detectors), `hold_tips` brackets a pass over a workspace's units, `socket` is the
-    path the notification hook is told. Starts only the optional parts' threads; the
-    daemon's own start with `Daemon.start`."""
+    path the notification hook is told, `instance` the clock's (the early door's).
+    Starts only the optional parts' threads; the daemon's own start with `Daemon.start`."""
 
     history = _history(cfg)
     regressed = history.regressed if history is not None else None
-    daemon = build_daemon(settings, detect, hold_tips, regressed)
+    daemon = build_daemon(settings, detect, hold_tips, regressed, instance)
     engine = daemon.engine
     events = engine.log
     notifications = notify.Notifications(
@@ -124,9 +125,11 @@ def build_daemon(
     detect: Detect | None = None,
     hold_tips: Callable[[bool], None] | None = None,
     regressed: Regressed | None = None,
+    instance: str | None = None,
 ) -> Daemon:
     """The daemon's core, from the disk to the cache: change queue, event log, engine,
-    refresher, watcher, direct readers (what `assemble` builds on; tests use it alone)."""
+    refresher, watcher, direct readers (what `assemble` builds on; tests use it alone).
+    `instance`: the event log's (None: a new one)."""
 
     def git_busy(workspace: str) -> bool:  # limits.git_lock_wait as a reload leaves it
         return git_operation_in_progress(workspace, settings.limits.git_lock_wait)
@@ -141,7 +144,7 @@ def build_daemon(
     options = Options(settings.limits.lock_timeout, settings.staleness,
                       settings.limits.max_answer_bytes)
     engine = Engine(
-        options, detect=detect, changes=Changes(), events=EventLog(),
+        options, detect=detect, changes=Changes(), events=EventLog(instance=instance),
         git_busy=git_writing, hold_tips=hold_tips, regressed=regressed,
     )  # fmt: skip
     # the two process-wide switches, thrown here and nowhere else: state files parse

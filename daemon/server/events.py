@@ -37,9 +37,10 @@ class Sink(Protocol):
 class EventLog:
     """Generations, the history kept for replay, and the sinks every event reaches."""
 
-    def __init__(self, history: int = HISTORY) -> None:
-        """An empty log; its sinks are attached before the daemon runs, then frozen."""
-        self.instance = os.urandom(4).hex()
+    def __init__(self, history: int = HISTORY, instance: str | None = None) -> None:
+        """An empty log; its sinks are attached before the daemon runs, then frozen.
+        `instance`: the one the early door already answered with (server/early.py)."""
+        self.instance = instance or os.urandom(4).hex()
         self.generation = 0
         # the newest generation with a line not in the history (a warm-up's first sight,
         # or dropped at the cap); lines of later generations are all there

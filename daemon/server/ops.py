@@ -26,13 +26,12 @@ from storyd.core.ids import normalize_epic_id
 from storyd.core.query import Output, Query, from_argv, from_request
 from storyd.core.wire import UnitSummary
 from storyd.server.protocol import (
-    answer_body,
-    cli_frame,
+    direct_body,
     error_of,
     field,
-    findings_json,
     finish,
-    next_json,
+    output_frame,
+    ping_body,
     reply,
 )
 from storyd.server.service import Daemon
@@ -49,20 +48,16 @@ __all__ = ["Server"]
 _QUERIES_KEPT = 4096  # parsed `resume` queries kept (Server._query); cleared when full
 
 
-def _frame(output: Output) -> bytes:
-    return cli_frame(output.code, output.stdout, output.stderr)
-
-
 def _cli_reply(hit: Entry | StoryNotInState, detail: bool, workspace: str) -> bytes:
     """A `resume-cli` hit, framed: exactly what `storyd resume` prints."""
     if isinstance(hit, StoryNotInState):
-        return _frame(Output(hit.code, b"", (hit.message,)))
+        return output_frame(Output(hit.code, b"", (hit.message,)))
     if not detail:
         return hit.cli_body
     if hit.error is not None:
-        return _frame(Output(hit.error.code, b"", (hit.error.message,)))
+        return output_frame(Output(hit.error.code, b"", (hit.error.message,)))
     line = answers.detail_line(hit.envelope, hit.findings, "cache", hit.unit, workspace)  # type: ignore[arg-type]
-    return _frame(Output(0, line, hit.warnings))
+    return output_frame(Output(0, line, hit.warnings))
 
 
 class Server:
@@ -133,9 +128,7 @@ class Server:
     # -- ops -----------------------------------------------------------------
 
     def op_ping(self, conn: Connection, request: dict[str, object], suffix: bytes) -> bytes:
-        body = {"ok": True, "version": __version__, "pid": os.getpid(),
-                "instance": self.engine.log.instance}
-        return reply(body, self.clock(), suffix)
+        return reply(ping_body(self.engine.log.instance), self.clock(), suffix)
 
     def _hit(self, path: str, query: Query) -> Entry | StoryNotInState | None:
         """What the cache may answer now: the unit's entry, a unit surely not in its
@@ -198,9 +191,7 @@ class Server:
             entry = self.engine.lookup(path, unit.state_file, unit.key, checked=False)
             same = entry is not None and entry.line == answer.line
             generation = entry.generation if same and entry is not None else None
-            body = answer_body(answer.line, findings_json(answer.findings), b"direct", generation,
-                               next_json(answer.unit))
-            return finish(body, self.clock(), suffix)
+            return finish(direct_body(answer, generation), self.clock(), suffix)
 
         arrived = time.monotonic_ns()  # a read of the file begun after this will do
         read = daemon.executor.submit(daemon.read_answer, path, query, arrived)
@@ -244,14 +235,14 @@ class Server:
         try:
             query = from_argv(list(argv), str(cwd))
         except HelpRequested as exc:  # `storyd-resume --help`: what `storyd resume` prints
-            return _frame(Output(0, exc.text().encode()))
+            return output_frame(Output(0, exc.text().encode()))
         except UsageError as exc:
-            return _frame(Output(exc.code, b"", (exc.message,)))
+            return output_frame(Output(exc.code, b"", (exc.message,)))
         default = daemon.settings.staleness
 
         def read_directly() -> asyncio.Future[bytes]:
             future = daemon.executor.submit(answers.run, query, default, self.engine.detect)
-            return self.later(future, _frame, suffix)
+            return self.later(future, output_frame, suffix)
 
         if (query.staleness or default) != default:  # not the cache's mode: read that way
             daemon.counters["misses"] += 1
@@ -282,7 +273,7 @@ class Server:
                 return Output(0, line, tuple(result.warnings))
             return Output(0, result.line, tuple(result.warnings))
 
-        return self.later(daemon.executor.submit(read), _frame, suffix)
+        return self.later(daemon.executor.submit(read), output_frame, suffix)
 
     def _workspace_filter(self, request: dict[str, object]) -> str | None:
         raw = request.get("workspace")

@@ -9,6 +9,7 @@ then closed by `finish` with the clock and the id.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 
 import orjson
@@ -17,10 +18,16 @@ from storyd import __version__
 from storyd.core.errors import StorydError, UsageError
 from storyd.core.model import Finding, Unit
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from storyd.core.pipeline import Answer
+    from storyd.core.query import Output
+
 __all__ = [
     "EX_NOPERM",
     "answer_body",
     "cli_frame",
+    "direct_body",
     "error_body",
     "error_of",
     "event_line",
@@ -29,6 +36,8 @@ __all__ = [
     "finish",
     "id_suffix",
     "next_json",
+    "output_frame",
+    "ping_body",
     "reply",
 ]
 
@@ -112,6 +121,23 @@ def answer_body(
         + b'","generation":'
         + (b"null" if generation is None else str(generation).encode())
     )
+
+
+def direct_body(answer: Answer, generation: int | None) -> bytes:
+    """The body of a `resume` answer read from the files now (a cache miss, the early
+    door): `generation` is the cache's when it holds the same line, else None."""
+    return answer_body(answer.line, findings_json(answer.findings), b"direct", generation,
+                       next_json(answer.unit))
+
+
+def ping_body(instance: str) -> dict[str, object]:
+    """The `ping` answer (pass it to reply): the daemon's version, pid and instance."""
+    return {"ok": True, "version": __version__, "pid": os.getpid(), "instance": instance}
+
+
+def output_frame(output: Output) -> bytes:
+    """A `storyd resume` outcome as the `resume-cli` reply (cli_frame)."""
+    return cli_frame(output.code, output.stdout, output.stderr)
 
 
 def cli_frame(code: int, stdout: bytes, stderr: tuple[str, ...] | list[str] = ()) -> bytes:

@@ -26,6 +26,7 @@ from storyd.core.formats.base import Source
 from storyd.core.model import Finding
 from storyd.core.pipeline import FileRead, Options
 from storyd.server.compact import compact
+from storyd.server.kept import KeepingSource
 from storyd.server.priority import Priority
 from storyd.server.quietgc import QuietGC
 from storyd.server.store import folder_identity
@@ -158,21 +159,6 @@ class Reuser:
             rekeyed = {own.get(key, key): digest for key, digest in prints.items()}
             prints.clear()
             prints.update(rekeyed)
-
-
-class _Keeping(Source):
-    """A Source that keeps the bytes of the state file it reads (Reads.read_one)."""
-
-    def __init__(self, workspace: str, lock_timeout: float, relpath: str) -> None:
-        super().__init__(workspace, lock_timeout)
-        self.state = relpath
-        self.data: bytes | None = None
-
-    def read(self, relpath: str, name: str = "", *, git: bool = False) -> bytes:
-        data = super().read(relpath, name, git=git)
-        if relpath == self.state:
-            self.data = data
-        return data
 
 
 class _Replay(Source):
@@ -332,18 +318,26 @@ class Reads:
         latest = self._latest.get((workspace, relpath))
         if latest is not None and latest[1].error is None and self._still(latest[1]):
             return latest[1]
-        source = _Keeping(workspace, self.options.lock_timeout, relpath)
+        source = KeepingSource(workspace, self.options.lock_timeout, relpath)
         # a background read's parse of equal bytes; before any whole read of the file,
         # this one's is kept for the misses after it and that read (offered.py)
         keep = latest is None and self.keeps(workspace)
         with self.quiet.offers.taking(keep=keep):
             got = pipeline.read_one(workspace, adapter, relpath, key, self.options, source)
-        if got.error is None and source.data is not None and self.keeps(workspace):
-            file = (workspace, relpath)
-            kept = self._newer.get(file)
-            if kept is None or kept[2] < got.started_ns:
-                self._newer[file] = (source.data, got.signature, got.started_ns)
+        if got.error is None and source.data is not None:
+            self.keep_newer(workspace, relpath, source.data, got.signature, got.started_ns)
         return got
+
+    def keep_newer(self, workspace: str, relpath: str, data: bytes,
+                   sig: Signature | None, started_ns: int) -> None:
+        """Keep a good one-unit read's bytes (read_one's, or the early door's) while no
+        read of the file began later: a torn file answers from them (`replay_one`)."""
+        if not self.keeps(workspace):
+            return
+        file = (workspace, relpath)
+        kept = self._newer.get(file)
+        if kept is None or kept[2] < started_ns:
+            self._newer[file] = (data, sig, started_ns)
 
     def replay_one(self, workspace: str, relpath: str, adapter: Adapter,
                    key: str) -> FileRead | None:

@@ -17,6 +17,7 @@ import signal
 import socket
 from typing import TYPE_CHECKING
 
+from storyd.core.errors import StorydError
 from storyd.server import systemd
 from storyd.server.assembly import Assembly, assemble
 from storyd.server.bind import Bound, take_socket
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
     from storyd.config import Config
+    from storyd.server.door import EarlyDoor
+    from storyd.server.early import Answered, EarlyAnswers
     from storyd.server.ops import Server
     from storyd.server.service import Daemon, Settings
 
@@ -62,16 +65,21 @@ class Runtime:
         """The assembled daemon (None before `run` builds it)."""
         return self.parts.daemon if self.parts is not None else None
 
-    def run(self, socket_flag: str | Bound, workspaces: list[str]) -> int:
+    def run(self, socket_flag: str | Bound, workspaces: list[str],
+            door: EarlyDoor | None = None, early: EarlyAnswers | None = None) -> int:
         """Serve until stopped; the exit code. `socket_flag`: the socket `storyd serve`
-        took already (bind.take_socket), or the path to take it at."""
+        took already (bind.take_socket), or the path to take it at. `door`: the early
+        door answering on it meanwhile with `early` (server/door.py), closed once the
+        daemon serves; the daemon takes their instance and detectors over."""
         bound = socket_flag if isinstance(socket_flag, Bound) else take_socket(socket_flag)
         # the detectors and their plugins load at their first use, after the socket serves
-        # (lazydetect.py); a plugin that fails to load is skipped then, as before
-        self.detectors = detectors = Detectors(self.cfg, self.settings.staleness)
+        # (lazydetect.py), or the early door's; a plugin that fails to load is skipped then
+        self.detectors = detectors = (early.detectors if early is not None
+                                      else Detectors(self.cfg, self.settings.staleness))
         try:
             self.parts = parts = assemble(
-                self.settings, self.cfg, detectors.detect, detectors.hold_tips, bound.path
+                self.settings, self.cfg, detectors.detect, detectors.hold_tips, bound.path,
+                early.instance if early is not None else None,
             )
             daemon = parts.daemon
             try:
@@ -84,8 +92,10 @@ class Runtime:
                     "activated": bound.inherited,
                     "pid": os.getpid(),
                 }
-                asyncio.run(self._serve(parts.server, bound.sock))
+                asyncio.run(self._serve(parts.server, bound.sock, door, early))
             finally:
+                if door is not None:  # not served: what it handed over is closed
+                    door.close(lambda sock, _data: sock.close())
                 self.notifier.stopping()
                 daemon.stop()
                 parts.close_optional_parts()
@@ -95,16 +105,24 @@ class Runtime:
             self.log.info("stopped")
         return 0
 
-    async def _serve(self, server: Server, sock: socket.socket) -> None:
+    async def _serve(self, server: Server, sock: socket.socket,
+                     door: EarlyDoor | None, early: EarlyAnswers | None) -> None:
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         loop.add_signal_handler(signal.SIGHUP, self.reload)
+        if door is not None and door.stop_asked.is_set():  # while the daemon was built
+            stop.set()
         tasks = []
 
         def ready() -> None:
             assert self.daemon is not None
+            if early is not None:  # first: what it answered is known before what it handed
+                early.hand_over(lambda got: loop.call_soon_threadsafe(self._answered, got))
+            if door is not None:
+                door.close(server.transport.adopt)
+                self.log.info("early_door", answered=door.answered, handed=door.handed)
             # the warm-up's whole-file reads start a moment after the socket serves: the
             # first queries (a client waiting in the backlog) read their unit alone first
             loop.call_later(FIRST_QUERY_GRACE, self.daemon.warm_up)
@@ -121,6 +139,21 @@ class Runtime:
         finally:
             for task in tasks:
                 task.cancel()
+
+    def _answered(self, got: Answered) -> None:
+        """What the early door answered from one file: misses, its workspace asked
+        (auto-watch), its read kept as a miss's is (a torn file answers from it)."""
+        daemon = self.daemon
+        assert daemon is not None
+        daemon.counters["queries"] += got.count
+        daemon.counters["misses"] += got.count
+        try:
+            path = daemon.canonical(got.workspace)
+        except StorydError:  # gone since: nothing to watch or keep
+            return
+        daemon.auto_watch(path)
+        if got.data is not None:
+            daemon.engine.reads.keep_newer(path, got.relpath, got.data, got.sig, got.read_ns)
 
     def _status(self) -> None:
         assert self.daemon is not None

@@ -27,6 +27,7 @@ from storyd.config.values import DEFAULT_STALENESS, Limits
 from storyd.core import log, pipeline, switches, target
 from storyd.core.errors import StateFileMissing, UsageError
 from storyd.core.gitstate import is_work_tree
+from storyd.core.query import checked_workspace
 from storyd.server import misses
 from storyd.server.quietgc import give_back_freed_memory
 from storyd.server.store import folder_identity
@@ -334,10 +335,7 @@ class Daemon:
 
     def canonical(self, raw: object) -> str:
         """A workspace path as the engine keys it (absolute, symlinks resolved)."""
-        if not isinstance(raw, str) or not raw:
-            raise UsageError("field 'workspace' must be a non-empty string")
-        if "\0" in raw:
-            raise UsageError("field 'workspace' may not contain a NUL byte")
+        raw = checked_workspace(raw)
         # the folder `raw` names now (one stat): a spelling is trusted while it names the
         # same folder, and a watched workspace's cache answers only while its path does
         identity = folder_identity(raw)
@@ -345,8 +343,6 @@ class Daemon:
         if known is not None and identity is not None and known[1] == identity:
             path = known[0]
         else:
-            if not os.path.isabs(raw):
-                raise UsageError(f"workspace {raw!r} must be an absolute path")
             path = os.path.realpath(raw)  # a retargeted link is followed afresh
             if identity is None or not os.path.isdir(path):
                 raise StateFileMissing(f"workspace {raw} does not exist")
@@ -415,9 +411,7 @@ class Daemon:
             return self._read_answer(path, query, since)
 
     def _read_answer(self, path: str, query: Query, since: int | None) -> answers.Answer:
-        where = (target.for_epic(path, str(query.epic), str(query.story))  # the disk's view
-                 if query.state_file is None
-                 else target.for_state_file(path, query.state_file, query.unit))
+        where = target.for_query(path, query)  # the disk's view
         relpath = where.relpath
         unit, unreadable = misses.unchecked_unit(self.engine, path, where), None
         if unit is None:

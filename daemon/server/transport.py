@@ -407,6 +407,7 @@ class Transport:
         self._events: deque[tuple[Mapping[str, object], bytes]] = deque()
         self._events_lock = threading.Lock()
         self._woken = False
+        self._adopting: set[asyncio.Task[None]] = set()  # connections the door handed over
 
     def recount(self) -> None:
         """Recompute `unsent` exactly (each connection's share drifts up as buffers drain)."""
@@ -534,6 +535,31 @@ class Transport:
             self._woken = False
         for event, line in waiting:
             self.subscribers.broadcast(event, line)
+
+    def adopt(self, sock: socket.socket, data: bytes) -> None:
+        """A connection the early door accepted and left to the daemon (server/door.py),
+        served as if accepted here, `data` (what the door read of it) first. Any thread."""
+        try:
+            assert self.loop is not None  # the door closes once `serve` accepts
+            self.loop.call_soon_threadsafe(self._adopt, sock, data)
+        except RuntimeError:  # the loop is closed: the daemon is stopping
+            sock.close()
+
+    def _adopt(self, sock: socket.socket, data: bytes) -> None:
+        assert self.loop is not None
+        task = self.loop.create_task(self._take(sock, data))
+        self._adopting.add(task)
+        task.add_done_callback(self._adopting.discard)
+
+    async def _take(self, sock: socket.socket, data: bytes) -> None:
+        assert self.loop is not None
+        try:
+            _, conn = await self.loop.connect_accepted_socket(lambda: Connection(self), sock)
+        except OSError:
+            sock.close()
+            return
+        if data:
+            conn.data_received(data)
 
     # -- running -------------------------------------------------------------
 

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from storyd.cli.common import config_file
 from storyd.core.errors import StorydError, UsageError
 from storyd.core.flags import MANY, SWITCH, VALUE, parse, text
 from storyd.core.storytime import MODES
 
+TYPE_CHECKING = False  # `typing` costs the early door's start-up (server/door.py)
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
     from storyd.config import Config
-    from storyd.server.service import Settings
+    from storyd.config.values import Limits
+    from storyd.server.bind import Bound
+    from storyd.server.door import EarlyDoor
+    from storyd.server.early import EarlyAnswers
 
 __all__ = ["main"]
 
@@ -35,21 +38,22 @@ FLAGS = {
 }
 
 
-def _settings(flags: dict[str, object], cfg: Config) -> Settings:
-    from storyd.server.service import Settings
-
-    limits = cfg.limits
+def _staleness(flags: dict[str, object], cfg: Config) -> str:
     staleness = str(flags.get("staleness") or cfg.staleness)
     if staleness not in MODES:
         expected = " or ".join(MODES)
         raise UsageError(f"invalid --staleness {staleness!r}: expected {expected}\n{USAGE}")
+    return staleness
+
+
+def _limits(flags: dict[str, object], cfg: Config) -> Limits:
     verify = text(flags, "verify-interval")
     try:
-        limits = limits.replace(verify_interval=float(verify)) if verify is not None else limits
+        if verify is None:
+            return cfg.limits
+        return cfg.limits.replace(verify_interval=float(verify))
     except ValueError:
         raise UsageError(f"invalid --verify-interval {verify!r}\n{USAGE}") from None
-    auto_watch = cfg.auto_watch and not flags.get("no-auto-watch")
-    return Settings(limits, staleness=staleness, auto_watch=auto_watch)
 
 
 def _workspaces(flags: dict[str, object], cfg: Config) -> list[str]:
@@ -58,24 +62,42 @@ def _workspaces(flags: dict[str, object], cfg: Config) -> list[str]:
     return given + [w for w in cfg.workspaces if w not in given]
 
 
-def _serve(
-    settings: Settings,
-    cfg: Config,
-    given: str | None,
-    logger: FilteringBoundLogger,
-    flags: dict[str, object],
-) -> int:
-    """Take the socket first, then import and build the daemon behind it (issue 43): a
-    client's connect waits in the backlog meanwhile rather than being refused."""
+def _open_door(bound: Bound, limits: Limits, staleness: str,
+               cfg: Config) -> tuple[EarlyDoor, EarlyAnswers]:
+    """The early door on the bound socket: it answers while the daemon is built."""
+    from storyd.server.door import EarlyDoor
+    from storyd.server.early import EarlyAnswers
+    from storyd.server.lazydetect import Detectors
+
+    early = EarlyAnswers(limits, staleness, Detectors(cfg, staleness))
+    early.prepare()
+    return EarlyDoor(bound.sock, early, limits.max_line_bytes).open(), early
+
+
+def _serve(flags: dict[str, object], cfg: Config, given: str | None, level: str) -> int:
+    """Take the socket and open the early door first, then import and build the daemon
+    behind it (issue 43): a client's first questions are answered meanwhile."""
     from storyd.server.bind import take_socket
 
+    staleness, limits = _staleness(flags, cfg), _limits(flags, cfg)
     bound = take_socket(str(flags.get("socket") or cfg.socket or ""))
+    door: EarlyDoor | None = None
     try:
+        door, early = _open_door(bound, limits, staleness, cfg)
+        from storyd.core import registry
         from storyd.server.runtime import Runtime
+        from storyd.server.service import Settings
     except BaseException:
+        if door is not None:  # what it handed over goes with the socket
+            door.close(lambda sock, _data: sock.close())
         bound.close()
         raise
-    return Runtime(settings, cfg, given, logger).run(bound, _workspaces(flags, cfg))
+    logger = _logged(level)
+    registry.get().report(lambda problem: logger.warning("plugin_skipped", problem=problem))
+    auto_watch = cfg.auto_watch and not flags.get("no-auto-watch")
+    settings = Settings(limits, staleness=staleness, auto_watch=auto_watch)
+    runtime = Runtime(settings, cfg, given, logger)
+    return runtime.run(bound, _workspaces(flags, cfg), door, early)
 
 
 def main(argv: list[str]) -> int:
@@ -85,21 +107,25 @@ def main(argv: list[str]) -> int:
     # the watcher would see it as a git operation and recheck, forever.
     os.environ["GIT_OPTIONAL_LOCKS"] = "0"
     from storyd import config
-    from storyd.core import log, registry
 
-    log.configure(str(flags.get("log-level", "info")))
-    logger = log.get("serve")
-    registry.get().report(lambda problem: logger.warning("plugin_skipped", problem=problem))
+    level = str(flags.get("log-level", "info"))
     given = config_file(flags)
-    cfg = config.load(given)
-    settings = _settings(flags, cfg)
     try:
-        code = _serve(settings, cfg, given, logger, flags)
+        cfg = config.load(given)
+        code = _serve(flags, cfg, given, level)
     except StorydError as exc:  # printed here, before the log line that records it
         sys.stderr.write(f"storyd serve: {exc.message}\n")
-        logger.error("serve_failed", error=exc.message, code=exc.code)
+        _logged(level).error("serve_failed", error=exc.message, code=exc.code)
         return exc.code
     from storyd.server.service import exit_now
 
     exit_now(code)  # a worker stuck in a system call must not keep the process alive
     return code
+
+
+def _logged(level: str) -> FilteringBoundLogger:
+    """The serve logger, the log configured (structlog: imported once the door is open)."""
+    from storyd.core import log
+
+    log.configure(level)
+    return log.get("serve")
