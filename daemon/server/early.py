@@ -81,6 +81,8 @@ class EarlyAnswers:
         37-53). Third-party detector plugins stay for the first answer that runs the
         detectors (lazydetect.py): their import is theirs to make slow, and the socket
         must answer before it (tests/test_serve_start.py)."""
+        import atexit  # noqa: F401 (children.py's guard: maybe on a detector's thread)
+
         import storyd.api.detection
         import storyd.core.causes
         import storyd.core.children
