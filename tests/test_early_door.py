@@ -265,6 +265,7 @@ class TestWhatGoesToTheDaemon:
     def test_a_signal_while_open_is_kept_for_the_daemon(self, door: Door) -> None:
         os.kill(os.getpid(), signal.SIGTERM)  # the door's handler, not the default's death
         wait_for(door.door.stop_asked.is_set, message="SIGTERM kept")
+        assert door.door.stop_asked.is_set() and door.door.answered == 0
 
 
 _SEND_PING = r"""
