@@ -29,7 +29,6 @@ thread, back from each system call of a read, waits less for the lock.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import signal
@@ -143,8 +142,9 @@ class EarlyDoor:
             if not self._ended:
                 os.write(self._wake_write, b"x")
         sys.setswitchinterval(self._switch)
-        with contextlib.suppress(ValueError):  # (a test's importlib reset)
-            sys.meta_path.remove(self._give_way)
+        # a new list, not a removal in place: an import on another thread walks the old
+        # one outside the import lock, and would skip the finder after the removed one
+        sys.meta_path = [f for f in sys.meta_path if f is not self._give_way]
         if threading.current_thread() is threading.main_thread():
             for signum, previous in self._signals.items():
                 if signal.getsignal(signum) == self._stop_asked:  # not the daemon's since
@@ -179,6 +179,9 @@ class EarlyDoor:
                     continue  # the daemon's own server took it
                 except OSError:
                     break  # out of descriptors, say: the daemon accepts when it can
+                if self._adopt is not None:  # closed meanwhile: the daemon's to answer
+                    self._hand(conn, b"")
+                    break
                 give_way.busy()
                 try:
                     self._serve(conn)
@@ -200,7 +203,10 @@ class EarlyDoor:
             conn.close()
             return
         got = None
-        if data.endswith(b"\n") and data.count(b"\n") == 1:
+        if self._adopt is not None:  # closed while it read: the daemon answers now, so
+            self._hand(conn, data)  # no answer of the door's comes after one of its own
+            return
+        if data.endswith(b"\n") and data.count(b"\n") == 1 and len(data) - 1 <= self.max_line:
             try:
                 got = self.answer(data[:-1])
             except Exception:  # a bug: the daemon answers it, and logs why

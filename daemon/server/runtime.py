@@ -94,12 +94,12 @@ class Runtime:
                 }
                 asyncio.run(self._serve(parts.server, bound.sock, door, early))
             finally:
-                if door is not None:  # not served: what it handed over is closed
-                    door.close(lambda sock, _data: sock.close())
                 self.notifier.stopping()
                 daemon.stop()
                 parts.close_optional_parts()
         finally:
+            if door is not None:  # never served (assembly failed, say): what it handed is closed
+                door.close(lambda sock, _data: sock.close())
             self.detectors.close()  # the one _swap_detectors may have put in its place
             bound.close()
             self.log.info("stopped")
