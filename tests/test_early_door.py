@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import resource
 import select
 import signal
 import socket
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from cli_harness import run_storyd_cli
+from cli_harness import STORYD, run_storyd_cli
 from daemon_harness import DaemonProcess, daemon_env, wait_for
 from epic_state_harness import write_epic
 from users_harness import python_for_others
@@ -36,6 +37,7 @@ from users_harness import python_for_others
 from storyd import __version__
 from storyd.config import Config
 from storyd.config.values import Limits
+from storyd.server import door as door_module
 from storyd.server.bind import Bound, take_socket
 from storyd.server.door import GIVE_WAY_MAX, LINE_WAIT, EarlyDoor, GiveWay
 from storyd.server.early import Answered, EarlyAnswers
@@ -267,6 +269,74 @@ class TestWhatGoesToTheDaemon:
         wait_for(door.door.stop_asked.is_set, message="SIGTERM kept")
         assert door.door.stop_asked.is_set() and door.door.answered == 0
 
+    def test_a_line_longer_than_the_daemons_bound_is_handed_over(self, door: Door) -> None:
+        door.door.max_line = 64  # limits.max_line_bytes: the daemon refuses such a line
+        line = b'{"op":"ping","id":"' + b"x" * 200 + b'"}\n'
+        with connect(door.path) as client:
+            client.sendall(line)
+            wait_for(lambda: door.door.handed == 1, message="the long line handed over")
+            assert silent(client, 0.05) and door.door.answered == 0
+            (_sock, data), = door.close()
+            assert len(data) > 64 and line.startswith(data)
+
+    def test_a_line_read_as_the_door_closes_goes_to_the_daemon(
+            self, door: Door, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(door_module, "LINE_WAIT", 30.0)  # the close comes mid-read
+        adopted: Adopted = []
+        with connect(door.path) as client:
+            client.sendall(b'{"op":"pi')
+            wait_for(lambda: not door.door._give_way.idle.is_set(), message="door reading")
+            door.door.close(lambda sock, data: adopted.append((sock, data)))
+            client.sendall(b'ng"}\n')  # whole now, and the daemon serves: its to answer
+            wait_for(lambda: len(adopted) == 1, message="the connection handed over")
+            assert adopted[0][1] == b'{"op":"ping"}\n'
+            assert silent(client, 0.05) and door.door.answered == 0
+            assert door.door.join(5)
+            adopted[0][0].close()
+
+    def test_past_max_waiting_the_backlog_holds_connections_for_the_daemon(
+            self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(door_module, "MAX_WAITING", 2)
+        opened = Door(tmp_path)
+        clients = [connect(opened.path) for _ in range(3)]
+        try:
+            for client in clients:
+                client.sendall(b'{"op":"stats"}\n')
+            assert opened.door.join(10), "the door went on accepting past its bound"
+            assert opened.door.handed == 2
+            opened.bound.sock.settimeout(5)
+            third, _ = opened.bound.sock.accept()  # still in the listen backlog, unread
+            with third:
+                assert third.recv(100) == b'{"op":"stats"}\n'
+            assert len(opened.close()) == 2
+        finally:
+            for sock in [*clients, *(sock for sock, _ in opened.adopted)]:
+                sock.close()
+            opened.early.detectors.close()
+            opened.bound.close()
+
+    def test_a_listener_past_descriptor_1023_is_served(self, door: Door) -> None:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        high = 1500
+        if hard != resource.RLIM_INFINITY and hard <= high:
+            pytest.skip(f"RLIMIT_NOFILE's hard limit {hard} is under {high + 1}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, high + 1), hard))
+        try:
+            listener = socket.socket(fileno=os.dup2(door.bound.sock.fileno(), high))
+            opened = EarlyDoor(listener, door.early, Limits().max_line_bytes)
+            door.close()  # the fixture's door: the high descriptor's answers the ping
+            opened.open()
+            try:
+                got = orjson.loads(ask(door.path, b'{"op":"ping"}\n'))
+                assert got["ok"] is True
+                wait_for(lambda: opened.answered == 1, message="answered on the high one")
+            finally:
+                opened.close(lambda sock, _data: sock.close())
+                assert opened.join(5)
+                listener.close()
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
 
 _SEND_PING = r"""
 import socket, sys
@@ -320,13 +390,15 @@ class TestGiveWay:
         thread.join(5)
         assert waited and waited[0] < GIVE_WAY_MAX / 2
 
-    def test_the_opening_thread_waits_for_the_door_to_be_idle(self) -> None:
+    def test_the_opening_thread_waits_for_the_door_to_be_idle(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(door_module, "GIVE_WAY_MAX", 30.0)  # idle ends it, not the bound
         give_way = GiveWay()
         give_way.busy()
         threading.Timer(0.03, give_way.idle.set).start()
         began = time.monotonic()
         give_way.find_spec("anything")
-        assert time.monotonic() - began >= 0.02
+        assert 0.02 <= time.monotonic() - began < 10
         assert give_way.idle.is_set()
 
     def test_the_wait_is_bounded(self) -> None:
@@ -445,3 +517,57 @@ class TestHeldDaemon:
         assert daemon.proc.wait(20) == 0, daemon.log_text()
         assert not daemon.socket.exists()
         assert '"stopped"' in daemon.log_text()
+
+    def test_a_second_signal_stops_a_start_up_that_does_not_end(
+            self, held: tuple[DaemonProcess, Path]) -> None:
+        daemon, _gate = held  # the gate never opens: a start-up hung in a plugin, say
+        assert daemon.request({"op": "ping"})["ok"] is True  # the door is open
+        daemon.signal(signal.SIGTERM)
+        assert daemon.proc is not None
+        with pytest.raises(subprocess.TimeoutExpired):
+            daemon.proc.wait(0.2)  # the first is kept for the daemon
+        daemon.signal(signal.SIGTERM)
+        assert daemon.proc.wait(20) == 128 + signal.SIGTERM, daemon.log_text()
+        assert not daemon.socket.exists()  # closed and unlinked on the way out
+
+
+@pytest.mark.slow
+def test_a_socket_activated_daemon_answers_its_waiting_client_from_the_door(
+        tmp_path: Path, ws: Path) -> None:
+    """systemd's socket activation: the client asked before `storyd serve` ran. The door,
+    beside the daemon's real imports (no stand-in holds them), answers it; the daemon then
+    serves under the same instance and stops cleanly."""
+    path = tmp_path / "run" / "storyd.sock"
+    env = daemon_env(tmp_path, path)
+    path.parent.mkdir(mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(8)
+    client = connect(str(path))
+    client.sendall(resume_line(ws))  # waits in the backlog for whoever accepts first
+    script = 'export LISTEN_PID=$$; exec "$0" "$@" 3<&0 0</dev/null'
+    env.update(LISTEN_FDS="1", LISTEN_FDNAMES="storyd.socket")
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(["sh", "-c", script, STORYD, "serve", "--workspace", str(ws)],
+                                stdin=listener.fileno(), stdout=subprocess.DEVNULL,
+                                stderr=err, env=env)
+    try:
+        with client:
+            early = orjson.loads(read_line(client))
+        assert (early["ok"], early["source"], early["id"]) == (True, "direct", 7), early
+        instance, generation = str(early["clock"]).split(":")
+        assert generation == "0", "answered by the daemon, not the door"
+        wait_for(lambda: '"early_door"' in log.read_text(), 30, "the daemon's early_door line")
+        line = next(orjson.loads(x) for x in log.read_text().splitlines() if '"early_door"' in x)
+        assert line["answered"] == 1, line
+        served = orjson.loads(ask(str(path), resume_line(ws)))
+        assert served["envelope"] == early["envelope"]
+        assert str(served["clock"]).split(":")[0] == instance
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        listener.close()

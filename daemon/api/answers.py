@@ -49,14 +49,15 @@ def resume_unit(workspace: str, state_file: str, key: str | None, options: Optio
 
 
 def resume(workspace: str, where: target.Target, options: Options,
-           source: Source | None = None) -> Answer:
+           source: Source | None = None, *, prime_batch: bool = True) -> Answer:
     """The answer for a target, read now under the writers' lock: only the asked unit
     is built (pipeline.read_one). `source`: what to read through (the early door keeps
-    the bytes it read: server/kept.py)."""
+    the bytes it read: server/kept.py). `prime_batch=False`: a daemon's one answer, which
+    asks git about this story file only (pipeline.answer)."""
     read = read_one(workspace, where.adapter, where.relpath, where.key, options, source)
     if read.error is not None:
         raise read.error
-    return answer(workspace, where.pick(read.units or []), options)
+    return answer(workspace, where.pick(read.units or []), options, prime_batch=prime_batch)
 
 
 def detail_line(

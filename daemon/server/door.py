@@ -10,7 +10,14 @@ another uid's connection (the daemon refuses it in its own words), a line not wh
 time, two lines at once, any op but the few early.py knows, and any error.
 
 A SIGTERM or SIGINT meanwhile is kept (`stop_asked`), and the daemon stops cleanly as
-soon as it serves, rather than the process dying half built.
+soon as it serves, rather than the process dying half built. A second one is a start-up
+that does not end (a plugin's import that hangs, say): it stops the start-up where it
+is (SystemExit, status 128 + the signal), the socket closed and unlinked on the way out.
+
+The door holds at most `MAX_WAITING` connections for the daemon; past that it stops
+accepting, and the listen backlog keeps the rest for the daemon. A client of this user
+holds it at most `LINE_WAIT` to send its line and `SEND_WAIT` to take an answer that
+does not fit the socket's buffer (then its connection is dropped).
 
 `close(adopt)` is the daemon taking over once its own server accepts: every connection
 handed over so far, and any the door hands over later (one it was reading), goes to
@@ -46,12 +53,14 @@ if TYPE_CHECKING:
     Answer = Callable[[bytes], "tuple[bytes, bool] | None"]
     Adopt = Callable[[socket.socket, bytes], None]
 
-__all__ = ["GIVE_WAY_MAX", "LINE_WAIT", "SEND_WAIT", "SWITCH_INTERVAL", "EarlyDoor", "GiveWay"]
+__all__ = ["GIVE_WAY_MAX", "LINE_WAIT", "MAX_WAITING", "SEND_WAIT", "SWITCH_INTERVAL",
+           "EarlyDoor", "GiveWay"]
 
 GIVE_WAY_MAX = 0.1  # seconds the start-up's imports wait for one spell of the door's work
 _LOOK_EVERY = 0.002  # seconds between looks at whether the door's thread is importing
 LINE_WAIT = 0.05  # seconds the door waits for a whole request line, then hands it over
-SEND_WAIT = 1.0  # seconds an answer may take to leave; then the connection is dropped
+SEND_WAIT = 0.05  # seconds an answer may take to leave; then the connection is dropped
+MAX_WAITING = 256  # connections held for the daemon; past it, the backlog holds them
 SWITCH_INTERVAL = 0.0005  # the interpreter's switch interval while the door is open
 
 
@@ -153,6 +162,10 @@ class EarlyDoor:
             adopt(sock, data)
 
     def _stop_asked(self, signum: int, frame: object) -> None:
+        """The first signal is kept for the daemon; a second stops a start-up that
+        does not end, where it is (the caller's cleanup closes the socket)."""
+        if self.stop_asked.is_set():
+            raise SystemExit(128 + signum)
         self.stop_asked.set()
 
     def join(self, timeout: float | None = None) -> bool:
@@ -165,13 +178,19 @@ class EarlyDoor:
     def _run(self) -> None:
         give_way = self._give_way
         give_way.door = threading.get_ident()
+        poller = select.poll()  # not select(): a descriptor past 1023 is fine
         try:
-            while self._adopt is None:
+            try:
+                poller.register(self.listener.fileno(), select.POLLIN)
+                poller.register(self._wake_read, select.POLLIN)
+            except (OSError, ValueError):  # the socket closed before the thread ran
+                return
+            while self._adopt is None and len(self._waiting) < MAX_WAITING:
                 try:
-                    ready, _, _ = select.select([self.listener.fileno(), self._wake_read], [], [])
+                    ready = poller.poll()
                 except (OSError, ValueError):  # the socket closed under it: nothing to do
                     break
-                if self._wake_read in ready:
+                if any(fd == self._wake_read or flags & select.POLLNVAL for fd, flags in ready):
                     break
                 try:
                     conn, _ = self.listener.accept()

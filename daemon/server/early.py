@@ -137,12 +137,15 @@ class EarlyAnswers:
         if path is None:
             return None
         query = from_request(request, path)
-        result = self._read(path, target.for_query(path, query))
-        if result is None:
+        read = self._read(path, target.for_query(path, query))
+        if read is None:
             return None
+        result, answered = read
         if query.detail:
             result = answers.with_detectors(path, result, self.detectors.detect)
-        return finish(direct_body(result, None), self.clock, suffix), False
+        body = finish(direct_body(result, None), self.clock, suffix)
+        self._keep(answered)
+        return body, False
 
     def _resume_cli(self, request: dict[str, object]) -> tuple[bytes, bool] | None:
         argv, cwd = request.get("argv"), request.get("cwd")
@@ -153,21 +156,31 @@ class EarlyAnswers:
         path = _workspace(query.workspace)
         if path is None or query.detail or (query.staleness or self.staleness) != self.staleness:
             return None
-        result = self._read(path, target.for_query(path, query))
-        if result is None:
+        read = self._read(path, target.for_query(path, query))
+        if read is None:
             return None
-        return output_frame(Output(0, result.line, tuple(result.warnings))), True
+        result, answered = read
+        frame = output_frame(Output(0, result.line, tuple(result.warnings)))
+        self._keep(answered)
+        return frame, True
 
-    def _read(self, path: str, where: target.Target) -> answers.Answer | None:
-        """The asked unit read now, its read kept for the daemon; None: a file past
-        KEPT_FILES (the daemon reads it, and keeps what it reads)."""
+    def _read(self, path: str, where: target.Target) -> tuple[answers.Answer, Answered] | None:
+        """The asked unit read now, and its read for the daemon to keep once the reply
+        is made (`_keep`); None: a file past KEPT_FILES (the daemon reads it, and keeps
+        what it reads). Git is asked about the asked unit's story file only, as in a
+        daemon's miss: a first answer never waits for the whole repository's batch."""
         file = (path, where.relpath)
         with self._lock:
             if self._take is None and file not in self._kept and len(self._kept) >= KEPT_FILES:
                 return None
         source = KeepingSource(path, self.options.lock_timeout, where.relpath)
-        result = answers.resume(path, where, self.options, source)
-        answered = Answered(path, where.relpath, source)
+        result = answers.resume(path, where, self.options, source, prime_batch=False)
+        return result, Answered(path, where.relpath, source)
+
+    def _keep(self, answered: Answered) -> None:
+        """An answer the door is about to give, counted and kept for the daemon (a
+        reply that failed to build is the daemon's miss alone: not counted here)."""
+        file = (answered.workspace, answered.relpath)
         with self._lock:
             take = self._take
             if take is None:
@@ -177,7 +190,6 @@ class EarlyAnswers:
                 self._kept[file] = answered
         if take is not None:
             take(answered)
-        return result
 
 
 def _workspace(raw: object) -> str | None:

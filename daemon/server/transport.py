@@ -58,8 +58,9 @@ class Connection(asyncio.Protocol):
     its unanswered lines, stops being read, and goes on when its client has read.
     """
 
-    def __init__(self, server: Transport) -> None:
+    def __init__(self, server: Transport, first: bytes = b"") -> None:
         self.server = server
+        self.first = first  # bytes read before it was ours (the early door's): read first
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
         self.scanned = 0  # bytes at the start of `buffer` known to hold no newline
@@ -100,6 +101,8 @@ class Connection(asyncio.Protocol):
         self.server.connections.add(self)
         transport.set_write_buffer_limits(high=self.server.settings.limits.connection_buffer)
         self.active = time.monotonic()
+        if self.first:  # before any byte of the socket's: asyncio calls this first
+            self.data_received(self.first)
 
     def _refuse(self, body: bytes) -> None:
         """Send one error line, shut down writing, and ignore the client's input until it
@@ -554,12 +557,9 @@ class Transport:
     async def _take(self, sock: socket.socket, data: bytes) -> None:
         assert self.loop is not None
         try:
-            _, conn = await self.loop.connect_accepted_socket(lambda: Connection(self), sock)
+            await self.loop.connect_accepted_socket(lambda: Connection(self, data), sock)
         except OSError:
             sock.close()
-            return
-        if data:
-            conn.data_received(data)
 
     # -- running -------------------------------------------------------------
 
