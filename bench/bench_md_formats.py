@@ -18,7 +18,11 @@ largest list. Interleaved, medians (and the ratio of minimums, steadier when the
 machine is shared). For Claude Code's list, its floor too: the four system calls per
 task file every read must make (open without following a link, fstat for the regular
 file check and the signature, a bounded read, close), then storyd's JSON parser
-(storyd.core.jsonio, the one the read uses), nothing built.
+(storyd.core.jsonio, the one the read uses), nothing built; and its yardstick as a list
+of files: reading and parsing them alone, the fewest system calls a plain read makes
+(open, read, close) and `json.loads` of each, nothing checked. A list of 54 files is
+mostly its system calls: the floor alone is over 2x of `json.loads` of bytes already in
+memory, which no read of the files can meet (docs/formats.md, "Largest real list").
 Target: within 2x.
 """
 
@@ -154,6 +158,30 @@ def _claude_floor(ws: str) -> Callable[[], object]:
     return floor
 
 
+def _claude_read_and_parse(ws: str) -> Callable[[], object]:
+    """Parsing the list alone, as files: open, read and close each task file the folder
+    lists (no link, type or size check, no signature) and `json.loads` it."""
+    import os
+
+    folder = os.path.join(ws, ".claude", "tasks")
+
+    def read_and_parse() -> object:
+        dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            found = []
+            for name in sorted(os.listdir(dfd)):
+                fd = os.open(name, os.O_RDONLY, dir_fd=dfd)
+                try:
+                    found.append(json.loads(os.read(fd, 65536)))
+                finally:
+                    os.close(fd)
+            return found
+        finally:
+            os.close(dfd)
+
+    return read_and_parse
+
+
 def _bmad_gsd(root: Path) -> list[tuple[str, str, str, Callable[[], object], int]]:
     """BMAD's largest sprint-status.yaml alone and its largest story file with its sprint;
     GSD's largest STATE.md with its commit's ROADMAP.md."""
@@ -210,6 +238,7 @@ def main() -> int:
         samples: dict[str, tuple[list[float], ...]] = {c[0]: ([], [], []) for c in cases}
         claude = next(c for c in cases if c[0].startswith("claude-tasks"))
         floor, floors = _claude_floor(claude[2]), []
+        files_alone, read_and_parse = _claude_read_and_parse(claude[2]), []
         for _name, relpath, ws, alone, _ in cases:  # warm: imports, the registry
             resume_unit(ws, relpath, None, options)
             alone()
@@ -223,6 +252,7 @@ def main() -> int:
                                               resume_unit(w, r, None, options)))
                 if name == claude[0]:
                     floors.append(_time(floor))
+                    read_and_parse.append(_time(files_alone))
     print(f"direct read vs parsing alone, {args.reads} interleaved reads, medians (and "
           "minimums, steadier on a shared machine)")
     print("| format | file | bytes | direct ms | parse alone ms | ratio | ratio of minimums "
@@ -238,6 +268,11 @@ def main() -> int:
           f"{statistics.median(floors) * 1000:.2f} ms, "
           f"{statistics.median(floors) / statistics.median(alone):.2f}x "
           f"(ratio of minimums {min(floors) / min(alone):.2f}x)")
+    direct = samples[claude[0]][0]
+    print(f"claude-tasks read and parse alone (open, read, close, json.loads per file): "
+          f"{statistics.median(read_and_parse) * 1000:.2f} ms; the direct read "
+          f"{statistics.median(direct) / statistics.median(read_and_parse):.2f}x of it "
+          f"(ratio of minimums {min(direct) / min(read_and_parse):.2f}x)")
     return 0
 
 
