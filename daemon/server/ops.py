@@ -25,6 +25,7 @@ from storyd.core.flags import HelpRequested
 from storyd.core.ids import normalize_epic_id
 from storyd.core.query import Output, Query, from_argv, from_request
 from storyd.core.wire import UnitSummary
+from storyd.server.connection import Connection
 from storyd.server.protocol import (
     direct_body,
     error_of,
@@ -36,7 +37,7 @@ from storyd.server.protocol import (
 )
 from storyd.server.service import Daemon
 from storyd.server.store import Entry
-from storyd.server.transport import Connection, Op, Transport
+from storyd.server.transport import Op, Transport
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
