@@ -149,7 +149,7 @@ def settled_rss(sock: str, pid: int) -> float:
     deadline = time.perf_counter() + SETTLE_LIMIT
     while time.perf_counter() < deadline:
         heap = _heap(sock)
-        if heap.get("bigParses") == 0 and heap.get("trimDue") is False:
+        if heap.get("bigReads") == 0 and heap.get("trimDue") is False:
             return rss_kb(pid) / 1024  # no big read ever: no heap to give back
         if heap.get("trimDue") is False and heap.get("trims", 0) > trims:  # type: ignore[operator]
             return rss_kb(pid) / 1024

@@ -59,20 +59,22 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 def write_epic(workspace: Path, epic: str, stories: dict[str, object] | None = None, *,
                tasks: dict[str, dict[str, object]] | None = None,
-               atomic: bool = True) -> Path:
+               atomic: bool = True, member: str = "stories") -> Path:
     """Write plans/epic-<epic>/execution-state.json: `{"epic": epic, "stories": ...}`.
 
     Give either `stories` (each story's whole node, as the file holds it) or `tasks`
     (`{story: {taskId: task}}`, short for `stories={story: {"tasks": {...}}}`). With
     `atomic` (the default) the file is replaced by a rename, as the producer writes it;
-    without, it is rewritten in place. Returns the file's path.
+    without, it is rewritten in place. `member="storyStatuses"` writes the producer's
+    flowVersion 2 shape, which storyd parses whole (the seed's `stories` is read a story
+    at a time: storyd.core.jsonstream). Returns the file's path.
     """
     if (stories is None) == (tasks is None):
         raise TypeError("write_epic takes stories or tasks, not both and not neither")
     if tasks is not None:
         stories = {sid: {"tasks": nodes} for sid, nodes in tasks.items()}
     path = workspace / epic_relpath(epic)
-    data = orjson.dumps({"epic": epic, "stories": stories})
+    data = orjson.dumps({"epic": epic, member: stories})
     if atomic:
         atomic_write(path, data)
     else:

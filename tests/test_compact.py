@@ -19,6 +19,7 @@ from storyd.server.compact import compact
 from storyd.server.engine import Engine
 from storyd.server.reads import Reuser
 
+WHOLE = "storyStatuses"  # parsed whole, as compact.py expects; `stories` is streamed
 STORIES = 60
 
 
@@ -108,7 +109,7 @@ def test_the_reuser_names_the_units_it_built_and_rekeys_their_digests() -> None:
 def test_a_big_background_read_compacts_the_units_it_built_not_those_it_reused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    write_epic(tmp_path, EPIC, _stories())
+    write_epic(tmp_path, EPIC, _stories(), member=WHOLE)
     engine = Engine(answers.Options(staleness="mtime"))
     quiet = engine.reads.quiet
     quiet.big_bytes = 4096  # this file is "big": its parse is offered, then compacted
@@ -128,7 +129,7 @@ def test_a_big_background_read_compacts_the_units_it_built_not_those_it_reused(
     assert len(units) == STORIES
     assert not [s for s in _kept(units) if id(s) in _tree_strings(trees[-1], set())]
 
-    write_epic(tmp_path, EPIC, _stories(changed=7))
+    write_epic(tmp_path, EPIC, _stories(changed=7), member=WHOLE)
     engine.touch(ws, STATE)
     second = ws.files[STATE]
     changed = second.entries[story_id(7)].unit

@@ -80,12 +80,12 @@ def test_rss_after_many_big_reads_is_that_after_the_first(spawn_daemon: Spawn,
     _read(proc, ws, 1)
     _read(proc, ws, 2)
     first = _trimmed(proc)
-    parses = proc.stats()["heap"]["bigParses"]  # type: ignore[index]
+    reads = proc.stats()["heap"]["bigReads"]  # type: ignore[index]
     for done in range(3, READS + 3):
         _read(proc, ws, done)
     _views(proc, ws, VIEWS)
     after = _trimmed(proc)
-    assert proc.stats()["heap"]["bigParses"] >= parses + READS  # type: ignore[index,operator]
+    assert proc.stats()["heap"]["bigReads"] >= reads + READS  # type: ignore[index,operator]
     print(f"RSS after the first reread {first:.1f} MB, after {READS} more {after:.1f} MB")
     assert after - first < MARGIN_MB, (
         f"RSS {first:.0f} MB after the first reread, {after:.0f} MB after {READS} more"

@@ -145,7 +145,8 @@ def test_reads_keep_a_misss_tree_only_before_the_files_first_whole_read(
     from storyd.server.reads import Reads
 
     write_epic(tmp_path, EPIC, tasks={story_id(n): {task_id(story_id(n), 1): {
-        "status": "PENDING"}} for n in range(1, 61)})
+        "status": "PENDING"}} for n in range(1, 61)},
+        member="storyStatuses")  # parsed whole: the seed's `stories` is streamed
     reads = Reads(Options(staleness="mtime"), None, lambda _ws: True)
     reads.quiet.big_bytes = 2048  # this file's parse is a big one
     assert (tmp_path / STATE).stat().st_size > reads.quiet.big_bytes

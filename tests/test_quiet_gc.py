@@ -30,6 +30,7 @@ from storyd.server.reads import Reads
 from storyd.server.service import Settings
 
 STORY = "story-0051-0001"
+WHOLE = "storyStatuses"  # an epic parsed whole: the seed's `stories` is streamed (jsonstream)
 
 
 @pytest.fixture
@@ -64,7 +65,7 @@ def _parse(
     (orjson) behind a QuietGC of bound `big_bytes`: the QuietGC, and the collections
     that started during the parse itself."""
     tasks = {f"T{n}": {"status": "DONE" if n % 2 else "PENDING"} for n in range(3000)}
-    write_epic(tmp_path, "0051", tasks={STORY: tasks})
+    write_epic(tmp_path, "0051", tasks={STORY: tasks}, member=WHOLE)
     assert os.path.getsize(tmp_path / epic_relpath("0051")) > 40_000
     during: list[int] = []
 
@@ -194,7 +195,7 @@ def test_the_daemon_parses_a_big_file_held_and_trims_after(
     collector held off, and the refresher gives the heap back after the rewrite."""
     workspace = tmp_path / "ws"
     tasks = {f"T{n}": {"status": "PENDING"} for n in range(2000)}
-    write_epic(workspace, "0051", tasks={STORY: tasks})
+    write_epic(workspace, "0051", tasks={STORY: tasks}, member=WHOLE)
     daemon = build_daemon(Settings(staleness="mtime", verify_interval=3600.0))
     quiet = daemon.engine.reads.quiet
     quiet.big_bytes = 20_000  # the 2,000-task file is "big"
@@ -204,7 +205,7 @@ def test_the_daemon_parses_a_big_file_held_and_trims_after(
         assert quiet.held >= 1 and gc.isenabled()
         held, trims = quiet.held, quiet.trims
         tasks["T0"] = {"status": "DONE"}
-        write_epic(workspace, "0051", tasks={STORY: tasks})
+        write_epic(workspace, "0051", tasks={STORY: tasks}, member=WHOLE)
         wait_for(lambda: quiet.held > held, 10.0, "the rewrite's parse")
         wait_for(lambda: quiet.trims > trims, 10.0, "a trim after it")
         # a second event of the same rewrite may start another held parse meanwhile:

@@ -27,6 +27,7 @@ __all__ = [
     "kind",
     "loads",
     "loads_each",
+    "scan_value",
     "utf16_without_bom",
     "value_start",
 ]
@@ -78,6 +79,9 @@ class _Context:
 
 # typeshed asks for a make_scanner here; the C code only reads these six attributes.
 _scan = _json.make_scanner(_Context())  # type: ignore[arg-type]
+scan_value = _scan
+"""`scan_value(text, index)`: the value starting at `index` and where it ends, by the C
+scanner `loads` uses (StopIteration, ValueError or RecursionError when there is none)."""
 _WHITESPACE = " \t\n\r"
 
 

@@ -8,6 +8,9 @@ in process (one parse of the 5.3 MB file, every unit built, the tree freed, glib
 trimmed). Copied while the tree still lives, the copies fill fresh pools side by side,
 and the tree's arenas empty whole when it goes: 21 MB.
 
+The seed's epic file is read a story at a time (storyd.core.jsonstream) and never makes
+such a tree; this is for the big files parsed whole (other formats, other epic shapes).
+
 `compact` runs inside a background read's offer (daemon/server/offered.py keeps the
 tree alive until the offer ends), only on the units that read built (not those it
 reused from the read before), and changes no value: every string is replaced by an

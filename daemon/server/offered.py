@@ -7,6 +7,10 @@ warming with the pass beside it. Now a miss that read bytes equal to those of th
 background read's parse uses that parse's tree (or waits for it, when it is under
 way), and builds its one unit from it.
 
+The seed's epic file (the 10,000-story case above) is now read a story at a time
+(storyd.core.jsonstream), with no tree to offer: each reader scans it, the background
+giving way while a query reads. Offers stay for the big files parsed whole.
+
 Equal bytes give an equal tree, so the miss answers what its own parse would have
 given, from bytes it read itself, under the writers' lock, after it arrived: never older.
 The tree is read-only to every reader (tests/test_parse_untouched.py holds that no

@@ -95,6 +95,7 @@ class QuietGC:
         self._trim_due = False
         self._trimmed = 0.0  # monotonic time of the last trim
         self.held = 0  # parses held so far (tests)
+        self.big_reads = 0  # big state files read so far, whole or a story at a time
         self.trims = 0
         self.full = 0  # full collections `collect_idle` ran (stats, tests)
         self.freezes = 0  # freeze calls so far (stats)
@@ -143,6 +144,12 @@ class QuietGC:
         self.full += 1
         return True
 
+    def read_big(self) -> None:
+        """A big state file was read (whole, or a story at a time: jsonstream.py): the
+        heap its text and scratch took is trimmed with the next trim."""
+        self.big_reads += 1
+        self._trim_due = True
+
     def due(self) -> None:
         """A big answer was served: its freed heap is trimmed with the next trim."""
         self._trim_due = True
@@ -168,9 +175,11 @@ class QuietGC:
                 self._trim_due = True
 
     def stats(self) -> dict[str, object]:
-        """For `stats`: big parses held so far, heap trims so far, whether one is due."""
-        return {"bigParses": self.held, "trims": self.trims, "trimDue": self._trim_due,
-                "offeredTaken": self.offers.taken, "freezes": self.freezes,
+        """For `stats`: big parses held so far, big files read, heap trims so far,
+        whether one is due."""
+        return {"bigParses": self.held, "bigReads": self.big_reads, "trims": self.trims,
+                "trimDue": self._trim_due, "offeredTaken": self.offers.taken,
+                "freezes": self.freezes,
                 "fullCollections": self.full}
 
     def trim(self, *, force: bool = False) -> bool:

@@ -23,7 +23,7 @@ import orjson
 from storyd.core import pipeline
 from storyd.core.errors import DataError, StateFileMissing
 from storyd.core.formats.base import Source
-from storyd.core.model import Finding
+from storyd.core.model import Finding, same_data
 from storyd.core.pipeline import FileRead, Options
 from storyd.server.compact import compact
 from storyd.server.kept import KeepingSource
@@ -38,11 +38,12 @@ if TYPE_CHECKING:
     from storyd.server.changes import Changes
     from storyd.server.store import Snapshot
 
-__all__ = ["Reads", "Reuser", "iso_utc", "node_digest", "unreadable_finding"]
+__all__ = ["Reads", "Reuser", "iso_utc", "node_digest", "text_digest", "unreadable_finding"]
 
 _dumps = orjson.dumps
 _FILE_LOCKS = 64
 _SLICE = 512  # items of a big container digested at once (node_digest)
+COMPACT_TASKS = 1000  # a streamed story this big has its strings compacted (Reuser.made)
 
 
 def iso_utc(stamp: float) -> str:
@@ -80,6 +81,11 @@ def node_digest(node: object) -> bytes:
     hasher.update(b"r")
     _feed(hasher, node, 0)
     return hasher.digest()
+
+
+def text_digest(text: str) -> bytes:
+    """A node's digest from its JSON text (never equal to a node_digest)."""
+    return blake2b(b"t" + text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _small(node: object) -> bool:
@@ -128,9 +134,32 @@ class Reuser:
         self.handed: set[int] = set()  # ids of the units handed back
 
     def __call__(self, key: str, node: dict[str, object]) -> Unit | None:
+        return self._reuse_by(key, node_digest(node))
+
+    def text(self, key: str, text: str) -> Unit | None:
+        """`reuse` by a node's text (a streamed read: storyd.core.jsonstream). Equal
+        text is an equal node; the digests are tagged apart from node_digest's, so a
+        node read whole the time before is built again, never taken for another."""
+        return self._reuse_by(key, text_digest(text))
+
+    def made(self, key: str, unit: Unit) -> Unit:
+        """A unit just built from its node, which still lives (a streamed read:
+        storyd.core.jsonstream). The cached one when it carries the same data (a writer
+        that reformatted the file): the new one is freed now, amid the read's other
+        short-lived objects, rather than after the install. Else the new one, its
+        strings copied side by side first when it is big (`COMPACT_TASKS`), as a whole
+        read's built units are (compact.py): a 60,000-task story's node is a tree."""
+        entry = self._entries.get(key)
+        if self._reuse and entry is not None and same_data(entry.unit, unit):
+            self.handed.add(id(entry.unit))
+            return entry.unit
+        if len(unit.tasks) >= COMPACT_TASKS:
+            compact([unit])
+        return unit
+
+    def _reuse_by(self, key: str, digest: bytes) -> Unit | None:
         if self._give_way is not None:
             self._give_way()
-        digest = node_digest(node)
         before = self._known.get(key)
         if before != digest:
             self.prints[key] = digest
@@ -291,6 +320,7 @@ class Reads:
                         reuse.rekey(built)
             got.seq = seq
             got.home = home
+            self._trim_after(got)
             if changes is not None:  # the next read of what it read is covered
                 _keep_folders(got)
                 for folder in got.folders or ():
@@ -305,6 +335,14 @@ class Reads:
             if isinstance(got.error, StateFileMissing):
                 self._last_good.pop(key, None)
             return got
+
+    def _trim_after(self, got: FileRead) -> None:
+        """A big state file read, whether parsed whole (quietgc.py makes the trim due) or
+        a story at a time (jsonstream.py: its text and a thread's scratch are freed
+        heap too): the heap it freed is given back with the next trim."""
+        sig = got.signature
+        if sig is not None and sig[2] >= self.quiet.big_bytes:
+            self.quiet.read_big()
 
     def read_one(self, workspace: str, relpath: str, adapter: Adapter, key: str) -> FileRead:
         """A miss's read (pipeline.read_one): the file parsed now, the asked unit alone
@@ -324,6 +362,7 @@ class Reads:
         keep = latest is None and self.keeps(workspace)
         with self.quiet.offers.taking(keep=keep):
             got = pipeline.read_one(workspace, adapter, relpath, key, self.options, source)
+        self._trim_after(got)
         if got.error is None and source.data is not None:
             self.keep_newer(workspace, relpath, source.data, got.signature, got.started_ns)
         return got

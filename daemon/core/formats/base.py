@@ -18,10 +18,20 @@ from storyd.core.model import DONE, PENDING, Finding, Task, Unit, new_task
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
+    from typing import Protocol
 
     from storyd.core.formats.dialect import Dialect
 
-    Reuse = Callable[[str, dict[str, object]], Unit | None]  # see Adapter.load_reusing
+    class Reuse(Protocol):
+        """Adapter.load_reusing's `reuse`: the unit built before from an equal node
+        (`reuse(key, node)`) or from equal text (`reuse.text(key, text)`), or None; and
+        `reuse.made(key, unit)`, the one built before when a new one carries its data."""
+
+        def __call__(self, key: str, node: dict[str, object]) -> Unit | None: ...
+
+        def text(self, key: str, text: str) -> Unit | None: ...
+
+        def made(self, key: str, unit: Unit) -> Unit: ...
 
 __all__ = [
     "Adapter",

@@ -20,6 +20,7 @@ from storyd.core import lifecycle
 from storyd.core.errors import DataError, StateFileMissing, UsageError
 from storyd.core.formats.base import Adapter, Source, finding, load_json_object, make_task
 from storyd.core.jsonio import kind
+from storyd.core.jsonstream import members
 from storyd.core.model import DONE, Finding, Task, Unit
 
 __all__ = [
@@ -39,6 +40,9 @@ OLD_ROOT = "docs/stories"
 ROOTS = (ROOT, OLD_ROOT)
 _DONE, _PENDING = lifecycle.task_buckets()  # the one status table, daemon/core/lifecycle.py
 _DIGITS = frozenset("0123456789")
+STORY_WHOLE = 1 << 20
+"""A story whose text is longer (some 20,000 tasks) has its file parsed whole by
+`load_reusing`: such a node is a tree by itself (storyd.core.jsonstream)."""
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
     from storyd.core.formats.base import Reuse
@@ -341,21 +345,52 @@ class EpicAdapter(Adapter):
         return self.load_reusing(source, relpath, None)
 
     def load_one(self, source: Source, relpath: str, key: str | None) -> list[Unit]:
-        """Only the asked story's unit is built, and only its story file probed."""
+        """Only the asked story's unit is built, and only its story file probed; the
+        seed's shape read a story at a time (storyd.core.jsonstream), never whole."""
         if key is None:
             return self.load(source, relpath)
-        top, twin = _read_top(source, relpath)
-        entry = story_node(top, relpath, key)
+        data, twin = _read_state(source, relpath)
+        found: list[object] = []
+
+        def keep(story_id: str, _text: str, _start: int, _end: int, node: object) -> None:
+            if story_id == key:
+                found.append(node)
+
+        if members(data, "stories", keep) is not None:
+            entry = _entry(relpath, key, found[0]) if found else None
+        else:  # another shape, or an error: parsed whole, as the error names it
+            entry = story_node(load_json_object(data, relpath), relpath, key)
         return [] if entry is None else [_built(source, relpath, *entry, twin)]
 
     def load_reusing(self, source: Source, relpath: str, reuse: Reuse | None) -> list[Unit]:
-        top, twin = _read_top(source, relpath)
-        units = []
-        for story_id, node in story_nodes(top, relpath):
+        """Every story's unit; with `reuse`, the unit built before for a story whose node
+        is unchanged. The seed's shape is read a story at a time, its node alive only
+        while it is looked at (storyd.core.jsonstream): an unchanged story is known by
+        its text; a story whose text changed and data did not (a writer that reformats the
+        file) is built, and its old unit kept."""
+        data, twin = _read_state(source, relpath)
+        units: list[Unit] = []
+
+        def take(story_id: str, text: str, start: int, end: int, node: object) -> None:
+            unit = (reuse.text(story_id, text[start:end])
+                    if reuse is not None and isinstance(node, dict) else None)  # fmt: skip
+            if unit is None or _twinned(unit):
+                entry = _entry(relpath, story_id, node)
+                if entry is None:
+                    return  # absent (jq's `// empty`)
+                unit = _built(source, relpath, *entry, twin)
+                if reuse is not None:  # a file reformatted: the old unit, the new one freed
+                    unit = reuse.made(story_id, unit)
+            units.append(unit)
+
+        if members(data, "stories", take, STORY_WHOLE) is not None:
+            return units
+        units.clear()  # another shape, or an error: parsed whole, as the error names it
+        for story_id, node in story_nodes(load_json_object(data, relpath), relpath):
             unit = reuse(story_id, node) if reuse is not None and isinstance(node, dict) else None
-            if unit is not None and any(f.code == "epic-in-two-places" for f in unit.findings):
-                unit = None  # built when the other copy existed: build afresh either way
-            units.append(_built(source, relpath, story_id, node, twin) if unit is None else unit)
+            if unit is None or _twinned(unit):
+                unit = _built(source, relpath, story_id, node, twin)
+            units.append(unit)
         return units
 
     def parse(self, data: bytes, relpath: str) -> list[Unit]:
@@ -364,13 +399,18 @@ class EpicAdapter(Adapter):
         return [_unit_or_error(relpath, sid, node) for sid, node in story_nodes(top, relpath)]
 
 
-def _read_top(source: Source, relpath: str) -> tuple[dict[str, object], Finding | None]:
-    """The state file's top-level object, read under the lock, and the
-    `epic-in-two-places` finding when the epic is kept under the other root too."""
-    top = load_json_object(source.read(relpath, STATE_NAME), relpath)
+def _read_state(source: Source, relpath: str) -> tuple[bytes, Finding | None]:
+    """The state file's bytes, read under the lock, and the `epic-in-two-places`
+    finding when the epic is kept under the other root too."""
+    data = source.read(relpath, STATE_NAME)
     other = other_place(relpath)
     twin = _twin(relpath, other) if other is not None and source.exists(other) else None
-    return top, twin
+    return data, twin
+
+
+def _twinned(unit: Unit) -> bool:
+    """Built when the epic's other copy existed: built afresh either way."""
+    return any(f.code == "epic-in-two-places" for f in unit.findings)
 
 
 def _built(source: Source, relpath: str, story_id: str, node: dict[str, object] | str,
