@@ -196,7 +196,9 @@ def report(sizes: list[Size]) -> None:
             got = size.median(key)
             target, met = (f"<= {bound} {unit}", "yes" if got <= bound else "no") \
                 if n >= 10_000 and bound is not None else ("-", "-")
-            rows.append((row, f"{got:.0f} {unit}", "", "", target, met))
+            spread = size.rows[key]  # the rounds' lowest and highest, beside the median
+            rows.append((row, f"{got:.1f} {unit} ({min(spread):.1f}-{max(spread):.1f})"
+                         if unit == "MB" else f"{got:.0f} {unit}", "", "", target, met))
         for row, figure, yardstick, got, target, met in rows:
             cell = f"{yardstick} ({got})" if got else yardstick
             print(f"| {n:,} | {row} | {figure} | {cell} | {target} | {met} |")

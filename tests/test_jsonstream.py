@@ -48,13 +48,17 @@ def test_every_entry_is_what_the_whole_parse_gives(document: dict[str, object]) 
     for data in _encodings(document):
         whole = loads(data)
         assert isinstance(whole, dict)
-        seen: list[tuple[str, object]] = []
-        got = members(data, "stories", lambda k, _t, _s, _e, v, seen=seen: seen.append((k, v)))
-        assert got is not None, data[:200]
+        seen: list[tuple[str, object, str]] = []
+        visited = members(data, "stories", lambda k, t, s, e, v, seen=seen: seen.append(
+            (k, v, t[s:e])))
+        got = members(data, "stories")
+        assert got is not None and visited is not None, data[:200]
         stories = whole["stories"]
         assert isinstance(stories, dict)
         assert [k for k, _s, _e in got.entries] == list(stories)  # file order
-        assert seen == list(stories.items())
+        assert [(k, v) for k, v, _t in seen] == list(stories.items())
+        assert [t for _k, _v, t in seen] == [got.text[s:e] for _k, s, e in got.entries]
+        assert visited.entries == [] and visited.top == got.top
         for key, start, end in got.entries:
             assert value_at(got.text, start) == stories[key]
             assert loads(got.text[start:end].encode()) == stories[key]
