@@ -206,6 +206,9 @@ class _Reuse:
     def made(self, key: str, unit: object) -> object:
         return self.old.get(key, unit)
 
+    def restart(self) -> None:
+        raise AssertionError("the file is the plain shape")
+
 
 def test_a_reformatted_file_keeps_the_old_units_of_unchanged_stories(tmp_path: Path) -> None:
     """Every story's text changed (indented now), its data did not: each is built and
@@ -262,3 +265,68 @@ def test_a_story_past_story_whole_is_read_whole(tmp_path: Path,
     units = epic.ADAPTER.load_reusing(Source(str(tmp_path)), STATE, None)
     assert len(parsed) == 1 and len(units) == 40
     assert [t.status for t in units[1].tasks] == ["DONE", "DONE", "PENDING"]
+
+
+@pytest.mark.parametrize("shape", [
+    b'{"stories":{"story-0049-0001":%s,"story-0049-0001":7}}',  # a duplicate story
+    b'{"stories":{"story-0049-0001":%s},"stories":{"story-0049-0001":7}}',  # and member
+])
+def test_a_stream_given_up_leaves_no_digest_behind(tmp_path: Path, shape: bytes) -> None:
+    """The stream saw the story as an object and recorded its text's digest; the whole
+    parse keeps the last value, a number: an error unit. The next file holding that
+    object must build it, not hand the error unit back (Reuser.restart)."""
+    node = b'{"tasks":{"T1":{"status":"DONE"},"T2":{"status":"PENDING"}}}'
+    _epic(tmp_path, shape % node)
+    engine = Engine(answers.Options(staleness="mtime"))
+    ws = engine.add_workspace(str(tmp_path))
+    engine.scan(ws)
+    assert ws.files[STATE].entries["story-0049-0001"].unit.error
+    _epic(tmp_path, b'{"stories":{"story-0049-0001":%s}}' % node)
+    engine.touch(ws, STATE)
+    unit = ws.files[STATE].entries["story-0049-0001"].unit
+    assert unit.error is None
+    assert [(t.id, t.status) for t in unit.tasks] == [("T1", "DONE"), ("T2", "PENDING")]
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"a":' * depth + b"1" + b"}" * depth
+
+
+@pytest.mark.parametrize("where", ["story", "member"])
+def test_nesting_too_deep_for_the_whole_parse_is_never_read_by_the_stream(
+        where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A story (or another member) is scanned as deep below the caller as the whole
+    parse scans it: what load_json_object refuses, `members` refuses too. (The lean
+    parser's limit: a daemon's orjson, in front of it, has its own, and the stream's
+    refusal then falls back to it, as before.)"""
+    import sys
+
+    from storyd.core import switches
+
+    monkeypatch.setattr(switches.CONFIG, "fast_parse", None)
+
+    limit = sys.getrecursionlimit()
+    outcomes = set()
+    for depth in range(limit - 200, limit + 5):  # this test runs some frames down itself
+        inner = _nested(depth)
+        data = (b'{"stories":{"s":%s}}' % inner if where == "story"
+                else b'{"x":%s,"stories":{}}' % inner)
+        streamed = members(data, "stories") is not None
+        try:
+            epic.load_json_object(data, STATE)
+        except DataError as exc:
+            assert "nesting too deep" in exc.message
+            whole = False
+        else:
+            whole = True
+        assert not streamed or whole, depth
+        outcomes.add((streamed, whole))
+    assert (True, True) in outcomes and (False, False) in outcomes  # both sides of it
+
+
+def test_what_visit_raises_is_not_taken_for_a_shape_it_does_not_read() -> None:
+    def visit(*_: object) -> None:
+        raise ValueError("a bug of the caller's")
+
+    with pytest.raises(ValueError, match="a bug of the caller's"):
+        members(b'{"stories":{"a":{}}}', "stories", visit)

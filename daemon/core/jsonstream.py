@@ -69,11 +69,9 @@ def members(data: bytes, member: str, visit: Visit | None = None,
         text = data.decode()
     except UnicodeDecodeError:
         return None
-    try:
+    try:  # what `visit` raises is a bug of the caller's: it is not caught here
         top, entries, end = _top(text, member, visit, longest)
     except NotPlain:
-        return None
-    except _FAILED:
         return None
     end = _skip(text, end)
     if end != len(text) or entries is None:
@@ -84,6 +82,17 @@ def members(data: bytes, member: str, visit: Visit | None = None,
 def value_at(text: str, start: int) -> object:
     """The value that starts at `start` (an entry `members` located)."""
     return scan_value(text, start)[0]
+
+
+def _scan(text: str, index: int) -> tuple[object, int]:
+    """The value at `index` and where it ends; NotPlain for any scanner error. One
+    frame on purpose: a story is scanned four frames below `members`' caller, as deep
+    as the whole parse's (load_json_object, loads, the top object, `stories`), so
+    nesting too deep for the whole parse is too deep here too, never read here alone."""
+    try:
+        return scan_value(text, index)
+    except _FAILED:
+        raise NotPlain from None
 
 
 def _skip(text: str, index: int) -> int:
@@ -97,7 +106,10 @@ def _key(text: str, index: int) -> tuple[str, int]:
     """A member's key and where its value starts (after the colon and any space)."""
     if text[index : index + 1] != '"':
         raise NotPlain
-    key, index = _scanstring(text, index + 1, True)
+    try:
+        key, index = _scanstring(text, index + 1, True)
+    except _FAILED:
+        raise NotPlain from None
     index = _skip(text, index)
     if text[index : index + 1] != ":":
         raise NotPlain
@@ -137,7 +149,7 @@ def _top(text: str, member: str, visit: Visit | None,
             entries, index = _entries(text, index + 1, visit, longest)
             top[key] = None
         else:
-            top[key], index = scan_value(text, index)
+            top[key], index = _scan(text, index)
         more, index = _after(text, index)
     return top, entries, index
 
@@ -150,7 +162,7 @@ def _entries(text: str, index: int, visit: Visit | None,
     index = _skip(text, index)
     if text[index : index + 1] == "}":
         return found, index + 1
-    scan = scan_value
+    scan = _scan
     more = True
     while more:
         key, start = _key(text, index)

@@ -142,6 +142,14 @@ class Reuser:
         node read whole the time before is built again, never taken for another."""
         return self._reuse_by(key, text_digest(text))
 
+    def restart(self) -> None:
+        """A streamed read gave up (not the plain shape): forget what it recorded, so
+        the whole parse's read records alone (`prints` emptied in place: the installer
+        holds it). A story the stream saw as an object and the whole parse does not (a
+        duplicate key) must not keep a digest that its error unit would answer for."""
+        self.prints.clear()
+        self.handed.clear()
+
     def made(self, key: str, unit: Unit) -> Unit:
         """A unit just built from its node, which still lives (a streamed read:
         storyd.core.jsonstream). The cached one when it carries the same data (a writer

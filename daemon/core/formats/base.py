@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
         def made(self, key: str, unit: Unit) -> Unit: ...
 
+        def restart(self) -> None: ...
+
 __all__ = [
     "Adapter",
     "Source",

@@ -386,6 +386,8 @@ class EpicAdapter(Adapter):
         if members(data, "stories", take, STORY_WHOLE) is not None:
             return units
         units.clear()  # another shape, or an error: parsed whole, as the error names it
+        if reuse is not None:
+            reuse.restart()
         for story_id, node in story_nodes(load_json_object(data, relpath), relpath):
             unit = reuse(story_id, node) if reuse is not None and isinstance(node, dict) else None
             if unit is None or _twinned(unit):
