@@ -225,7 +225,7 @@ class TestConfigureAndReset:
     def test_reset_restores_every_field(self, tmp_path: Path) -> None:
         pristine = switches._Config()
         switches.configure(fast_parse=lambda data: jsonio.UNSURE, git_batching=True,
-                           max_state_bytes=65536)
+                           fast_dump=lambda value: b"null", max_state_bytes=65536)
         CONFIG.git_memo[("k",)] = 1
         CONFIG.git_primed["/ws"] = ((), 0.0, {}, frozenset())
         storytime.pin(str(tmp_path))  # the pin goes into this thread's git_pins
@@ -276,6 +276,19 @@ class TestConfigureAndReset:
         with pytest.raises(TypeError, match="fast_parse"):
             switches.configure(fast_parse="orjson")
         assert CONFIG.fast_parse is None
+
+    def test_the_sockets_renderer_is_orjson_once_installed_until_reset(self) -> None:
+        """server/protocol.py renders with the fast_dump switch, jsonio's before it."""
+        from storyd.server import protocol
+
+        assert protocol.findings_json([]) == b"[]"
+        switches.configure(fast_dump=lambda value: b"[0]")
+        assert protocol.findings_json([]) == b"[0]"
+        switches.reset()
+        assert protocol.findings_json([]) == b"[]"
+        with pytest.raises(TypeError, match="fast_dump"):
+            switches.configure(fast_dump=b"orjson")
+        assert CONFIG.fast_dump is None
 
 
 def _state(value: object) -> object:

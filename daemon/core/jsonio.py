@@ -20,14 +20,17 @@ import _json
 from storyd.core.switches import CONFIG
 
 __all__ = [
+    "ORJSON_INTS",
     "JSONError",
     "conflict_marker",
     "decode_text",
     "dumps",
+    "dumps_like_orjson",
     "kind",
     "loads",
     "loads_each",
     "scan_value",
+    "scanner_with",
     "utf16_without_bom",
     "value_start",
 ]
@@ -36,6 +39,8 @@ __all__ = [
 TYPE_CHECKING = False  # `typing` costs start-up time; see daemon/core/model.py
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    Scanner = Callable[[str, int], tuple[object, int]]
 
 UNSURE = object()  # a fast parser's "parse this one with the lean path" answer
 # The fast parser in front of `loads` (the daemon's orjson) is a process-wide switch:
@@ -83,6 +88,17 @@ scan_value = _scan
 """`scan_value(text, index)`: the value starting at `index` and where it ends, by the C
 scanner `loads` uses (StopIteration, ValueError or RecursionError when there is none)."""
 _WHITESPACE = " \t\n\r"
+
+
+def scanner_with(pairs: Callable[[list[tuple[str, object]]], object]) -> Scanner:
+    """A scanner like `scan_value` that builds each object from its (key, value) pairs,
+    repeated keys included, with `pairs` (json's object_pairs_hook); what it raises
+    ends the scan."""
+
+    class _Hooked(_Context):
+        object_pairs_hook = staticmethod(pairs)  # type: ignore[assignment]
+
+    return _json.make_scanner(_Hooked())  # type: ignore[arg-type]
 
 
 def _position(text: str, index: int) -> tuple[int, int]:
@@ -289,7 +305,10 @@ def _string(value: str) -> str:
 
 
 def _number(value: float) -> str:
-    """A float as jq prints it: integral values without `.0`, others shortest round-trip."""
+    """A number as jq prints it: an integer as it is, an integral float without `.0`,
+    others shortest round-trip."""
+    if isinstance(value, int):
+        return str(value)
     if not _finite(value):
         return "null"
     if value.is_integer() and abs(value) < 1e17:
@@ -299,7 +318,21 @@ def _number(value: float) -> str:
 
 def _exact(value: float) -> str:
     """A float as Python reads it back as a float (`1.0`, not `1`); null when not finite."""
+    if isinstance(value, int):
+        return str(value)
     return repr(value) if _finite(value) else "null"
+
+
+ORJSON_INTS = (-(1 << 63), 1 << 64)  # the integers orjson reads and writes as integers
+
+
+def _orjson_number(value: float) -> str:
+    """A number as orjson writes it, in value: a float as `_exact`; an integer beyond
+    64 bits refused, as orjson refuses it."""
+    if isinstance(value, int) and not ORJSON_INTS[0] <= value < ORJSON_INTS[1]:
+        msg = "integer exceeds 64-bit range"
+        raise ValueError(msg)
+    return _exact(value)
 
 
 def _finite(value: float) -> bool:
@@ -316,9 +349,7 @@ def _render(value: object, number: Callable[[float], str] = _number) -> str:
         return "true"
     if value is False:
         return "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
+    if isinstance(value, int | float):
         return number(value)
     if isinstance(value, dict):
         return "{" + ",".join(_string(k) + ":" + _render(v, number)
@@ -327,6 +358,16 @@ def _render(value: object, number: Callable[[float], str] = _number) -> str:
         return "[" + ",".join(_render(v, number) for v in value) + "]"
     msg = f"cannot render {type(value).__name__} as JSON"
     raise TypeError(msg)
+
+
+def dumps_like_orjson(value: object) -> bytes:
+    """JSON equal in value to `orjson.dumps`'s, for the daemon's answers before it
+    imports orjson (server/protocol.py): a float stays one (its exponent may be written
+    otherwise), DEL is escaped where orjson writes it raw. ValueError where orjson
+    refuses a lone surrogate or an integer beyond 64 bits. For what protocol.py renders
+    (str keys; str, int, float, bool, None, lists, tuples): subclasses of those, which
+    orjson refuses, and non-str keys are not checked here."""
+    return _render(value, _orjson_number).encode("utf-8")  # a lone surrogate raises
 
 
 def dumps(value: object, *, exact_floats: bool = False) -> bytes:

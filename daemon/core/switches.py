@@ -5,6 +5,9 @@ The switches, set through `configure` (by the daemon's assembly, and by tests):
 
     fast_parse       a parser `jsonio.loads` tries first (the daemon's orjson,
                      storyd.server.fastjson.loads); None: the lean `_json` path only
+    fast_dump        the renderer of the socket's JSON (server/protocol.py): the
+                     daemon's orjson.dumps; None: jsonio.dumps_like_orjson, equal in
+                     value (the early door's, before orjson is imported)
     git_batching     storytime dates story files from one git pass per workspace (the
                      daemon in git mode); off: two git calls per file, memoised
     max_state_bytes  locking: the largest state file read (the daemon's
@@ -54,6 +57,7 @@ class _Config:
         "bd_memo",
         "claims_conns",
         "disk_steps",
+        "fast_dump",
         "fast_parse",
         "fine_devices",
         "fleet_claims",
@@ -68,6 +72,7 @@ class _Config:
 
     def __init__(self) -> None:
         self.fast_parse: Callable[[bytes], object] | None = None
+        self.fast_dump: Callable[[object], bytes] | None = None
         self.git_batching = False
         self.max_state_bytes = DEFAULT_MAX_STATE_BYTES
         self.git_memo: dict[tuple[object, ...], int | None] = {}
@@ -91,15 +96,14 @@ _UNSET: object = object()
 
 
 def configure(
-    *, fast_parse: object = _UNSET, git_batching: object = _UNSET,
+    *, fast_parse: object = _UNSET, fast_dump: object = _UNSET, git_batching: object = _UNSET,
     max_state_bytes: object = _UNSET,
 ) -> None:
     """Throw the switches given; the others keep their state."""
     if fast_parse is not _UNSET:
-        if fast_parse is not None and not callable(fast_parse):
-            msg = "fast_parse must be a callable or None"
-            raise TypeError(msg)
-        CONFIG.fast_parse = fast_parse
+        CONFIG.fast_parse = _callable("fast_parse", fast_parse)  # type: ignore[assignment]
+    if fast_dump is not _UNSET:
+        CONFIG.fast_dump = _callable("fast_dump", fast_dump)  # type: ignore[assignment]
     if git_batching is not _UNSET:
         CONFIG.git_batching = bool(git_batching)
     if max_state_bytes is not _UNSET:
@@ -107,6 +111,13 @@ def configure(
             msg = "max_state_bytes must be a positive integer"
             raise TypeError(msg)
         CONFIG.max_state_bytes = max_state_bytes
+
+
+def _callable(name: str, value: object) -> object:
+    if value is not None and not callable(value):
+        msg = f"{name} must be a callable or None"
+        raise TypeError(msg)
+    return value
 
 
 def reset() -> None:

@@ -27,6 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import orjson
+
 from storyd.core import storytime, switches
 from storyd.core.gitstate import git_operation_in_progress
 from storyd.core.pipeline import Options
@@ -147,11 +149,12 @@ def build_daemon(
         options, detect=detect, changes=Changes(), events=EventLog(instance=instance),
         git_busy=git_writing, hold_tips=hold_tips, regressed=regressed,
     )  # fmt: skip
-    # the two process-wide switches, thrown here and nowhere else: state files parse
-    # with orjson (never in the CLI; a big one with the collector held off,
-    # server/quietgc.py), and git mode dates story files from one git pass per workspace
+    # the process-wide switches, thrown here and nowhere else: state files parse with
+    # orjson (never in the CLI; a big one with the collector held off,
+    # server/quietgc.py), the socket's JSON is orjson's (server/protocol.py), and git
+    # mode dates story files from one git pass per workspace
     switches.configure(fast_parse=engine.reads.quiet.parsing(fastjson.loads, fastjson.loads_big),
-                       max_state_bytes=settings.limits.max_state_bytes)
+                       fast_dump=orjson.dumps, max_state_bytes=settings.limits.max_state_bytes)
     fix_malloc_thresholds()  # a big read's blocks go back to the system when freed
     if settings.staleness == storytime.GIT:
         switches.configure(git_batching=True)

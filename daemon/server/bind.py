@@ -13,10 +13,12 @@ import os
 import socket
 import stat
 
-import fasteners
-
 from storyd.core.errors import StorydError, UsageError
 from storyd.core.paths import check_socket_path, socket_path
+
+TYPE_CHECKING = False  # `typing` costs the early door's start-up (server/door.py)
+if TYPE_CHECKING:
+    import fasteners
 
 __all__ = ["AlreadyRunning", "Bound", "bind_socket", "take_socket"]
 
@@ -89,7 +91,12 @@ def _probe(path: str) -> bool:
 
 def bind_socket(path: str) -> tuple[socket.socket, fasteners.InterProcessLock, tuple[int, int]]:
     """Take the single-instance lock, refuse a live socket, replace a stale one, bind 0600.
-    A path longer than sun_path holds is refused first, in one line (UsageError)."""
+    A path longer than sun_path holds is refused first, in one line (UsageError).
+    fasteners is imported here, not above: a socket handed over by systemd or launchd
+    takes no lock, and its daemon's early door opens without the import (about 9 ms:
+    fasteners imports logging, typing and pathlib)."""
+    import fasteners
+
     check_socket_path(path)
     _prepare_directory(path)
     lock = fasteners.InterProcessLock(path + ".lock")

@@ -23,10 +23,8 @@ import contextlib
 import os
 import threading
 
-import orjson
-
 from storyd.api import answers
-from storyd.core import switches, target
+from storyd.core import jsonio, switches, target
 from storyd.core.errors import StorydError
 from storyd.core.pipeline import Options
 from storyd.core.query import Output, checked_workspace, from_argv, from_request
@@ -112,11 +110,8 @@ class EarlyAnswers:
     def __call__(self, line: bytes) -> tuple[bytes, bool] | None:
         """The reply to `line` and whether the connection ends with it; None: the
         daemon's to answer (so is a bug's exception: the door hands the line over)."""
-        try:
-            request = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            return None
-        if type(request) is not dict:
+        request = _request(line)
+        if request is None:
             return None
         op = request.get("op")
         try:
@@ -190,6 +185,53 @@ class EarlyAnswers:
                 self._kept[file] = answered
         if take is not None:
             take(answered)
+
+
+_WHITESPACE = " \t\n\r"
+
+
+def _request(line: bytes) -> dict[str, object] | None:
+    """The request line's object as the daemon reads it (orjson), by the C scanner that
+    every read uses (orjson is not imported yet); None, for the daemon to read: not an
+    object, not JSON, or what the two could read apart (a float, an integer beyond 64
+    bits, a lone surrogate), in any value, one a repeated key drops included."""
+    if not line.startswith(b"{"):
+        return None
+    try:
+        text = line.decode("utf-8")
+        value, end = _scan(text, 0)
+    except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+        return None
+    if text[end:].strip(_WHITESPACE) or type(value) is not dict:
+        return None
+    return value
+
+
+class _ReadApart(ValueError):
+    """A value orjson would read otherwise, or refuse: the line is the daemon's."""
+
+
+def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """Each object the scanner reads, from all its pairs (a repeated key's too)."""
+    for key, value in pairs:
+        if not (_alike(key) and _alike(value)):
+            raise _ReadApart
+    return dict(pairs)
+
+
+_scan = jsonio.scanner_with(_pairs)
+
+
+def _alike(value: object) -> bool:
+    """Whether orjson reads this value as the C scanner did (an object was checked when
+    it was made, by `_pairs`)."""
+    if isinstance(value, str):
+        return value.isascii() or not any("\ud800" <= c <= "\udfff" for c in value)
+    if type(value) is int:  # orjson reads a larger one as a float
+        return jsonio.ORJSON_INTS[0] <= value < jsonio.ORJSON_INTS[1]
+    if type(value) is list:
+        return all(_alike(item) for item in value)
+    return value is None or value is True or value is False or type(value) is dict
 
 
 def _workspace(raw: object) -> str | None:

@@ -21,10 +21,13 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from typing import Any
 
 from storyd.core.errors import SetupError
 from storyd.server.systemd import adopt
+
+TYPE_CHECKING = False  # `typing` costs the early door's start-up (server/door.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["LIBSYSTEM", "SOCKET_NAME", "LaunchdError", "activate", "listen_socket"]
 

@@ -12,8 +12,8 @@ is skipped and logged then, as before (the registry's report).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # `typing` costs the early door's start-up (server/door.py)
 if TYPE_CHECKING:
     from collections.abc import Callable
 

@@ -5,6 +5,11 @@ NDJSON: one JSON object per line each way (docs/protocol.md). Every answer carri
 `{ok: false, error: {code, name, message}}` with the CLI's exit codes. Answers are
 built as bytes from pre-rendered parts (the cache keeps each envelope line rendered),
 then closed by `finish` with the clock and the id.
+
+The JSON is orjson's once the daemon's assembly installs it (switches `fast_dump`).
+Before that, the early door's answers (server/door.py) are rendered by
+jsonio.dumps_like_orjson, equal in value, so that the socket answers without orjson's
+import (about 9 ms of a start: uuid, dataclasses, datetime, json).
 """
 
 from __future__ import annotations
@@ -12,11 +17,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 
-import orjson
-
 from storyd import __version__
 from storyd.core.errors import StorydError, UsageError
+from storyd.core.jsonio import dumps_like_orjson
 from storyd.core.model import Finding, Unit
+from storyd.core.switches import CONFIG
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -52,6 +57,12 @@ _TYPES = {
 }
 
 
+def _dumps(value: object) -> bytes:
+    """The value's JSON: orjson's in the daemon, jsonio's (equal in value) before it."""
+    dump = CONFIG.fast_dump
+    return dump(value) if dump is not None else dumps_like_orjson(value)
+
+
 def id_suffix(request: dict[str, object]) -> bytes:
     """`,"id":<id>` when the request carried one (a string or an integer)."""
     if "id" not in request:
@@ -59,7 +70,7 @@ def id_suffix(request: dict[str, object]) -> bytes:
     rid = request["id"]
     if rid is not None and (isinstance(rid, bool) or not isinstance(rid, str | int)):
         raise UsageError("field 'id' must be a string or an integer")
-    return b',"id":' + orjson.dumps(rid)
+    return b',"id":' + _dumps(rid)
 
 
 def finish(body: bytes, clock: bytes, suffix: bytes) -> bytes:
@@ -69,7 +80,7 @@ def finish(body: bytes, clock: bytes, suffix: bytes) -> bytes:
 
 def error_body(code: int, name: str, message: str) -> bytes:
     """The body of an error answer (pass it to finish)."""
-    return b'{"ok":false,"error":' + orjson.dumps({"code": code, "name": name, "message": message})
+    return b'{"ok":false,"error":' + _dumps({"code": code, "name": name, "message": message})
 
 
 def error_of(exc: StorydError) -> bytes:
@@ -79,24 +90,24 @@ def error_of(exc: StorydError) -> bytes:
 
 def reply(body: Mapping[str, object], clock: bytes, suffix: bytes) -> bytes:
     """A whole answer line from a JSON object whose first key is `ok`."""
-    return finish(orjson.dumps(body)[:-1], clock, suffix)
+    return finish(_dumps(body)[:-1], clock, suffix)
 
 
 def event_line(event: Mapping[str, object]) -> bytes:
     """A subscriber's event line."""
-    return orjson.dumps(event) + b"\n"
+    return _dumps(event) + b"\n"
 
 
 def findings_json(findings: Iterable[Finding]) -> bytes:
     """The findings of an answer as a JSON array (the wire form of each)."""
-    return orjson.dumps([f.as_dict() for f in findings])
+    return _dumps([f.as_dict() for f in findings])
 
 
 def next_json(unit: Unit) -> bytes:
     """A unit's `next` object (storyd.core.nextstep) as JSON; `null` when none."""
     from storyd.core.nextstep import next_of
 
-    return orjson.dumps(next_of(unit))
+    return _dumps(next_of(unit))
 
 
 def answer_body(

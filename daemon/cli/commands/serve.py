@@ -74,22 +74,34 @@ def _open_door(bound: Bound, limits: Limits, staleness: str,
     return EarlyDoor(bound.sock, early, limits.max_line_bytes).open(), early
 
 
+def opened(flags: dict[str, object], cfg: Config) -> tuple[Bound, EarlyDoor, EarlyAnswers]:
+    """The socket taken and the early door open on it, before anything the door does
+    not need is imported: neither asyncio, structlog nor orjson, and on a socket that
+    systemd or launchd hands over, neither fasteners nor typing
+    (tests/test_door_bytes.py)."""
+    from storyd.server.bind import take_socket
+
+    staleness, limits = _staleness(flags, cfg), _limits(flags, cfg)  # usage errors first
+    bound = take_socket(str(flags.get("socket") or cfg.socket or ""))
+    try:
+        door, early = _open_door(bound, limits, staleness, cfg)
+    except BaseException:
+        bound.close()
+        raise
+    return bound, door, early
+
+
 def _serve(flags: dict[str, object], cfg: Config, given: str | None, level: str) -> int:
     """Take the socket and open the early door first, then import and build the daemon
     behind it (issue 43): a client's first questions are answered meanwhile."""
-    from storyd.server.bind import take_socket
-
     staleness, limits = _staleness(flags, cfg), _limits(flags, cfg)
-    bound = take_socket(str(flags.get("socket") or cfg.socket or ""))
-    door: EarlyDoor | None = None
+    bound, door, early = opened(flags, cfg)
     try:
-        door, early = _open_door(bound, limits, staleness, cfg)
         from storyd.core import registry
         from storyd.server.runtime import Runtime
         from storyd.server.service import Settings
     except BaseException:
-        if door is not None:  # what it handed over goes with the socket
-            door.close(lambda sock, _data: sock.close())
+        door.close(lambda sock, _data: sock.close())  # what it handed goes with the socket
         bound.close()
         raise
     logger = _logged(level)
