@@ -140,14 +140,22 @@ def main() -> int:
             workspace, ids = make_epic_workspace(root / f"ws{n}", n, 5, EPIC, compact=True)
             spaces[n] = workspace, ids[len(ids) // 2]
         floor_python = next(iter(venvs.values())) / "bin" / "python"
+        # the direct reads' own empty config and state: no history database of this
+        # machine's daemon read by --detail, no socket asked
+        quiet = {**os.environ, "XDG_CONFIG_HOME": str(root / "direct" / "config"),
+                 "XDG_STATE_HOME": str(root / "direct" / "state"),
+                 "XDG_RUNTIME_DIR": str(root / "direct" / "run")}
+        quiet.pop("STORYD_HISTORY", None)
         wants = {}
         for label, venv in venvs.items():
             for n, (workspace, story) in spaces.items():
                 direct = [str(venv / "bin" / "storyd"), "resume", "--direct", "--epic-id",
                           EPIC, "--story-id", story, "--workspace", str(workspace)]
-                out = subprocess.run(direct, check=True, capture_output=True).stdout
+                out = subprocess.run(direct, check=True, capture_output=True,
+                                     env=quiet).stdout
                 wants[label, n] = direct, json.loads(out)
-                subprocess.run([*direct, "--detail"], check=True, stdout=subprocess.DEVNULL)
+                subprocess.run([*direct, "--detail"], check=True, stdout=subprocess.DEVNULL,
+                               env=quiet)
         for _ in range(args.rounds):
             for n, (workspace, story) in spaces.items():
                 rows.setdefault(("floor", n, "first"), []).append(
@@ -156,7 +164,8 @@ def main() -> int:
                     direct, want = wants[label, n]
                     for argv, key in ((direct, "direct"), ([*direct, "--detail"], "detail")):
                         began = time.perf_counter()
-                        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+                        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL,
+                                       env=quiet)
                         rows.setdefault((label, n, key), []).append(
                             (time.perf_counter() - began) * 1000)
                     for activated, key in ((False, "bound"), (True, "activated")):

@@ -123,7 +123,13 @@ def run(
 
 
 def _lost(workspace: str, unit: Unit) -> tuple[Finding, ...]:
-    """`--detail` read here: the unit's `regressed` findings from the history database."""
+    """`--detail` read here: the unit's `regressed` findings from the history database
+    (none without one: no recording daemon, and nothing of sqlite3, hashlib or json is
+    imported to find that out)."""
+    from storyd.core.paths import history_path
+
+    if not os.path.exists(history_path()):
+        return ()
     from storyd.api.history import lost_progress  # sqlite3: --detail only
 
     found = lost_progress(os.path.realpath(workspace), [unit], whole_files=False)
