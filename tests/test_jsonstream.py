@@ -36,10 +36,14 @@ _documents = st.fixed_dictionaries(
 
 
 def _encodings(document: dict[str, object]) -> list[bytes]:
-    """The document as a writer might put it: compact, spaced, indented, escaped."""
+    """The document as a writer might put it: compact, spaced, indented, escaped, and
+    padded with runs of whitespace around the threshold where they are skipped in C
+    (jsonstream._SHORT_RUN, 64) and past one chunk (65,536)."""
+    padded = (" " * 63 + "," + "\n" * 64, "\t" * 65 + ":" + " \r" * 100)
     return [json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode(),
             json.dumps(document, indent=2).encode() + b"\n",
-            b" \r\n\t" + json.dumps(document, separators=(" , ", " : ")).encode() + b"\n "]
+            b" \r\n\t" + json.dumps(document, separators=(" , ", " : ")).encode() + b"\n ",
+            b" " * 70_000 + json.dumps(document, separators=padded).encode() + b"\n" * 66_000]
 
 
 @settings(max_examples=150, deadline=None)

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 __all__ = ["Members", "members", "value_at"]
 
 _WHITESPACE = " \t\n\r"
+_SHORT_RUN = 64  # whitespace skipped a character at a time; past it, `_CHUNK`s in C
+_CHUNK = 65536
 _scanstring = _json.scanstring
 _FAILED = (StopIteration, ValueError, RecursionError, SystemError)  # the scanner's errors
 
@@ -96,9 +98,24 @@ def _scan(text: str, index: int) -> tuple[object, int]:
 
 
 def _skip(text: str, index: int) -> int:
-    length = len(text)
+    """Past the whitespace at `index`: a character at a time, as a run is short (an
+    indent, or none); past `_SHORT_RUN` of it (a file padded with megabytes), in C."""
+    length, start = len(text), index
     while index < length and text[index] in _WHITESPACE:
         index += 1
+        if index - start == _SHORT_RUN:
+            return _skip_long(text, index)
+    return index
+
+
+def _skip_long(text: str, index: int) -> int:
+    """Past a long run of whitespace, stripped a chunk at a time."""
+    while index < len(text):
+        chunk = text[index : index + _CHUNK]
+        left = len(chunk.lstrip(_WHITESPACE))
+        index += len(chunk) - left
+        if left:
+            break
     return index
 
 
