@@ -62,6 +62,7 @@ def first_answer(argv: list[str], sock: str, request: dict[str, object],
     """Spawn `argv` serving on `sock`: ms to listening, ms to the first right answer."""
     env = {**os.environ, "XDG_RUNTIME_DIR": str(scratch / "run"),
            "XDG_CONFIG_HOME": str(scratch / "config"), "XDG_STATE_HOME": str(scratch / "state")}
+    env.pop("STORYD_HISTORY", None)  # its own history, as the direct reads have
     listener = None
     if activated:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

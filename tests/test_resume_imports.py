@@ -69,15 +69,19 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ws
 
 
-def imported(workspace: Path, *args: str, state: Path | None = None) -> tuple[int, list[str], str]:
+def imported(workspace: Path, *args: str, state: Path | None = None,
+             history: Path | None = None) -> tuple[int, list[str], str]:
     """Exit code, every module the run imported (in -X importtime's order), stdout;
-    `state`: the XDG_STATE_HOME (where the history database is looked for)."""
+    `state`: the XDG_STATE_HOME, `history`: the STORYD_HISTORY (where the history
+    database is looked for)."""
     env = dict(os.environ, PYTHONPATH=lean_pythonpath(),
                XDG_CONFIG_HOME=str(workspace / "no-config"),
                STORYD_SOCKET=str(workspace / "nobody-listens.sock"))
     if state is not None:
         env.pop("STORYD_HISTORY", None)
         env["XDG_STATE_HOME"] = str(state)
+    if history is not None:
+        env["STORYD_HISTORY"] = str(history)
     done = subprocess.run([sys.executable, "-S", "-X", "importtime", "-m", "storyd",
                            "resume", *args], cwd=workspace, env=env, capture_output=True,
                           text=True, timeout=60, check=False)
@@ -113,20 +117,24 @@ def test_resume_path_imports_nothing_heavy(workspace: Path, label: str) -> None:
     assert heavy == [], f"{label}: the resume path imported {heavy}"
 
 
-@pytest.mark.parametrize("database", [False, True], ids=["no database", "a database"])
+@pytest.mark.parametrize("database", ["none", "XDG_STATE_HOME", "STORYD_HISTORY"])
 def test_detail_looks_for_lost_progress_only_with_a_history_database(
-        workspace: Path, tmp_path: Path, database: bool) -> None:
-    """`--detail` reads `regressed` findings from the recording daemon's database: on a
-    machine without one, nothing of it (sqlite3, hashlib, json) is imported."""
-    if database:  # not a database at all: read as none, after the import
-        (tmp_path / "storyd").mkdir()
-        (tmp_path / "storyd" / "history.sqlite3").write_bytes(b"")
+        workspace: Path, tmp_path: Path, database: str) -> None:
+    """`--detail` reads `regressed` findings from the recording daemon's database, where
+    the daemon keeps it (STORYD_HISTORY, else under XDG_STATE_HOME): on a machine
+    without one, nothing of it (sqlite3, hashlib, json) is imported."""
+    kept = {"XDG_STATE_HOME": tmp_path / "state" / "storyd" / "history.sqlite3",
+            "STORYD_HISTORY": tmp_path / "elsewhere" / "h.sqlite3"}.get(database)
+    if kept is not None:  # not a database at all: read as none, after the import
+        kept.parent.mkdir(parents=True)
+        kept.write_bytes(b"")
     code, names, out = imported(workspace, "--story-id", STORY, "--epic-id", EPIC,
-                                "--direct", "--detail", state=tmp_path)
+                                "--direct", "--detail", state=tmp_path / "state",
+                                history=kept if database == "STORYD_HISTORY" else None)
     assert code == 0, out
     assert '"findings":' in out
     history = {"sqlite3", "hashlib", "storyd.api.history"} & set(names)
-    assert history == ({"sqlite3", "hashlib", "storyd.api.history"} if database else set())
+    assert history == ({"sqlite3", "hashlib", "storyd.api.history"} if kept else set())
 
 
 def test_git_mode_really_asked_git(workspace: Path) -> None:

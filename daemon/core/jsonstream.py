@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 __all__ = ["Members", "members", "value_at"]
 
 _WHITESPACE = " \t\n\r"
-_SHORT_RUN = 64  # whitespace skipped a character at a time; past it, `_CHUNK`s in C
-_CHUNK = 65536
+_FIRST_SLICE = 16  # characters of a whitespace run stripped at once, at first
+_CHUNK = 65536  # at most (16 x 4^6)
 _scanstring = _json.scanstring
 _FAILED = (StopIteration, ValueError, RecursionError, SystemError)  # the scanner's errors
 
@@ -98,24 +98,19 @@ def _scan(text: str, index: int) -> tuple[object, int]:
 
 
 def _skip(text: str, index: int) -> int:
-    """Past the whitespace at `index`: a character at a time, as a run is short (an
-    indent, or none); past `_SHORT_RUN` of it (a file padded with megabytes), in C."""
-    length, start = len(text), index
-    while index < length and text[index] in _WHITESPACE:
+    """Past the whitespace at `index`: one character (a space after a colon), then the
+    rest of a run stripped in C a slice at a time, the first short (an indent), each
+    next one four times as long up to `_CHUNK`: a file padded with megabytes of it, or
+    with many runs of any length, holds the interpreter little longer than one without."""
+    length = len(text)
+    if index < length and text[index] in _WHITESPACE:  # a run: mostly one space, or none
         index += 1
-        if index - start == _SHORT_RUN:
-            return _skip_long(text, index)
-    return index
-
-
-def _skip_long(text: str, index: int) -> int:
-    """Past a long run of whitespace, stripped a chunk at a time."""
-    while index < len(text):
-        chunk = text[index : index + _CHUNK]
-        left = len(chunk.lstrip(_WHITESPACE))
-        index += len(chunk) - left
-        if left:
-            break
+        size = _FIRST_SLICE
+        while index < length and text[index] in _WHITESPACE:
+            piece = text[index : index + size]
+            index += len(piece) - len(piece.lstrip(_WHITESPACE))
+            if size < _CHUNK:
+                size *= 4
     return index
 
 
