@@ -100,8 +100,8 @@ def _scan(text: str, index: int) -> tuple[object, int]:
 def _skip(text: str, index: int) -> int:
     """Past the whitespace at `index`: one character (a space after a colon), then the
     rest of a run stripped in C a slice at a time, the first short (an indent), each
-    next one four times as long up to `_CHUNK`: a file padded with megabytes of it, or
-    with many runs of any length, holds the interpreter little longer than one without."""
+    next one four times as long up to `_CHUNK`: a run of any length costs a few Python
+    steps (a file padded with megabytes of it, or with many long runs, included)."""
     length = len(text)
     if index < length and text[index] in _WHITESPACE:  # a run: mostly one space, or none
         index += 1

@@ -16,7 +16,7 @@ import stat
 from storyd.core.errors import StorydError, UsageError
 from storyd.core.paths import check_socket_path, socket_path
 
-TYPE_CHECKING = False  # `typing` costs the early door's start-up (server/door.py)
+TYPE_CHECKING = False  # fasteners is imported where the lock is taken (bind_socket)
 if TYPE_CHECKING:
     import fasteners
 
