@@ -116,6 +116,7 @@ def assemble(
     if history is not None:
         events.sinks.append(history)
         history.give_way = engine.reads.priority.give_way  # queries' reads first
+        daemon.lost_now = history.peek  # a miss tells the progress lost, as a hit does
         history.start()
     events.sinks.freeze()
     engine.looks.freeze()

@@ -2,7 +2,8 @@
 
 `bind_socket` takes the single-instance lock (`<socket>.lock`), refuses a path another
 daemon answers on (AlreadyRunning, exit 1), replaces a stale socket left by a killed
-one, and binds with a umask that leaves the socket its owner's only. systemd's socket
+one, and binds with a umask that leaves the socket its owner's only, under a side name
+renamed onto the path once it listens. systemd's socket
 (LISTEN_FDS) skips all this: runtime.py takes it from systemd.py instead.
 """
 
@@ -14,7 +15,7 @@ import socket
 import stat
 
 from storyd.core.errors import StorydError, UsageError
-from storyd.core.paths import check_socket_path, socket_path
+from storyd.core.paths import check_socket_path, socket_path, socket_path_problem
 
 TYPE_CHECKING = False  # fasteners is imported where the lock is taken (bind_socket)
 if TYPE_CHECKING:
@@ -107,21 +108,41 @@ def bind_socket(path: str) -> tuple[socket.socket, fasteners.InterProcessLock, t
         if _probe(path):
             msg = f"a daemon already answers on {path}; not starting a second one"
             raise AlreadyRunning(msg)
-        if os.path.lexists(path):
-            os.unlink(path)  # stale: left by a daemon that was killed
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old_umask = os.umask(0o177)
-        try:
-            sock.bind(path)
-        finally:
-            os.umask(old_umask)
-        os.chmod(path, 0o600)
-        sock.listen(512)
-        st = os.stat(path)
+        sock, st = _listen_then_appear(path)
     except BaseException:
         lock.release()
         raise
     return sock, lock, (st.st_dev, st.st_ino)
+
+
+def _listen_then_appear(path: str) -> tuple[socket.socket, os.stat_result]:
+    """Bind 0600 under `<path>~`, listen, then rename onto `path` (a stale socket there is
+    replaced in the same step): a client that finds the path finds a listener, never the
+    ECONNREFUSED of a socket bound but not yet listening. The lock makes the side name
+    ours; one left by a daemon killed mid-bind is removed first. A path too long for the
+    side name is bound in place."""
+    side = path + "~" if socket_path_problem(path + "~") is None else None
+    target = side or path
+    if os.path.lexists(target):
+        os.unlink(target)  # stale: left by a daemon that was killed
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        old_umask = os.umask(0o177)
+        try:
+            sock.bind(target)
+        finally:
+            os.umask(old_umask)
+        os.chmod(target, 0o600)
+        sock.listen(512)
+        st = os.stat(target)
+        if side is not None:
+            os.rename(side, path)
+    except BaseException:
+        sock.close()
+        with contextlib.suppress(OSError):
+            os.unlink(target)
+        raise
+    return sock, st
 
 
 class Bound:

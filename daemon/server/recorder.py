@@ -8,6 +8,9 @@ Two sides, both fed by the refresher thread, never by a query:
   had finished) and gives one `regressed` warning per task lost. The marks move forward
   with the unit, but a lost task's mark stays until its progress comes back or the
   version is accepted (`accept`).
+- `peek(workspace, unit)`, called by a cache miss (service.py) on a query's thread, gives
+  what `regressed` would for the unit read now, moving nothing: the answer read directly
+  tells the lost progress the cached one will.
 - `__call__(event, line)`, a sink of the event log: a `changed` or `removed` unit event
   queues that version (the tasks `regressed` last saw) and the event's line, for the
   writer thread, which works out the rows and the envelope, prunes in the background
@@ -43,6 +46,7 @@ from storyd.api.history import on_branch
 from storyd.api.history_db import Writer
 from storyd.core import log
 from storyd.core.worker import QueueWorker
+from storyd.server import losses
 
 if TYPE_CHECKING:
     from storyd.config.history import History
@@ -53,6 +57,7 @@ __all__ = ["BACKLOG", "BATCH_WAIT", "BLOCK", "Recorder"]
 BATCH_WAIT = 0.01  # seconds the writer lets a burst gather before one transaction
 BACKLOG = 256  # versions queued beyond which their lines are held compressed
 BLOCK = 256  # lines compressed together (one zlib call holds the lock ~0.5 ms)
+MARKS_WAIT = 2.0  # seconds a miss waits for the marks' first read before answering without
 
 # what the event says besides the unit's summary (the database keys those by unit)
 _IDENTITY = ("clock", "generation", "event", "workspace", "stateFile", "unit", "format")
@@ -166,68 +171,6 @@ def _accepted(key: store.Key, fmt: str) -> bytes:
                          "unit": key[2], "format": fmt})  # fmt: skip
 
 
-def _units_now(workspace: str, state_file: str, format: str | None) -> list[Unit] | None:
-    """The file's units as it is now, read afresh (None: it cannot be read now). Asked
-    only when a read lost finished work (rare): a writer, git's checkout or stash pop
-    among them, may have been half way through the file when it was read."""
-    from storyd.core.errors import StorydError
-    from storyd.core.formats import adapter_for, named
-    from storyd.core.pipeline import Options, read_units
-
-    try:
-        adapter = named(format) if format else adapter_for(state_file)
-        return read_units(workspace, adapter, state_file, Options())
-    except (StorydError, OSError):
-        return None
-
-
-def _lost_now(workspace: str, unit: Unit, marks: dict[str, rules.Mark]) -> bool:
-    """Whether the file as it is now still loses what `unit`, read a moment ago, lost."""
-    units = _units_now(workspace, unit.state_file, unit.format)
-    if units is None:
-        return True  # unreadable now: judge the read that was made
-    now = next((u for u in units if u.key == unit.key), None)
-    return now is None or bool(rules.lost(marks, now, lambda sha: on_branch(workspace, sha)))
-
-
-def _gone_now(workspace: str, state_file: str, gone: set[str]) -> bool:
-    """Whether the file as it is now still lacks some of the `gone` units."""
-    units = _units_now(workspace, state_file, None)
-    return units is None or bool(gone - {u.key for u in units})
-
-
-class _Moved:
-    """One pass's state file: its lineage before the pass and now, and (asked once)
-    why git explains what the version read now lost (history_lineage.explain)."""
-
-    __slots__ = ("_why", "before", "file", "now")
-
-    def __init__(
-        self, file: tuple[str, str], before: lineage.Stamp | None, now: lineage.Stamp | None
-    ) -> None:
-        self.file = file
-        self.before = before
-        self.now = now
-        self._why: str | bool | None = False  # False: not asked yet
-
-    def busy(self) -> bool:
-        """Whether git is writing the work tree now (asked afresh each time)."""
-        return lineage.busy(self.file[0])
-
-    def why(self) -> str | None:
-        """Why git explains the loss, or None: then it is a lost update."""
-        if self._why is False:
-            self._why = lineage.explain(*self.file, self.before, self.now)
-            if self._why is not None:
-                log.get("history").info("history_lineage", workspace=self.file[0],
-                                        stateFile=self.file[1], why=self._why)  # fmt: skip
-        return self._why  # type: ignore[return-value]
-
-    def branch(self) -> str | None:
-        """The branch the progress was seen on (its lineage's), None when detached."""
-        return lineage.branch(self.before or self.now)
-
-
 class Recorder:
     """The marks (held progress) per unit, and the writer thread of the database."""
 
@@ -246,7 +189,7 @@ class Recorder:
         # per state file, its marks' lineage (history_lineage.py), shared in a workspace
         self.lineage: dict[tuple[str, str], lineage.Stamp] = {}
         self._stamps: dict[str, lineage.Stamp] = {}
-        self._moved: _Moved | None = None  # the pass's file: its lineage before and now
+        self._moved: losses.Moved | None = None  # the pass's file: its lineage before and now
         self._loaded = threading.Event()  # the marks read (by the writer: after listening)
         self._started = False
         self._seen: dict[store.Key, tuple[Task, ...]] = {}  # the tasks of a key's last build
@@ -313,7 +256,7 @@ class Recorder:
         lost = rules.lost(marks, unit, lambda sha: on_branch(workspace, sha))
         if lost and moved.busy():  # git is writing the work tree: judged when it settles
             return ()
-        if lost and not _lost_now(workspace, unit, marks):  # a read of a file half written
+        if lost and not losses.lost_now(workspace, unit, marks):  # a file half written
             return ()  # (a checkout's, a stash pop's): the whole one is judged on its read
         if lost and moved.why() is not None:  # git moved the work tree: a new lineage
             marks, lost = {}, []
@@ -326,7 +269,32 @@ class Recorder:
         found = rules.regressed_findings(lost, _iso, moved.branch()) if lost else ()
         return found + self._gone(workspace, unit.state_file, present)
 
-    def _lineage(self, workspace: str, state_file: str, present: frozenset[str]) -> _Moved:
+    def peek(self, workspace: str, unit: Unit) -> tuple[Finding, ...]:
+        """A cache miss's `regressed` findings (any thread): what `regressed` would give
+        the unit now, its marks left as they are (the installer's build moves them). Units
+        gone from the file are told once a pass reads it whole; none while the marks are
+        still being read past MARKS_WAIT (a daemon just started on a large history)."""
+        if not self._started and not self._loaded.is_set():
+            return ()  # a recorder never started: its marks are the installer's to read
+        if not self._loaded.wait(MARKS_WAIT):
+            return ()
+        packed = self._marks_of((workspace, unit.state_file, unit.key))
+        if not packed or rules.unchanged(packed, unit):
+            return ()
+        marks = rules.expand(packed)
+        lost = rules.lost(marks, unit, lambda sha: on_branch(workspace, sha))
+        if not lost:
+            return ()
+        file = (workspace, unit.state_file)
+        now = lineage.stamp(workspace)
+        moved = losses.Moved(file, self.lineage.get(file), now, quiet=True)
+        if moved.busy() or not losses.lost_now(workspace, unit, marks):
+            return ()  # judged as `regressed` judges: git writing the tree, a torn read
+        if moved.why() is not None:  # git moved the work tree: a new lineage
+            return ()
+        return rules.regressed_findings(lost, _iso, moved.branch())
+
+    def _lineage(self, workspace: str, state_file: str, present: frozenset[str]) -> losses.Moved:
         """The pass's file's lineage, before it and now, worked out once per pass (an
         empty `present`, no pass: every call); the file's lineage follows the work tree."""
         memo = self._moved
@@ -336,7 +304,7 @@ class Recorder:
         if now is not None:
             now = self._shared(workspace, now)
         file = (workspace, state_file)
-        memo = _Moved(file, self.lineage.get(file), now)
+        memo = losses.Moved(file, self.lineage.get(file), now)
         self._moved = memo
         if now is not None and memo.before is not now:
             self.lineage[file] = now
@@ -365,7 +333,7 @@ class Recorder:
         moved = self._lineage(workspace, state_file, present) if gone else None
         if moved is not None and moved.busy():
             return ()  # judged when git settles (not kept: the next pass asks again)
-        if gone and not _gone_now(workspace, state_file, set(gone)):
+        if gone and not losses.gone_now(workspace, state_file, set(gone)):
             return ()  # a half-written read: the file holds them again (not kept either)
         if moved is not None and moved.why() is not None:
             for unit in gone:  # git took them: their progress is the old lineage's

@@ -36,6 +36,7 @@ from storyd.server.warmup import Warmup
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
+    from storyd.core.model import Finding, Unit
     from storyd.core.query import Query
     from storyd.server.engine import Engine
     from storyd.server.refresher import Refresher
@@ -159,6 +160,8 @@ class Daemon:
         # watches queued on the refresher, by workspace: a second ask joins the first
         self._pending_watches: dict[str, Future[int]] = {}
         self._warm_paths: list[str] | None = None  # registered, warm-up not queued yet
+        # a miss's `regressed` findings (the history recorder's `peek`; None: no history)
+        self.lost_now: Callable[[str, Unit], tuple[Finding, ...]] | None = None
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -425,6 +428,8 @@ class Daemon:
         result = pipeline.answer(path, unit, self.options, prime_batch=False)  # one unit
         if query.detail:
             result = answers.with_detectors(path, result, self.engine.detect)
+            if self.lost_now is not None and unreadable is None and unit.error is None:
+                result.findings += self.lost_now(path, unit)  # as the cached answer will
         if unreadable is not None:
             torn_since = self.engine.unreadable_since(path, relpath)
             result.findings += (self.engine.unreadable_finding(relpath, unreadable, torn_since),)
