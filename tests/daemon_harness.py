@@ -10,6 +10,7 @@
     resume_without_daemon() `storyd resume --direct`, for comparison
     assert_same_output()    two finished `storyd` runs printed and exited alike
     spawn_daemon            pytest fixture: a factory of DaemonProcess, all killed at teardown
+    held_daemon()           a daemon whose build waits for a gate file: its early door answers
 
 Registered as a plugin by tests/conftest.py, so the fixture reaches every test module.
 No test sleeps and hopes: every wait is a poll with a deadline.
@@ -22,6 +23,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -410,6 +412,39 @@ def reconcile_env(root: Path, monkeypatch: pytest.MonkeyPatch | None = None) -> 
         for key in ("XDG_CONFIG_HOME", "XDG_RUNTIME_DIR", "STORYD_SOCKET", "XDG_STATE_HOME"):
             monkeypatch.setenv(key, environ[key])
     return environ
+
+
+_HELD_SERVE = r"""
+import os, sys, time
+from storyd.cli.commands import serve
+gate, opened = sys.argv[1], serve._open_door
+def held(*args):
+    door = opened(*args)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.005)  # the test writes the file: no event to wait on here
+    return door
+serve._open_door = held
+from storyd.cli import main
+sys.exit(main(["serve", *sys.argv[2:]]))
+"""
+
+
+@contextlib.contextmanager
+def held_daemon(root: Path, workspaces: Iterable[Path]) -> Iterator[tuple[DaemonProcess, Path]]:
+    """A daemon on `workspaces` whose build waits for the gate file (`root/build-now`,
+    touched on the way out): its early door (server/door.py) answers meanwhile."""
+    gate = root / "build-now"
+    daemon = DaemonProcess(root, workspaces=workspaces)
+    argv = daemon.argv()
+    daemon.argv = lambda: [sys.executable, "-c", _HELD_SERVE, str(gate), *argv[2:]]  # type: ignore[method-assign]
+    daemon.spawn()
+    wait_for(daemon.socket.exists, 20, "the socket bound")
+    try:
+        yield daemon, gate
+    finally:
+        gate.touch()
+        daemon.close()
 
 
 def write_config(root: Path, text: str) -> Path:

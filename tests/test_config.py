@@ -14,6 +14,7 @@ import pytest
 
 from storyd import config
 from storyd.config import Config, ConfigError, Problem
+from storyd.config.loader import history_database as load_history
 from storyd.core.errors import StorydError
 
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
@@ -339,6 +340,47 @@ class TestLoadStaleness:
         with pytest.raises(ConfigError) as caught:
             config.load_staleness(write(tmp_path, text))
         assert caught.value.problems[0].line == 1
+
+
+class TestHistoryDatabase:
+    """history_database: where readers without the daemon find what it records."""
+
+    @pytest.fixture(autouse=True)
+    def _homes(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+        monkeypatch.delenv("STORYD_HISTORY", raising=False)
+
+    def _default(self, tmp_path: Path) -> str:
+        return str(tmp_path / "state" / "storyd" / "history.sqlite3")
+
+    def test_no_file_is_the_default(self, tmp_path: Path) -> None:
+        assert load_history(str(tmp_path / "none.toml")) == self._default(tmp_path)
+
+    @pytest.mark.parametrize("text", ["auto_watch = true\n", "[history]\nmax_versions = 9\n",
+                                      "[history]\nenabled = true\n"])  # fmt: skip
+    def test_no_path_is_the_default(self, tmp_path: Path, text: str) -> None:
+        assert load_history(write(tmp_path, text)) == self._default(tmp_path)
+
+    def test_the_environment_moves_the_default(
+            self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("STORYD_HISTORY", str(tmp_path / "env.sqlite3"))
+        assert load_history(write(tmp_path, "")) == str(tmp_path / "env.sqlite3")
+
+    def test_the_table_path_wins_and_is_expanded(
+            self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("STORYD_HISTORY", str(tmp_path / "env.sqlite3"))  # as the daemon
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+        path = write(tmp_path, '[history]\npath = "~/h.sqlite3"\n')
+        assert load_history(path) == str(tmp_path / "home" / "h.sqlite3")
+
+    def test_off_is_none(self, tmp_path: Path) -> None:
+        assert load_history(write(tmp_path, "[history]\nenabled = false\n")) is None
+
+    @pytest.mark.parametrize("text", ['[history]\nenabled = "no"\n', "[history\n",
+                                      "history = 3\n"])  # fmt: skip
+    def test_a_file_the_daemon_refuses_gives_the_default(self, tmp_path: Path, text: str) -> None:
+        """The daemon would not start on it; the readers read where one last recorded."""
+        assert load_history(write(tmp_path, text)) == self._default(tmp_path)
 
 
 class TestConfigCommand:

@@ -30,7 +30,7 @@ from pathlib import Path
 import orjson
 import pytest
 from cli_harness import STORYD, run_storyd_cli
-from daemon_harness import DaemonProcess, daemon_env, wait_for
+from daemon_harness import DaemonProcess, daemon_env, held_daemon, wait_for
 from epic_state_harness import write_epic
 from users_harness import python_for_others
 
@@ -437,36 +437,11 @@ class TestGiveWay:
 # is not built while the test asks, so what answers is the door. (Not a finder holding
 # an import: finders run under the interpreter's global import lock, and the door's
 # answer may import too.)
-_HELD_SERVE = r"""
-import os, sys, time
-from storyd.cli.commands import serve
-gate, opened = sys.argv[1], serve._open_door
-def held(*args):
-    door = opened(*args)
-    deadline = time.monotonic() + 60
-    while not os.path.exists(gate) and time.monotonic() < deadline:
-        time.sleep(0.005)  # the test writes the file: no event to wait on here
-    return door
-serve._open_door = held
-from storyd.cli import main
-sys.exit(main(["serve", *sys.argv[2:]]))
-"""
-
-
 @pytest.fixture
 def held(tmp_path: Path, ws: Path) -> Iterator[tuple[DaemonProcess, Path]]:
     """A daemon on `ws` whose build waits for the gate file; the door answers meanwhile."""
-    gate = tmp_path / "build-now"
-    daemon = DaemonProcess(tmp_path, workspaces=[ws])
-    argv = daemon.argv()
-    daemon.argv = lambda: [sys.executable, "-c", _HELD_SERVE, str(gate), *argv[2:]]  # type: ignore[method-assign]
-    daemon.spawn()
-    wait_for(daemon.socket.exists, 20, "the socket bound")
-    try:
+    with held_daemon(tmp_path, [ws]) as (daemon, gate):
         yield daemon, gate
-    finally:
-        gate.touch()
-        daemon.close()
 
 
 @pytest.mark.slow

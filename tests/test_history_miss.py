@@ -12,7 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from daemon_harness import EventStream, wait_for
+from cli_harness import run_storyd_cli
+from daemon_harness import EventStream, daemon_env, held_daemon, wait_for, write_config
 from epic_state_harness import STATE, write_epic
 from git_harness import GitWorkspace
 from recorder_harness import STORY, T1, T2, T3, recorder, unit
@@ -65,11 +66,9 @@ def _all_done(shas: list[str]) -> dict[str, dict[str, object]]:
             for tid, sha in zip((T1, T2, T3), shas, strict=True)}  # fmt: skip
 
 
-@pytest.mark.slow
-def test_the_first_answer_on_a_workspace_tells_the_progress_lost_while_it_was_away(
-        tmp_path: Path, spawn_daemon: object) -> None:
-    """A daemon records three tasks done and stops; a stale copy undoes two; the next
-    daemon is first asked about the workspace: a miss, read directly, told the loss."""
+def _lost_while_away(tmp_path: Path, spawn_daemon: object) -> Path:
+    """A workspace whose story a daemon saw with three tasks done; after it stopped, a
+    writer's stale copy undid the last two (under `flock -x`, tmp then mv)."""
     repo = GitWorkspace(tmp_path / "ws").init()
     ws = repo.path
     repo.commit("initial", {"README": "x\n"})
@@ -79,28 +78,101 @@ def test_the_first_answer_on_a_workspace_tells_the_progress_lost_while_it_was_aw
     wait_for(lambda: first.stats()["history"]["versions"] >= 1, message="the version recorded")
     wait_for(lambda: first.stats()["history"]["queued"] == 0, message="the writer")
     first.stop()
-
     stale = {"epic": EPIC, "stories": {STORY: {"tasks": {
         T1: {"status": "DONE", "commitSha": shas[0], "completedAt": "2026-11-25T10:00:00Z"},
         T2: {"status": "PENDING"}, T3: {"status": "PENDING"}}}}}  # fmt: skip
-    state = str(ws / STATE)  # a writer's own protocol: under `flock -x`, tmp then mv
+    state = str(ws / STATE)
     subprocess.run(["flock", "-x", state, "sh", "-c", 'cat > "$0.tmp" && mv "$0.tmp" "$0"', state],
                    input=json.dumps(stale).encode(), check=True, timeout=10)  # fmt: skip
+    return ws
 
+
+def _asked(daemon: object, ws: Path) -> dict[str, object]:
+    answer = daemon.request({"op": "resume", "workspace": str(ws), "epic": EPIC,  # type: ignore[attr-defined]
+                             "story": STORY})  # fmt: skip
+    assert answer["ok"] is True, answer
+    return answer  # type: ignore[no-any-return]
+
+
+def _cached(daemon: object, ws: Path) -> dict[str, object]:
+    """The answer once the cache gives it (the workspace's check has landed)."""
+    return wait_for(lambda: (got := _asked(daemon, ws))["source"] != "direct" and got,
+                    message="an answer from the cache")  # fmt: skip
+
+
+def _worded(answer: dict[str, object]) -> dict[str, str]:
+    return {f["task"]: f["message"] for f in answer["findings"]  # type: ignore[union-attr]
+            if f["code"] == "regressed"}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_first_answer_on_a_workspace_tells_the_progress_lost_while_it_was_away(
+        tmp_path: Path, spawn_daemon: object) -> None:
+    """The next daemon is first asked about the workspace: a miss, read directly, told
+    the loss, in the words the cached answer then uses."""
+    ws = _lost_while_away(tmp_path, spawn_daemon)
     again = spawn_daemon([])  # type: ignore[operator]  # the workspace not read yet
     with EventStream(again) as events:
         mark = events.mark()
-        answer = again.request({"op": "resume", "workspace": str(ws), "epic": EPIC,
-                                "story": STORY})  # fmt: skip
-        assert answer["ok"] is True, answer
+        answer = _asked(again, ws)
         assert answer["source"] == "direct", "answered from a cache that had read it"
         assert _tasks(answer["findings"]) == [T2, T3], answer["findings"]  # type: ignore[arg-type]
         events.wait(lambda e: e["event"] == "drift" and e["finding"]["code"] == "regressed",
                     start=mark)  # fmt: skip
-    ask = {"op": "resume", "workspace": str(ws), "epic": EPIC, "story": STORY}
-    cached = wait_for(lambda: (got := again.request(ask))["source"] != "direct" and got,
-                      message="an answer from the cache")  # the workspace's check lands
+    cached = _cached(again, ws)
     assert _tasks(cached["findings"]) == [T2, T3]  # type: ignore[arg-type]
-    miss = {f["task"]: f["message"] for f in answer["findings"] if f["code"] == "regressed"}  # type: ignore[union-attr]
-    hit = {f["task"]: f["message"] for f in cached["findings"] if f["code"] == "regressed"}  # type: ignore[union-attr]
-    assert miss == hit, "the miss and the hit word the loss alike"
+    assert _worded(answer) == _worded(cached), "the miss and the hit word the loss alike"
+
+
+@pytest.mark.slow
+def test_the_early_door_tells_the_progress_lost_while_no_daemon_ran(
+        tmp_path: Path, spawn_daemon: object) -> None:
+    """Before the daemon is built (no recorder, no marks in memory), the door's answer
+    reads the database, as `storyd resume --direct --detail` does."""
+    ws = _lost_while_away(tmp_path, spawn_daemon)
+    with held_daemon(tmp_path, [ws]) as (daemon, gate):
+        early = _asked(daemon, ws)
+        assert str(early["clock"]).endswith(":0"), "answered by the daemon, not the door"
+        assert _tasks(early["findings"]) == [T2, T3], early["findings"]  # type: ignore[arg-type]
+        gate.touch()
+        cached = _cached(daemon, ws)
+    assert _worded(early) == _worded(cached)
+
+
+@pytest.mark.slow
+def test_history_off_is_off_for_every_reader(tmp_path: Path, spawn_daemon: object) -> None:
+    """[history] enabled = false: the daemon records nothing, so no reader tells a loss
+    from the database an earlier daemon left: not the door, a miss, the cache or
+    `--detail`."""
+    ws = _lost_while_away(tmp_path, spawn_daemon)
+    write_config(tmp_path, "[history]\nenabled = false\n")
+    with held_daemon(tmp_path, [ws]) as (daemon, gate):
+        assert _tasks(_asked(daemon, ws)["findings"]) == []  # type: ignore[arg-type]
+        gate.touch()
+        assert _tasks(_cached(daemon, ws)["findings"]) == []  # type: ignore[arg-type]
+    detail = run_storyd_cli("resume", "--direct", "--detail", "--workspace", str(ws),
+                            "--epic-id", EPIC, "--story-id", STORY, env=daemon.env)  # fmt: skip
+    assert detail.returncode == 0, detail.stderr
+    assert _tasks(json.loads(detail.stdout)["findings"]) == []
+
+
+@pytest.mark.slow
+def test_a_configured_database_is_the_one_every_reader_reads(
+        tmp_path: Path, spawn_daemon: object) -> None:
+    """[history] path moves the database: the commands that read it without a daemon
+    (history, resume --detail, check) read that one, not the default."""
+    custom = tmp_path / "elsewhere" / "h.sqlite3"
+    write_config(tmp_path, f'[history]\npath = "{custom}"\n')
+    ws = _lost_while_away(tmp_path, spawn_daemon)
+    assert custom.exists()
+    assert not (tmp_path / "state" / "storyd" / "history.sqlite3").exists()
+    env = daemon_env(tmp_path, tmp_path / "run" / "storyd.sock")
+    detail = run_storyd_cli("resume", "--direct", "--detail", "--workspace", str(ws),
+                            "--epic-id", EPIC, "--story-id", STORY, env=env)  # fmt: skip
+    assert _tasks(json.loads(detail.stdout)["findings"]) == [T2, T3], detail.stdout
+    check = run_storyd_cli("check", "--direct", "--workspace", str(ws), env=env)
+    assert check.returncode == 1 and check.stdout.count(b"regressed") == 2, check.stdout
+    listed = run_storyd_cli("history", "--workspace", str(ws), "--epic-id", EPIC,
+                            "--story-id", STORY, "--json", env=env)  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert [json.loads(line)["done"] for line in listed.stdout.splitlines()] == [3]

@@ -30,6 +30,7 @@ __all__ = [
     "detail_line",
     "direct",
     "read_units",
+    "recorded_losses",
     "resume",
     "resume_epic",
     "resume_unit",
@@ -112,7 +113,7 @@ def run(
             result = resume_epic(query.workspace, query.epic, query.story, options)  # type: ignore[arg-type]
         if query.detail:
             result = with_detectors(query.workspace, result, detect)
-            result.findings += _lost(query.workspace, result.unit)
+            result.findings += recorded_losses(query.workspace, result.unit)
     except StorydError as exc:
         return Output(exc.code, b"", (exc.message,))
     except Exception as exc:  # a bug must still give a clean exit 70, never a traceback
@@ -122,17 +123,23 @@ def run(
     return Output(0, line, tuple(result.warnings))
 
 
-def _lost(workspace: str, unit: Unit) -> tuple[Finding, ...]:
-    """`--detail` read here: the unit's `regressed` findings from the history database
-    (none without one: no recording daemon, and nothing of sqlite3, hashlib or json is
-    imported to find that out)."""
-    from storyd.core.paths import history_path
+def recorded_losses(
+    workspace: str, unit: Unit, database: str | None = None
+) -> tuple[Finding, ...]:
+    """The unit's `regressed` findings from the history database at `database` (default:
+    where the configuration has the daemon record, config.loader.history_database), read
+    here: `--detail`, and the early door before the daemon's recorder holds the marks.
+    None without one (no recording daemon ever ran, [history] off), and nothing of
+    sqlite3, hashlib or json is imported to find that out."""
+    if database is None:
+        from storyd.config.loader import history_database
 
-    if not os.path.exists(history_path()):
+        database = history_database()
+    if database is None or not os.path.exists(database):
         return ()
     from storyd.api.history import lost_progress  # sqlite3: --detail only
 
-    found = lost_progress(os.path.realpath(workspace), [unit], whole_files=False)
+    found = lost_progress(os.path.realpath(workspace), [unit], database, whole_files=False)
     return found.get((unit.state_file, unit.key), ())
 
 

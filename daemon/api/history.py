@@ -95,7 +95,7 @@ def versions(
 ) -> list[dict[str, object]]:
     """The unit's versions, oldest first: version, at, clock, source, kind, done, total,
     changes (words), tasks ([id, status, bucket, sha, completedAt]) and the envelope."""
-    conn = history_db.open_reader(path or history_db.default_path(), busy)
+    conn = history_db.open_reader(path or history_db.configured_or_default(), busy)
     try:
         return history_store.versions(conn, _only_unit(conn, named).key(), since)
     finally:
@@ -188,8 +188,11 @@ def lost_progress(
     from storyd.api import history_lineage as lineage
     from storyd.api import history_rules as rules
 
-    path = path or history_db.default_path()
-    if not units or not os.path.exists(path):
+    if path is None:
+        from storyd.config.loader import history_database
+
+        path = history_database()
+    if not units or path is None or not os.path.exists(path):
         return {}
     try:
         conn = history_db.open_reader(path, busy)

@@ -54,7 +54,7 @@ def _accept_here(named: Named, path: str | None) -> str:
         unit: Unit | None = where.pick(units)
     except StoryNotInState:  # a unit gone from the file: its held progress is let go
         unit = None
-    writer = history_db.open_writer(path or history_db.default_path())
+    writer = history_db.open_writer(path or history_db.configured_or_default())
     try:
         conn = writer.conn
         now = time.time()

@@ -58,6 +58,15 @@ def default_path() -> str:
     return history_path()
 
 
+def configured_or_default() -> str:
+    """The database read (and accepted into) without the daemon: where the configuration
+    has the daemon record ([history] path: config.loader.history_database), or the
+    default one while [history] is off (the versions it holds are still shown)."""
+    from storyd.config.loader import history_database
+
+    return history_database() or default_path()
+
+
 def open_reader(path: str, busy: float = 2.0) -> sqlite3.Connection:
     """The database read-only; SetupError (78) when it does not exist or is not a
     regular file (SQLite's read-only open(2) of a FIFO waits for a writer for ever; the

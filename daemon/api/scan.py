@@ -162,13 +162,14 @@ def _lost_progress(
 ) -> dict[tuple[str, str], tuple[Finding, ...]]:
     """storyd.api.history.lost_progress; with no history database (no recording daemon
     ever ran), none, without importing sqlite3 and hashlib (a hook's direct read)."""
-    from storyd.core.paths import history_path
+    from storyd.config.loader import history_database
 
-    if not units or not os.path.exists(history_path()):
+    database = history_database()
+    if not units or database is None or not os.path.exists(database):
         return {}
     from storyd.api.history import lost_progress
 
-    return lost_progress(workspace, units)
+    return lost_progress(workspace, units, database)
 
 
 def _dated(workspace: str, units: list[Unit]) -> list[str]:

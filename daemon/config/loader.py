@@ -6,7 +6,8 @@ every problem found; so does a file that is not a regular one (a FIFO, a link to
 device: refused at once, storyd.core.regular) or is larger than MAX_FILE_BYTES.
 `load_staleness()` is on `storyd resume`'s path: it only stats the file when there is
 none, and tomllib is imported only when there is one. `load_claims()` reads only the
-[claims] table (a claim's default lease).
+[claims] table (a claim's default lease). `history_database()` says where the daemon
+records history, for the commands that read it without the daemon.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from storyd.config.claims import Claims
 
-__all__ = ["load", "load_claims", "load_staleness"]
+__all__ = ["history_database", "load", "load_claims", "load_staleness"]
 
 
 def _read(path: str) -> tuple[dict[str, object], str] | None:
@@ -120,3 +121,34 @@ def load_claims(path: str | None = None) -> Claims | None:
     if checker.problems:
         raise ConfigError(checker.problems, path)
     return table
+
+
+def history_database(path: str | None = None) -> str | None:
+    """The history database a daemon on this configuration records into: [history]
+    path, else $STORYD_HISTORY, else the state folder's (storyd.core.paths); None when
+    [history] is off. A file that cannot be read, or a [history] table with a problem,
+    gives the default: a daemon refuses to start on it, and `storyd config check` says
+    why. tomllib is imported only when the file exists."""
+    import os
+
+    from storyd.core.paths import history_path
+
+    path = path or config_path()
+    if not os.path.exists(path):
+        return history_path()
+    try:
+        read = _read(path)
+        if read is None or "history" not in read[0]:
+            return history_path()
+        document, text = read
+        from storyd.config.history import check
+
+        checker = Checker(text)
+        table = check(checker, checker.table("history", document["history"]))
+    except ConfigError:
+        return history_path()
+    if checker.problems:
+        return history_path()
+    if not table.enabled:
+        return None
+    return table.path or history_path()

@@ -4,7 +4,9 @@
 cache miss gives, through the same calls. The asked unit is read alone under the
 writers' lock within the daemon's limits (answers.resume, as `storyd resume --direct`
 reads it; the daemon's `limits.max_state_bytes` is set here first). A `resume` adds the
-daemon's own detectors (answers.with_detectors; lazydetect builds them once, for both).
+daemon's own detectors (answers.with_detectors; lazydetect builds them once, for both)
+and the `regressed` findings the history database holds (answers.recorded_losses, as
+`--detail` reads them: the recorder's marks are not loaded yet).
 The bytes come from protocol.py, with the clock of the instance the daemon's event log
 takes over, at generation 0: a client replaying events since it misses none.
 
@@ -58,7 +60,11 @@ class Answered:
 class EarlyAnswers:
     """The early door's `answer`: one request line to its reply, or None."""
 
-    def __init__(self, limits: Limits, staleness: str, detectors: Detectors) -> None:
+    def __init__(self, limits: Limits, staleness: str, detectors: Detectors,
+                 history: str | None = None) -> None:
+        """`history`: the database the daemon will record into (None: [history] off),
+        whose marks give the door's answers their `regressed` findings."""
+        self.history = history
         self.instance = os.urandom(4).hex()
         self.clock = f"{self.instance}:0".encode()
         self.staleness = staleness
@@ -138,6 +144,8 @@ class EarlyAnswers:
         result, answered = read
         if query.detail:
             result = answers.with_detectors(path, result, self.detectors.detect)
+            if self.history is not None:  # progress lost while no daemon ran, told now
+                result.findings += answers.recorded_losses(path, result.unit, self.history)
         body = finish(direct_body(result, None), self.clock, suffix)
         self._keep(answered)
         return body, False

@@ -428,7 +428,7 @@ class Daemon:
         result = pipeline.answer(path, unit, self.options, prime_batch=False)  # one unit
         if query.detail:
             result = answers.with_detectors(path, result, self.engine.detect)
-            if self.lost_now is not None and unreadable is None and unit.error is None:
+            if self.lost_now is not None and unreadable is None:
                 result.findings += self.lost_now(path, unit)  # as the cached answer will
         if unreadable is not None:
             torn_since = self.engine.unreadable_since(path, relpath)
