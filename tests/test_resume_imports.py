@@ -122,7 +122,8 @@ def test_detail_looks_for_lost_progress_only_with_a_history_database(
         workspace: Path, tmp_path: Path, database: str) -> None:
     """`--detail` reads `regressed` findings from the recording daemon's database, where
     the daemon keeps it (STORYD_HISTORY, else under XDG_STATE_HOME): on a machine
-    without one, nothing of it (sqlite3, hashlib, json) is imported."""
+    without one, nothing of it (sqlite3) is imported; with one, neither json nor hashlib
+    (history_marks.py reads the marks with storyd's scanner)."""
     kept = {"XDG_STATE_HOME": tmp_path / "state" / "storyd" / "history.sqlite3",
             "STORYD_HISTORY": tmp_path / "elsewhere" / "h.sqlite3"}.get(database)
     if kept is not None:  # not a database at all: read as none, after the import
@@ -133,8 +134,12 @@ def test_detail_looks_for_lost_progress_only_with_a_history_database(
                                 history=kept if database == "STORYD_HISTORY" else None)
     assert code == 0, out
     assert '"findings":' in out
-    history = {"sqlite3", "hashlib", "storyd.api.history"} & set(names)
-    assert history == ({"sqlite3", "hashlib", "storyd.api.history"} if kept else set())
+    history = {"sqlite3", "storyd.api.history", "storyd.api.history_marks"} & set(names)
+    assert history == (
+        {"sqlite3", "storyd.api.history", "storyd.api.history_marks"} if kept else set())
+    # the marks are read by storyd's own scanner: the writer's side stays out
+    writers = {"hashlib", "json", "subprocess", "storyd.api.history_store"} & set(names)
+    assert writers == set(), "the marks' read imported the writer's modules"
 
 
 def test_git_mode_really_asked_git(workspace: Path) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 
-from storyd.api import history_db, history_store
+from storyd.api import history_db, history_marks
 from storyd.core.errors import StorydError, UsageError
 
 TYPE_CHECKING = False
@@ -97,6 +97,8 @@ def versions(
     changes (words), tasks ([id, status, bucket, sha, completedAt]) and the envelope."""
     conn = history_db.open_reader(path or history_db.configured_or_default(), busy)
     try:
+        from storyd.api import history_store  # json and hashlib: not on the marks' path
+
         return history_store.versions(conn, _only_unit(conn, named).key(), since)
     finally:
         conn.close()
@@ -212,13 +214,13 @@ def lost_progress(
     try:
         for unit in units:
             key = (workspace, unit.state_file, unit.key)
-            marks, before = history_store.lineage_of(conn, key)
+            marks, before = history_marks.lineage_of(conn, key)
             lost = rules.lost(marks, unit, lambda sha: on_branch(workspace, sha))
             if not whole_files:
                 gone[unit.state_file] = ()
             elif unit.state_file not in gone:  # units gone from the file, once per file
                 present = frozenset(u.key for u in units if u.state_file == unit.state_file)
-                held = history_store.file_marks(conn, workspace, unit.state_file)
+                held = history_marks.file_marks(conn, workspace, unit.state_file)
                 gone[unit.state_file] = rules.gone_findings(held, present, _iso)
             extra = gone[unit.state_file]
             if (lost or extra) and why(unit.state_file, before or now) is not None:

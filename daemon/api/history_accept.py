@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from storyd.api import history_db, history_store
+from storyd.api import history_db, history_marks, history_store
 from storyd.api.history import Named
 from storyd.core.errors import StorydError, StoryNotInState
 
@@ -59,7 +59,7 @@ def _accept_here(named: Named, path: str | None) -> str:
         conn = writer.conn
         now = time.time()
         if unit is None:
-            if named.unit is None or not history_store.marks_of(conn, named.key()):
+            if named.unit is None or not history_marks.marks_of(conn, named.key()):
                 raise where.not_there()
             fmt, marks, rows = where.adapter.name, {}, None
         else:

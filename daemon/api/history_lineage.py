@@ -29,7 +29,6 @@ storyd.core.gitstate.
 from __future__ import annotations
 
 import os
-import subprocess
 
 from storyd.core import gitstate
 
@@ -100,6 +99,8 @@ def moved(workspace: str, before: Stamp | None, now: Stamp | None) -> str | None
 
 def _git(workspace: str, *args: str, data: bytes | None = None) -> str | None:
     """git's stdout in `workspace`, None when it fails (or is absent, or times out)."""
+    import subprocess  # only when a version lost work: not on a read that lost none
+
     try:
         done = subprocess.run(["git", "-C", workspace, *args], input=data,
                               capture_output=True, timeout=TIMEOUT, check=False)  # fmt: skip

@@ -1,5 +1,6 @@
 """Rows in and out of the history database (history_db.py): the writer's inserts, marks
-and pruning, and the readers' queries. Plain functions over a connection.
+and pruning, and the versions' queries. Plain functions over a connection. The marks'
+reads, which the commands without a daemon make, are history_marks.py's.
 
 A version's tasks are ids of `tasks` rows packed as unsigned 32-bit integers: a task
 state that many versions share (a DONE task stays DONE) is stored once per unit.
@@ -11,8 +12,9 @@ import hashlib
 import json
 import sqlite3
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
+from storyd.api.history_marks import LINEAGE, Key
 from storyd.api.history_rules import Mark, Row, changes
 
 TYPE_CHECKING = False
@@ -21,10 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Key",
-    "file_marks",
-    "lineage_of",
-    "load_marks",
-    "marks_of",
     "prune",
     "record",
     "save_marks",
@@ -32,10 +30,6 @@ __all__ = [
     "unit_id",
     "versions",
 ]
-
-Key = tuple[str, str, str]
-"""(workspace, state file, unit key)."""
-
 
 # json.dumps with separators builds an encoder a call (12 of a version's 41 us); the
 # bodies must stay byte for byte what it gives (their hashes are in the database)
@@ -133,61 +127,15 @@ def record(
     return int(cur.lastrowid or 0)
 
 
-_LINEAGE = "\x00lineage"  # the marks body's key of their lineage (no task id is this)
-
-
 def save_marks(
     conn: sqlite3.Connection, uid: int, marks: dict[str, Mark], stamp: Stamp | None = None
 ) -> None:
     """Replace a unit's held progress (and the lineage it belongs to, when known)."""
     body: dict[str, object] = dict(marks)
     if stamp is not None:
-        body[_LINEAGE] = stamp
+        body[LINEAGE] = stamp
     conn.execute("INSERT OR REPLACE INTO marks(unit_id, body) VALUES (?,?)",
                  (uid, json.dumps(body)))  # fmt: skip
-
-
-def _parse(body: str) -> tuple[dict[str, Mark], Stamp | None]:
-    """A marks body: the marks, and their lineage (None: recorded before lineages)."""
-    raw = json.loads(body)
-    found = raw.pop(_LINEAGE, None)
-    stamp = tuple(found) if isinstance(found, list) and len(found) == 6 else None
-    return {k: tuple(v) for k, v in raw.items()}, stamp
-
-
-def load_marks(
-    conn: sqlite3.Connection,
-) -> Iterator[tuple[Key, int, dict[str, Mark], Stamp | None]]:
-    """Every unit's held progress, with its row id and its lineage."""
-    query = ("SELECT u.workspace, u.state_file, u.unit, u.id, m.body FROM marks m"
-             " JOIN units u ON u.id = m.unit_id")  # fmt: skip
-    for ws, sf, unit, uid, body in conn.execute(query):
-        yield (ws, sf, unit), uid, *_parse(body)
-
-
-def marks_of(conn: sqlite3.Connection, key: Key) -> dict[str, Mark]:
-    """One unit's held progress (empty when unknown)."""
-    return lineage_of(conn, key)[0]
-
-
-def lineage_of(conn: sqlite3.Connection, key: Key) -> tuple[dict[str, Mark], Stamp | None]:
-    """One unit's held progress and its lineage (empty and None when unknown)."""
-    row = conn.execute(
-        "SELECT m.body FROM marks m JOIN units u ON u.id = m.unit_id"
-        " WHERE u.workspace=? AND u.state_file=? AND u.unit=?", key
-    ).fetchone()  # fmt: skip
-    return _parse(row[0]) if row else ({}, None)
-
-
-def file_marks(
-    conn: sqlite3.Connection, workspace: str, state_file: str
-) -> dict[str, dict[str, Mark]]:
-    """The held progress of every unit of one state file, by unit key."""
-    rows = conn.execute(
-        "SELECT u.unit, m.body FROM marks m JOIN units u ON u.id = m.unit_id"
-        " WHERE u.workspace=? AND u.state_file=?", (workspace, state_file)
-    )  # fmt: skip
-    return {unit: _parse(body)[0] for unit, body in rows}
 
 
 def size(conn: sqlite3.Connection) -> int:

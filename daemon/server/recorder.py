@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from storyd.api import history_lineage as lineage
+from storyd.api import history_marks
 from storyd.api import history_rules as rules
 from storyd.api import history_store as store
 from storyd.api.history import on_branch
@@ -220,7 +221,7 @@ class Recorder:
     def _load_marks(self) -> None:
         """The marks and lineages the database holds (once, before any is read or set)."""
         try:
-            for key, _uid, marks, stamp in store.load_marks(self.writer.conn):
+            for key, _uid, marks, stamp in history_marks.load_marks(self.writer.conn):
                 self._set_marks(key, rules.pack(marks))
                 if stamp is not None:
                     self.lineage[key[:2]] = self._shared(key[0], stamp)
