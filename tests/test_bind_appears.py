@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from storyd.core import paths
+from storyd.core.errors import UsageError
 from storyd.server import bind
 from storyd.server.bind import bind_socket
 
@@ -150,9 +151,30 @@ def test_a_failed_listen_leaves_no_name_and_frees_the_lock(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = str(tmp_path / "run" / "storyd.sock")
     monkeypatch.setattr(bind.socket, "socket", _Failing)
-    with pytest.raises(OSError, match="listen refused"):
+    with pytest.raises(UsageError, match=f"cannot bind the socket at {path}: listen refused"):
         bind_socket(path)
     monkeypatch.undo()
     assert not os.path.lexists(path) and not os.path.lexists(path + "~")
     sock, lock, _ = _bound(path)  # the lock was released: a second daemon may bind
     _release(sock, lock, path)
+
+
+@pytest.mark.parametrize("where", ["~", ""])
+def test_a_folder_in_the_way_is_one_line_and_nothing_else_goes(tmp_path: Path, where: str) -> None:
+    """A folder at the side name or at the path: a usage error naming it (no traceback),
+    the folder and what it holds left, the lock free, no socket left behind."""
+    path = str(tmp_path / "run" / "storyd.sock")
+    (tmp_path / "run").mkdir(mode=0o700)
+    folder = Path(path + where)
+    folder.mkdir()
+    (folder / "kept").write_text("x")
+    with pytest.raises(UsageError) as caught:
+        bind_socket(path)
+    message = caught.value.message
+    assert f"cannot bind the socket at {folder}:" in message and "\n" not in message
+    assert (folder / "kept").read_text() == "x"
+    left = sorted(p.name for p in (tmp_path / "run").iterdir())
+    assert left == sorted({"storyd.sock.lock", folder.name}), left
+    (folder / "kept").unlink()
+    folder.rmdir()
+    assert _serves_with_no_side_name(path)  # the lock was released

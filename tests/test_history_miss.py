@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -26,13 +27,19 @@ def _tasks(found: tuple[object, ...] | list[dict[str, object]]) -> list[str]:
                   if (f["code"] if isinstance(f, dict) else f.code) == "regressed")
 
 
+def _one_of_three_done(ws: Path) -> Path:
+    write_epic(ws, EPIC, tasks={STORY: {T1: {"status": "DONE"}, T2: {"status": "PENDING"},
+                                        T3: {"status": "PENDING"}}})  # fmt: skip
+    return ws
+
+
 class TestPeek:
     """The recorder's read-only look, against what its build gives."""
 
     def test_a_peek_gives_what_the_build_will_and_moves_nothing(self, tmp_path: Path) -> None:
         rec = recorder(tmp_path / "h.sqlite3")
         rec.start()
-        ws = str(tmp_path)  # no state file there: the read made is the one judged
+        ws = str(_one_of_three_done(tmp_path / "ws"))  # the file, as the loss left it
         try:
             assert rec.regressed(ws, unit(3)) == ()
             marks = rec.marks
@@ -48,6 +55,28 @@ class TestPeek:
             assert [(f.task, f.message) for f in built] == [(f.task, f.message) for f in peeked]
         finally:
             rec.close()
+
+    def test_a_file_a_writer_holds_is_left_to_the_build(self, tmp_path: Path) -> None:
+        """The look reads the file again (a read half written is no loss): while a writer
+        holds it past PEEK_LOCK the query does not wait out the lock timeout; it tells
+        nothing and the build after the write judges. Once free, the loss is told."""
+        from storyd.server.recorder import PEEK_LOCK
+
+        ws = _one_of_three_done(tmp_path / "ws")
+        rec = recorder(tmp_path / "h.sqlite3")
+        rec.start()
+        holder = subprocess.Popen(["flock", "-x", str(ws / STATE), "-c", "echo held; read x"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+        try:
+            assert rec.regressed(str(ws), unit(3)) == ()
+            assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+            started = time.monotonic()
+            assert rec.peek(str(ws), unit(1)) == ()
+            assert time.monotonic() - started < PEEK_LOCK + 1.0, "waited out the lock"
+        finally:
+            holder.communicate(b"\n", timeout=10)
+            rec.close()
+        assert _tasks(rec.peek(str(ws), unit(1))) == [T2, T3]
 
     def test_a_unit_never_seen_and_a_recorder_never_started_peek_nothing(
             self, tmp_path: Path) -> None:

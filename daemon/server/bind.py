@@ -123,13 +123,18 @@ def _listen_then_appear(path: str) -> tuple[socket.socket, os.stat_result]:
     side name is bound in place."""
     side = path + "~" if socket_path_problem(path + "~") is None else None
     target = side or path
-    if os.path.lexists(target):
-        os.unlink(target)  # stale: left by a daemon that was killed
+    try:
+        if os.path.lexists(target):
+            os.unlink(target)  # stale: left by a daemon that was killed
+    except OSError as exc:  # a folder there, say
+        raise _in_the_way(target, exc) from None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    bound = False
     try:
         old_umask = os.umask(0o177)
         try:
             sock.bind(target)
+            bound = True
         finally:
             os.umask(old_umask)
         os.chmod(target, 0o600)
@@ -137,12 +142,22 @@ def _listen_then_appear(path: str) -> tuple[socket.socket, os.stat_result]:
         st = os.stat(target)
         if side is not None:
             os.rename(side, path)
-    except BaseException:
+    except BaseException as exc:
         sock.close()
-        with contextlib.suppress(OSError):
-            os.unlink(target)
+        if bound:  # never a name this call did not bind
+            with contextlib.suppress(OSError):
+                os.unlink(target)
+        if isinstance(exc, OSError):
+            raise _in_the_way(path if bound else target, exc) from None
         raise
     return sock, st
+
+
+def _in_the_way(name: str, exc: OSError) -> UsageError:
+    """One line for what keeps the socket from its path (a folder there, a full disk)."""
+    reason = exc.strerror or str(exc)
+    return UsageError(f"cannot bind the socket at {name}: {reason}; remove what is there "
+                      "or give another path with --socket")  # fmt: skip
 
 
 class Bound:

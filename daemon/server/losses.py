@@ -17,26 +17,39 @@ if TYPE_CHECKING:
 __all__ = ["Moved", "gone_now", "lost_now"]
 
 
-def _units_now(workspace: str, state_file: str, format: str | None) -> list[Unit] | None:
-    """The file's units as it is now, read afresh (None: it cannot be read now). Asked
-    only when a read lost finished work (rare): a writer, git's checkout or stash pop
-    among them, may have been half way through the file when it was read."""
+def _units_now(
+    workspace: str, state_file: str, format: str | None, lock_timeout: float | None = None
+) -> list[Unit] | None:
+    """The file's units as it is now, read afresh (None: it cannot be read now, the
+    writers' lock held past `lock_timeout` among the reasons; None: the default bound).
+    Asked only when a read lost finished work (rare): a writer, git's checkout or stash
+    pop among them, may have been half way through the file when it was read."""
     from storyd.core.errors import StorydError
     from storyd.core.formats import adapter_for, named
     from storyd.core.pipeline import Options, read_units
 
+    options = Options() if lock_timeout is None else Options(lock_timeout)
     try:
         adapter = named(format) if format else adapter_for(state_file)
-        return read_units(workspace, adapter, state_file, Options())
+        return read_units(workspace, adapter, state_file, options)
     except (StorydError, OSError):
         return None
 
 
-def lost_now(workspace: str, unit: Unit, marks: dict[str, rules.Mark]) -> bool:
-    """Whether the file as it is now still loses what `unit`, read a moment ago, lost."""
-    units = _units_now(workspace, unit.state_file, unit.format)
+def lost_now(
+    workspace: str,
+    unit: Unit,
+    marks: dict[str, rules.Mark],
+    *,
+    lock_timeout: float | None = None,
+    unreadable: bool = True,
+) -> bool:
+    """Whether the file as it is now still loses what `unit`, read a moment ago, lost;
+    `unreadable` when it cannot be read now (within `lock_timeout`): the installer
+    judges the read that was made, a query's look (`Recorder.peek`) leaves it to it."""
+    units = _units_now(workspace, unit.state_file, unit.format, lock_timeout)
     if units is None:
-        return True  # unreadable now: judge the read that was made
+        return unreadable
     now = next((u for u in units if u.key == unit.key), None)
     return now is None or bool(rules.lost(marks, now, lambda sha: on_branch(workspace, sha)))
 

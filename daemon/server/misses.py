@@ -12,16 +12,62 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from storyd.core import pipeline
+from storyd.api import answers
+from storyd.core import pipeline, target
 from storyd.core.errors import DataError
 
 if TYPE_CHECKING:
-    from storyd.core.model import Unit
+    from storyd.core.model import Finding, Unit
+    from storyd.core.query import Query
     from storyd.core.target import Target
     from storyd.server.engine import Engine
     from storyd.server.refresher import Refresher
+    from storyd.server.service import Daemon
 
-__all__ = ["read_for", "unchecked_unit"]
+__all__ = ["answer", "read_for", "unchecked_unit"]
+
+
+def answer(daemon: Daemon, path: str, query: Query, since: int | None) -> answers.Answer:
+    """A miss's answer (Daemon.read_answer, a query's read): the asked unit from the
+    freshest parse, with the detectors and the history's `regressed` findings for a
+    `--detail`/`resume`, and a torn file's finding when it is a last good read."""
+    engine = daemon.engine
+    where = target.for_query(path, query)  # the disk's view
+    relpath = where.relpath
+    unit, unreadable = unchecked_unit(engine, path, where), None
+    if unit is None:
+        kept = daemon.watching(path) or engine.expected(path)
+        got, unreadable = read_for(engine, daemon.refresher, path, where, since, kept=kept,
+                                   warming=not daemon.warm.done)  # fmt: skip
+        if got.error is not None:
+            raise got.error
+        assert got.units is not None
+        unit = where.pick(got.units)
+    result = pipeline.answer(path, unit, daemon.options, prime_batch=False)  # one unit
+    if query.detail:
+        result = answers.with_detectors(path, result, engine.detect)
+        if unreadable is None:
+            result.findings += _lost_now(daemon, path, unit)
+    if unreadable is not None:
+        torn_since = engine.unreadable_since(path, relpath)
+        result.findings += (engine.unreadable_finding(relpath, unreadable, torn_since),)
+    return result
+
+
+def _lost_now(daemon: Daemon, path: str, unit: Unit) -> tuple[Finding, ...]:
+    """The `regressed` findings the cached answer will have (the recorder's `peek`; none
+    without history). Its blocking parts (the marks' first read, the writers' lock) do
+    not hold the background's passes; a bug in it costs the findings, never the answer."""
+    peek = daemon.lost_now
+    if peek is None:
+        return ()
+    try:
+        with daemon.engine.reads.priority.waiting():
+            return peek(path, unit)
+    except Exception as exc:  # a plugin format's loader, say: the answer stands
+        daemon.log.warning("regressed_unchecked", workspace=path, stateFile=unit.state_file,
+                           unit=unit.key, error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+        return ()
 
 
 def unchecked_unit(engine: Engine, path: str, where: Target) -> Unit | None:

@@ -59,6 +59,7 @@ BATCH_WAIT = 0.01  # seconds the writer lets a burst gather before one transacti
 BACKLOG = 256  # versions queued beyond which their lines are held compressed
 BLOCK = 256  # lines compressed together (one zlib call holds the lock ~0.5 ms)
 MARKS_WAIT = 2.0  # seconds a miss waits for the marks' first read before answering without
+PEEK_LOCK = 0.2  # seconds a miss's look waits for the writers' lock to read the file again
 
 # what the event says besides the unit's summary (the database keys those by unit)
 _IDENTITY = ("clock", "generation", "event", "workspace", "stateFile", "unit", "format")
@@ -274,7 +275,8 @@ class Recorder:
         """A cache miss's `regressed` findings (any thread): what `regressed` would give
         the unit now, its marks left as they are (the installer's build moves them). Units
         gone from the file are told once a pass reads it whole; none while the marks are
-        still being read past MARKS_WAIT (a daemon just started on a large history)."""
+        still being read past MARKS_WAIT (a daemon just started on a large history), nor
+        while a writer holds the file past PEEK_LOCK (a write under way: its build judges)."""
         if not self._started and not self._loaded.is_set():
             return ()  # a recorder never started: its marks are the installer's to read
         if not self._loaded.wait(MARKS_WAIT):
@@ -289,8 +291,10 @@ class Recorder:
         file = (workspace, unit.state_file)
         now = lineage.stamp(workspace)
         moved = losses.Moved(file, self.lineage.get(file), now, quiet=True)
-        if moved.busy() or not losses.lost_now(workspace, unit, marks):
+        if moved.busy() or not losses.lost_now(workspace, unit, marks, lock_timeout=PEEK_LOCK,
+                                                unreadable=False):
             return ()  # judged as `regressed` judges: git writing the tree, a torn read
+            # (a file a writer holds now: the build that follows its write judges it)
         if moved.why() is not None:  # git moved the work tree: a new lineage
             return ()
         return rules.regressed_findings(lost, _iso, moved.branch())

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from storyd.api import answers
 from storyd.config.values import DEFAULT_STALENESS, Limits
-from storyd.core import log, pipeline, switches, target
+from storyd.core import log, switches, target
 from storyd.core.errors import StateFileMissing, UsageError
 from storyd.core.gitstate import is_work_tree
 from storyd.core.query import checked_workspace
@@ -411,29 +411,7 @@ class Daemon:
         its last good read, with a finding saying so. Detectors for --detail and `resume`.
         The background's passes give way while it reads (server/priority.py)."""
         with self.engine.reads.priority.asking():
-            return self._read_answer(path, query, since)
-
-    def _read_answer(self, path: str, query: Query, since: int | None) -> answers.Answer:
-        where = target.for_query(path, query)  # the disk's view
-        relpath = where.relpath
-        unit, unreadable = misses.unchecked_unit(self.engine, path, where), None
-        if unit is None:
-            kept = self.watching(path) or self.engine.expected(path)
-            got, unreadable = misses.read_for(self.engine, self.refresher, path, where,
-                                              since, kept=kept, warming=not self.warm.done)
-            if got.error is not None:
-                raise got.error
-            assert got.units is not None
-            unit = where.pick(got.units)
-        result = pipeline.answer(path, unit, self.options, prime_batch=False)  # one unit
-        if query.detail:
-            result = answers.with_detectors(path, result, self.engine.detect)
-            if self.lost_now is not None and unreadable is None:
-                result.findings += self.lost_now(path, unit)  # as the cached answer will
-        if unreadable is not None:
-            torn_since = self.engine.unreadable_since(path, relpath)
-            result.findings += (self.engine.unreadable_finding(relpath, unreadable, torn_since),)
-        return result
+            return misses.answer(self, path, query, since)
 
     def sync(self, stale: list[tuple[str, Snapshot]], also: Iterable[str] = (),
              arrived: int | None = None) -> Future[None]:  # fmt: skip
