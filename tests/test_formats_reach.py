@@ -83,9 +83,10 @@ def test_top_once_shows_each_format(tmp_path: Path, isolated_env: dict[str, str]
     assert "status-disagrees" in _row(frame, "sprint")  # BMAD's
 
 
-def _mcp_answers(env: dict[str, str], ws: Path, errlog: Path, names: list[str]) -> None:
+def _mcp_answers(env: dict[str, str], ws: Path, errlog: Path, names: list[str]) -> list[str]:
     """The resume tool per state file (the CLI's bytes), the in-flight status, and one
-    resource per unit in flight holding the resume tool's answer."""
+    resource per unit in flight holding the resume tool's answer: asserted here for each
+    name, and the names so checked returned (the caller asserts they are all)."""
     from mcp_harness import cli, session, text_of
 
     async def work(client: Any) -> dict[str, Any]:
@@ -99,6 +100,7 @@ def _mcp_answers(env: dict[str, str], ws: Path, errlog: Path, names: list[str]) 
 
     got = session(env, ws, errlog, work)
     uris = {str(r.uri) for r in got["resources"].resources}
+    checked = []
     for name in names:
         state, unit, point = UNITS[name]
         result = got[name]
@@ -109,6 +111,8 @@ def _mcp_answers(env: dict[str, str], ws: Path, errlog: Path, names: list[str]) 
         resource = json.loads(got[f"{name}-unit"].contents[0].text)
         assert resource["envelope"]["resumePoint"] == point, name
         assert f'"{unit}"' in text_of(got["status"]), name
+        checked.append(name)
+    return checked
 
 
 @pytest.mark.parametrize("mode", ["daemon", "direct"])
@@ -119,7 +123,7 @@ def test_mcp_answers_each_format(spawn_daemon: Any, tmp_path: Path, mode: str) -
     ws = corpus_workspace(tmp_path / "ws")
     env = spawn_daemon([ws]).env if mode == "daemon" else AgentsEnv(tmp_path).env
     names = [n for n in UNITS if n != "claude-tasks"]
-    _mcp_answers(env, ws, tmp_path / "mcp.err", names)
+    assert _mcp_answers(env, ws, tmp_path / "mcp.err", names) == names
 
 
 def test_mcp_answers_a_claude_task_list(tmp_path: Path) -> None:
@@ -130,7 +134,8 @@ def test_mcp_answers_a_claude_task_list(tmp_path: Path) -> None:
     from agents_harness import AgentsEnv
 
     ws = corpus_workspace(tmp_path / "ws")
-    _mcp_answers(AgentsEnv(tmp_path).env, ws, tmp_path / "mcp.err", ["claude-tasks"])
+    checked = _mcp_answers(AgentsEnv(tmp_path).env, ws, tmp_path / "mcp.err", ["claude-tasks"])
+    assert checked == ["claude-tasks"]
 
 
 def test_history_keeps_each_formats_versions(spawn_daemon: Any, tmp_path: Path) -> None:

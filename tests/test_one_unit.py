@@ -91,8 +91,9 @@ class TestDirectBuildsOne:
         assert counts.stats == []
 
 
-def _same(workspace: Path, where: target.Target) -> None:
-    """read_one's answer (or error) for `where` is the whole file's read's."""
+def _both(workspace: Path, where: target.Target) -> tuple[object, object]:
+    """The whole file's read's answer (or error) for `where`, and read_one's: the caller
+    asserts they are the same."""
     options = Options(staleness="mtime")
 
     def whole() -> object:
@@ -112,7 +113,7 @@ def _same(workspace: Path, where: target.Target) -> None:
             assert isinstance(got, answers.Answer)
             results.append((got.line, got.unit.story_file, tuple(got.warnings),
                             tuple(f.as_dict().items() for f in got.findings)))
-    assert results[0] == results[1]
+    return results[0], results[1]
 
 
 class TestSameAnswers:
@@ -148,15 +149,17 @@ class TestSameAnswers:
         (tmp_path / "plans/epic-0049/stories").mkdir()
         (tmp_path / "plans/epic-0049/stories/s-1.md").write_text("# s-1\n")
         for key in self.KEYS:
-            _same(tmp_path, target.for_epic(str(tmp_path), EPIC, key))
+            whole, one = _both(tmp_path, target.for_epic(str(tmp_path), EPIC, key))
+            assert whole == one, key
 
     def test_twin_copy(self, workspace: Path) -> None:
         old = workspace / "docs/stories/epic-0049/execution-state.json"
         old.parent.mkdir(parents=True)
         old.write_bytes((workspace / STATE).read_bytes())
         for relpath in (STATE, "docs/stories/epic-0049/execution-state.json"):
-            _same(workspace, target.Target(relpath, story_id(5), "missing", "epic",
-                                           epic.ADAPTER))
+            whole, one = _both(workspace, target.Target(relpath, story_id(5), "missing",
+                                                        "epic", epic.ADAPTER))
+            assert whole == one, relpath
 
 
 class TestDefaultHook:
@@ -197,4 +200,5 @@ class TestDefaultHook:
         assert type(target.for_state_file(str(tmp_path), tm, None).adapter).load_one \
             is Adapter.load_one
         for key in ("master", "loop", None, "absent"):
-            _same(tmp_path, target.for_state_file(str(tmp_path), tm, key))
+            whole, one = _both(tmp_path, target.for_state_file(str(tmp_path), tm, key))
+            assert whole == one, key

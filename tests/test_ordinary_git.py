@@ -326,6 +326,7 @@ def test_a_day_of_ordinary_git_is_quiet(name: str, day_of: Callable[[Kit], Day])
     _stash(day)
     _merges(day)
     _pull_and_worktree(day, mate)
+    assert day.drifted() == [], "a warning drifted out over the whole day"
 
 
 # -- the true ones are still found ------------------------------------------------------

@@ -129,7 +129,8 @@ def test_an_edit_that_breaks_a_state_file_is_told_to_the_model(
 @pytest.mark.parametrize("name", NAMES)
 def test_a_shell_command_that_breaks_a_state_file_is_told_to_the_model(
         name: str, installs: Installs, tmp_path: Path) -> None:  # fmt: skip
-    _break_by_shell(name, installs, tmp_path, "true")
+    ran = _break_by_shell(name, installs, tmp_path, "true")
+    assert "no longer parses" in _after_each_call(ran)[-1]  # (the helper says where)
 
 
 def _break_by_shell(name: str, installs: Installs, tmp_path: Path, then: str) -> Ran:
@@ -147,7 +148,8 @@ def _break_by_shell(name: str, installs: Installs, tmp_path: Path, then: str) ->
 ])  # fmt: skip
 def test_a_failing_shell_command_that_breaks_a_state_file_is_told_to_the_model(
         name: str, installs: Installs, tmp_path: Path) -> None:  # fmt: skip
-    _break_by_shell(name, installs, tmp_path, "exit 3")
+    ran = _break_by_shell(name, installs, tmp_path, "exit 3")
+    assert "no longer parses" in _after_each_call(ran)[-1]  # told though the command failed
 
 
 @pytest.mark.parametrize("name", [
@@ -194,7 +196,8 @@ def test_a_stop_is_held_for_a_commit_the_session_made(
     session = _session(name, installs, tmp_path)
     _before_the_last_commit(session)
     ran = session.run([*_shell(name, COMMIT), Say("Committed."), Say("Still done.")])
-    _held_once(ran, session.git("rev-parse", "HEAD"))
+    reason = _held_once(ran, session.git("rev-parse", "HEAD"))
+    assert "TASK-0049-0013-004" in reason
 
 
 @pytest.mark.parametrize("name", NAMES)
