@@ -194,8 +194,10 @@ def lost_progress(
         from storyd.config.loader import history_database
 
         path = history_database()
-    if not units or path is None or not os.path.exists(path):
-        return {}
+    from storyd.core.formats.base import nameable
+
+    if not units or path is None or not nameable(workspace) or not os.path.exists(path):
+        return {}  # (a daemon never records a workspace it cannot name in UTF-8)
     try:
         conn = history_db.open_reader(path, busy)
     except StorydError:

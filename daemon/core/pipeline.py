@@ -29,7 +29,7 @@ from storyd.core import envelope, storytime
 from storyd.core.caps import DEFAULT_MAX_ANSWER_BYTES, check_answer
 from storyd.core.containment import Refused, resolve
 from storyd.core.errors import DataError, StorydError, UsageError
-from storyd.core.formats.base import Adapter, Source, contained, redo_finding
+from storyd.core.formats.base import Adapter, Source, contained, nameable, redo_finding
 from storyd.core.locking import DEFAULT_LOCK_TIMEOUT
 from storyd.core.model import DONE, Finding, Unit
 from storyd.core.switches import CONFIG
@@ -340,5 +340,6 @@ def find_state_files(workspace: str, adapters: list[Adapter]) -> dict[str, Adapt
     found: dict[str, Adapter] = {}
     for adapter in adapters:
         for relpath in adapter.find(source):
-            found.setdefault(relpath, adapter)
+            if nameable(relpath):  # (a plugin's own find may list any name)
+                found.setdefault(relpath, adapter)
     return found

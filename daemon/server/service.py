@@ -26,6 +26,7 @@ from storyd.api import answers
 from storyd.config.values import DEFAULT_STALENESS, Limits
 from storyd.core import log, switches, target
 from storyd.core.errors import StateFileMissing, UsageError
+from storyd.core.formats.base import nameable
 from storyd.core.gitstate import is_work_tree
 from storyd.core.query import checked_workspace
 from storyd.server import misses
@@ -349,6 +350,9 @@ class Daemon:
             path = os.path.realpath(raw)  # a retargeted link is followed afresh
             if identity is None or not os.path.isdir(path):
                 raise StateFileMissing(f"workspace {raw} does not exist")
+            if not nameable(path):  # a link to one: its events could not name it
+                raise UsageError(f"workspace {raw} resolves to a path that is not valid "
+                                 "UTF-8; storyd names workspaces in UTF-8")  # fmt: skip
             with self._aliases_lock:
                 if len(self.aliases) >= _MAX_ALIASES:
                     self.aliases.clear()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from storyd.core import storytime
+from storyd.core.formats.base import nameable
 from storyd.core.pipeline import find_state_files
 from storyd.server.store import Workspace
 
@@ -190,11 +191,12 @@ class Workspaces:
         return len(found)
 
     def owners(self, ws: Workspace, relpath: str) -> list[tuple[str, Adapter]]:
-        """The state files a changed path affects (itself, or a companion's owner)."""
+        """The state files a changed path affects (itself, or a companion's owner); never
+        one whose name is not UTF-8 (formats.base.nameable: no scan finds it either)."""
         owners = []
         for adapter in self.adapters:
             owner = adapter.owner(relpath)
-            if owner is not None:
+            if owner is not None and nameable(owner):
                 owners.append((owner, adapter))
         for state_file, _key in ws.story_index.get(relpath, ()):
             snap = ws.files.get(state_file)

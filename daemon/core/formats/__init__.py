@@ -128,7 +128,7 @@ def state_files(workspace: str, known: Callable[[str], bool]) -> dict[str, Adapt
     format walks its declared roots and asks its adapter only about files that fit its
     patterns and are not known; one that declares nothing finds its files itself."""
     from storyd.core import registry
-    from storyd.core.formats.base import Source, walk
+    from storyd.core.formats.base import Source, nameable, walk
     from storyd.core.formats.declared import declared, fits, leads
 
     plugins = registry.get()
@@ -139,7 +139,8 @@ def state_files(workspace: str, known: Callable[[str], bool]) -> dict[str, Adapt
             own = plugins.one(registry.FORMATS, entry.name, _check, plugins=False)
             if isinstance(own, Adapter):
                 for relpath in own.find(Source(workspace)):
-                    found.setdefault(relpath, own)
+                    if nameable(relpath):  # storyd names its files in UTF-8
+                        found.setdefault(relpath, own)
             continue
         patterns = paths["files"]
 

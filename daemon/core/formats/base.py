@@ -226,12 +226,26 @@ def make_task(
     return task, finding("unknown-status", "warning", message, task_id)
 
 
+def nameable(path: str) -> bool:
+    """Whether a path decoded from the file system is valid UTF-8 (os.fsdecode keeps an
+    undecodable byte as a lone surrogate): storyd's answers, events and history are
+    UTF-8, so a state file it could not name in them is not one it reads."""
+    if path.isascii():
+        return True
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def walk(workspace: str, roots: Iterable[str], wanted: Callable[[str], bool],
          enter: Callable[[str], bool] | None = None) -> list[str]:  # fmt: skip
     """Every file below the workspace's `roots` (folders named `.*` skipped) whose
     workspace-relative path `wanted` accepts, sorted: how a format finds its files.
     `enter` (given a folder's workspace-relative path) may spare folders below which
-    `wanted` accepts nothing."""
+    `wanted` accepts nothing. A folder or file whose name is not UTF-8 is skipped
+    (`nameable`)."""
     found: list[str] = []
     for root in roots:
         top = os.path.join(workspace, root)
@@ -243,10 +257,10 @@ def walk(workspace: str, roots: Iterable[str], wanted: Callable[[str], bool],
             if here is None:  # the root itself, walked first
                 here = os.path.relpath(top, workspace)
             prefix = "" if here == "." else here + os.sep
-            dirs[:] = [d for d in dirs if not d.startswith(".")
+            dirs[:] = [d for d in dirs if not d.startswith(".") and nameable(d)
                        and (enter is None or enter(prefix + d))]  # fmt: skip
             rel_of.update((os.path.join(folder, d), prefix + d) for d in dirs)
-            found.extend(rel for f in files if wanted(rel := prefix + f))
+            found.extend(rel for f in files if nameable(f) and wanted(rel := prefix + f))
     return sorted(found)
 
 
