@@ -17,6 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_harness import run_storyd_cli
 from daemon_harness import BIN, DaemonProcess, daemon_env, wait_for
 from epic_state_harness import write_epic
 from test_registry import distribution
@@ -141,3 +142,23 @@ def test_a_query_at_the_first_moment_is_answered_right_on_a_private_socket(
         daemon.stop()
     finally:
         daemon.close()
+
+
+@pytest.mark.parametrize(("flag", "value", "said"), [
+    ("--verify-interval", "0", "--verify-interval 0 is out of range: expected 0.1 to 3600"),
+    ("--verify-interval", "-1", "--verify-interval -1 is out of range"),
+    ("--verify-interval", "nan", "--verify-interval nan is out of range"),
+    ("--verify-interval", "soon", "invalid --verify-interval 'soon'"),
+    ("--log-level", "nope", "--log-level 'nope': expected one of debug, info, warning, error"),
+])  # fmt: skip
+def test_a_flag_out_of_range_is_refused_before_the_socket(
+        tmp_path: Path, flag: str, value: str, said: str) -> None:
+    """The flags hold the configuration file's ranges: `--verify-interval 0` once ran
+    the verification tick in a loop, a whole core for ever."""
+    sock = tmp_path / "run" / "storyd.sock"
+    env = daemon_env(tmp_path, sock)
+    done = run_storyd_cli("serve", "--socket", str(sock), flag, value, env=env, timeout=20)
+    assert done.returncode == 64, done.stderr
+    assert said in done.stderr.decode(), done.stderr
+    assert b"Traceback" not in done.stderr
+    assert not sock.exists()

@@ -47,13 +47,25 @@ def _staleness(flags: dict[str, object], cfg: Config) -> str:
 
 
 def _limits(flags: dict[str, object], cfg: Config) -> Limits:
+    """The configuration's limits, with --verify-interval within the range the
+    configuration file allows (0 would spin a core on the verification tick)."""
+    from storyd.config.values import LIMITS
+
     verify = text(flags, "verify-interval")
+    if verify is None:
+        return cfg.limits
+    _, _, lowest, highest = LIMITS["verify_interval"]
     try:
-        if verify is None:
-            return cfg.limits
-        return cfg.limits.replace(verify_interval=float(verify))
+        seconds = float(verify)
     except ValueError:
         raise UsageError(f"invalid --verify-interval {verify!r}\n{USAGE}") from None
+    if not lowest <= seconds <= highest:  # (NaN too)
+        msg = f"--verify-interval {verify} is out of range: expected {lowest:g} to {highest:g}"
+        raise UsageError(f"{msg}\n{USAGE}")
+    return cfg.limits.replace(verify_interval=seconds)
+
+
+LEVELS = ("debug", "info", "warning", "error")
 
 
 def _workspaces(flags: dict[str, object], cfg: Config) -> list[str]:
@@ -132,6 +144,10 @@ def main(argv: list[str]) -> int:
     from storyd import config
 
     level = str(flags.get("log-level", "info"))
+    if level not in LEVELS:
+        sys.stderr.write(f"storyd serve: --log-level {level!r}: expected one of "
+                         f"{', '.join(LEVELS)}\n{USAGE}")  # fmt: skip
+        return UsageError.code
     given = config_file(flags)
     try:
         cfg = config.load(given)
