@@ -46,6 +46,7 @@ __all__ = [
     "view_for",
 ]
 
+MAX_VIEWS = 64  # repositories whose views a thread keeps open (limits.max_workspaces' default)
 _LOCAL_KEY = "storyd.gitviews"
 _NO_GIT_KEY = "storyd.git-unavailable"
 _HOLD_KEY = "storyd.hold-tips"
@@ -119,10 +120,13 @@ def view_for(local: dict[str, object], workspace: str) -> GitView | None:
     assert isinstance(folders, dict)
     folder = _folder(root)
     if view is not None and folders.get(root) == folder and is_work_tree(root):
+        if next(reversed(views)) != root:  # the most recently used last
+            views[root] = views.pop(root)
         return view
     if view is not None:
         views.pop(root)
         _close_quietly(view)
+    _let_go(views, folders)
     if git_executable() is None:
         local[_NO_GIT_KEY] = True
         return None
@@ -136,6 +140,19 @@ def view_for(local: dict[str, object], workspace: str) -> GitView | None:
         if local.get(_HOLD_KEY):
             view.hold_tips(True)
     return view
+
+
+def _let_go(views: dict[str, GitView], folders: dict[object, object]) -> None:
+    """Before a view opens: close those whose folder is gone or another one now (a
+    workspace deleted after its unwatch), then the least recently used past MAX_VIEWS.
+    Each view holds git children (cat-file) and their pipes until closed."""
+    for root in [r for r in views if folders.get(r) != _folder(r)]:
+        _close_quietly(views.pop(root))
+        folders.pop(root, None)
+    while len(views) >= MAX_VIEWS:
+        root = next(iter(views))
+        _close_quietly(views.pop(root))
+        folders.pop(root, None)
 
 
 def private_view(workspace: str) -> GitView | None:
