@@ -138,6 +138,7 @@ def _recent(workspace: str) -> list[str]:
 def from_git(workspace: str, relpath: str) -> str | None:
     """The commit (or `HEAD`, `ORIG_HEAD`) that holds the file at `relpath` exactly as it
     is now; None when none of those looked at does."""
+    # with the repository's conversions (core.autocrlf, eol): the blob a checkout wrote
     blob = _git(workspace, "hash-object", "--", relpath)
     if blob is None:
         return None

@@ -453,7 +453,9 @@ def _spawn(workspace: str, args: tuple[str, ...], timeout: float) -> tuple[int, 
 
             pid = spawn(
                 _git_path(),
-                ["git", "--no-optional-locks", "-C", workspace, *args],
+                # fsmonitor is a command the repository's config names: `status` would run it
+                ["git", "--no-optional-locks", "-c", "core.fsmonitor=false", "-C", workspace,
+                 *args],
                 os.environ,
                 [
                     (os.POSIX_SPAWN_DUP2, devnull, 0),

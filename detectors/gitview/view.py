@@ -40,7 +40,7 @@ _MAX_SCANS = 64
 _FIELD = "\x1f"
 _RECORD = "\x1e"
 _DIFF_FLAGS = (  # a commit's patch as `git patch-id --stable` reads it
-    "--pretty=medium", "--no-color", "--no-ext-diff", "--no-notes", "--no-abbrev",
+    "--pretty=medium", "--no-color", "--no-ext-diff", "--no-textconv", "--no-notes", "--no-abbrev",
     "--diff-merges=off", "-p",
 )  # fmt: skip
 
