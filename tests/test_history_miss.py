@@ -129,6 +129,12 @@ def _cached(daemon: object, ws: Path) -> dict[str, object]:
                     message="an answer from the cache")  # fmt: skip
 
 
+def _order(answer: dict[str, object]) -> list[tuple[object, ...]]:
+    """Each finding's detector, code and task, in the answer's order."""
+    return [(f["detector"], f["code"], f.get("task"))  # type: ignore[index, union-attr]
+            for f in answer["findings"]]  # type: ignore[union-attr]
+
+
 def _worded(answer: dict[str, object]) -> dict[str, str]:
     return {f["task"]: f["message"] for f in answer["findings"]  # type: ignore[union-attr]
             if f["code"] == "regressed"}  # fmt: skip
@@ -151,6 +157,10 @@ def test_the_first_answer_on_a_workspace_tells_the_progress_lost_while_it_was_aw
     cached = _cached(again, ws)
     assert _tasks(cached["findings"]) == [T2, T3]  # type: ignore[arg-type]
     assert _worded(answer) == _worded(cached), "the miss and the hit word the loss alike"
+    assert _order(answer) == _order(cached), "the miss and the hit list them alike"
+    detail = run_storyd_cli("resume", "--direct", "--detail", "--workspace", str(ws),
+                            "--epic-id", EPIC, "--story-id", STORY, env=again.env)  # fmt: skip
+    assert _order(json.loads(detail.stdout)) == _order(cached), "and so does --detail"
 
 
 @pytest.mark.slow
@@ -166,6 +176,7 @@ def test_the_early_door_tells_the_progress_lost_while_no_daemon_ran(
         gate.touch()
         cached = _cached(daemon, ws)
     assert _worded(early) == _worded(cached)
+    assert _order(early) == _order(cached)
 
 
 @pytest.mark.slow

@@ -111,9 +111,9 @@ def run(
             result = resume_unit(query.workspace, query.state_file, query.unit, options)
         else:
             result = resume_epic(query.workspace, query.epic, query.story, options)  # type: ignore[arg-type]
-        if query.detail:
-            result = with_detectors(query.workspace, result, detect)
+        if query.detail:  # the history's findings before the detectors', as the daemon's
             result.findings += recorded_losses(query.workspace, result.unit)
+            result = with_detectors(query.workspace, result, detect)
     except StorydError as exc:
         return Output(exc.code, b"", (exc.message,))
     except Exception as exc:  # a bug must still give a clean exit 70, never a traceback

@@ -142,10 +142,10 @@ class EarlyAnswers:
         if read is None:
             return None
         result, answered = read
-        if query.detail:
-            result = answers.with_detectors(path, result, self.detectors.detect)
+        if query.detail:  # the history's findings before the detectors', as the daemon's
             if self.history is not None:  # progress lost while no daemon ran, told now
                 result.findings += answers.recorded_losses(path, result.unit, self.history)
+            result = answers.with_detectors(path, result, self.detectors.detect)
         body = finish(direct_body(result, None), self.clock, suffix)
         self._keep(answered)
         return body, False

@@ -44,10 +44,10 @@ def answer(daemon: Daemon, path: str, query: Query, since: int | None) -> answer
         assert got.units is not None
         unit = where.pick(got.units)
     result = pipeline.answer(path, unit, daemon.options, prime_batch=False)  # one unit
-    if query.detail:
-        result = answers.with_detectors(path, result, engine.detect)
+    if query.detail:  # the history's findings before the detectors', as an entry has them
         if unreadable is None:
             result.findings += _lost_now(daemon, path, unit)
+        result = answers.with_detectors(path, result, engine.detect)
     if unreadable is not None:
         torn_since = engine.unreadable_since(path, relpath)
         result.findings += (engine.unreadable_finding(relpath, unreadable, torn_since),)
