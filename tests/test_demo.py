@@ -16,9 +16,14 @@ Run = Callable[..., subprocess.CompletedProcess[bytes]]
 
 
 @pytest.mark.slow
-def test_demo_runs_every_query_and_stops_cleanly(run_storyd: Run, tmp_path: Path) -> None:
-    """From any folder, without --workspace: the demo ships inside the package."""
-    done = run_storyd("demo", cwd=tmp_path, timeout=120)
+def test_demo_runs_every_query_and_stops_cleanly(
+        run_storyd: Run, tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    """From any folder, without --workspace: the demo ships inside the package. It
+    leaves nothing in the user's state folder (its history once stayed there)."""
+    state = tmp_path / "state"
+    env = dict(isolated_env, XDG_STATE_HOME=str(state), STORYD_HISTORY=str(state / "h.db"))
+    done = run_storyd("demo", cwd=tmp_path, timeout=120, env=env)
+    assert not state.exists(), sorted(str(p) for p in state.rglob("*"))
     out = done.stdout.decode()
     assert done.returncode == 0, out + done.stderr.decode()
     sections = out.split("\n$ ")

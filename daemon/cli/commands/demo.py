@@ -154,6 +154,9 @@ def main(argv: list[str]) -> int:
         os.environ,
         STORYD_SOCKET=sock,
         XDG_CONFIG_HOME=os.path.join(root, "config"),
+        # its history, sessions and undo records go with the copy, not into the user's
+        XDG_STATE_HOME=os.path.join(root, "state"),
+        STORYD_HISTORY=os.path.join(root, "state", "storyd", "history.sqlite3"),
         PATH=os.path.dirname(_storyd()[0]) + os.pathsep + os.environ.get("PATH", ""),
     )
     sys.stdout.write(f"demo workspace: {ws}\nsocket: {sock}\n")
