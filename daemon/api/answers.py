@@ -144,7 +144,8 @@ def recorded_losses(
 
 
 def _configured_staleness(path: str | None) -> str:
-    """The configuration's staleness mode; without a file, `git` (and no config module import).
+    """The configuration's staleness mode, its `limits.max_state_bytes` applied; without
+    a file, `git` (and no config module import).
 
     A --config file that does not exist is an error here (reported as a warning by the
     caller), where the default file may be absent.
@@ -158,8 +159,15 @@ def _configured_staleness(path: str | None) -> str:
 
         raise SetupError(f"--config {path}: no such file")
     from storyd import config
+    from storyd.config.loader import load_state_cap
 
-    return config.load_staleness(path)
+    staleness = config.load_staleness(path)
+    cap = load_state_cap(path)
+    if cap is not None:  # the daemon's cap: the same file answers the same either way
+        from storyd.core import switches
+
+        switches.configure(max_state_bytes=cap)
+    return staleness
 
 
 def direct(query: Query) -> Output:

@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from storyd.config.claims import Claims
 
-__all__ = ["history_database", "load", "load_claims", "load_staleness"]
+__all__ = ["history_database", "load", "load_claims", "load_staleness", "load_state_cap"]
 
 
 def _read(path: str) -> tuple[dict[str, object], str] | None:
@@ -102,6 +102,24 @@ def load_staleness(path: str | None = None) -> str:
     if checker.problems:
         raise ConfigError(checker.problems, path)
     return staleness
+
+
+def load_state_cap(path: str | None = None) -> int | None:
+    """`limits.max_state_bytes` as written (None: no file, no such key, or a problem with
+    it, which `storyd config check` reports): the direct read's cap, as the daemon's."""
+    from storyd.config.values import LIMITS
+
+    try:
+        read = _read(path or config_path())
+    except ConfigError:
+        return None
+    table = read[0].get("limits") if read is not None else None
+    if not isinstance(table, dict) or "max_state_bytes" not in table:
+        return None
+    checker = Checker(read[1])  # type: ignore[index]
+    cap = checker.number("limits.max_state_bytes", table["max_state_bytes"],
+                         LIMITS["max_state_bytes"])  # fmt: skip
+    return None if checker.problems else int(cap)
 
 
 def load_claims(path: str | None = None) -> Claims | None:
