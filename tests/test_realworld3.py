@@ -79,6 +79,19 @@ def test_kiro_optional_tasks_are_never_next(tmp_path: Path) -> None:
         assert unit.next is not None and unit.next["task"] not in optional
 
 
+def test_kiro_optional_tasks_are_not_counted_against_progress(tmp_path: Path) -> None:
+    """The summary `status`, `top` and `list` show counts the tasks the format's own
+    `progress` label counts (a fresh user saw 44/56 78% beside "progress": "44/45")."""
+    from storyd.api.summaries import unit_summary
+
+    for commit in ("1f701c78", "55d74980"):
+        [unit] = _one("Homas/RpiDNS", commit, "kiro", tmp_path / commit)
+        summary = unit_summary(str(tmp_path), unit, unit.resume_point, (), None, 0)
+        done, total = summary["done"], summary["total"]
+        assert str(unit.labels["progress"]).startswith(f"{done}/{total} "), (summary, commit)
+        assert total < len(unit.tasks), "the premise: optional tasks left open"
+
+
 def test_kiro_two_digit_subtasks_sort_numerically(tmp_path: Path) -> None:
     [unit] = _one("nobu007/connective-byte", "d5acc8a4", "kiro", tmp_path)
     ids = [t.id for t in unit.tasks]

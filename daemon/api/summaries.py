@@ -17,6 +17,14 @@ __all__ = ["SEVERITIES", "unit_summary"]
 SEVERITIES = ("info", "warning", "error")  # least to most severe
 
 
+def counted(unit: Unit) -> int:
+    """The tasks progress is counted against: all but those a format marks optional
+    (`extra["optional"]`, Kiro's `[ ]*`) and not done, as the format's own `progress`
+    label counts them (docs/formats.md)."""
+    tasks = unit.tasks
+    return len(tasks) - sum(1 for t in tasks if not t.done and t.extra.get("optional") is True)
+
+
 def unit_summary(
     workspace: str,
     unit: Unit,
@@ -38,7 +46,7 @@ def unit_summary(
         "stateFile": unit.state_file,
         "unit": unit.key,
         "done": done if done is not None else sum(1 for t in unit.tasks if t.done),
-        "total": len(unit.tasks),
+        "total": counted(unit),
         "resumePoint": resume_point,
         "findings": len(findings),
         "worst": SEVERITIES[worst] if worst >= 0 else None,
