@@ -373,6 +373,15 @@ class TestHistoryDatabase:
         path = write(tmp_path, '[history]\npath = "~/h.sqlite3"\n')
         assert load_history(path) == str(tmp_path / "home" / "h.sqlite3")
 
+    def test_a_relative_path_is_the_home_folders_from_anywhere(
+            self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The daemon runs from home: every process reading the file finds its database."""
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+        path = write(tmp_path, '[history]\npath = "state/h.sqlite3"\n')
+        for where in (tmp_path, Path("/")):
+            monkeypatch.chdir(where)
+            assert load_history(path) == str(tmp_path / "home" / "state" / "h.sqlite3")
+
     def test_off_is_none(self, tmp_path: Path) -> None:
         assert load_history(write(tmp_path, "[history]\nenabled = false\n")) is None
 

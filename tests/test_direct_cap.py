@@ -32,9 +32,11 @@ def test_the_direct_read_takes_the_configured_cap(tmp_path: Path, raised: bool) 
         write_config(tmp_path, "[limits]\nmax_state_bytes = 16777216\n")
     done = run_storyd_cli("resume", "--direct", "--workspace", str(ws), "--epic-id", EPIC,
                           "--story-id", STORY, env=env)  # fmt: skip
+    status = run_storyd_cli("status", "--direct", "--workspace", str(ws), env=env)
     if raised:
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["tasksPending"] == ["T2"], done.stdout
+        assert status.returncode == 0 and b"UNREADABLE" not in status.stdout, status.stdout
     else:
         assert done.returncode == 65, done.stderr
         assert b"limits.max_state_bytes" in done.stderr

@@ -48,3 +48,17 @@ def test_a_body_json_alone_reads_is_still_read() -> None:
     body = '{"T1": ["DONE", null, null, NaN]}'
     marks, stamp = history_marks.parse(body)
     assert stamp is None and list(marks) == ["T1"] and marks["T1"][3] != marks["T1"][3]
+
+
+def test_a_version_counts_progress_as_the_summary_does() -> None:
+    """An open optional task (Kiro's `[ ]*`, status `optional`) is not in a version's
+    total, as the summary `status` shows leaves it out (`storyd history` said 2/4 beside
+    the summary's 2/3)."""
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(SCHEMA)
+    uid = history_store.unit_id(conn, ("w", "tasks.md", "spec"), "kiro")
+    rows = [("1", "done", "done", None, None), ("2", "done", "done", None, None),
+            ("3", "pending", "pending", None, None), ("4", "optional", "pending", None, None)]
+    history_store.record(conn, uid, 1.0, "x:1", "daemon", "changed", rows)
+    [version] = history_store.versions(conn, ("w", "tasks.md", "spec"))
+    assert (version["done"], version["total"]) == (2, 3)

@@ -216,3 +216,21 @@ def test_a_configured_database_is_the_one_every_reader_reads(
                             "--story-id", STORY, "--json", env=env)  # fmt: skip
     assert listed.returncode == 0, listed.stderr
     assert [json.loads(line)["done"] for line in listed.stdout.splitlines()] == [3]
+
+
+@pytest.mark.slow
+def test_the_config_file_given_is_the_one_whose_history_is_read(
+        tmp_path: Path, spawn_daemon: object) -> None:
+    """`--config FILE` names the history as it names the staleness and the cap: one with
+    [history] off tells no loss, where the default configuration's database does."""
+    ws = _lost_while_away(tmp_path, spawn_daemon)
+    env = daemon_env(tmp_path, tmp_path / "run" / "storyd.sock")
+    off = tmp_path / "off.toml"
+    off.write_text("[history]\nenabled = false\n")
+    argv = ("resume", "--direct", "--detail", "--workspace", str(ws), "--epic-id", EPIC,
+            "--story-id", STORY)  # fmt: skip
+    told = run_storyd_cli(*argv, env=env)
+    quiet = run_storyd_cli(*argv, "--config", str(off), env=env)
+    assert (told.returncode, quiet.returncode) == (0, 0), told.stderr + quiet.stderr
+    assert _tasks(json.loads(told.stdout)["findings"]) == [T2, T3]
+    assert _tasks(json.loads(quiet.stdout)["findings"]) == []

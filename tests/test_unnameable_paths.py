@@ -81,3 +81,23 @@ def test_the_daemon_goes_on_past_a_change_it_cannot_name(
     assert b"2/2" in status.stdout and BAD.encode("utf-8", "surrogateescape") not in status.stdout
     errors = [e for e in daemon.log_events() if e.get("level") == "error"]
     assert errors == [], errors
+
+
+def test_an_epic_folder_it_cannot_name_is_not_an_epic(tmp_path: Path) -> None:
+    """The epic format lists its folders itself: `plans/epic-0001-f\\xffoo` is not read
+    by `resume --epic-id 0001` either (it answered from it, and `--detail` with a history
+    database exited 70)."""
+    from epic_state_harness import write_epic
+
+    ws = tmp_path / "ws"
+    subprocess.run(["git", "init", "-q", str(ws)], check=True, timeout=30)
+    write_epic(ws, "0001", tasks={"story-0001-0001": {"T1": {"status": "PENDING"}}})
+    (ws / "plans" / "epic-0001").rename(ws / "plans" / os.fsdecode(b"epic-0001-f\xffoo"))
+    env = daemon_env(tmp_path, tmp_path / "run" / "storyd.sock")
+    _with_history(tmp_path, env)
+    for extra in ((), ("--detail",)):
+        done = run_storyd_cli("resume", "--direct", *extra, "--epic-id", "0001", "--story-id",
+                              "story-0001-0001", "--workspace", str(ws), env=env)  # fmt: skip
+        assert done.returncode == 1, (extra, done.stdout, done.stderr)  # the seed's "no epic"
+        assert done.stderr == b"execution-state.json not found\n"
+        assert b"Traceback" not in done.stderr and b"internal error" not in done.stderr

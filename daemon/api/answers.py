@@ -112,7 +112,7 @@ def run(
         else:
             result = resume_epic(query.workspace, query.epic, query.story, options)  # type: ignore[arg-type]
         if query.detail:  # the history's findings before the detectors', as the daemon's
-            result.findings += recorded_losses(query.workspace, result.unit)
+            result.findings += recorded_losses(query.workspace, result.unit, config=query.config)
             result = with_detectors(query.workspace, result, detect)
     except StorydError as exc:
         return Output(exc.code, b"", (exc.message,))
@@ -124,7 +124,7 @@ def run(
 
 
 def recorded_losses(
-    workspace: str, unit: Unit, database: str | None = None
+    workspace: str, unit: Unit, database: str | None = None, *, config: str | None = None
 ) -> tuple[Finding, ...]:
     """The unit's `regressed` findings from the history database at `database` (default:
     where the configuration has the daemon record, config.loader.history_database), read
@@ -134,7 +134,7 @@ def recorded_losses(
     if database is None:
         from storyd.config.loader import history_database
 
-        database = history_database()
+        database = history_database(config)  # `config`: --config FILE (None: the default)
     if database is None or not os.path.exists(database):
         return ()
     from storyd.api.history import lost_progress  # sqlite3: --detail only

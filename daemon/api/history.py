@@ -213,6 +213,7 @@ def lost_progress(
                                      else lineage.explain(workspace, state_file, before, now))
         return explained[state_file]
 
+    units = [u for u in units if nameable(u.state_file)]  # (never recorded: SQLite is UTF-8)
     try:
         for unit in units:
             key = (workspace, unit.state_file, unit.key)

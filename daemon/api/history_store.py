@@ -109,8 +109,10 @@ def record(
     done = total = 0
     if rows is not None:
         packed = _task_ids(conn, uid, rows)
-        total = len(rows)
         done = sum(1 for r in rows if r[2] == "done")
+        # an open optional task (Kiro's `[ ]*`) is not counted against progress, as the
+        # summaries count it (api/summaries.py `counted`; a row holds its status alone)
+        total = len(rows) - sum(1 for r in rows if r[1] == "optional" and r[2] != "done")
     if not again:
         newest = conn.execute("SELECT tasks, kind FROM versions WHERE unit_id=?"
                               " ORDER BY id DESC LIMIT 1", (uid,)).fetchone()  # fmt: skip

@@ -55,8 +55,13 @@ def scan_workspaces(
         # no finding read depends on the envelope's dates: git is not asked for them
         dating = mode if dates_read(codes) else storytime.MTIME
     options = pipeline.Options(cfg.limits.lock_timeout, dating)
+    from storyd.config.history import database_of
+    from storyd.core import switches
+
+    switches.configure(max_state_bytes=cfg.limits.max_state_bytes)  # the daemon's cap
+    database = database_of(cfg.history)  # where the daemon records, as configured
     detectors = _Detectors(cfg, mode, codes)
-    scan = _Scan(options, detectors, on_unit, in_flight)
+    scan = _Scan(options, detectors, on_unit, in_flight, database)
     try:
         for path in workspaces:
             if os.path.isdir(path):
@@ -102,8 +107,9 @@ class _Detectors:
 class _Scan:
     """One scan's units, unreadable files and unit count (each unit's `generation`)."""
 
-    def __init__(self, options: Options, detect: Detect,
-                 on_unit: Callable[[], None] | None, in_flight: bool) -> None:  # fmt: skip
+    def __init__(self, options: Options, detect: Detect, on_unit: Callable[[], None] | None,
+                 in_flight: bool, database: str | None) -> None:  # fmt: skip
+        self.database = database  # the history's (None: [history] is off)
         self.options = options
         self.detect = detect
         self.on_unit = on_unit
@@ -135,7 +141,7 @@ class _Scan:
             self.detect.build()
         for units in read:
             # the progress the recording daemon's history says a write lost (`regressed`)
-            lost = _lost_progress(workspace, units)
+            lost = _lost_progress(workspace, units, self.database)
             storytime.pin(workspace)  # one look at git for every unit of this file
             try:
                 for unit in units:
@@ -158,13 +164,10 @@ class _Scan:
 
 
 def _lost_progress(
-    workspace: str, units: list[Unit]
+    workspace: str, units: list[Unit], database: str | None
 ) -> dict[tuple[str, str], tuple[Finding, ...]]:
-    """storyd.api.history.lost_progress; with no history database (no recording daemon
-    ever ran), none, without importing sqlite3 and hashlib (a hook's direct read)."""
-    from storyd.config.loader import history_database
-
-    database = history_database()
+    """storyd.api.history.lost_progress from `database`; with none (no recording daemon
+    ever ran, [history] off), none, without importing sqlite3 (a hook's direct read)."""
     if not units or database is None or not os.path.exists(database):
         return {}
     from storyd.api.history import lost_progress

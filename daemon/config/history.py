@@ -51,6 +51,16 @@ class History:
         return "History(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in HISTORY_KEYS) + ")"
 
 
+def database_of(table: History | None) -> str | None:
+    """Where a daemon with this [history] table records (None: the table is off): its
+    path, else $STORYD_HISTORY, else the state folder's (no table: the defaults)."""
+    from storyd.core.paths import history_path
+
+    if table is None:
+        return history_path()
+    return (table.path or history_path()) if table.enabled else None
+
+
 def check(checker: Checker, table: dict[str, object]) -> History:
     """[history] as written, each problem told to `checker`."""
     import os
@@ -62,7 +72,9 @@ def check(checker: Checker, table: dict[str, object]) -> History:
         checker.problem("history.path", "expected a non-empty string")
         path = None
     elif isinstance(path, str):
-        path = os.path.abspath(os.path.expanduser(path))
+        # a relative path is the home folder's, as the daemon (run from home) reads it:
+        # every process that reads the file finds the same database
+        path = os.path.normpath(os.path.join(os.path.expanduser("~"), os.path.expanduser(path)))
     numbers = {
         name: checker.number(f"history.{name}", table[name], spec)
         for name, spec in NUMBERS.items()

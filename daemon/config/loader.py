@@ -159,14 +159,10 @@ def history_database(path: str | None = None) -> str | None:
         if read is None or "history" not in read[0]:
             return history_path()
         document, text = read
-        from storyd.config.history import check
+        from storyd.config.history import check, database_of
 
         checker = Checker(text)
         table = check(checker, checker.table("history", document["history"]))
     except ConfigError:
         return history_path()
-    if checker.problems:
-        return history_path()
-    if not table.enabled:
-        return None
-    return table.path or history_path()
+    return history_path() if checker.problems else database_of(table)

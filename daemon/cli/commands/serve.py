@@ -77,24 +77,14 @@ def _workspaces(flags: dict[str, object], cfg: Config) -> list[str]:
 def _open_door(bound: Bound, limits: Limits, staleness: str,
                cfg: Config) -> tuple[EarlyDoor, EarlyAnswers]:
     """The early door on the bound socket: it answers while the daemon is built."""
+    from storyd.config.history import database_of
     from storyd.server.door import EarlyDoor
     from storyd.server.early import EarlyAnswers
     from storyd.server.lazydetect import Detectors
 
-    early = EarlyAnswers(limits, staleness, Detectors(cfg, staleness), _history_database(cfg))
+    early = EarlyAnswers(limits, staleness, Detectors(cfg, staleness), database_of(cfg.history))
     early.prepare()
     return EarlyDoor(bound.sock, early, limits.max_line_bytes).open(), early
-
-
-def _history_database(cfg: Config) -> str | None:
-    """The database the daemon will record into ([history] path, else the default), or
-    None when [history] is off."""
-    from storyd.core.paths import history_path
-
-    table = cfg.history  # None: no [history] table, the defaults (on, the default path)
-    if table is None:
-        return history_path()
-    return (table.path or history_path()) if table.enabled else None
 
 
 def opened(flags: dict[str, object], cfg: Config) -> tuple[Bound, EarlyDoor, EarlyAnswers]:

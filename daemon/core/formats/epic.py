@@ -18,7 +18,14 @@ import sys
 
 from storyd.core import lifecycle
 from storyd.core.errors import DataError, StateFileMissing, UsageError
-from storyd.core.formats.base import Adapter, Source, finding, load_json_object, make_task
+from storyd.core.formats.base import (
+    Adapter,
+    Source,
+    finding,
+    load_json_object,
+    make_task,
+    nameable,
+)
 from storyd.core.jsonio import kind
 from storyd.core.jsonstream import members
 from storyd.core.model import DONE, Finding, Task, Unit
@@ -106,6 +113,7 @@ def epic_state_files(workspace: str, epic_id: str) -> list[str]:
                 f"{root}/{name}/{STATE_NAME}"
                 for name in names
                 if name.startswith(prefix)
+                and nameable(name)  # (storyd names its files in UTF-8: formats.base)
                 and epic_of_folder(name) == epic_id
                 and os.path.isfile(os.path.join(workspace, root, name, STATE_NAME))
             )

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 
 from storyd.core.errors import DataError, StorydError
-from storyd.core.formats.base import Adapter, Source, finding, walk
+from storyd.core.formats.base import Adapter, Source, finding, nameable, walk
 from storyd.core.formats.common import ALL_DONE, FRESH_START, as_int, one_line, text_of
 from storyd.core.formats.yamlsubset import YamlError, nested
 from storyd.core.jsonio import JSONError, loads
@@ -166,8 +166,8 @@ class _Disk:
             names = os.listdir(hidden)
         except (OSError, ValueError):
             names = []
-        self.continue_here += sorted(f"{ROOT}/{n}" for n in names
-                                     if n.startswith(".continue-here") and n.endswith(".md"))
+        self.continue_here += sorted(f"{ROOT}/{n}" for n in names if n.startswith(".continue-here")
+                                     and n.endswith(".md") and nameable(n))  # fmt: skip
 
 
 def _key(number: str) -> tuple[int, ...]:
